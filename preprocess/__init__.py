@@ -1,0 +1,1 @@
+"""SQuAD JSON -> windowed WordPiece features -> TFRecord shards."""
