@@ -1,0 +1,1 @@
+"""BERT encoder + span head (tf-models-official), configs and checkpoint loading."""

@@ -1,0 +1,71 @@
+"""BERT hyperparameters from a JSON config.
+
+Reads google-research/bert `bert_config.json` and Hugging Face BERT `config.json` files: both use the
+keys of google-research/bert `modeling.BertConfig` (`vocab_size`, `hidden_size`, `num_hidden_layers`,
+`num_attention_heads`, `intermediate_size`, `hidden_act`, `hidden_dropout_prob`,
+`attention_probs_dropout_prob`, `max_position_embeddings`, `type_vocab_size`, `initializer_range`).
+"""
+
+import dataclasses
+import json
+
+import tensorflow as tf
+
+_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+             "intermediate_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class BertConfig:
+  """Shape and regularization of a BERT encoder. Sizes are counts (tokens, units, layers)."""
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  # "gelu" means the tanh approximation in google-research/bert modeling.py (and in tfm's converter)
+  # but the exact erf form in Hugging Face transformers ("gelu_new" is their tanh form).
+  exact_gelu: bool = False
+
+  @classmethod
+  def from_dict(cls, values, source="config"):
+    """Builds a config from a dict of the google-research/HF keys (unknown keys are ignored).
+
+    Raises:
+      ValueError: a required key is missing, naming `source`.
+    """
+    missing = [k for k in _REQUIRED if k not in values]
+    if missing:
+      raise ValueError(f"{source}: not a BERT config, missing {', '.join(missing)}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: v for k, v in values.items() if k in names}
+    is_hf = "model_type" in values or "architectures" in values
+    kwargs["exact_gelu"] = is_hf and values.get("hidden_act", "gelu") == "gelu"
+    if kwargs.get("hidden_act") == "gelu_new":
+      kwargs["hidden_act"] = "gelu"
+    return cls(**kwargs)
+
+  @classmethod
+  def from_json_file(cls, path):
+    """Reads a JSON config file.
+
+    Raises:
+      FileNotFoundError, ValueError: with the path in the message.
+    """
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"{path}: BERT config not found (--bert_config_file)")
+    with tf.io.gfile.GFile(path, "r") as f:
+      try:
+        values = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    return cls.from_dict(values, source=path)
+
+  def to_dict(self):
+    return dataclasses.asdict(self)

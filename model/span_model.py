@@ -1,0 +1,77 @@
+"""The QA model: tf-models-official `BertEncoder` + `BertSpanLabeler` (per-token start/end logits).
+
+The head is one Dense(2) applied to every token's final hidden state (Devlin et al., 2019, section
+4.2): 2 * hidden + 2 weights, independent of sequence length. Never a dense layer over the flattened
+[seq, hidden] sequence, whose weights grow with seq * hidden * seq.
+"""
+
+import functools
+
+import tensorflow as tf
+import tf_keras
+from official.nlp.modeling import models
+from official.nlp.modeling import networks
+
+# Input names of tfm's BertEncoder, used by the model and by the serving signatures.
+INPUT_WORD_IDS = "input_word_ids"
+INPUT_MASK = "input_mask"
+INPUT_TYPE_IDS = "input_type_ids"
+
+
+@tf_keras.utils.register_keras_serializable(package="squad_qa")
+def gelu_exact(x):
+  """GELU with the erf CDF (Hendrycks & Gimpel, 2016): Hugging Face BERT's "gelu"."""
+  return tf_keras.activations.gelu(x, approximate=False)
+
+
+@tf_keras.utils.register_keras_serializable(package="squad_qa")
+def gelu_tanh(x):
+  """GELU with the tanh approximation: google-research/bert modeling.py's "gelu"."""
+  return tf_keras.activations.gelu(x, approximate=True)
+
+
+def build_encoder(config):
+  """A tfm `BertEncoder` for a `model.bert_config.BertConfig`.
+
+  Its inputs are int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`; its
+  `sequence_output` is [batch, seq, hidden] in the global Keras dtype policy's compute dtype.
+  """
+  if config.hidden_act != "gelu":
+    activation = config.hidden_act
+  else:
+    activation = gelu_exact if config.exact_gelu else gelu_tanh
+  return networks.BertEncoder(
+      vocab_size=config.vocab_size,
+      hidden_size=config.hidden_size,
+      num_layers=config.num_hidden_layers,
+      num_attention_heads=config.num_attention_heads,
+      inner_dim=config.intermediate_size,
+      inner_activation=activation,
+      output_dropout=config.hidden_dropout_prob,
+      attention_dropout=config.attention_probs_dropout_prob,
+      max_sequence_length=config.max_position_embeddings,
+      type_vocab_size=config.type_vocab_size,
+      initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
+
+
+def build_span_model(config):
+  """Builds the encoder and the QA model around it.
+
+  Returns:
+    (model, encoder). `model` maps a dict of int32 [batch, seq] `input_word_ids`, `input_mask`,
+    `input_type_ids` to (start_logits, end_logits), each float32 [batch, seq] even under a mixed
+    precision policy (softmax and loss need float32 range).
+  """
+  encoder = build_encoder(config)
+  labeler = models.BertSpanLabeler(
+      network=encoder,
+      initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
+  inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+            for name in (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)}
+  start_logits, end_logits = labeler(inputs)
+  to_float32 = functools.partial(tf_keras.layers.Activation, "linear", dtype="float32")
+  outputs = (to_float32(name="start_logits")(start_logits),
+             to_float32(name="end_logits")(end_logits))
+  model = tf_keras.Model(inputs=inputs, outputs=outputs, name="bert_span_model")
+  model.labeler = labeler
+  return model, encoder
