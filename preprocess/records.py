@@ -91,3 +91,47 @@ def shard_paths(records_dir, meta, split):
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError(f"{path}: missing shard; rerun make_records.py")
   return paths
+
+
+def _to_model_inputs(batch):
+  """Renames record keys to tfm BertEncoder inputs (int32), keeping the other keys."""
+  features = {k: tf.cast(v, tf.int32) for k, v in batch.items()}
+  features["input_word_ids"] = features.pop("input_ids")
+  features["input_type_ids"] = features.pop("segment_ids")
+  return features
+
+
+def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000):
+  """Endless shuffled training batches: file list -> interleave -> shuffle -> batch -> prefetch.
+
+  Returns:
+    A tf.data.Dataset of dicts of int32 tensors: `input_word_ids`, `input_mask`, `input_type_ids`
+    [batch, max_seq_length] and `unique_ids`, `start_positions`, `end_positions` [batch].
+  """
+  spec = feature_spec(TRAIN_SPLIT, max_seq_length)
+  files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=seed).repeat()
+  dataset = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), 4),
+                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+  dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+  dataset = dataset.batch(batch_size, drop_remainder=True)
+  dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_example(x, spec)),
+                        num_parallel_calls=tf.data.AUTOTUNE)
+  return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def eval_dataset(paths, max_seq_length, batch_size, max_examples=None):
+  """Eval batches in file order (deterministic), optionally only questions < max_examples.
+
+  Returns:
+    A tf.data.Dataset of dicts of int32 tensors: the three model inputs, `token_start_char`,
+    `token_end_char`, `token_is_max_context` [batch, max_seq_length], `unique_ids` and
+    `example_index` [batch].
+  """
+  spec = feature_spec(EVAL_SPLIT, max_seq_length)
+  dataset = tf.data.TFRecordDataset(paths)
+  dataset = dataset.map(lambda x: tf.io.parse_single_example(x, spec))
+  if max_examples is not None:
+    # Eval shards hold questions in order, so the wanted ones form a prefix.
+    dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
+  dataset = dataset.batch(batch_size).map(_to_model_inputs)
+  return dataset.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,1 @@
+"""Model logits -> answer text (span decoding) -> official SQuAD scores."""

@@ -1,0 +1,331 @@
+r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and scores the dev set.
+
+  python train.py --records_dir=records --model_dir=model_out \
+      --init_checkpoint=<HF BERT folder or TF2 checkpoint> [--gpu]
+
+Reads the shards of preprocess/make_records.py with tf.data, builds tf-models-official's
+BertEncoder + BertSpanLabeler, trains with tfm's AdamW (linear warmup, then linear decay to 0, global
+gradient-norm clipping at 1.0, as google-research/bert), checkpoints to --model_dir and resumes from
+the latest checkpoint there. Then it predicts the eval shards, decodes answers (postprocess/), writes
+predictions.json and eval_results.json (official SQuAD v1.1 EM/F1) to --model_dir.
+
+--gpu trains under the mixed_float16 policy with dynamic loss scaling; logits and loss stay float32.
+Without it everything runs in float32 (mixed_float16 on a CPU is ~40x slower).
+"""
+
+import collections
+import json
+import math
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from official.nlp import optimization
+
+from flags import definitions
+from model import bert_config as bert_config_lib
+from model import checkpoints
+from model import span_model
+from postprocess import span_decoding
+from postprocess import squad_scoring
+from preprocess import records
+from preprocess import squad_reader
+from preprocess import wordpiece
+
+definitions.define_squad_file_flags()
+definitions.define_tokenizer_flags()
+definitions.define_model_flags()
+definitions.define_train_flags()
+FLAGS = flags.FLAGS
+
+QA_CONFIG_FILE = "qa_config.json"  # in --model_dir: what export.py needs to rebuild the model
+
+
+class UsageError(ValueError):
+  """A problem with flags or inputs; main() prints its one-line message and exits non-zero."""
+
+
+def set_precision_policy(mixed):
+  """Sets the global tf_keras policy: "mixed_float16" when `mixed`, else "float32".
+
+  tfm's models are tf_keras (Keras 2) models, so the policy must be set through tf_keras, not Keras 3.
+  """
+  policy = "mixed_float16" if mixed else "float32"
+  tf_keras.mixed_precision.set_global_policy(policy)
+  return policy
+
+
+def span_loss(start_positions, end_positions, start_logits, end_logits):
+  """Mean over the batch of (CE(start) + CE(end)) / 2, in float32 (run_squad.py's loss).
+
+  Args:
+    start_positions, end_positions: int [batch] token indices.
+    start_logits, end_logits: [batch, seq] logits (cast to float32 here).
+
+  Returns:
+    A float32 scalar.
+  """
+  start = tf_keras.losses.sparse_categorical_crossentropy(
+      start_positions, tf.cast(start_logits, tf.float32), from_logits=True)
+  end = tf_keras.losses.sparse_categorical_crossentropy(
+      end_positions, tf.cast(end_logits, tf.float32), from_logits=True)
+  return tf.reduce_mean((start + end) / 2.0)
+
+
+def model_inputs(batch):
+  """The three encoder inputs of a batch dict."""
+  return {k: batch[k] for k in (span_model.INPUT_WORD_IDS, span_model.INPUT_MASK,
+                                span_model.INPUT_TYPE_IDS)}
+
+
+def create_optimizer(learning_rate, num_train_steps, warmup_proportion, mixed):
+  """tfm AdamWeightDecay with linear warmup and linear decay; loss-scaled when `mixed`.
+
+  Returns:
+    A tf_keras (legacy) optimizer; under mixed precision a `tf_keras.mixed_precision.
+    LossScaleOptimizer` with dynamic loss scaling around it.
+  """
+  optimizer = optimization.create_optimizer(
+      init_lr=learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=int(num_train_steps * warmup_proportion), optimizer_type="adamw")
+  if mixed:
+    optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
+  return optimizer
+
+
+def trained_variables(model):
+  """The model's trainable variables minus BERT's pooler, which the span head does not use."""
+  return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
+
+
+def make_train_step(model, optimizer):
+  """A tf.function running one optimizer step on a batch; returns the (unscaled) float32 loss."""
+  loss_scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+  variables = trained_variables(model)
+
+  @tf.function
+  def train_step(batch):
+    with tf.GradientTape() as tape:
+      start_logits, end_logits = model(model_inputs(batch), training=True)
+      loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits)
+      scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
+    grads = tape.gradient(scaled, variables)
+    if loss_scaled:
+      grads = optimizer.get_unscaled_gradients(grads)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  return train_step
+
+
+def current_learning_rate(optimizer):
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  schedule = inner.learning_rate
+  return float(schedule(inner.iterations)) if callable(schedule) else float(schedule)
+
+
+def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
+          save_checkpoints_steps=1000, init_checkpoint=None):
+  """Runs the training loop until the optimizer has taken `num_train_steps` steps.
+
+  Resumes from the latest checkpoint in `model_dir` (model and optimizer state, step count); only
+  without one are the weights initialized from `init_checkpoint`. Saves every
+  `save_checkpoints_steps` steps and at the end; writes loss and learning rate to TensorBoard under
+  `model_dir/train`.
+
+  Returns:
+    {"steps": steps run now, "final_loss": float, "examples_per_second": float}.
+  """
+  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+  manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=3)
+  if manager.latest_checkpoint:
+    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    logging.info("resumed from %s at step %d", manager.latest_checkpoint,
+                 int(optimizer.iterations))
+  elif init_checkpoint:
+    logging.info("initialized from %s", checkpoints.initialize_from(model, init_checkpoint))
+  else:
+    logging.warning("no --init_checkpoint: the encoder starts from random weights")
+  start_step = int(optimizer.iterations)
+  if start_step >= num_train_steps:
+    logging.info("already trained %d of %d steps", start_step, num_train_steps)
+    return {"steps": 0, "final_loss": float("nan"), "examples_per_second": 0.0}
+  train_step = make_train_step(model, optimizer)
+  writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
+  progress = tf_keras.utils.Progbar(num_train_steps, stateful_metrics=["loss", "lr"])
+  progress.update(start_step)
+  iterator = iter(dataset)
+  started = None
+  loss = float("nan")
+  step = start_step
+  while step < num_train_steps:
+    loss = float(train_step(next(iterator)))
+    step = int(optimizer.iterations)
+    if started is None:  # time from the end of the first step: leaves out tracing
+      started, first_step = time.time(), step
+    if not math.isfinite(loss):
+      raise FloatingPointError(f"loss is {loss} at step {step}; lower --learning_rate")
+    lr = current_learning_rate(optimizer)
+    progress.update(step, [("loss", loss), ("lr", lr)])
+    if step % 10 == 0 or step == num_train_steps:
+      with writer.as_default(step=step):
+        tf.summary.scalar("loss", loss)
+        tf.summary.scalar("learning_rate", lr)
+    if step % save_checkpoints_steps == 0 or step == num_train_steps:
+      manager.save(checkpoint_number=step)
+  elapsed = time.time() - started
+  rate = (step - first_step) * batch_size / elapsed if elapsed > 0 and step > first_step else 0.0
+  logging.info("trained steps %d..%d: final loss %.4f, %.2f examples/s", start_step, step, loss, rate)
+  return {"steps": step - start_step, "final_loss": loss, "examples_per_second": rate}
+
+
+def predict(model, dataset):
+  """Runs the model over eval batches.
+
+  Returns:
+    {example index: [span_decoding.WindowLogits, ...]} in window order.
+  """
+  predict_step = tf.function(lambda inputs: model(inputs, training=False))
+  windows = collections.defaultdict(list)
+  progress = tf_keras.utils.Progbar(None, unit_name="batch")
+  for batch in dataset:
+    start_logits, end_logits = predict_step(model_inputs(batch))
+    arrays = {k: v.numpy() for k, v in batch.items()}
+    start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
+    for i, example_index in enumerate(arrays["example_index"]):
+      windows[int(example_index)].append(span_decoding.WindowLogits(
+          start_logits[i], end_logits[i], arrays["token_start_char"][i],
+          arrays["token_end_char"][i], arrays["token_is_max_context"][i]))
+    progress.add(1)
+  return dict(windows)
+
+
+def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
+             max_answer_length, max_eval_examples=None):
+  """Predicts the eval shards, writes predictions.json and eval_results.json, returns the scores.
+
+  Raises:
+    UsageError: --predict_file is not the file the eval records were made from.
+  """
+  eval_meta = meta["splits"].get(records.EVAL_SPLIT)
+  if not eval_meta:
+    raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
+  if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
+    raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
+                     f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
+  squad = squad_reader.read_squad(predict_file, is_training=False)
+  dataset = records.eval_dataset(records.shard_paths(records_dir, meta, records.EVAL_SPLIT),
+                                 meta["flags"]["max_seq_length"], predict_batch_size,
+                                 max_eval_examples)
+  started = time.time()
+  windows = predict(model, dataset)
+  answers = span_decoding.decode_all(
+      windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
+      n_best_size, max_answer_length)
+  predictions = {squad.examples[i].qas_id: answers[i].text for i in sorted(answers)}
+  dataset_json = squad_reader.load_json(predict_file)
+  if max_eval_examples is not None:
+    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(predictions))
+  results = squad_scoring.score_v1(dataset_json, predictions)
+  results["predict_seconds"] = time.time() - started
+  _write_json(os.path.join(model_dir, "predictions.json"), predictions)
+  _write_json(os.path.join(model_dir, "eval_results.json"), results)
+  return results
+
+
+def _write_json(path, value):
+  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+    json.dump(value, f, indent=2, ensure_ascii=False)
+  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
+  """--max_steps if given, else epochs x train features / batch size (at least 1)."""
+  if max_steps:
+    return max_steps
+  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
+  return max(1, int(num_features * num_train_epochs / batch_size))
+
+
+def run():
+  """train.py's job from FLAGS; returns the eval results (or None without --do_predict)."""
+  if FLAGS.gpu and not tf.config.list_physical_devices("GPU"):
+    raise UsageError("--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is "
+                     "empty); install a CUDA build of TensorFlow or drop --gpu to train on the CPU")
+  policy = set_precision_policy(mixed=FLAGS.gpu)
+  tf_keras.utils.set_random_seed(FLAGS.seed)
+  meta = records.read_meta(FLAGS.records_dir)
+  config_file, vocab_file = checkpoints.resolve_model_files(
+      FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
+  saved = os.path.join(FLAGS.model_dir, QA_CONFIG_FILE)
+  if not config_file and tf.io.gfile.exists(saved):
+    with tf.io.gfile.GFile(saved) as f:
+      config_file = json.load(f)["bert_config_file"]
+  if not config_file:
+    raise UsageError("--bert_config_file is required (or an --init_checkpoint with a config beside it)")
+  if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
+    raise UsageError(f"--vocab_file={vocab_file} is not the vocab the records were made with "
+                     f"({meta['flags']['vocab_file']}); rerun make_records.py with it")
+  config = bert_config_lib.BertConfig.from_json_file(config_file)
+  if meta["flags"]["max_seq_length"] > config.max_position_embeddings:
+    raise UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but the "
+                     f"encoder has {config.max_position_embeddings} positions")
+  tf.io.gfile.makedirs(FLAGS.model_dir)
+  _write_json(saved, {"bert_config_file": os.path.abspath(config_file),
+                      "bert_config": config.to_dict(),
+                      "vocab_file": os.path.abspath(meta["flags"]["vocab_file"]),
+                      **{k: meta["flags"][k] for k in ("do_lower_case", "max_seq_length",
+                                                       "doc_stride", "max_query_length")}})
+  model, _ = span_model.build_span_model(config)
+  logging.info("model: %d parameters, policy %s", model.count_params(), policy)
+  if FLAGS.do_train:
+    steps = num_train_steps_for(meta, FLAGS.train_batch_size, FLAGS.num_train_epochs,
+                                FLAGS.max_steps)
+    optimizer = create_optimizer(FLAGS.learning_rate, steps, FLAGS.warmup_proportion, FLAGS.gpu)
+    dataset = records.train_dataset(records.shard_paths(FLAGS.records_dir, meta, records.TRAIN_SPLIT),
+                                    meta["flags"]["max_seq_length"], FLAGS.train_batch_size,
+                                    seed=FLAGS.seed)
+    stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, FLAGS.train_batch_size,
+                  FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint)
+    _write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
+  else:
+    latest = tf.train.latest_checkpoint(FLAGS.model_dir)
+    if latest:
+      tf.train.Checkpoint(model=model).read(latest).expect_partial()
+      logging.info("predicting with %s", latest)
+    elif FLAGS.init_checkpoint:
+      logging.info("predicting with %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
+    else:
+      raise UsageError(f"--do_train=false needs a checkpoint in --model_dir={FLAGS.model_dir} "
+                       f"or an --init_checkpoint")
+  if not FLAGS.do_predict:
+    return None
+  predict_file = FLAGS.predict_file or definitions.default_squad_file(
+      definitions.PREDICT_FILE_NAMES)
+  if not os.path.exists(predict_file):
+    raise UsageError(definitions.missing_squad_file_message("predict_file", predict_file))
+  results = evaluate(model, FLAGS.records_dir, meta, predict_file, FLAGS.model_dir,
+                     FLAGS.predict_batch_size, FLAGS.n_best_size, FLAGS.max_answer_length,
+                     FLAGS.max_eval_examples)
+  print(f"SQuAD v1.1 on {results['num_questions']} questions of {predict_file}: "
+        f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
+  return results
+
+
+def main(argv):
+  del argv
+  try:
+    run()
+  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError) as e:
+    logging.error("%s", e)
+    sys.exit(f"train.py: {e}")
+
+
+if __name__ == "__main__":
+  app.run(main)
