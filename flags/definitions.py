@@ -7,9 +7,28 @@ Names follow google-research/bert `run_squad.py` and tf-models-official (`max_se
 Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see `default_squad_file`.
 """
 
+import functools
 import os
 
 from absl import flags
+
+def _once(define):
+  """Wraps an absl DEFINE_* so that defining an already-defined flag is a no-op.
+
+  Several entry points define the same group (train.py and export.py both define the model flags),
+  and the tests import them into one process.
+  """
+  @functools.wraps(define)
+  def define_once(name, *args, **kwargs):
+    if name not in flags.FLAGS:
+      define(name, *args, **kwargs)
+  return define_once
+
+
+DEFINE_string = _once(flags.DEFINE_string)
+DEFINE_bool = _once(flags.DEFINE_bool)
+DEFINE_integer = _once(flags.DEFINE_integer)
+DEFINE_float = _once(flags.DEFINE_float)
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
 
@@ -49,11 +68,11 @@ def missing_squad_file_message(flag_name, path):
 
 def define_squad_file_flags():
   """--train_file, --predict_file: the SQuAD JSON inputs (defaults under $SQUAD_DIR)."""
-  flags.DEFINE_string(
+  DEFINE_string(
       "train_file", None,
       "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
       "train-v1.1.reconstructed.json there).")
-  flags.DEFINE_string(
+  DEFINE_string(
       "predict_file", None,
       "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
       "$SQUAD_DIR/dev-v1.1.json.")
@@ -61,68 +80,75 @@ def define_squad_file_flags():
 
 def define_tokenizer_flags():
   """--vocab_file, --do_lower_case: the WordPiece vocabulary and casing."""
-  flags.DEFINE_string(
+  DEFINE_string(
       "vocab_file", None,
       "WordPiece vocab.txt of the encoder. Default: vocab.txt beside --init_checkpoint.")
-  flags.DEFINE_bool(
+  DEFINE_bool(
       "do_lower_case", True,
       "Lower-case and strip accents (true for uncased BERT vocabularies).")
 
 
 def define_featurization_flags():
   """Flags of preprocess/make_records.py that shape the windowed features."""
-  flags.DEFINE_integer(
+  DEFINE_integer(
       "max_seq_length", 384,
       "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
-  flags.DEFINE_integer(
+  DEFINE_integer(
       "doc_stride", 128,
       "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm).")
-  flags.DEFINE_integer(
+  DEFINE_integer(
       "max_query_length", 64, "Question tokens kept; longer questions are truncated.")
-  flags.DEFINE_string("output_dir", "records", "Where the TFRecord shards and meta.json go.")
-  flags.DEFINE_integer("num_shards", 8, "Shards per split (train and eval each).")
+  DEFINE_string("output_dir", "records", "Where the TFRecord shards and meta.json go.")
+  DEFINE_integer("num_shards", 8, "Shards per split (train and eval each).")
 
 
 def define_model_flags():
   """Where the encoder comes from and where training writes: shared by train.py and export.py."""
-  flags.DEFINE_string(
+  DEFINE_string(
       "bert_config_file", None,
       "BERT JSON config (google-research bert_config.json or an HF config.json). "
       "Default: the one beside --init_checkpoint.")
-  flags.DEFINE_string(
+  DEFINE_string(
       "init_checkpoint", None,
       "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
       "vocab.txt). Without it the encoder starts from random weights.")
-  flags.DEFINE_string("model_dir", "model_out", "Checkpoints, predictions and eval results.")
+  DEFINE_string("model_dir", "model_out", "Checkpoints, predictions and eval results.")
 
 
 def define_train_flags():
   """Flags of train.py: data, budget, optimizer, prediction and device."""
-  flags.DEFINE_string("records_dir", "records", "Output of preprocess/make_records.py.")
-  flags.DEFINE_bool("do_train", True, "Fine-tune on the train shards.")
-  flags.DEFINE_bool("do_predict", True, "Predict the eval shards and score them.")
-  flags.DEFINE_integer("train_batch_size", 32, "Features per training step.")
-  flags.DEFINE_integer("predict_batch_size", 64, "Features per prediction step.")
-  flags.DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
-  flags.DEFINE_float("num_train_epochs", 2.0, "Passes over the train features.")
-  flags.DEFINE_integer(
+  DEFINE_string("records_dir", "records", "Output of preprocess/make_records.py.")
+  DEFINE_bool("do_train", True, "Fine-tune on the train shards.")
+  DEFINE_bool("do_predict", True, "Predict the eval shards and score them.")
+  DEFINE_integer("train_batch_size", 32, "Features per training step.")
+  DEFINE_integer("predict_batch_size", 64, "Features per prediction step.")
+  DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
+  DEFINE_float("num_train_epochs", 2.0, "Passes over the train features.")
+  DEFINE_integer(
       "max_steps", None, "Training steps; a budget that overrides --num_train_epochs.")
-  flags.DEFINE_float(
+  DEFINE_float(
       "warmup_proportion", 0.1,
       "Share of the training steps with a linear learning-rate warmup from 0.")
-  flags.DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-  flags.DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
-  flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
-  flags.DEFINE_integer(
+  DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
+  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
+  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
+  DEFINE_integer(
       "max_eval_examples", None,
       "Score only the first N questions of --predict_file (a budget for CPU runs).")
-  flags.DEFINE_bool(
+  DEFINE_bool(
       "gpu", False,
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
-  flags.DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
+  DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
 
 
 def define_export_flags():
   """Flags of export.py."""
-  flags.DEFINE_string("export_dir", "export", "Where the SavedModel is written.")
+  DEFINE_string("export_dir", "export", "Where the SavedModel is written.")
+
+
+def define_ask_flags():
+  """Flags of ask.py (one question against an exported SavedModel)."""
+  DEFINE_string("question", None, "The question.")
+  DEFINE_string("context", None, "The passage holding the answer.")
+  DEFINE_string("context_file", None, "Read the passage from this UTF-8 file instead.")
