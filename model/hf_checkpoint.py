@@ -107,7 +107,7 @@ def load_hf_weights(model, folder):
     by_suffix[re.sub(r"(_\d+)?:0$", "", weight.name)] = weight
   assignments = {}
   unused = []
-  for hf_name, array in tensors.items():
+  for hf_name, array in sorted(tensors.items()):
     mapped = _tfm_name(hf_name)
     if mapped is None:
       unused.append(hf_name)
@@ -117,10 +117,11 @@ def load_hf_weights(model, folder):
     if weight is None:
       unused.append(hf_name)
       continue
+    if array.size != np.prod(weight.shape) or (transform == "linear" and
+                                                array.T.shape != tuple(weight.shape)):
+      raise ValueError(f"{path}: {hf_name} has shape {tuple(array.shape)} but {tfm_name} needs "
+                       f"{tuple(weight.shape)}; does the model's config.json match?")
     value = _convert(array, transform, weight.shape)
-    if tuple(value.shape) != tuple(weight.shape):
-      raise ValueError(f"{path}: {hf_name} has shape {array.shape}, converts to {value.shape}, "
-                       f"but {tfm_name} needs {tuple(weight.shape)}; does config.json match?")
     assignments[tfm_name] = (weight, value)
   new = [name for name in by_suffix if name not in assignments]
   missing_encoder = [name for name in new if not name.startswith("predictions/")]

