@@ -32,8 +32,13 @@ def score_v1(dataset, predictions):
 
   Returns:
     {"exact_match": percent, "f1": percent, "num_questions": int}.
+
+  Raises:
+    ValueError: `dataset` holds no question (the official scorer would divide by zero).
   """
-  result = squad_evaluate_v1_1.evaluate(dataset, predictions)
   num_questions = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
+  if not num_questions:
+    raise ValueError("no questions to score")
+  result = squad_evaluate_v1_1.evaluate(dataset, predictions)
   return {"exact_match": 100.0 * result["exact_match"], "f1": 100.0 * result["final_f1"],
           "num_questions": num_questions}

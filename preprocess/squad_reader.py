@@ -142,9 +142,9 @@ def read_squad(path, is_training, max_examples=None):
       words = offsets = None
       paragraph_index = len(contexts)
       contexts.append(context)
+      if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
+        raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
       for q, qa in enumerate(qas):
-        if max_examples is not None and len(examples) >= max_examples:
-          return SquadFile(path, contexts, examples, dict(skipped))
         qas_id, question = qa.get("id"), qa.get("question")
         if not isinstance(qas_id, str) or not isinstance(question, str):
           raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question'")
@@ -157,8 +157,11 @@ def read_squad(path, is_training, max_examples=None):
           if not answers:
             skipped["no_answer"] += 1
             continue
-          answer_text = answers[0].get("text", "")
-          answer_start = answers[0].get("answer_start", -1)
+          answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
+          answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
+          if not isinstance(answer_text, str) or type(answer_start) is not int:
+            raise SquadInputError(f"{where} question {q} ({qas_id}): first answer needs a string "
+                                  f"'text' and an integer 'answer_start'")
           if words is None:
             words, offsets = char_to_word_offsets(context)
           if not _answer_matches_words(answer_text, answer_start, words, offsets):
@@ -166,4 +169,6 @@ def read_squad(path, is_training, max_examples=None):
             continue
           example.answer_text, example.answer_start = answer_text, answer_start
         examples.append(example)
+        if max_examples is not None and len(examples) >= max_examples:
+          return SquadFile(path, contexts, examples, dict(skipped))
   return SquadFile(path, contexts, examples, dict(skipped))

@@ -426,3 +426,18 @@ def test_read_squad_missing_file_and_no_data(tmp_path):
   path = _write(tmp_path, "other.json", {"rows": []})
   with pytest.raises(SquadInputError, match="top level has no 'data' list"):
     read_squad(path, is_training=True)
+
+
+@pytest.mark.parametrize("qas, message", [
+    (["x"], "'qas' must be a list of question objects"),
+    ([{"id": "q", "question": "Q?", "answers": ["abc"]}], "needs a string 'text'"),
+    ([{"id": "q", "question": "Q?", "answers": [{"text": "abc", "answer_start": "0"}]}],
+     "an integer 'answer_start'"),
+])
+def test_malformed_questions_are_one_line_errors(tmp_path, qas, message):
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "abc", "qas": qas}]}]}))
+  with pytest.raises(SquadInputError, match=message) as error:
+    read_squad(str(path), is_training=True)
+  assert str(error.value).startswith(f"{path}: article 0 paragraph 0")
+  assert "\n" not in str(error.value)

@@ -109,7 +109,9 @@ def test_too_long_span_is_skipped_and_the_limit_is_inclusive():
 
 def test_start_outside_context_is_skipped():
   # Start logit peaks on the question token "who" (offset -1): (1,4) = 9+3 = 12 is skipped.
-  answer = decode_answer([window1({1: 9.0, 3: 2.0}, {4: 3.0})], CONTEXT)
+  # make_features gives non-context positions max-context 0, which would hide this rule, so the
+  # flags are all 1 here: the offset check alone must reject the start.
+  answer = decode_answer([window1({1: 9.0, 3: 2.0}, {4: 3.0}, max_context=[1] * 10)], CONTEXT)
   assert answer == Answer("Café Zoë", 0, 8, 5.0)
 
 
