@@ -5,13 +5,13 @@
 #
 #   SQUAD_DIR=<folder with train-v1.1.json and dev-v1.1.json> bash demo.sh
 #
-# Knobs (environment): DEMO_OUT (default demo_out), DEMO_STEPS (300), DEMO_BATCH (16),
+# Knobs (environment): DEMO_OUT (default demo_out), DEMO_STEPS (160), DEMO_BATCH (16),
 # DEMO_EVAL_QUESTIONS (1000).
 set -euo pipefail
 cd "$(dirname "$0")"
 export SQUAD_DIR="${SQUAD_DIR:-data/squad}"
 OUT="${DEMO_OUT:-demo_out}"
-STEPS="${DEMO_STEPS:-300}"
+STEPS="${DEMO_STEPS:-160}"
 BATCH="${DEMO_BATCH:-16}"
 EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"
 started=$(date +%s)
@@ -26,8 +26,8 @@ python preprocess/make_records.py --vocab_file="$MINILM/vocab.txt" --max_seq_len
 
 echo "== fine-tune MiniLM-L6 for $STEPS steps of $BATCH, then score $EVAL_QUESTIONS dev questions"
 python train.py --records_dir="$OUT/records" --model_dir="$OUT/model" --init_checkpoint="$MINILM" \
-    --train_batch_size="$BATCH" --max_steps="$STEPS" --learning_rate=1e-4 \
-    --warmup_proportion=0.1 --max_eval_examples="$EVAL_QUESTIONS" --save_checkpoints_steps=100
+    --train_batch_size="$BATCH" --max_steps="$STEPS" --learning_rate=2e-4 \
+    --warmup_proportion=0.1 --max_eval_examples="$EVAL_QUESTIONS" --save_checkpoints_steps=80
 
 echo "== export"
 python export.py --model_dir="$OUT/model" --export_dir="$OUT/export"

@@ -211,11 +211,11 @@ DEV_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/squad/dev-v
 # Seen in dev-v1.1.json: the first article, "Super_Bowl_50", has 54 paragraphs and 810 questions.
 FIRST_ARTICLE_TITLE = "Super_Bowl_50"
 FIRST_ARTICLE_QUESTIONS = 810
-# "Where did Super Bowl 50 take place?" (first article, first paragraph); gold answers:
+# A "where" question of the first paragraph; its gold answers (read from the file while writing):
 #   "Santa Clara, California" / "Levi's Stadium" /
 #   "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California."
 WHERE_ID = "56be4db0acb8001400a502ee"
-# "Which NFL team represented the AFC at Super Bowl 50?" -> "Denver Broncos" (x3)
+# A "which team" question of the first paragraph; gold "Denver Broncos" (x3).
 AFC_ID = "56be4db0acb8001400a502ec"
 
 

@@ -32,7 +32,7 @@ The batch (padded to a common length, ``attention_mask`` 0 on padding, pad id 0,
 
   0. single sentence  "The quick brown fox jumps over the lazy dog."
   1. single sentence  "Héllo wörld! Tokenization, of punctuation & accents."
-  2. a SQuAD-like question/context pair (``token_type_ids`` 1 on the context).
+  2. a question/context pair (our own text, not SQuAD's) (``token_type_ids`` 1 on the context).
 
 Arrays in the .npz (all loadable with ``np.load(path)``, no pickle):
 
@@ -80,10 +80,10 @@ BATCH: list[tuple[str, str | None]] = [
     ("The quick brown fox jumps over the lazy dog.", None),
     ("Héllo wörld! Tokenization, of punctuation & accents.", None),
     (
-        "Which NFL team represented the AFC at Super Bowl 50?",
-        "The American Football Conference (AFC) champion Denver Broncos defeated "
-        "the National Football Conference (NFC) champion Carolina Panthers 24–10 "
-        "to earn their third Super Bowl title.",
+        "Which crew repainted the harbour bridge in 1932?",
+        "The Harbour Works Company (HWC) crew of forty painters, led by Ada Lindqvist, "
+        "repainted the old harbour bridge red in 1932 – a job of 7–8 months that the "
+        "city council had postponed twice.",
     ),
 ]
 
