@@ -121,7 +121,6 @@ def main(argv):
   try:
     run()
   except (ValueError, FileNotFoundError) as e:
-    logging.error("%s", e)
     sys.exit(f"export.py: {e}")
 
 

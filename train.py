@@ -323,7 +323,6 @@ def main(argv):
   try:
     run()
   except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError) as e:
-    logging.error("%s", e)
     sys.exit(f"train.py: {e}")
 
 

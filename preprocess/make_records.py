@@ -204,7 +204,6 @@ def main(argv):
   try:
     make_records()
   except (squad_reader.SquadInputError, ValueError, FileNotFoundError) as e:
-    logging.error("%s", e)
     sys.exit(f"make_records.py: {e}")
 
 
