@@ -12,6 +12,7 @@ them onto tfm `BertEncoder` variables, so both kinds share one name table and on
 import os
 import re
 
+from absl import logging
 from safetensors import safe_open
 
 from model import named_weights
@@ -129,4 +130,5 @@ def load_hf_weights(model, folder):
   """
   encoder = model.labeler.checkpoint_items["encoder"]
   report = read_hf_weights(model, folder, encoder.get_config()["num_attention_heads"])
+  logging.info("%s", report)
   return {"restored": report.restored, "new": report.new, "unused": report.unused}

@@ -110,6 +110,8 @@ def assign(model, entries, unused, path, kind, hint="does --bert_config_file mat
            source_names=None):
   """Checks `entries` against `model` and assigns them all, or raises without assigning any.
 
+  The caller logs `str()` of the returned report; the full name lists go to `--verbosity=1`.
+
   Args:
     model: a model from `model.span_model.build_span_model` (any Keras model with tfm names).
     entries: list of `Entry`.
@@ -167,8 +169,7 @@ def assign(model, entries, unused, path, kind, hint="does --bert_config_file mat
   report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new,
                       unused=sorted(unused),
                       head_restored=bool(head_found))
-  logging.info("%s", report)
-  # The full lists are long (~200 names for BERT-base): shown with --verbosity=1.
+  # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names for BERT-base): shown with --verbosity=1.
   logging.vlog(1, "restored from %s: %s", path, ", ".join(report.restored))
   if report.unused:
     logging.vlog(1, "unused in %s: %s", path, ", ".join(report.unused))
