@@ -1,7 +1,8 @@
 r"""Writes a SavedModel of the QA model for serving.
 
   python export.py --model_dir=model_out --export_dir=export
-  python export.py --init_checkpoint=<HF folder> --export_dir=export   # untrained head: warns
+  python export.py --init_checkpoint=<any --init_checkpoint kind> --export_dir=export
+      # warns when the checkpoint has no fine-tuned span head (run_squad.py / HF qa_outputs)
 
 Signatures (also the `serving_default` for now):
   serve_features: int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`
@@ -109,8 +110,10 @@ def run():
     tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
     logging.info("exporting %s", latest)
   else:
-    logging.info("exporting %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
-    logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
+    report = checkpoints.initialize_from(model, FLAGS.init_checkpoint)
+    logging.info("exporting %s", report)
+    if not report.head_restored:
+      logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
   qa_config = {k: qa_config[k] for k in ("max_seq_length", "doc_stride", "max_query_length",
                                           "do_lower_case")}
   export(model, vocab_file, qa_config, FLAGS.export_dir)

@@ -1,7 +1,7 @@
 r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and scores the dev set.
 
   python train.py --records_dir=records --model_dir=model_out \
-      --init_checkpoint=<HF BERT folder or TF2 checkpoint> [--gpu]
+      --init_checkpoint=<HF BERT folder, google-research TF1 or tfm TF2 checkpoint> [--gpu]
 
 Reads the shards of preprocess/make_records.py with tf.data, builds tf-models-official's
 BertEncoder + BertSpanLabeler, trains with tfm's AdamW (linear warmup, then linear decay to 0, global
@@ -322,7 +322,8 @@ def main(argv):
   del argv
   try:
     run()
-  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError) as e:
+  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
+          checkpoints.CheckpointError) as e:
     sys.exit(f"train.py: {e}")
 
 

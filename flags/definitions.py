@@ -111,7 +111,9 @@ def define_model_flags():
   DEFINE_string(
       "init_checkpoint", None,
       "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
-      "vocab.txt). Without it the encoder starts from random weights.")
+      "vocab.txt), a google-research/bert TF1 checkpoint (folder or prefix, e.g. "
+      "uncased_L-12_H-768_A-12/bert_model.ckpt), a tf-models-official TF2 encoder checkpoint, or "
+      "a --model_dir of this tool. Without it the encoder starts from random weights.")
   DEFINE_string("model_dir", "model_out", "Checkpoints, predictions and eval results.")
 
 
@@ -152,3 +154,11 @@ def define_ask_flags():
   DEFINE_string("question", None, "The question.")
   DEFINE_string("context", None, "The passage holding the answer.")
   DEFINE_string("context_file", None, "Read the passage from this UTF-8 file instead.")
+
+
+def define_convert_flags():
+  """Flags of `python -m model.convert_checkpoint` (besides the model and tokenizer flags)."""
+  DEFINE_string(
+      "output", None,
+      "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
+      "must not exist yet.")
