@@ -74,27 +74,26 @@ def _varints(values):
   return groups[np.arange(width)[None, :] < sizes[:, None]], sizes
 
 
-def _packed_rows(values, lengths=None):
-  """Packed varints of each row of an int array.
+def _packed_rows(values, inside=None):
+  """Packed varints of the values of each row of an int array (optionally only some of them).
 
   Args:
     values: int [rows, n].
-    lengths: optional int [rows]: values at positions >= lengths[row] are all 0 (padding); only the
-      prefixes are encoded, the caller appends n - length zero bytes (a 0 is the 1-byte varint 0).
+    inside: optional bool [rows, n], True on one contiguous run per row: only those values are
+      encoded (the caller supplies the constant bytes of the others).
 
   Returns:
-    (data, row_offsets): uint8 data of the (prefixes of the) rows back to back, int64 [rows + 1].
+    (data, row_offsets): uint8 data of the (selected values of the) rows back to back, and int64
+    [rows + 1] offsets into it.
   """
   values = np.asarray(values)
-  if lengths is None:
+  if inside is None:
     data, sizes = _varints(values.ravel())
     row_sizes = sizes.reshape(values.shape[0], -1).sum(axis=1, dtype=np.int64)
   else:
-    inside = np.arange(values.shape[1])[None, :] < np.asarray(lengths)[:, None]
     data, sizes = _varints(values[inside])
-    ends = np.cumsum(sizes, dtype=np.int64)
-    value_ends = np.cumsum(lengths)
-    row_sizes = np.diff(np.concatenate([[0], ends[value_ends - 1]]))
+    ends = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    row_sizes = np.diff(ends[np.concatenate([[0], np.cumsum(inside.sum(axis=1))])])
   return data, np.concatenate([[0], np.cumsum(row_sizes)]).astype(np.int64)
 
 
@@ -127,13 +126,17 @@ def split_keys(split):
   return EVAL_KEYS
 
 
+_MINUS_ONE = _varint((1 << 64) - 1)  # -1 as an int64 varint: 10 bytes
+
+
 def serialize_features(features, unique_ids, split):
   """Serializes FeatureArrays as tf.train.Example protos, vectorized.
 
   The bytes are those of a tf.train.Example with an Int64List per key (packed varints, keys in
-  `split_keys` order), so `tf.io.parse_example` reads them; building them with NumPy, all records
-  of a batch at once, is ~50x faster than filling tf.train.Example messages one by one, and the
-  bytes are a pure function of the features.
+  `split_keys` order), so `tf.io.parse_example` reads them. They are assembled with NumPy for all
+  records of a batch at once (~50x faster than filling tf.train.Example messages one by one): each
+  record is a list of byte segments (headers, varint payloads, runs of constant padding bytes)
+  gathered from one source buffer. The bytes are a pure function of the features.
 
   Args:
     features: preprocess.features.FeatureArrays.
@@ -143,74 +146,86 @@ def serialize_features(features, unique_ids, split):
   Returns:
     A list of F bytes objects.
   """
-  columns = {
-      "unique_ids": lambda: np.asarray(unique_ids, np.int64)[:, None],
-      "example_index": lambda: np.asarray(features.example_index, np.int64)[:, None],
-      "input_ids": lambda: features.input_ids,
-      "input_mask": lambda: features.input_mask,
-      "segment_ids": lambda: features.segment_ids,
-      "start_positions": lambda: features.start_positions[:, None],
-      "end_positions": lambda: features.end_positions[:, None],
-      "is_impossible": lambda: features.is_impossible[:, None],
-      "token_start_char": lambda: features.token_start_char,
-      "token_end_char": lambda: features.token_end_char,
-      "token_is_max_context": lambda: features.token_is_max_context,
-  }
   num = len(features)
   if not num:
     return []
-  pool = bytearray()  # header bytes, each distinct one stored once
+  width = features.input_ids.shape[1]
+  lengths = np.asarray(features.input_mask).sum(axis=1).astype(np.int64)
+  pool = bytearray()  # constant bytes (headers, padding runs), each distinct one stored once
   pool_index = {}
 
-  def pooled(header):
-    if header not in pool_index:
-      pool_index[header] = len(pool)
-      pool.extend(header)
-    return pool_index[header]
+  def pooled(constant):
+    if constant not in pool_index:
+      pool_index[constant] = len(pool)
+      pool.extend(constant)
+    return pool_index[constant]
 
-  sources = []  # uint8 arrays: the pool, then each field's payloads
-  segment_starts, segment_sizes = [], []  # per record: record header, then per key its segments
-  body_sizes = np.zeros(num, np.int64)
-  payload_columns = []
-  padding_lengths = None
-  lengths = np.asarray(features.input_mask).sum(axis=1)
+  zeros = pooled(bytes(width))
+  minus_ones = pooled(_MINUS_ONE * width)
+  payloads = []  # uint8 arrays, placed after the pool in the source buffer
+  fields = []  # per key: list of (source kind, starts, sizes) segments after its header
+
+  def add_payload(data, offsets):
+    payloads.append(data)
+    return ("payload", len(payloads) - 1, offsets[:-1], np.diff(offsets))
+
+  def constant_run(start, count, value_size):
+    return ("pool", None, np.full(num, start, np.int64), count.astype(np.int64) * value_size)
+
   for key in split_keys(split):
-    column = columns[key]()
-    # input_ids are 0 after the real tokens: only the prefixes are encoded, then zero bytes.
-    tail = key == "input_ids"
-    data, offsets = _packed_rows(column, lengths if tail else None)
-    payload_sizes = np.diff(offsets)
-    tail_sizes = column.shape[1] - lengths if tail else np.zeros(num, np.int64)
-    distinct, inverse = np.unique(payload_sizes + tail_sizes, return_inverse=True)
+    if key in ("input_ids",):
+      # Real tokens, then zeros (1 byte each) for the padding.
+      inside = np.arange(width)[None, :] < lengths[:, None]
+      segments = [add_payload(*_packed_rows(features.input_ids, inside)),
+                  constant_run(zeros, width - lengths, 1)]
+    elif key in ("token_start_char", "token_end_char"):
+      # -1 (10 bytes) before and after the window's context tokens.
+      values = getattr(features, key)
+      inside = values >= 0
+      head = np.argmax(inside, axis=1)
+      count = inside.sum(axis=1)
+      segments = [constant_run(minus_ones, head, len(_MINUS_ONE)),
+                  add_payload(*_packed_rows(values, inside)),
+                  constant_run(minus_ones, width - head - count, len(_MINUS_ONE))]
+    else:
+      column = {"unique_ids": unique_ids, "example_index": features.example_index,
+                "start_positions": features.start_positions,
+                "end_positions": features.end_positions,
+                "is_impossible": features.is_impossible}.get(key)
+      column = (np.asarray(column, np.int64)[:, None] if column is not None else
+                getattr(features, key))
+      segments = [add_payload(*_packed_rows(column))]
+    fields.append((key, segments))
+
+  # Headers depend on each record's payload sizes.
+  header_starts, header_sizes = [], []
+  body_sizes = np.zeros(num, np.int64)
+  for key, segments in fields:
+    payload_sizes = sum(sizes for _, _, _, sizes in segments)
+    distinct, inverse = np.unique(payload_sizes, return_inverse=True)
     headers = [_field_header(key, int(size)) for size in distinct]
-    header_starts = np.array([pooled(h) for h in headers], np.int64)[inverse]
-    header_sizes = np.array([len(h) for h in headers], np.int64)[inverse]
-    payload_columns.append((data, offsets, header_starts, header_sizes, payload_sizes,
-                            tail_sizes if tail else None))
-    body_sizes += header_sizes + payload_sizes + tail_sizes
-    if tail:
-      padding_lengths = tail_sizes
-  zeros_start = pooled(bytes(features.input_ids.shape[1])) if padding_lengths is not None else 0
+    header_starts.append(np.array([pooled(h) for h in headers], np.int64)[inverse])
+    header_sizes.append(np.array([len(h) for h in headers], np.int64)[inverse])
+    body_sizes += header_sizes[-1] + payload_sizes
   distinct, inverse = np.unique(body_sizes, return_inverse=True)
   record_headers = [b"\n" + _varint(int(size)) for size in distinct]
-  segment_starts.append(np.array([pooled(h) for h in record_headers], np.int64)[inverse])
-  segment_sizes.append(np.array([len(h) for h in record_headers], np.int64)[inverse])
-  source_size = len(pool)
-  for data, offsets, header_starts, header_sizes, payload_sizes, tail_sizes in payload_columns:
-    segment_starts += [header_starts, source_size + offsets[:-1]]
-    segment_sizes += [header_sizes, payload_sizes]
-    if tail_sizes is not None:
-      segment_starts.append(np.full(num, zeros_start, np.int64))
-      segment_sizes.append(tail_sizes)
-    sources.append(data)
-    source_size += len(data)
-  source = np.concatenate([np.frombuffer(bytes(pool), np.uint8)] + sources)
+  record_header_sizes = np.array([len(h) for h in record_headers], np.int64)[inverse]
+  segment_starts = [np.array([pooled(h) for h in record_headers], np.int64)[inverse]]
+  segment_sizes = [record_header_sizes]
+  payload_bases = np.cumsum([len(pool)] + [len(p) for p in payloads])
+  for (_, segments), starts, sizes in zip(fields, header_starts, header_sizes):
+    segment_starts.append(starts)
+    segment_sizes.append(sizes)
+    for kind, index, starts, sizes in segments:
+      segment_starts.append(starts + (payload_bases[index] if kind == "payload" else 0))
+      segment_sizes.append(sizes)
+  source = np.concatenate([np.frombuffer(bytes(pool), np.uint8)] + payloads)
   starts = np.stack(segment_starts, axis=1).ravel()  # record-major order
   sizes = np.stack(segment_sizes, axis=1).ravel()
   ends = np.cumsum(sizes)
   gather = np.repeat(starts - (ends - sizes), sizes) + np.arange(int(ends[-1]), dtype=np.int64)
   data = source[gather].tobytes()
-  record_ends = np.cumsum(segment_sizes[0] + body_sizes).tolist()
+  record_ends = np.cumsum(record_header_sizes + body_sizes).tolist()
   return [data[b:e] for b, e in zip([0] + record_ends[:-1], record_ends)]
 
 

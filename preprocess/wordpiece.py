@@ -6,20 +6,20 @@ function of the word alone, and a question's tokens are the concatenation of its
 (BasicTokenizer turns every run_squad.py whitespace character into a space before splitting). So a
 text can be tokenized run by run, where a run is a maximal stretch without ASCII whitespace:
 
-  * runs made only of printable ASCII (0x21-0x7E), >99% of SQuAD's words, go through
-    `tensorflow_text.FastBertTokenizer` (BERT's basic tokenization and WordPiece in C++), a batch of
-    whole texts per call;
+  * runs made only of printable ASCII (0x21-0x7E), >99% of SQuAD's words, are lower-cased in Python
+    (all that BERT's normalization does to ASCII) and go through tensorflow-text's FastWordpiece
+    kernel (the C++ of `FastBertTokenizer`: split on whitespace and punctuation, greedy
+    longest-match-first WordPiece), a batch of whole texts per call;
   * any run holding another character (accents, dashes, CJK, emoji, control or zero-width
     characters, U+202F, lone surrogates) is tokenized by tf-models-official's own `FullTokenizer`,
     the reference itself, once per distinct word (memoized), and its tokens are mapped back to the
     word's characters (`_align_word`).
 
-FastBertTokenizer is given the text with those runs blanked out (same length, ASCII only), so its byte
-offsets are code-point offsets. On printable ASCII the two tokenizers agree (lower-casing, splitting
-on ASCII punctuation, greedy longest-match-first WordPiece); where they differ elsewhere
-(FastBertTokenizer folds "ß" -> "ss" and "ﬁ" -> "fi", splits at NUL instead of deleting it) the
-reference path is taken. `tests/test_reference_parity.py` and `tools/compare_with_reference.py` check
-the result against the reference on real SQuAD.
+tensorflow-text is given the text with those runs blanked out (same length, ASCII only), so its byte
+offsets are code-point offsets. On printable ASCII the two tokenizers agree; elsewhere they do not
+always (tensorflow-text's normalizer folds "ß" -> "ss" and "ﬁ" -> "fi" and splits at NUL, which
+FullTokenizer keeps, keeps and deletes), hence the reference path. `tests/test_reference_parity.py`
+and `tools/compare_with_reference.py` check the result against the reference on real SQuAD.
 """
 
 import dataclasses
@@ -30,12 +30,12 @@ import unicodedata
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
+from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
 from preprocess.features import TokenizedText
 
 # tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
-# than this is [UNK] (google-research/bert uses 200). FastBertTokenizer counts bytes, which equals
+# than this is [UNK] (google-research/bert uses 200). tensorflow-text counts bytes, which equals
 # characters here since it only sees ASCII.
 MAX_CHARS_PER_WORD = 400
 
@@ -126,12 +126,33 @@ def _is_chinese_char(cp):
           0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
+_DELETED, _SPACE, _CJK, _PUNCTUATION = "deleted", "space", "cjk", "punctuation"
+
+
+@functools.lru_cache(maxsize=None)
+def _char_pieces(c, do_lower_case):
+  """What BasicTokenizer makes of one character: _DELETED, _SPACE, _CJK, or a tuple of
+  (normalized character, is punctuation) pairs (lower-cased, NFD, Mn dropped)."""
+  cp = ord(c)
+  if cp == 0 or cp == 0xFFFD or _is_control(c):
+    return _DELETED
+  if _is_whitespace(c) or c.isspace():  # _clean_text's spaces, then str.split()'s
+    return _SPACE
+  if _is_chinese_char(cp):
+    return _CJK
+  normalized = c
+  if do_lower_case:
+    normalized = unicodedata.normalize("NFD", c.lower())
+    normalized = "".join(n for n in normalized if unicodedata.category(n) != "Mn")
+  return tuple((n, _is_punctuation(n)) for n in normalized)
+
+
 def _basic_pieces(word, do_lower_case):
   """The reference's basic tokens of `word`, each as (normalized text, source char per character).
 
   Follows BasicTokenizer (delete NUL/U+FFFD/control/format characters, split at whitespace and
-  around CJK characters, lower-case + NFD + drop Mn, split around punctuation) one character at a
-  time, so every normalized character remembers where it came from.
+  around CJK characters, lower-case + NFD + drop Mn, split around punctuation) one character at
+  a time, so every normalized character remembers where it came from.
   """
   pieces = []
   current_text, current_source = [], []
@@ -143,27 +164,22 @@ def _basic_pieces(word, do_lower_case):
       current_source.clear()
 
   for i, c in enumerate(word):
-    cp = ord(c)
-    if cp == 0 or cp == 0xFFFD or _is_control(c):
+    kind = _char_pieces(c, do_lower_case)
+    if kind is _DELETED:
       continue
-    if _is_whitespace(c) or c.isspace():  # _clean_text's spaces, then str.split()'s
+    if kind is _SPACE:
       close()
-      continue
-    if _is_chinese_char(cp):
+    elif kind is _CJK:
       close()
       pieces.append((c, [i]))
-      continue
-    normalized = c
-    if do_lower_case:
-      normalized = unicodedata.normalize("NFD", c.lower())
-      normalized = "".join(n for n in normalized if unicodedata.category(n) != "Mn")
-    for n in normalized:
-      if _is_punctuation(n):
-        close()
-        pieces.append((n, [i]))
-      else:
-        current_text.append(n)
-        current_source.append(i)
+    else:
+      for n, is_punctuation in kind:
+        if is_punctuation:
+          close()
+          pieces.append((n, [i]))
+        else:
+          current_text.append(n)
+          current_source.append(i)
   close()
   return pieces
 
@@ -204,23 +220,19 @@ def _align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
 
 
 @functools.lru_cache(maxsize=4)
-def model_buffers(vocab, do_lower_case):
-  """tensorflow-text's flatbuffer models (wordpiece, normalizer) for a vocab, as bytes, cached.
+def wordpiece_model(vocab):
+  """tensorflow-text's FastWordpiece flatbuffer model for a vocab (bytes), cached.
 
-  Built by tensorflow-text's C++ builders without touching the TensorFlow runtime, so a parent
-  process can build them once before forking workers (preprocess/make_records.py).
+  Built by tensorflow-text's C++ builder (what `FastBertTokenizer` does internally) with
+  run_squad.py's settings: "##" suffixes, [UNK], words longer than MAX_CHARS_PER_WORD -> [UNK],
+  splitting on whitespace and punctuation first.
 
   Args:
     vocab: tuple of token strings.
-    do_lower_case: bool.
   """
-  from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder  # pylint: disable=g-import-not-at-top
   from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder  # pylint: disable=g-import-not-at-top
-  wordpiece_model = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+  return pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
       list(vocab), MAX_CHARS_PER_WORD, "##", "[UNK]", False, False)
-  normalizer_model = pywrap_fast_bert_normalizer_model_builder.build_fast_bert_normalizer_model(
-      do_lower_case)
-  return wordpiece_model, normalizer_model
 
 
 class WordPieceTokenizer:
@@ -240,21 +252,12 @@ class WordPieceTokenizer:
     self.sep_id = self._ids["[SEP]"]
     self.pad_id = self._ids["[PAD]"]
     self.unk_id = self._ids["[UNK]"]
-    wordpiece_model, normalizer_model = model_buffers(tuple(self.vocab), bool(do_lower_case))
-    # uint8 tensors made from NumPy views (tensorflow-text would build them from Python lists).
-    fast = tf_text.FastBertTokenizer(
-        token_out_type=tf.int32,
-        fast_wordpiece_model_buffer=tf.constant(np.frombuffer(wordpiece_model, np.uint8)),
-        fast_bert_normalizer_model_buffer=tf.constant(np.frombuffer(normalizer_model, np.uint8)))
-
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
-    def tokenize_batch(texts):
-      ids, starts, ends = fast.tokenize_with_offsets(texts)
-      return ids.flat_values, starts.flat_values, ends.flat_values, ids.row_lengths()
-
-    self._tokenize_batch = tokenize_batch
+    # A uint8 tensor made from a NumPy view (tensorflow-text would build it from a Python list).
+    self._model = tf.constant(np.frombuffer(wordpiece_model(tuple(self.vocab)), np.uint8))
     self._reference = None  # tf-models-official FullTokenizer, built on the first non-ASCII word
-    self._word_cache = {}
+    self._word_index = {}  # memo of reference-tokenized words: word -> index into _word_tokens
+    self._word_tokens = []  # per word: [(id, start, end), ...] (offsets within the word)
+    self._word_arrays = None
 
   def _reference_tokenizer(self):
     if self._reference is None:
@@ -263,28 +266,41 @@ class WordPieceTokenizer:
     return self._reference
 
   def _reference_word(self, word):
-    """(ids, starts, ends) of one run_squad.py word by the reference tokenizer, memoized."""
-    cached = self._word_cache.get(word)
-    if cached is None:
+    """Index of `word` in the memo of reference-tokenized run_squad.py words (tokenizing it the
+    first time)."""
+    index = self._word_index.get(word)
+    if index is None:
       tokens = self._reference_tokenizer().tokenize(word)
       offsets = _align_word(word, tokens, self.do_lower_case)
-      cached = ([self._ids[t] for t in tokens], [s for s, _ in offsets], [e for _, e in offsets])
-      self._word_cache[word] = cached
-    return cached
+      index = self._word_index[word] = len(self._word_tokens)
+      self._word_tokens.append([(self._ids[t], s, e) for t, (s, e) in zip(tokens, offsets)])
+      self._word_arrays = None
+    return index
 
-  def tokenize_ragged(self, texts, batch_size=1024):
+  def _reference_arrays(self):
+    """The memo as flat arrays: (ids, starts, ends) int32 and int64 [words + 1] row splits."""
+    if self._word_arrays is None:
+      flat = [token for tokens in self._word_tokens for token in tokens]
+      values = np.asarray(flat, np.int64).reshape(-1, 3)
+      counts = [len(tokens) for tokens in self._word_tokens]
+      self._word_arrays = (values[:, 0].astype(np.int32), values[:, 1].astype(np.int32),
+                           values[:, 2].astype(np.int32),
+                           np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    return self._word_arrays
+
+  def tokenize_ragged(self, texts, batch_size=4096):
     """Tokenizes texts; the fast path for many texts.
 
     Args:
       texts: a sequence of str.
-      batch_size: texts per FastBertTokenizer call.
+      batch_size: texts per tensorflow-text call.
 
     Returns:
       RaggedTokens (code-point offsets into each text).
     """
     texts = list(texts)
     fast_texts = []
-    extra = ([], [], [], [])  # text index, id, start, end of reference-path tokens
+    occurrences = ([], [], [])  # text index, start char, memo index of reference-path words
     for index, text in enumerate(texts):
       if not _OTHER_CHAR.search(text):
         fast_texts.append(text)
@@ -295,24 +311,27 @@ class WordPieceTokenizer:
         run_start, run = match.start(), match.group()
         blanked += [text[kept_from:run_start], " " * len(run)]
         kept_from = match.end()
-        word_start = run_start
         for word in run.split(_RUN_SQUAD_WORD_SEPARATOR):
-          ids, starts, ends = self._reference_word(word)
-          extra[0].extend([index] * len(ids))
-          extra[1].extend(ids)
-          extra[2].extend(word_start + s for s in starts)
-          extra[3].extend(word_start + e for e in ends)
-          word_start += len(word) + 1
+          occurrences[0].append(index)
+          occurrences[1].append(run_start)
+          occurrences[2].append(self._reference_word(word))
+          run_start += len(word) + 1
       blanked.append(text[kept_from:])
       fast_texts.append("".join(blanked))
     ids, starts, ends, lengths = [], [], [], []
     for i in range(0, len(fast_texts), batch_size):
-      batch = tf.constant(fast_texts[i:i + batch_size], tf.string)
-      token_ids, token_starts, token_ends, row_lengths = self._tokenize_batch(batch)
+      batch = fast_texts[i:i + batch_size]
+      if self.do_lower_case:  # on ASCII, all that BERT's normalization does
+        batch = [text.lower() for text in batch]
+      # The kernel of tensorflow-text's FastWordpieceTokenizer.tokenize_with_offsets, called
+      # directly: flat outputs, no ragged wrappers, no tracing.
+      _, token_ids, row_splits, token_starts, token_ends = (
+          gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
+              input_values=tf.constant(batch, tf.string), wp_model=self._model))
       ids.append(token_ids.numpy())
       starts.append(token_starts.numpy())
       ends.append(token_ends.numpy())
-      lengths.append(row_lengths.numpy())
+      lengths.append(np.diff(row_splits.numpy()))
     if not fast_texts:
       return RaggedTokens(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
                           np.zeros(1, np.int64))
@@ -320,24 +339,35 @@ class WordPieceTokenizer:
     starts = np.concatenate(starts).astype(np.int32)
     ends = np.concatenate(ends).astype(np.int32)
     lengths = np.concatenate(lengths).astype(np.int64)
-    if extra[0]:
-      text_of_token = np.concatenate([np.repeat(np.arange(len(texts)), lengths),
-                                      np.asarray(extra[0], np.int64)])
-      ids = np.concatenate([ids, np.asarray(extra[1], np.int32)])
-      starts = np.concatenate([starts, np.asarray(extra[2], np.int32)])
-      ends = np.concatenate([ends, np.asarray(extra[3], np.int32)])
-      order = np.lexsort((starts, text_of_token))  # by text, then by position in the text
-      ids, starts, ends = ids[order], starts[order], ends[order]
-      lengths = np.bincount(text_of_token, minlength=len(texts))
+    if occurrences[0]:
+      word_ids, word_starts, word_ends, word_splits = self._reference_arrays()
+      memo = np.asarray(occurrences[2], np.int64)
+      counts = word_splits[memo + 1] - word_splits[memo]
+      total = int(counts.sum())
+      rows = (np.repeat(word_splits[memo] - (np.cumsum(counts) - counts), counts) +
+              np.arange(total, dtype=np.int64))
+      shift = np.repeat(np.asarray(occurrences[1], np.int32), counts)
+      extra_text = np.repeat(np.asarray(occurrences[0], np.int64), counts)
+      extra_ids, extra_starts = word_ids[rows], word_starts[rows] + shift
+      extra_ends = word_ends[rows] + shift
+      # Insert the reference-path tokens among the others by (text, start char); both sides are
+      # sorted that way already (the occurrences in text order, each word's tokens in order).
+      fast_key = np.repeat(np.arange(len(texts), dtype=np.int64), lengths) << 32 | starts
+      extra_key = extra_text << 32 | extra_starts.astype(np.int64)
+      where = np.searchsorted(fast_key, extra_key)
+      ids = np.insert(ids, where, extra_ids)
+      starts = np.insert(starts, where, extra_starts)
+      ends = np.insert(ends, where, extra_ends)
+      lengths = lengths + np.bincount(extra_text, minlength=len(texts))
     row_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     return RaggedTokens(ids, starts, ends, row_splits)
 
-  def tokenize(self, texts, batch_size=1024):
+  def tokenize(self, texts, batch_size=4096):
     """Tokenizes texts.
 
     Args:
       texts: a sequence of str.
-      batch_size: texts per FastBertTokenizer call.
+      batch_size: texts per tensorflow-text call.
 
     Returns:
       A list of `TokenizedText` (int32 ids, code-point start/end offsets), one per text.
