@@ -11,9 +11,9 @@ shards:
     (benchmarks/featurize_reference.py), dev then train in one process, each timed on its own.
 Printed per row: the job's seconds (from reading the JSON to the last shard closed, as each job
 measures itself, without interpreter start and imports), the child's whole wall time (with them),
-questions per second (of the job time), and peak memory: the largest resident set summed over the
-child and its worker processes (sampled every 50 ms; shared pages of forked workers count twice, so
-this overstates ours a little). The last lines give the ratios reference / ours.
+questions per second (of the job time), and peak memory: the largest proportional set size (PSS:
+resident memory, pages shared between processes counted once) summed over the child and its worker
+processes, sampled every 50 ms. The last lines give the ratios reference / ours.
 
 The machine is shared: run it when nothing else is busy and read the numbers as +-10%.
 """
@@ -33,6 +33,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUAD_DIR = os.environ.get("SQUAD_DIR", os.path.join(REPO, "..", "shared", "data", "squad"))
 
 
+def _proportional_set_size(process):
+  """PSS: resident memory with pages shared between processes (forked workers, TensorFlow's
+  libraries) divided among them, so that sums over processes count them once. RSS where the
+  platform does not report PSS."""
+  info = process.memory_full_info()
+  return getattr(info, "pss", info.rss)
+
+
 def run_measured(command):
   """Runs `command`, sampling the RSS of its process tree. Returns (wall s, peak bytes, out, err)."""
   started = time.time()
@@ -43,7 +51,7 @@ def run_measured(command):
     while proc.poll() is None:
       try:
         tree = [root] + root.children(recursive=True)
-        peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+        peak = max(peak, sum(_proportional_set_size(p) for p in tree))
       except psutil.Error:
         pass
       time.sleep(0.05)

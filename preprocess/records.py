@@ -6,8 +6,9 @@ hold `example_index` (the question's position in the train file as read); `is_im
 1 when the window does not hold the answer (positions 0), including every window of an unanswerable
 SQuAD 2.0 question. Eval records add what postprocessing needs to map a token span back to the
 context's characters: `example_index` (the question's position in the eval file),
-`token_start_char` / `token_end_char` (code-point offsets, end exclusive, -1 outside the context) and
-`token_is_max_context` (0/1). Every value is int64 in the record. Records are serialized with NumPy
+`token_start_char` / `token_end_char` (code-point offsets, end exclusive, -1 outside the context;
+stored as offset + 1 under `token_start_char_plus_1` / `token_end_char_plus_1`, decoded by the
+readers here) and `token_is_max_context` (0/1). Every value is int64 in the record. Records are serialized with NumPy
 (`serialize_features`), byte-identical for identical features.
 """
 
@@ -28,6 +29,10 @@ TRAIN_KEYS = ("unique_ids",) + MODEL_INPUT_KEYS + ("start_positions", "end_posit
 EVAL_SEQUENCE_KEYS = MODEL_INPUT_KEYS + ("token_start_char", "token_end_char",
                                          "token_is_max_context")
 EVAL_KEYS = ("unique_ids", "example_index") + EVAL_SEQUENCE_KEYS
+# Stored as offset + 1 (0 outside the context) under these names: a -1 takes 10 bytes as a varint,
+# which made eval records 2x larger and slower to write; readers here give back the -1s.
+PLUS_ONE_KEYS = {"token_start_char": "token_start_char_plus_1",
+                 "token_end_char": "token_end_char_plus_1"}
 
 
 def shard_name(split, index, num_shards):
@@ -120,13 +125,24 @@ TRAIN_EXTRA_KEYS = ("example_index", "is_impossible")
 
 
 def split_keys(split):
-  """Record keys of a split, in the order they are written."""
+  """Keys of a split's records as readers see them, in the order they are written."""
   if split == TRAIN_SPLIT:
     return TRAIN_KEYS[:1] + TRAIN_EXTRA_KEYS[:1] + TRAIN_KEYS[1:] + TRAIN_EXTRA_KEYS[1:]
   return EVAL_KEYS
 
 
-_MINUS_ONE = _varint((1 << 64) - 1)  # -1 as an int64 varint: 10 bytes
+def _stored(key):
+  """The name a key has in the records."""
+  return PLUS_ONE_KEYS.get(key, key)
+
+
+def _decode(parsed):
+  """Parsed records -> reader keys: offsets stored + 1 become offsets again (-1 outside)."""
+  decoded = dict(parsed)
+  for key, stored in PLUS_ONE_KEYS.items():
+    if stored in decoded:
+      decoded[key] = decoded.pop(stored) - 1
+  return decoded
 
 
 def serialize_features(features, unique_ids, split):
@@ -161,7 +177,6 @@ def serialize_features(features, unique_ids, split):
     return pool_index[constant]
 
   zeros = pooled(bytes(width))
-  minus_ones = pooled(_MINUS_ONE * width)
   payloads = []  # uint8 arrays, placed after the pool in the source buffer
   fields = []  # per key: list of (source kind, starts, sizes) segments after its header
 
@@ -178,15 +193,8 @@ def serialize_features(features, unique_ids, split):
       inside = np.arange(width)[None, :] < lengths[:, None]
       segments = [add_payload(*_packed_rows(features.input_ids, inside)),
                   constant_run(zeros, width - lengths, 1)]
-    elif key in ("token_start_char", "token_end_char"):
-      # -1 (10 bytes) before and after the window's context tokens.
-      values = getattr(features, key)
-      inside = values >= 0
-      head = np.argmax(inside, axis=1)
-      count = inside.sum(axis=1)
-      segments = [constant_run(minus_ones, head, len(_MINUS_ONE)),
-                  add_payload(*_packed_rows(values, inside)),
-                  constant_run(minus_ones, width - head - count, len(_MINUS_ONE))]
+    elif key in PLUS_ONE_KEYS:
+      segments = [add_payload(*_packed_rows(getattr(features, key).astype(np.int64) + 1))]
     else:
       column = {"unique_ids": unique_ids, "example_index": features.example_index,
                 "start_positions": features.start_positions,
@@ -203,7 +211,7 @@ def serialize_features(features, unique_ids, split):
   for key, segments in fields:
     payload_sizes = sum(sizes for _, _, _, sizes in segments)
     distinct, inverse = np.unique(payload_sizes, return_inverse=True)
-    headers = [_field_header(key, int(size)) for size in distinct]
+    headers = [_field_header(_stored(key), int(size)) for size in distinct]
     header_starts.append(np.array([pooled(h) for h in headers], np.int64)[inverse])
     header_sizes.append(np.array([len(h) for h in headers], np.int64)[inverse])
     body_sizes += header_sizes[-1] + payload_sizes
@@ -229,13 +237,15 @@ def serialize_features(features, unique_ids, split):
   return [data[b:e] for b, e in zip([0] + record_ends[:-1], record_ends)]
 
 
-def feature_spec(split, max_seq_length):
-  """`tf.io.parse_example` spec of a split: int64 [] scalars and int64 [max_seq_length] sequences."""
+def feature_spec(split, max_seq_length, keys=None):
+  """`tf.io.parse_example` spec of a split (stored key names; apply `_decode` to the result): int64
+  [] scalars and int64 [max_seq_length] sequences. Default keys: TRAIN_KEYS or EVAL_KEYS."""
   sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
   scalar = tf.io.FixedLenFeature([], tf.int64)
-  keys = TRAIN_KEYS if split == TRAIN_SPLIT else EVAL_KEYS
+  if keys is None:
+    keys = TRAIN_KEYS if split == TRAIN_SPLIT else EVAL_KEYS
   sequence_keys = MODEL_INPUT_KEYS + EVAL_SEQUENCE_KEYS
-  return {k: sequence if k in sequence_keys else scalar for k in keys}
+  return {_stored(k): sequence if k in sequence_keys else scalar for k in keys}
 
 
 def read_records(paths, split, max_seq_length):
@@ -244,15 +254,13 @@ def read_records(paths, split, max_seq_length):
   Returns:
     {key: int64 [num_records] or [num_records, max_seq_length]}.
   """
-  sequence_keys = MODEL_INPUT_KEYS + EVAL_SEQUENCE_KEYS
-  spec = {k: tf.io.FixedLenFeature([max_seq_length] if k in sequence_keys else [], tf.int64)
-          for k in split_keys(split)}
+  spec = feature_spec(split, max_seq_length, split_keys(split))
   columns = {k: [] for k in spec}
   for batch in tf.data.TFRecordDataset(list(paths)).batch(4096):
     for k, v in tf.io.parse_example(batch, spec).items():
       columns[k].append(v.numpy())
-  return {k: (np.concatenate(v) if v else np.zeros((0,) + tuple(spec[k].shape), np.int64))
-          for k, v in columns.items()}
+  return _decode({k: (np.concatenate(v) if v else np.zeros((0,) + tuple(spec[k].shape), np.int64))
+                  for k, v in columns.items()})
 
 
 def read_meta(records_dir):
@@ -322,7 +330,7 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None):
   """
   spec = feature_spec(EVAL_SPLIT, max_seq_length)
   dataset = tf.data.TFRecordDataset(paths)
-  dataset = dataset.map(lambda x: tf.io.parse_single_example(x, spec))
+  dataset = dataset.map(lambda x: _decode(tf.io.parse_single_example(x, spec)))
   if max_examples is not None:
     # Eval shards hold questions in order, so the wanted ones form a prefix.
     dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)

@@ -260,9 +260,16 @@ class WordPieceTokenizer:
     self._word_arrays = None
 
   def _reference_tokenizer(self):
+    """tf-models-official's FullTokenizer algorithm: its BasicTokenizer, then its
+    WordpieceTokenizer on each basic token (what `FullTokenizer.tokenize` does), over our vocab
+    dict, which equals its `load_vocab` (stripped lines, ids = line numbers) and skips re-reading
+    the file line by line through tf.io.gfile."""
     if self._reference is None:
       from official.nlp.tools import tokenization  # pylint: disable=g-import-not-at-top
-      self._reference = tokenization.FullTokenizer(self.vocab_file, self.do_lower_case)
+      basic = tokenization.BasicTokenizer(do_lower_case=self.do_lower_case)
+      wordpiece = tokenization.WordpieceTokenizer(vocab=self._ids)
+      self._reference = lambda text: [piece for token in basic.tokenize(text)
+                                      for piece in wordpiece.tokenize(token)]
     return self._reference
 
   def _reference_word(self, word):
@@ -270,7 +277,7 @@ class WordPieceTokenizer:
     first time)."""
     index = self._word_index.get(word)
     if index is None:
-      tokens = self._reference_tokenizer().tokenize(word)
+      tokens = self._reference_tokenizer()(word)
       offsets = _align_word(word, tokens, self.do_lower_case)
       index = self._word_index[word] = len(self._word_tokens)
       self._word_tokens.append([(self._ids[t], s, e) for t, (s, e) in zip(tokens, offsets)])
