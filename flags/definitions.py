@@ -76,6 +76,10 @@ def define_squad_file_flags():
       "predict_file", None,
       "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
       "$SQUAD_DIR/dev-v1.1.json.")
+  DEFINE_bool(
+      "version_2_with_negative", False,
+      "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
+      "for them and prediction may answer \"\" (see --null_score_diff_threshold).")
 
 
 def define_tokenizer_flags():
@@ -100,6 +104,9 @@ def define_featurization_flags():
       "max_query_length", 64, "Question tokens kept; longer questions are truncated.")
   DEFINE_string("output_dir", "records", "Where the TFRecord shards and meta.json go.")
   DEFINE_integer("num_shards", 8, "Shards per split (train and eval each).")
+  DEFINE_integer(
+      "num_workers", min(2, os.cpu_count() or 1),
+      "Processes featurizing and writing shards (each takes a group of shards); 1 = in-process.")
 
 
 def define_model_flags():
@@ -142,6 +149,10 @@ def define_train_flags():
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
+  DEFINE_float(
+      "null_score_diff_threshold", 0.0,
+      "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
+      "the best non-null span score exceeds this (google-research/bert, tfm).")
 
 
 def define_export_flags():
