@@ -407,7 +407,8 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
   with flagsaver.flagsaver(init_checkpoint=out, export_dir=export_dir, model_dir=str(tmp_path),
                            bert_config_file=f"{tf1_pretrained[0]}/bert_config.json",
                            vocab_file=f"{tf1_pretrained[0]}/vocab.txt"):
-    with caplog.at_level(std_logging.INFO):
+    # Set the absl logger's own level: an earlier test may have left it at WARNING.
+    with caplog.at_level(std_logging.INFO, logger="absl"):
       export.run()  # what `python export.py --init_checkpoint=...` runs, in this process
   assert "the span head is untrained" in caplog.text and "TF2 checkpoint (encoder=...)" in caplog.text
   serve = tf.saved_model.load(export_dir).signatures["serve_features"]
