@@ -193,6 +193,14 @@ def current_learning_rate(optimizer):
   return float(schedule(inner.iterations)) if callable(schedule) else float(schedule)
 
 
+def _oom_summary(message):
+  """The "OOM when allocating tensor with shape[...]" line of a ResourceExhaustedError message
+  (TF puts "Graph execution error:" and the Python stack first), without the device and allocator."""
+  lines = [l.strip() for l in message.splitlines() if l.strip()]
+  line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
+  return line.split(" on /job:")[0][:300]
+
+
 def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
           save_checkpoints_steps=1000, init_checkpoint=None, accumulation_steps=1,
           jit_compile=False):
@@ -238,9 +246,8 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
       loss = float(train_step(next(iterator)))
     except tf.errors.ResourceExhaustedError as e:
       raise OutOfMemoryError(
-          f"step {step + 1} ran out of memory ({e.message.strip().splitlines()[0][:300]}); the "
-          f"last checkpoint is {manager.latest_checkpoint or 'none (nothing saved yet)'}, "
-          f"unchanged") from None
+          f"step {step + 1} ran out of memory ({_oom_summary(e.message)}); the last checkpoint "
+          f"is {manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     step = int(optimizer.iterations)
     if started is None:  # time from the end of the first step: leaves out tracing
       started, first_step = time.time(), step
@@ -435,8 +442,9 @@ def main(argv):
   del argv
   try:
     run()
-  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
-          memory.MemoryPlanError, OutOfMemoryError) as e:
+  except (memory.MemoryPlanError, OutOfMemoryError) as e:  # multi-line diagnoses: print once
+    sys.exit(f"train.py: {e}")
+  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError) as e:
     logging.error("%s", e)
     sys.exit(f"train.py: {e}")
 

@@ -142,8 +142,8 @@ def main():
     child(args)
     return
   configs = CONFIGS
-  if args.only:
-    configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(","))]
+  if args.only is not None:  # --only= (empty) with --xla: the XLA comparison alone
+    configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(",") if c)]
   mib = 2 ** 20
   print("                     ---- one step (MiB) ----------------   ---- whole process (MiB) ------------")
   print("model   seq batch    predicted  allocator ratio  RSS 1st   predicted  allocator ratio  RSS peak  s/step")
@@ -157,7 +157,7 @@ def main():
           f"  {r['rss_first_step'] / mib:>7.0f}   {r['predicted_total'] / mib:>9.0f}  "
           f"{r['allocator_peak'] / mib:>9.0f} {r['allocator_peak'] / r['predicted_total']:>5.2f}"
           f"  {r['rss_peak_over_tf'] / mib:>8.0f}  {r['seconds_per_step']:>6.2f}", flush=True)
-  for key, name in (("allocator_step", "step"), ("allocator_peak", "total")):
+  for key, name in (("allocator_step", "step"), ("allocator_peak", "total")) if results else ():
     ratios = [r[key] / r["predicted_" + name] for r in results]
     print(f"measured/predicted {name}: min {min(ratios):.2f}, max {max(ratios):.2f}")
   print(f"({time.time() - started:.0f} s)")

@@ -509,13 +509,25 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
     return max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw", steps,
                           limit=batch) >= batch
 
+  def same_effective(micro):  # the fewest passes of at most `micro` features giving `effective`
+    steps = next(k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
+    return (f"--train_batch_size={effective // steps} --gradient_accumulation_steps={steps}: the "
+            f"same {effective} features per optimizer step")
+
+  if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
+    lines.insert(1, f"  that is below the {format_bytes(device.usable_bytes)} the device offers: "
+                    f"something else holds memory, or the planner is optimistic for this setup")
+    if effective > 1:
+      lines.append(f"  - {same_effective(max(1, batch_size // 2))}, half the activations")
+    if dtype == "float32" and device.kind == "gpu":
+      lines.append("  - --gpu (mixed_float16) halves most activations")
+    lines.append("  - --train_batch_size=auto with a smaller --device_memory_gb plans for less "
+                 "memory")
+    return "\n".join(lines)
   fit = max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind, "adamw",
                        max(2, accumulation_steps))
   if fit:
-    steps = next(k for k in range(math.ceil(effective / fit), effective + 1) if effective % k == 0)
-    lines.append(f"  - --train_batch_size={effective // steps} --gradient_accumulation_steps="
-                 f"{steps}: the same {effective} features per optimizer step (the largest batch "
-                 f"that fits is {fit})")
+    lines.append(f"  - {same_effective(fit)} (the largest batch that fits is {fit})")
   else:
     lines.append(f"  - not even batch 1 fits at max_seq_length {max_seq_length}")
   seq = max_seq_length - 64

@@ -3,6 +3,9 @@ table, the seed scenario, batch planning, exact gradient accumulation, the pre-f
 
 import json
 import os
+import resource
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -317,13 +320,15 @@ def tiny_records(tmp_path_factory):
 
 
 def train_cli(records, model_dir, *args, expect_ok=True):
+  """train.py on the tiny records for 2 steps (unless args say otherwise)."""
   return testutil.run_cli(
       "train.py", f"--records_dir={records['records']}", f"--model_dir={model_dir}",
       f"--bert_config_file={records['config']}", f"--vocab_file={testutil.vocab_file()}",
       "--do_predict=false", "--max_steps=2", *args, expect_ok=expect_ok)
 
 
-def test_preflight_check_stops_with_a_diagnosis(tiny_records):
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setrlimit(RLIMIT_AS)")
+def test_preflight_check_and_real_out_of_memory(tiny_records):
   model_dir = tiny_records["tmp"] / "preflight"
   returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
                                  "--device_memory_gb=0.15", expect_ok=False)
@@ -343,6 +348,37 @@ def test_preflight_check_stops_with_a_diagnosis(tiny_records):
   train_cli(tiny_records, model_dir, "--train_batch_size=4", "--device_memory_gb=0.02",
             "--nomemory_check")
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  # Then a real ResourceExhaustedError when resuming with a batch that does not fit (below).
+  check_real_out_of_memory(tiny_records, model_dir)
+
+
+def check_real_out_of_memory(tiny_records, model_dir):
+  """A real out-of-memory error: the address space is capped at 6 GiB (setrlimit), so TensorFlow's
+  allocator fails inside step 3 (batch 8192 needs ~9.6 GiB) instead of the kernel killing the
+  process; the planner was told the device has 64 GiB, so the pre-flight check passes."""
+  saved = {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)
+           if name.startswith("ckpt-2")}
+  assert saved
+
+  def cap_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (6 * GIB, 6 * GIB))
+
+  command = [sys.executable, "train.py", f"--records_dir={tiny_records['records']}",
+             f"--model_dir={model_dir}", f"--bert_config_file={tiny_records['config']}",
+             f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--max_steps=4",
+             "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1"]
+  proc = subprocess.run(command, cwd=testutil.REPO, capture_output=True, text=True, timeout=600,
+                        preexec_fn=cap_address_space, check=False)
+  output = proc.stdout + proc.stderr
+  assert proc.returncode == 1, output[-3000:]
+  assert ("train.py: step 3 ran out of memory (OOM when allocating tensor with shape[8192,"
+          in output), output[-3000:]
+  assert f"the last checkpoint is {model_dir}/ckpt-2, unchanged" in output
+  assert "out of memory: estimated peak" in output and "fixes:" in output
+  assert "--train_batch_size=4096 --gradient_accumulation_steps=2" in output
+  assert "Traceback" not in output
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  assert {name: (model_dir / name).read_bytes() for name in saved} == saved
 
 
 def test_auto_batch_with_accumulation_trains(tiny_records):
