@@ -32,8 +32,10 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (model, max_seq_length, batch) measured by default: tiny and MiniLM-L6 at 128/256/384, batch 4-32.
-CONFIGS = [("tiny", 128, 8), ("tiny", 384, 32), ("minilm", 128, 8), ("minilm", 128, 32),
-           ("minilm", 256, 16), ("minilm", 384, 4), ("minilm", 384, 16), ("minilm", 384, 32)]
+# A fourth field "mixed" runs under mixed_float16 (~40x slower on the CPU: tiny only).
+CONFIGS = [("tiny", 128, 8), ("tiny", 384, 32), ("tiny", 384, 32, "mixed"), ("minilm", 128, 8),
+           ("minilm", 128, 32), ("minilm", 256, 16), ("minilm", 384, 4), ("minilm", 384, 16),
+           ("minilm", 384, 32)]
 
 
 def _rss_bytes(field):
@@ -67,11 +69,12 @@ def child(args):
   from model import memory  # pylint: disable=g-import-not-at-top
   from model import span_model  # pylint: disable=g-import-not-at-top
   rss_tf = _rss_bytes("VmRSS")
-  train.set_precision_policy(mixed=False)
+  policy = train.set_precision_policy(mixed=args.mixed)
   config = bert_config(args.model)
   model, _ = span_model.build_span_model(config)
-  optimizer = train.create_optimizer(5e-5, 1000, 0.1, mixed=False)
-  optimizer._create_all_weights(train.trained_variables(model))  # pylint: disable=protected-access
+  optimizer = train.create_optimizer(5e-5, 1000, 0.1, mixed=args.mixed)
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  inner._create_all_weights(train.trained_variables(model))  # pylint: disable=protected-access
   rss_model = _rss_bytes("VmRSS")
   rng = np.random.default_rng(0)
   b, s = args.batch, args.seq
@@ -101,9 +104,9 @@ def child(args):
   seconds = (time.time() - started) / args.steps
   alloc_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
   rss_peak = _rss_bytes("VmHWM")
-  est = memory.estimate(config, s, b, "float32", "cpu")
+  est = memory.estimate(config, s, b, policy, "cpu")
   print(json.dumps({
-      "model": args.model, "seq": s, "batch": b, "xla": args.xla,
+      "model": args.model, "seq": s, "batch": b, "xla": args.xla, "dtype": policy,
       "predicted_step": est.step_bytes, "predicted_total": est.total,
       "predicted_static": est.weights + est.optimizer_slots,
       "allocator_step": alloc_peak - alloc_before, "allocator_static": alloc_static,
@@ -115,11 +118,12 @@ def child(args):
       "examples_per_second": b / seconds}))
 
 
-def run_child(model, seq, batch, steps, xla=False):
+def run_child(model, seq, batch, steps, xla=False, mixed=False):
   env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TF_CPP_MIN_LOG_LEVEL="2",
              PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
   command = [sys.executable, os.path.abspath(__file__), "--child", f"--model={model}",
              f"--seq={seq}", f"--batch={batch}", f"--steps={steps}"] + (["--xla"] if xla else [])
+  command += ["--mixed"] if mixed else []
   proc = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
   if proc.returncode or not lines:
@@ -136,23 +140,27 @@ def main():
   parser.add_argument("--steps", type=int, default=2, help="measured steps after the first")
   parser.add_argument("--xla", action="store_true",
                       help="with --child: jit_compile; else also compare XLA on/off (MiniLM 384 x 16)")
-  parser.add_argument("--only", default=None, help="model:seq:batch,... instead of the default set")
+  parser.add_argument("--mixed", action="store_true", help="mixed_float16 (slow on the CPU)")
+  parser.add_argument("--only", default=None,
+                      help="model:seq:batch[:mixed],... instead of the default set")
   args = parser.parse_args()
   if args.child:
     child(args)
     return
   configs = CONFIGS
   if args.only is not None:  # --only= (empty) with --xla: the XLA comparison alone
-    configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(",") if c)]
+    configs = [tuple(int(v) if v.isdigit() else v for v in c.split(":"))
+               for c in args.only.split(",") if c]
   mib = 2 ** 20
-  print("                     ---- one step (MiB) ----------------   ---- whole process (MiB) ------------")
-  print("model   seq batch    predicted  allocator ratio  RSS 1st   predicted  allocator ratio  RSS peak  s/step")
+  print("                          ---- one step (MiB) ----------------   ---- whole process (MiB) ------------")
+  print("model        seq batch    predicted  allocator ratio  RSS 1st   predicted  allocator ratio  RSS peak  s/step")
   started = time.time()
   results = []
-  for model, seq, batch in configs:
-    r = run_child(model, seq, batch, args.steps)
+  for model, seq, batch, *mixed in configs:
+    r = run_child(model, seq, batch, args.steps, mixed=bool(mixed))
     results.append(r)
-    print(f"{model:<7} {seq:>3} {batch:>5}   {r['predicted_step'] / mib:>9.0f}  "
+    name = model + (" fp16" if mixed else "")
+    print(f"{name:<12} {seq:>3} {batch:>5}   {r['predicted_step'] / mib:>9.0f}  "
           f"{r['allocator_step'] / mib:>9.0f} {r['allocator_step'] / r['predicted_step']:>5.2f}"
           f"  {r['rss_first_step'] / mib:>7.0f}   {r['predicted_total'] / mib:>9.0f}  "
           f"{r['allocator_peak'] / mib:>9.0f} {r['allocator_peak'] / r['predicted_total']:>5.2f}"
@@ -162,15 +170,18 @@ def main():
     print(f"measured/predicted {name}: min {min(ratios):.2f}, max {max(ratios):.2f}")
   print(f"({time.time() - started:.0f} s)")
   if args.xla:
-    print("\nXLA (jit_compile) on the CPU, MiniLM-L6, seq 384, batch 16, float32:")
-    for xla in (False, True):
+    print("\nXLA (jit_compile) on the CPU, MiniLM-L6, seq 384, batch 16, float32 "
+          "(off and on alternate, so a change of load hits both):")
+    rates = {False: [], True: []}
+    for xla in (False, True, False, True):
       r = run_child("minilm", 384, 16, max(args.steps, 3), xla=xla)
+      rates[xla].append(r["examples_per_second"])
       print(f"  xla={'on ' if xla else 'off'}  {r['examples_per_second']:.2f} examples/s "
             f"({r['seconds_per_step']:.2f} s/step over {max(args.steps, 3)} steps, first step "
             f"{r['first_step_seconds']:.0f} s), allocator step memory "
             f"{r['allocator_step'] / mib:.0f} MiB (planner {r['predicted_step'] / mib:.0f})",
             flush=True)
-
+    print(f"  mean: off {sum(rates[False]) / 2:.2f}, on {sum(rates[True]) / 2:.2f} examples/s")
 
 if __name__ == "__main__":
   main()

@@ -271,6 +271,23 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   assert sum(moved) >= len(moved) - 2  # all but the untrained pooler's kernel and bias
 
 
+def test_accumulation_under_xla(float32_policy_after):
+  """--xla (on by default with --gpu) compiles the accumulation loop: same step as plain TF."""
+  train.set_precision_policy(mixed=False)
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  tf_keras.utils.set_random_seed(4)
+  plain, _ = span_model.build_span_model(config)
+  compiled, _ = span_model.build_span_model(config)
+  compiled.set_weights(plain.get_weights())
+  batch = synthetic_batch(config, 4, 32)
+  plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, False), 1)(batch)
+  xla_loss = train.make_train_step(compiled, train.create_optimizer(1e-3, 10, 0.0, False), 2,
+                                   jit_compile=True)(batch)
+  assert float(xla_loss) == pytest.approx(float(plain_loss), rel=1e-5)
+  for w_plain, w_xla in zip(plain.get_weights(), compiled.get_weights()):
+    np.testing.assert_allclose(w_xla, w_plain, rtol=1e-5, atol=1e-6)
+
+
 def test_out_of_memory_keeps_the_last_checkpoint(tmp_path, monkeypatch):
   train.set_precision_policy(mixed=False)
   config = tiny_config()
