@@ -216,8 +216,8 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
     {"steps": steps run now, "final_loss": float, "examples_per_second": float}.
 
   Raises:
-    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError (message: its first line and
-      the last checkpoint, which is left as it was).
+    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError (message: the tensor that
+      did not fit and the last checkpoint, which is left as it was).
   """
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
   manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=3)

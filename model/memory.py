@@ -645,7 +645,8 @@ def main(argv):
   FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   try:
     if FLAGS.bert_config_file:
-      configs = {os.path.basename(FLAGS.bert_config_file):
+      path = os.path.abspath(FLAGS.bert_config_file)  # "folder/config.json": HF files share names
+      configs = {os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path)):
                  bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file)}
     else:
       configs = presets()
@@ -665,7 +666,7 @@ def main(argv):
     for name, config in configs.items():
       limit = max_batch_size(config, FLAGS.max_seq_length, device.usable_bytes, dtype, device.kind)
       entry = {"model": name, "max_seq_length": FLAGS.max_seq_length, "max_batch_size": limit}
-      if FLAGS.train_batch_size:
+      if isinstance(FLAGS.train_batch_size, int):  # "auto" is the max batch printed below
         est = estimate(config, FLAGS.max_seq_length, FLAGS.train_batch_size, dtype, device.kind)
         entry["estimate"] = est.to_dict()
         entry["fits"] = est.total <= device.usable_bytes
