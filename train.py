@@ -11,6 +11,12 @@ predictions.json and eval_results.json (official SQuAD v1.1 EM/F1) to --model_di
 
 --gpu trains under the mixed_float16 policy with dynamic loss scaling; logits and loss stay float32.
 Without it everything runs in float32 (mixed_float16 on a CPU is ~40x slower).
+
+Memory (model/memory.py): before training, the planner's estimate for the batch is checked against
+the device (stop with a diagnosis and fixes; --nomemory_check overrides); --train_batch_size=auto
+picks the largest batch that fits; --gradient_accumulation_steps / --effective_batch_size average
+the gradients of several passes into one exact optimizer step; an out-of-memory error during
+training stops with the same diagnosis and leaves the last checkpoint as it was.
 """
 
 import collections
@@ -31,6 +37,7 @@ from official.nlp import optimization
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
+from model import memory
 from model import span_model
 from postprocess import span_decoding
 from postprocess import squad_scoring
@@ -42,6 +49,7 @@ definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
 definitions.define_train_flags()
+definitions.define_memory_use_flags()
 FLAGS = flags.FLAGS
 
 QA_CONFIG_FILE = "qa_config.json"  # in --model_dir: what export.py needs to rebuild the model
@@ -49,6 +57,10 @@ QA_CONFIG_FILE = "qa_config.json"  # in --model_dir: what export.py needs to reb
 
 class UsageError(ValueError):
   """A problem with flags or inputs; main() prints its one-line message and exits non-zero."""
+
+
+class OutOfMemoryError(RuntimeError):
+  """A training step ran out of device memory; the message is the planner's diagnosis."""
 
 
 def set_precision_policy(mixed):
@@ -104,13 +116,26 @@ def trained_variables(model):
   return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
 
 
-def make_train_step(model, optimizer):
-  """A tf.function running one optimizer step on a batch; returns the (unscaled) float32 loss."""
+def make_gradient_fn(model, optimizer, accumulation_steps=1):
+  """(loss, gradients) of a batch's mean span loss w.r.t. `trained_variables(model)`.
+
+  With `accumulation_steps` = k > 1 the batch of k * b features is cut, in order, into k
+  micro-batches of b; each runs forward and backward alone (a while loop with
+  parallel_iterations=1, so one micro-batch's activations are alive at a time) and the float32
+  gradients are averaged. The mean of k equal-sized micro-batch means is the batch mean, so the
+  result is the whole batch's gradient (up to float rounding). Under loss scaling every pass
+  uses the same scale (it only changes in apply_gradients) and its gradients are unscaled before
+  they are added; an overflow in any pass makes the sum non-finite, so the step is skipped and
+  the scale lowered exactly as for one big batch.
+
+  Returns:
+    A function batch -> (float32 scalar loss, list of gradients, float32; the word-embedding
+    gradient is tf.IndexedSlices when k == 1).
+  """
   loss_scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   variables = trained_variables(model)
 
-  @tf.function
-  def train_step(batch):
+  def loss_and_gradients(batch):
     with tf.GradientTape() as tape:
       start_logits, end_logits = model(model_inputs(batch), training=True)
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits)
@@ -118,6 +143,44 @@ def make_train_step(model, optimizer):
     grads = tape.gradient(scaled, variables)
     if loss_scaled:
       grads = optimizer.get_unscaled_gradients(grads)
+    return loss, grads
+
+  if accumulation_steps == 1:
+    return loss_and_gradients
+
+  def accumulated(batch):
+    k = accumulation_steps
+    micro = {key: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
+             for key, value in batch.items()}
+
+    def body(i, loss_sum, grad_sums):
+      loss, grads = loss_and_gradients({key: value[i] for key, value in micro.items()})
+      return (i + 1, loss_sum + loss,
+              [total + tf.convert_to_tensor(grad) for total, grad in zip(grad_sums, grads)])
+
+    zeros = [tf.zeros(v.shape, tf.float32) for v in variables]
+    _, loss_sum, grad_sums = tf.while_loop(lambda i, *_: i < k, body,
+                                           (tf.constant(0), tf.constant(0.0), zeros),
+                                           parallel_iterations=1)
+    return loss_sum / k, [total / k for total in grad_sums]
+
+  return accumulated
+
+
+def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False):
+  """A tf.function running one optimizer step on a batch; returns the (unscaled) float32 loss.
+
+  Args:
+    accumulation_steps: micro-batches per step (see `make_gradient_fn`); the batch holds
+      accumulation_steps * micro-batch features.
+    jit_compile: compile the step with XLA.
+  """
+  gradient_fn = make_gradient_fn(model, optimizer, accumulation_steps)
+  variables = trained_variables(model)
+
+  @tf.function(jit_compile=jit_compile)
+  def train_step(batch):
+    loss, grads = gradient_fn(batch)
     optimizer.apply_gradients(zip(grads, variables))
     return loss
 
@@ -130,17 +193,31 @@ def current_learning_rate(optimizer):
   return float(schedule(inner.iterations)) if callable(schedule) else float(schedule)
 
 
+def _oom_summary(message):
+  """The "OOM when allocating tensor with shape[...]" line of a ResourceExhaustedError message
+  (TF puts "Graph execution error:" and the Python stack first), without the device and allocator."""
+  lines = [l.strip() for l in message.splitlines() if l.strip()]
+  line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
+  return line.split(" on /job:")[0][:300]
+
+
 def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
-          save_checkpoints_steps=1000, init_checkpoint=None):
+          save_checkpoints_steps=1000, init_checkpoint=None, accumulation_steps=1,
+          jit_compile=False):
   """Runs the training loop until the optimizer has taken `num_train_steps` steps.
 
   Resumes from the latest checkpoint in `model_dir` (model and optimizer state, step count); only
   without one are the weights initialized from `init_checkpoint`. Saves every
   `save_checkpoints_steps` steps and at the end; writes loss and learning rate to TensorBoard under
-  `model_dir/train`.
+  `model_dir/train`. `batch_size` is the features per optimizer step (the dataset's batch);
+  `accumulation_steps` and `jit_compile` go to `make_train_step`.
 
   Returns:
     {"steps": steps run now, "final_loss": float, "examples_per_second": float}.
+
+  Raises:
+    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError (message: the tensor that
+      did not fit and the last checkpoint, which is left as it was).
   """
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
   manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=3)
@@ -156,7 +233,7 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
   if start_step >= num_train_steps:
     logging.info("already trained %d of %d steps", start_step, num_train_steps)
     return {"steps": 0, "final_loss": float("nan"), "examples_per_second": 0.0}
-  train_step = make_train_step(model, optimizer)
+  train_step = make_train_step(model, optimizer, accumulation_steps, jit_compile)
   writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
   progress = tf_keras.utils.Progbar(num_train_steps, stateful_metrics=["loss", "lr"])
   progress.update(start_step)
@@ -165,7 +242,12 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
   loss = float("nan")
   step = start_step
   while step < num_train_steps:
-    loss = float(train_step(next(iterator)))
+    try:
+      loss = float(train_step(next(iterator)))
+    except tf.errors.ResourceExhaustedError as e:
+      raise OutOfMemoryError(
+          f"step {step + 1} ran out of memory ({_oom_summary(e.message)}); the last checkpoint "
+          f"is {manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     step = int(optimizer.iterations)
     if started is None:  # time from the end of the first step: leaves out tracing
       started, first_step = time.time(), step
@@ -274,6 +356,28 @@ def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
   return max(1, int(num_features * num_train_epochs / batch_size))
 
 
+def plan_memory(config, max_seq_length, policy, device):
+  """Resolves the batch flags with the memory planner and runs the pre-flight check.
+
+  Returns:
+    A `memory.BatchPlan`.
+
+  Raises:
+    memory.MemoryPlanError: inconsistent batch flags, or (unless --nomemory_check) the planner
+      estimates that the micro-batch does not fit `device`; the message is the diagnosis.
+  """
+  plan = memory.plan_batches(config, max_seq_length, policy, device, FLAGS.train_batch_size,
+                             FLAGS.gradient_accumulation_steps, FLAGS.effective_batch_size)
+  if plan.estimate.total > device.usable_bytes:
+    message = memory.diagnosis(
+        config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
+        headline="the planner estimates that this batch does not fit")
+    if FLAGS.memory_check:
+      raise memory.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
+    logging.warning("--nomemory_check: training anyway although %s", message)
+  return plan
+
+
 def run():
   """train.py's job from FLAGS; returns the eval results (or None without --do_predict)."""
   if FLAGS.gpu and not tf.config.list_physical_devices("GPU"):
@@ -306,14 +410,30 @@ def run():
   model, _ = span_model.build_span_model(config)
   logging.info("model: %d parameters, policy %s", model.count_params(), policy)
   if FLAGS.do_train:
-    steps = num_train_steps_for(meta, FLAGS.train_batch_size, FLAGS.num_train_epochs,
+    max_seq_length = meta["flags"]["max_seq_length"]
+    device = memory.detect_device(FLAGS.device_memory_gb)
+    plan = plan_memory(config, max_seq_length, policy, device)
+    xla = FLAGS.gpu if FLAGS.xla is None else FLAGS.xla
+    logging.info("batch: %d features per step = %d x %d accumulated, %s; XLA %s; planner: %s of %s",
+                 plan.effective_batch_size, plan.micro_batch_size, plan.accumulation_steps, policy,
+                 "on" if xla else "off", memory.format_bytes(plan.estimate.total),
+                 device.description)
+    steps = num_train_steps_for(meta, plan.effective_batch_size, FLAGS.num_train_epochs,
                                 FLAGS.max_steps)
     optimizer = create_optimizer(FLAGS.learning_rate, steps, FLAGS.warmup_proportion, FLAGS.gpu)
     dataset = records.train_dataset(records.shard_paths(FLAGS.records_dir, meta, records.TRAIN_SPLIT),
-                                    meta["flags"]["max_seq_length"], FLAGS.train_batch_size,
-                                    seed=FLAGS.seed)
-    stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, FLAGS.train_batch_size,
-                  FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint)
+                                    max_seq_length, plan.effective_batch_size, seed=FLAGS.seed)
+    try:
+      stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, plan.effective_batch_size,
+                    FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint, plan.accumulation_steps,
+                    jit_compile=xla)
+    except OutOfMemoryError as e:
+      raise OutOfMemoryError(f"{e}\n" + memory.diagnosis(
+          config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
+          headline="out of memory")) from None
+    stats.update(train_batch_size=plan.micro_batch_size,
+                 gradient_accumulation_steps=plan.accumulation_steps,
+                 effective_batch_size=plan.effective_batch_size, xla=bool(xla))
     _write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
   else:
     latest = tf.train.latest_checkpoint(FLAGS.model_dir)
@@ -351,6 +471,8 @@ def main(argv):
   del argv
   try:
     run()
+  except (memory.MemoryPlanError, OutOfMemoryError) as e:  # multi-line diagnoses: print once
+    sys.exit(f"train.py: {e}")
   except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
           checkpoints.CheckpointError) as e:
     sys.exit(f"train.py: {e}")

@@ -129,7 +129,7 @@ def define_train_flags():
   DEFINE_string("records_dir", "records", "Output of preprocess/make_records.py.")
   DEFINE_bool("do_train", True, "Fine-tune on the train shards.")
   DEFINE_bool("do_predict", True, "Predict the eval shards and score them.")
-  DEFINE_integer("train_batch_size", 32, "Features per training step.")
+  define_train_batch_size(32)
   DEFINE_integer("predict_batch_size", 64, "Features per prediction step.")
   DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
   DEFINE_float("num_train_epochs", 2.0, "Passes over the train features.")
@@ -173,3 +173,81 @@ def define_convert_flags():
       "output", None,
       "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
       "must not exist yet.")
+
+
+_DEFINE_enum = _once(flags.DEFINE_enum)
+
+
+def define_memory_flags():
+  """Flags of `python -m model.memory` (the memory planner)."""
+  DEFINE_string(
+      "bert_config_file", None,
+      "BERT JSON config (google-research bert_config.json or an HF config.json). "
+      "Without it: google-research's BERT-Base and BERT-Large (uncased).")
+  DEFINE_integer(
+      "max_seq_length", None,
+      "Tokens per feature. Without it: the largest batch for seq 64, 128, 256, 320, 384, 512.")
+  define_train_batch_size(None)
+  _DEFINE_enum(
+      "dtype", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+      "Keras dtype policy of training (train.py --gpu trains under mixed_float16).")
+  DEFINE_float(
+      "device_memory_gb", None,
+      "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
+      "else the host's available RAM.")
+  _DEFINE_enum("format", "text", ["text", "json"], "Output format.")
+
+
+class _BatchSizeParser(flags.ArgumentParser):
+  """Parses a positive integer or "auto" (absl flag parser)."""
+  syntactic_help = "a positive integer or 'auto'"
+
+  def parse(self, argument):
+    if isinstance(argument, int) or argument in (None, "auto"):
+      value = argument
+    else:
+      text = str(argument).strip().lower()
+      value = text if text == "auto" else int(text) if text.lstrip("-").isdigit() else None
+      if value is None:
+        raise ValueError(f"expected a positive integer or 'auto', got {argument!r}")
+    if isinstance(value, int) and value < 1:
+      raise ValueError(f"expected a positive integer or 'auto', got {argument!r}")
+    return value
+
+  def flag_type(self):
+    return "int or 'auto'"
+
+
+def define_train_batch_size(default):
+  """--train_batch_size: features per forward/backward pass, or "auto" (the memory planner)."""
+  if "train_batch_size" not in flags.FLAGS:
+    flags.DEFINE(
+        _BatchSizeParser(), "train_batch_size", default,
+        "Features per forward/backward pass, or 'auto': the largest batch that model/memory.py "
+        "says fits the device (90 % of its usable memory), with gradient accumulation keeping "
+        "--effective_batch_size.", serializer=flags.ArgumentSerializer())
+
+
+def define_memory_use_flags():
+  """train.py's batching and memory flags: accumulation, the pre-flight check, XLA."""
+  DEFINE_integer(
+      "gradient_accumulation_steps", 1,
+      "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
+      "equals one batch of train_batch_size x gradient_accumulation_steps.")
+  DEFINE_integer(
+      "effective_batch_size", None,
+      "Features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
+      "picks the micro-batch and the accumulation steps; with a number, the accumulation "
+      "steps are effective_batch_size / train_batch_size.")
+  DEFINE_bool(
+      "memory_check", True,
+      "Before training, stop with a diagnosis if model/memory.py estimates that the batch does "
+      "not fit the device. --nomemory_check trains anyway.")
+  DEFINE_float(
+      "device_memory_gb", None,
+      "Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "
+      "e.g. 16 for a 16 GB card; the CPU: RAM to use).")
+  DEFINE_bool(
+      "xla", None,
+      "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
+      "off on the CPU.")

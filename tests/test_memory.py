@@ -1,0 +1,415 @@
+"""The memory planner (model/memory.py) and train.py's use of it: google-research/bert's measured
+table, the seed scenario, batch planning, exact gradient accumulation, the pre-flight check, OOM."""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import train
+from model import bert_config as bert_config_lib
+from model import memory
+from model import span_model
+from tests import testutil
+
+GIB = memory.GIB
+
+# google-research/bert README, "Out-of-memory issues": the largest batch that fit a 12 GB Titan X
+# with TensorFlow 1.11, float32, Adam.
+GOOGLE_TABLE = {("BERT-Base", 64): 64, ("BERT-Base", 128): 32, ("BERT-Base", 256): 16,
+                ("BERT-Base", 320): 14, ("BERT-Base", 384): 12, ("BERT-Base", 512): 6,
+                ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
+                ("BERT-Large", 320): 1, ("BERT-Large", 384): 0, ("BERT-Large", 512): 0}
+# What the planner answers today for the same cells (pinned so a change to the model is deliberate).
+PLANNER_TABLE = {("BERT-Base", 64): 78, ("BERT-Base", 128): 36, ("BERT-Base", 256): 16,
+                 ("BERT-Base", 320): 12, ("BERT-Base", 384): 9, ("BERT-Base", 512): 6,
+                 ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
+                 ("BERT-Large", 320): 2, ("BERT-Large", 384): 1, ("BERT-Large", 512): 1}
+
+
+def tiny_config(**overrides):
+  return bert_config_lib.BertConfig.from_dict(dict(testutil.TINY_BERT_CONFIG, **overrides))
+
+
+@pytest.fixture
+def float32_policy_after():
+  yield
+  tf_keras.mixed_precision.set_global_policy("float32")
+
+
+def test_parameter_counts_match_the_models():
+  # The tfm model itself (tiny config) and Hugging Face's published counts of BertModel
+  # (encoder + pooler): bert-base-uncased 109,482,240, bert-large-uncased 335,141,888.
+  config = tiny_config()
+  model, _ = span_model.build_span_model(config)
+  counts = memory.count_parameters(config)
+  assert counts.total == model.count_params()
+  assert counts.trained == sum(int(np.prod(v.shape)) for v in train.trained_variables(model))
+  presets = memory.presets()
+  base, large = (memory.count_parameters(presets[n]) for n in ("BERT-Base", "BERT-Large"))
+  assert base.total - base.head == 109_482_240
+  assert large.total - large.head == 335_141_888
+  assert base.head == 2 * 768 + 2
+
+
+def test_layer_activation_bytes_by_hand():
+  base = memory.presets()["BERT-Base"]  # tanh GELU, dropout 0.1
+  s, h, i, a = 128, 768, 3072, 12
+  fp32 = memory.layer_activation_bytes(base, s, "float32")
+  # 42 s h + 20 s i + 9 a s^2 bytes (module docstring).
+  assert sum(fp32.values()) == 42 * s * h + 20 * s * i + 9 * a * s * s == 13_762_560
+  assert fp32["attention probs"] == 2 * a * s * s * 4
+  assert fp32["FFN intermediate"] == 5 * s * i * 4
+  fp16 = memory.layer_activation_bytes(base, s, "mixed_float16")
+  # Layer norms stay float32 (16 s h), the rest halves, masks stay 1 byte.
+  assert sum(fp16.values()) == 30 * s * h + 10 * s * i + 5 * a * s * s == 7_864_320
+  # The erf GELU of Hugging Face configs keeps one tensor fewer; no dropout drops the masks.
+  exact = dataclass_replace(base, exact_gelu=True, hidden_dropout_prob=0.0,
+                            attention_probs_dropout_prob=0.0)
+  exact_bytes = memory.layer_activation_bytes(exact, s, "float32")
+  assert exact_bytes["FFN intermediate"] == 4 * s * i * 4
+  assert exact_bytes["dropout masks"] == 0
+  assert exact_bytes["attention probs"] == a * s * s * 4
+
+
+def dataclass_replace(config, **changes):
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  return dataclasses.replace(config, **changes)
+
+
+def test_google_research_12_gb_table():
+  usable = memory.usable_gpu_bytes(12 * GIB)
+  assert usable / GIB == pytest.approx(11.1, abs=0.01)  # "about 11 GB" of the Titan X
+  rows = memory.table_rows(memory.presets(), usable, "float32", "gpu")
+  predicted = {(name, seq): batch for name, seq, batch in rows}
+  assert set(predicted) == set(GOOGLE_TABLE)
+  for cell, measured in GOOGLE_TABLE.items():
+    assert abs(predicted[cell] - measured) <= max(1, 0.25 * measured), (cell, predicted[cell])
+  assert predicted == PLANNER_TABLE
+
+
+def test_max_batch_size_is_the_boundary():
+  base = memory.presets()["BERT-Base"]
+  usable = memory.usable_gpu_bytes(16 * GIB)
+  for dtype in memory.POLICIES:
+    batch = memory.max_batch_size(base, 384, usable, dtype)
+    assert memory.estimate(base, 384, batch, dtype).total <= usable
+    assert memory.estimate(base, 384, batch + 1, dtype).total > usable
+  large = memory.presets()["BERT-Large"]
+  assert memory.max_batch_size(large, 512, memory.usable_gpu_bytes(4 * GIB)) == 0
+
+
+def test_seed_scenario():
+  # The user's head: Dense(1604) over a flattened [2, 512, 768] input.
+  dense = memory.dense_head_memory(2 * 512 * 768, 1604)
+  assert 2 * 512 * 768 == 786432
+  assert dense.parameters == 786432 * 1604 + 1604 == 1_261_438_532
+  assert dense.weight_bytes == 5_045_754_128            # 5.0 GB in float32
+  assert dense.with_slots_bytes == 3 * dense.weight_bytes  # 15.1 GB with Adam's two slots
+  span = memory.span_head_memory(768)
+  assert span.parameters == 2 * 768 + 2 == 1538
+  assert span.weight_bytes == 6152 and span.with_slots_bytes == 18456
+  lines = memory.seed_scenario_lines()
+  assert "1,261,438,532 parameters = 5.046 GB" in lines[0] and "15.14 GB with AdamW" in lines[0]
+  assert "1,538 parameters" in lines[1]
+  # BERT-Base on a 16 GB P100 at max_seq_length 384.
+  base = memory.presets()["BERT-Base"]
+  p100 = memory.usable_gpu_bytes(16 * GIB)
+  assert p100 / GIB == pytest.approx(14.9, abs=0.01)
+  assert memory.max_batch_size(base, 384, p100, "float32") == 13
+  assert memory.max_batch_size(base, 384, p100, "mixed_float16") == 23
+
+
+def test_plan_batches():
+  config = tiny_config()
+  roomy = memory.Device("gpu", 16 * GIB, "test GPU")
+  plan = memory.plan_batches(config, 128, "float32", roomy, 16)
+  assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (16, 1, 16)
+  plan = memory.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=32)
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (8, 4)
+  plan = memory.plan_batches(config, 128, "float32", roomy, 8, gradient_accumulation_steps=3)
+  assert plan.effective_batch_size == 24
+  # auto: everything fits, so one pass of the wanted effective batch (default 32).
+  plan = memory.plan_batches(config, 128, "float32", roomy, "auto")
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (32, 1)
+  # auto on a device where only a few features fit: the fewest equal passes that fit.
+  base = memory.presets()["BERT-Base"]
+  gpu = memory.device_from_flag(12)
+  fit = memory.max_batch_size(base, 384, int(gpu.usable_bytes * memory.AUTO_BATCH_MARGIN),
+                              accumulation_steps=2)
+  assert fit == 7
+  plan = memory.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=48)
+  # 48 = 8 passes of 6: 7 fits but 48 is not a multiple of 7.
+  assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (6, 8, 48)
+  assert plan.estimate.total <= gpu.usable_bytes * memory.AUTO_BATCH_MARGIN
+  assert plan.estimate.accumulators > 0
+  with pytest.raises(memory.MemoryPlanError, match="is not --train_batch_size=8 x"):
+    memory.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
+  with pytest.raises(memory.MemoryPlanError, match="--effective_batch_size instead"):
+    memory.plan_batches(config, 128, "float32", roomy, "auto", gradient_accumulation_steps=2)
+  tiny_gpu = memory.Device("gpu", 256 * 2 ** 20, "256 MiB GPU")
+  with pytest.raises(memory.MemoryPlanError, match="not even one feature fits"):
+    memory.plan_batches(memory.presets()["BERT-Large"], 512, "float32", tiny_gpu, "auto")
+
+
+def test_diagnosis_names_the_fixes():
+  base = memory.presets()["BERT-Base"]
+  gpu = memory.device_from_flag(12)
+  message = memory.diagnosis(base, 384, 32, "float32", gpu)
+  est = memory.estimate(base, 384, 32)
+  first = message.splitlines()[0]
+  assert first == (f"the configuration does not fit in memory: estimated peak "
+                   f"{memory.format_bytes(est.total)} for batch 32 x seq 384 (float32); device: "
+                   f"12 GiB GPU (11.1 GiB usable)")
+  assert memory.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 8
+  assert "--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features" in message
+  assert memory.max_batch_size(base, 192, gpu.usable_bytes, limit=32) < 32  # so 128, not 192
+  assert "--max_seq_length=128 (preprocess/make_records.py) fits batch 32" in message
+  assert "--gpu (mixed_float16) fits batch 16" in message
+  assert "--train_batch_size=auto" in message
+
+
+def test_cli_table_and_breakdown(tmp_path):
+  _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12")
+  lines = output.strip().splitlines()
+  assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32; AdamW; allocator "
+                             "overhead x1.5")
+  assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
+  table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
+  assert table == PLANNER_TABLE
+  assert lines[14] == ""
+  assert "Dense(1604) over flattened [2, 512, 768]: 1,261,438,532 parameters = 5.046 GB" in output
+  assert "span head Dense(2) per token (768 -> 2): 1,538 parameters = 6,152 bytes" in output
+  config = testutil.write_tiny_config(tmp_path / "tiny.json")
+  _, output = testutil.run_cli("-m model.memory", f"--bert_config_file={config}",
+                               "--max_seq_length=128", "--train_batch_size=8",
+                               "--device_memory_gb=1", "--format=json")
+  result, _ = json.JSONDecoder().raw_decode(output[output.index("{"):])  # stderr follows
+  entry = result["estimates"][0]
+  est = memory.estimate(tiny_config(), 128, 8, "float32", "gpu")
+  assert entry["estimate"]["total"] == est.total and entry["fits"]
+  assert entry["max_batch_size"] == memory.max_batch_size(tiny_config(), 128,
+                                                          memory.usable_gpu_bytes(GIB))
+  assert result["device"]["usable_bytes"] == memory.usable_gpu_bytes(GIB)
+
+
+def synthetic_batch(config, batch_size, seq, seed=0):
+  rng = np.random.default_rng(seed)
+  return {
+      "input_word_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, seq)),
+                                    tf.int32),
+      "input_mask": tf.constant((np.arange(seq) < rng.integers(seq // 2, seq + 1, (batch_size, 1)))
+                                .astype(np.int32)),
+      "input_type_ids": tf.constant(np.repeat([[0] * (seq // 4) + [1] * (seq - seq // 4)],
+                                              batch_size, 0), tf.int32),
+      "start_positions": tf.constant(rng.integers(0, seq // 2, batch_size), tf.int32),
+      "end_positions": tf.constant(rng.integers(0, seq // 2, batch_size), tf.int32),
+  }
+
+
+@pytest.mark.parametrize("precision", ["float32", "float32_loss_scaled", "mixed_float16"])
+def test_gradient_accumulation_is_exact(precision, float32_policy_after):
+  """k = 4 micro-batches of 2 against one batch of 8: gradients, loss and weights after a step.
+
+  float32_loss_scaled runs the loss-scaling path (scale, unscale, finiteness check) in float32
+  arithmetic, so it must be exact too; mixed_float16 computes in float16, where summing the batch
+  in another order changes the roundings (11-bit mantissa), so it is held to float16 accuracy.
+  """
+  mixed = precision == "mixed_float16"
+  train.set_precision_policy(mixed)
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  tf_keras.utils.set_random_seed(3)
+  reference, _ = span_model.build_span_model(config)
+  accumulating, _ = span_model.build_span_model(config)
+  accumulating.set_weights(reference.get_weights())
+  initial = [w.copy() for w in reference.get_weights()]
+  batch = synthetic_batch(config, 8, 64)
+
+  def optimizer():  # no warmup: step 1 moves the weights
+    return train.create_optimizer(1e-3, 10, 0.0, mixed=precision != "float32")
+
+  one_optimizer, k_optimizer = optimizer(), optimizer()
+  loss_1, grads_1 = tf.function(train.make_gradient_fn(reference, one_optimizer, 1))(batch)
+  loss_k, grads_k = tf.function(train.make_gradient_fn(accumulating, k_optimizer, 4))(batch)
+  grads_1 = [tf.convert_to_tensor(g).numpy() for g in grads_1]
+  grads_k = [g.numpy() for g in grads_k]
+  assert float(loss_k) == pytest.approx(float(loss_1), rel=1e-3 if mixed else 1e-6)
+  for g1, gk in zip(grads_1, grads_k):
+    if mixed:  # each tensor within 3 % of its norm
+      assert np.linalg.norm(gk - g1) <= 3e-2 * np.linalg.norm(g1) + 1e-7
+    else:
+      np.testing.assert_allclose(gk, g1, rtol=1e-5, atol=1e-7)
+  # Sensitivity: one micro-batch's gradient alone is far from the batch's.
+  _, grads_first = tf.function(train.make_gradient_fn(reference, one_optimizer, 1))(
+      {k: v[:2] for k, v in batch.items()})
+  full = np.concatenate([g.ravel() for g in grads_1])
+  first = np.concatenate([tf.convert_to_tensor(g).numpy().ravel() for g in grads_first])
+  assert np.linalg.norm(first - full) > 0.3 * np.linalg.norm(full)
+  # One optimizer step each (AdamW, gradient clipping and loss scaling included).
+  train.make_train_step(reference, one_optimizer, 1)(batch)
+  train.make_train_step(accumulating, k_optimizer, 4)(batch)
+  assert int(one_optimizer.iterations) == int(k_optimizer.iterations) == 1
+  if precision != "float32":  # the step was applied, not skipped for an overflow
+    assert float(one_optimizer.loss_scale) == float(k_optimizer.loss_scale) == 2.0 ** 15
+  if mixed:
+    # AdamW's first step is lr * g / (|g| + 1e-6): a float16 rounding of a gradient near 1e-6
+    # changes that element's step, so compare the whole update: within 2 % of its norm.
+    update_1 = np.concatenate([(w1 - w0).ravel() for w0, w1 in zip(initial, reference.get_weights())])
+    update_k = np.concatenate([(wk - w0).ravel()
+                               for w0, wk in zip(initial, accumulating.get_weights())])
+    assert np.linalg.norm(update_k - update_1) <= 2e-2 * np.linalg.norm(update_1)
+  else:
+    for w1, wk in zip(reference.get_weights(), accumulating.get_weights()):
+      np.testing.assert_allclose(wk, w1, rtol=1e-6, atol=1e-6)
+  moved = [not np.array_equal(w0, w1) for w0, w1 in zip(initial, reference.get_weights())]
+  assert sum(moved) >= len(moved) - 2  # all but the untrained pooler's kernel and bias
+
+
+def test_accumulation_under_xla(float32_policy_after):
+  """--xla (on by default with --gpu) compiles the accumulation loop: same step as plain TF."""
+  train.set_precision_policy(mixed=False)
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  tf_keras.utils.set_random_seed(4)
+  plain, _ = span_model.build_span_model(config)
+  compiled, _ = span_model.build_span_model(config)
+  compiled.set_weights(plain.get_weights())
+  batch = synthetic_batch(config, 4, 32)
+  plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, False), 1)(batch)
+  xla_loss = train.make_train_step(compiled, train.create_optimizer(1e-3, 10, 0.0, False), 2,
+                                   jit_compile=True)(batch)
+  assert float(xla_loss) == pytest.approx(float(plain_loss), rel=1e-5)
+  for w_plain, w_xla in zip(plain.get_weights(), compiled.get_weights()):
+    np.testing.assert_allclose(w_xla, w_plain, rtol=1e-5, atol=1e-6)
+
+
+def test_out_of_memory_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+  train.set_precision_policy(mixed=False)
+  config = tiny_config()
+  tf_keras.utils.set_random_seed(5)
+  model, _ = span_model.build_span_model(config)
+  optimizer = train.create_optimizer(1e-3, 10, 0.0, mixed=False)
+  dataset = tf.data.Dataset.from_tensors(synthetic_batch(config, 4, 32)).repeat()
+  real_make_train_step = train.make_train_step
+  calls = []
+
+  def make_failing_step(*args, **kwargs):
+    step = real_make_train_step(*args, **kwargs)
+
+    def failing_step(batch):
+      calls.append(1)
+      if len(calls) == 3:
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "OOM when allocating tensor with shape[786432,1604] and type float\n"
+            "[[{{node dense/MatMul}}]]")
+      return step(batch)
+    return failing_step
+
+  monkeypatch.setattr(train, "make_train_step", make_failing_step)
+  with pytest.raises(train.OutOfMemoryError) as error:
+    train.train(model, dataset, optimizer, str(tmp_path), 10, 4, save_checkpoints_steps=1)
+  message = str(error.value)
+  assert message.startswith("step 3 ran out of memory (OOM when allocating tensor with "
+                            "shape[786432,1604] and type float)")
+  assert "ckpt-2, unchanged" in message and "node" not in message
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+  restored, _ = span_model.build_span_model(config)
+  tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(tmp_path))).expect_partial()
+  for w_model, w_restored in zip(model.get_weights(), restored.get_weights()):
+    np.testing.assert_array_equal(w_restored, w_model)  # the failed step changed nothing
+
+
+@pytest.fixture(scope="module")
+def tiny_records(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("memory_records")
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", 24)
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
+                   "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
+                   f"--output_dir={tmp / 'records'}")
+  return {"records": str(tmp / "records"), "config": testutil.write_tiny_config(tmp / "tiny.json"),
+          "tmp": tmp}
+
+
+def train_cli(records, model_dir, *args, expect_ok=True):
+  """train.py on the tiny records for 2 steps (unless args say otherwise)."""
+  return testutil.run_cli(
+      "train.py", f"--records_dir={records['records']}", f"--model_dir={model_dir}",
+      f"--bert_config_file={records['config']}", f"--vocab_file={testutil.vocab_file()}",
+      "--do_predict=false", "--max_steps=2", *args, expect_ok=expect_ok)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setrlimit(RLIMIT_AS)")
+def test_preflight_check_and_real_out_of_memory(tiny_records):
+  model_dir = tiny_records["tmp"] / "preflight"
+  returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
+                                 "--device_memory_gb=0.15", expect_ok=False)
+  assert returncode != 0
+  est = memory.estimate(tiny_config(), 64, 512, "float32", "cpu")
+  assert (f"train.py: the planner estimates that this batch does not fit: estimated peak "
+          f"{memory.format_bytes(est.total)} for batch 512 x seq 64 (float32); device: CPU with "
+          f"0.15 GiB of RAM (--device_memory_gb)") in output
+  fit = memory.max_batch_size(tiny_config(), 64, int(0.15 * GIB), device="cpu",
+                              accumulation_steps=2)
+  assert 64 < fit < 128  # so 512 = 8 passes of 64
+  assert "--train_batch_size=64 --gradient_accumulation_steps=8: the same 512 features" in output
+  assert "--nomemory_check" in output
+  assert "Traceback" not in output
+  assert not tf.train.latest_checkpoint(str(model_dir))
+  # --nomemory_check trains anyway.
+  train_cli(tiny_records, model_dir, "--train_batch_size=4", "--device_memory_gb=0.02",
+            "--nomemory_check")
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  # Then a real ResourceExhaustedError when resuming with a batch that does not fit (below).
+  check_real_out_of_memory(tiny_records, model_dir)
+
+
+def check_real_out_of_memory(tiny_records, model_dir):
+  """A real out-of-memory error: the address space is capped at 6 GiB (setrlimit), so TensorFlow's
+  allocator fails inside step 3 (batch 8192 needs ~9.6 GiB) instead of the kernel killing the
+  process; the planner was told the device has 64 GiB, so the pre-flight check passes."""
+  saved = {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)
+           if name.startswith("ckpt-2")}
+  assert saved
+
+  def cap_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (6 * GIB, 6 * GIB))
+
+  command = [sys.executable, "train.py", f"--records_dir={tiny_records['records']}",
+             f"--model_dir={model_dir}", f"--bert_config_file={tiny_records['config']}",
+             f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--max_steps=4",
+             "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1"]
+  proc = subprocess.run(command, cwd=testutil.REPO, capture_output=True, text=True, timeout=600,
+                        preexec_fn=cap_address_space, check=False)
+  output = proc.stdout + proc.stderr
+  assert proc.returncode == 1, output[-3000:]
+  assert ("train.py: step 3 ran out of memory (OOM when allocating tensor with shape[8192,"
+          in output), output[-3000:]
+  assert f"the last checkpoint is {model_dir}/ckpt-2, unchanged" in output
+  assert "out of memory: estimated peak" in output and "fixes:" in output
+  assert "--train_batch_size=4096 --gradient_accumulation_steps=2" in output
+  assert "Traceback" not in output
+  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-2")
+  assert {name: (model_dir / name).read_bytes() for name in saved} == saved
+
+
+def test_auto_batch_with_accumulation_trains(tiny_records):
+  model_dir = tiny_records["tmp"] / "auto"
+  config = tiny_config()
+  # A CPU budget where 32 features fit (with accumulators) but 64 do not: 128 = 4 passes of 32.
+  budget = memory.estimate(config, 64, 32, "float32", "cpu", accumulation_steps=2).total
+  assert memory.estimate(config, 64, 64, "float32", "cpu", accumulation_steps=2).total > budget
+  gb = budget / memory.AUTO_BATCH_MARGIN / GIB * 1.001
+  _, output = train_cli(tiny_records, model_dir, "--train_batch_size=auto",
+                        "--effective_batch_size=128", f"--device_memory_gb={gb}")
+  with open(os.path.join(model_dir, "train_results.json")) as f:
+    results = json.load(f)
+  assert (results["train_batch_size"], results["gradient_accumulation_steps"],
+          results["effective_batch_size"]) == (32, 4, 128)
+  assert results["steps"] == 2 and results["xla"] is False
+  assert "batch: 128 features per step = 32 x 4 accumulated" in output
