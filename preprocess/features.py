@@ -255,20 +255,23 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
   Returns:
     FeatureArrays.
   """
+  # Index arithmetic in int32 (token and character counts of a split stay far below 2**31): half
+  # the memory traffic of int64 on the [F, max_seq_length] arrays.
   q = plan.question
-  start = plan.span_start.astype(np.int64)[:, None]
-  length = plan.span_length.astype(np.int64)[:, None]
-  query_length = np.asarray(query_lengths, np.int64)[q][:, None]
-  j = np.arange(max_seq_length, dtype=np.int64)[None, :]
+  start = plan.span_start.astype(np.int32)[:, None]
+  length = plan.span_length.astype(np.int32)[:, None]
+  query_length = np.asarray(query_lengths, np.int32)[q][:, None]
+  j = np.arange(max_seq_length, dtype=np.int32)[None, :]
   doc_offset = query_length + 2
   in_query = (j >= 1) & (j <= query_length)
   context_position = j - doc_offset  # index within the window
   in_context = (context_position >= 0) & (context_position < length)
   real = j < doc_offset + length + 1
-  query_index = np.where(in_query, np.asarray(query_splits)[q][:, None] + j - 1, 0)
+  query_index = np.where(in_query, np.asarray(query_splits, np.int32)[q][:, None] + j - 1, 0)
   paragraph = np.asarray(paragraph_of_question, np.int64)[q]
-  token_index = np.where(in_context,
-                         np.asarray(context_splits)[paragraph][:, None] + start + context_position, 0)
+  token_index = np.where(
+      in_context, np.asarray(context_splits, np.int32)[paragraph][:, None] + start + context_position,
+      0)
   input_ids = np.where(in_context, context_ids[token_index] if len(context_ids) else 0, 0)
   if len(query_ids):
     input_ids = np.where(in_query, query_ids[query_index], input_ids)
@@ -300,8 +303,10 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
     multi = plan.best_offset >= 0
     is_max = in_context.copy()
     if multi.any() and len(plan.best_window):
-      best_index = np.where(in_context[multi],
-                            plan.best_offset[multi][:, None] + start[multi] + context_position[multi], 0)
+      best_index = np.where(
+          in_context[multi],
+          plan.best_offset[multi].astype(np.int32)[:, None] + start[multi] + context_position[multi],
+          0)
       is_max[multi] &= plan.best_window[best_index] == plan.span_index[multi][:, None]
     features.token_is_max_context = is_max.astype(np.int8)
   return features
@@ -358,27 +363,44 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
   tok_start = np.searchsorted(token_words, word_of_char[first_char], "left") - splits[paragraph]
   tok_end = np.searchsorted(token_words, word_of_char[last_char] + 1, "left") - 1 - splits[paragraph]
   result = np.full((len(paragraph), 2), -1, np.int64)
-  ids = context_tokens.ids
-  for i in np.flatnonzero(answerable & (tok_start <= tok_end)).tolist():
-    base = splits[paragraph[i]]
-    answer = answer_tokens.ids[answer_tokens.row_splits[i]:answer_tokens.row_splits[i + 1]]
-    result[i] = _improve_answer_span(ids[base + tok_start[i]:base + tok_end[i] + 1], answer,
-                                     tok_start[i], tok_end[i])
+  found = np.flatnonzero(answerable & (tok_start <= tok_end))
+  # _improve_answer_span on bytes of int32 ids: a 4-aligned match of the answer's bytes is a match
+  # of its ids. Slicing one bytes object per question keeps the loop cheap.
+  context_bytes = np.ascontiguousarray(context_tokens.ids, np.int32).tobytes()
+  answer_bytes = np.ascontiguousarray(answer_tokens.ids, np.int32).tobytes()
+  first = (splits[paragraph] + tok_start)[found].tolist()
+  last = (splits[paragraph] + tok_end)[found].tolist()
+  answer_first = answer_tokens.row_splits[found].tolist()
+  answer_last = answer_tokens.row_splits[found + 1].tolist()
+  improved = []
+  for a, b, c, d in zip(first, last, answer_first, answer_last):
+    shift = _first_occurrence(context_bytes[4 * a:4 * b + 4], answer_bytes[4 * c:4 * d])
+    improved.append((shift, d - c) if shift >= 0 else (0, b - a + 1))
+  improved = np.asarray(improved, np.int64).reshape(-1, 2)
+  result[found, 0] = tok_start[found] + improved[:, 0]
+  result[found, 1] = result[found, 0] + improved[:, 1] - 1
   return result
+
+
+def _first_occurrence(haystack, needle):
+  """Token index of the first occurrence of int32 ids `needle` in `haystack` (both bytes), -1 if
+  none or if needle is empty."""
+  if not needle:
+    return -1
+  found = haystack.find(needle)
+  while found >= 0 and found % 4:
+    found = haystack.find(needle, found + 1)
+  return found // 4 if found >= 0 else -1
 
 
 def _improve_answer_span(window_ids, answer_ids, start, end):
   """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
   tokens (the reference compares the space-joined token strings; ids are the same test), else the
   whole [start, end]."""
-  if 0 < len(answer_ids) <= len(window_ids):
-    haystack = np.ascontiguousarray(window_ids, np.int32).tobytes()
-    needle = np.ascontiguousarray(answer_ids, np.int32).tobytes()
-    found = haystack.find(needle)
-    while found >= 0 and found % 4:
-      found = haystack.find(needle, found + 1)
-    if found >= 0:
-      return start + found // 4, start + found // 4 + len(answer_ids) - 1
+  shift = _first_occurrence(np.ascontiguousarray(window_ids, np.int32).tobytes(),
+                            np.ascontiguousarray(answer_ids, np.int32).tobytes())
+  if shift >= 0:
+    return start + shift, start + shift + len(answer_ids) - 1
   return start, end
 
 

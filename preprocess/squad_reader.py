@@ -14,6 +14,7 @@ import bisect
 import collections
 import dataclasses
 import json
+import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -96,13 +97,30 @@ def char_to_word_offsets(context):
   return words.words(), offsets.tolist()
 
 
-def _answer_matches_words(answer_text, answer_start, context_words):
-  """run_squad.py's check: the words spanned by the answer contain its whitespace-normalized text."""
-  start_word = context_words.word_of(answer_start)
-  end_word = context_words.word_of(answer_start + len(answer_text) - 1)
-  if start_word < 0:
+_SPACE = frozenset(" \t\r\n\u202f")  # run_squad.py's is_whitespace
+_WORD = re.compile("[^ \t\r\n\u202f]+")
+
+
+def _answer_matches_words(answer_text, answer_start, context):
+  """run_squad.py's check: the words spanned by the answer contain its whitespace-normalized text.
+
+  The answer's first and last characters are mapped to words as run_squad.py's char_to_word_offset
+  does (a whitespace character belongs to the word before it); the words are found by scanning
+  from the answer outwards instead of splitting the whole context.
+  """
+  first = answer_start
+  while first >= 0 and context[first] in _SPACE:  # whitespace: the word before it
+    first -= 1
+  if first < 0:  # before the first word (-1 in run_squad.py)
     return False
-  actual_text = " ".join(context_words.words(start_word, end_word))
+  while first > 0 and context[first - 1] not in _SPACE:
+    first -= 1
+  last = answer_start + len(answer_text) - 1
+  while context[last] in _SPACE:  # >= the start word's last character, which is not whitespace
+    last -= 1
+  while last + 1 < len(context) and context[last + 1] not in _SPACE:
+    last += 1
+  actual_text = " ".join(_WORD.findall(context, first, last + 1))
   cleaned_answer_text = " ".join(answer_text.split())
   return bool(cleaned_answer_text) and actual_text.find(cleaned_answer_text) != -1
 
@@ -173,7 +191,6 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
       if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
         raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
       empty_context = not context.strip()
-      words = None
       paragraph_index = len(contexts)
       if not empty_context:
         contexts.append(context)
@@ -216,9 +233,7 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           if answer_start < 0 or answer_start + len(answer_text) > len(context):
             skipped["answer_start_out_of_range"] += 1
             continue
-          if words is None:
-            words = ContextWords(context)
-          if not _answer_matches_words(answer_text, answer_start, words):
+          if not _answer_matches_words(answer_text, answer_start, context):
             skipped["answer_text_mismatch"] += 1
             continue
           example.answer_text, example.answer_start = answer_text, answer_start

@@ -357,3 +357,23 @@ def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
   arrays = records.read_records(records.shard_paths(str(tmp_path / "two"), meta, "train"),
                                 "train", SEQ)
   assert arrays["unique_ids"].tolist() == list(range(1000000000, 1000000000 + len(arrays["unique_ids"])))
+
+
+def test_answer_check_keeps_and_skips_the_same_questions_as_the_reference(tmp_path):
+  # Answers starting or ending on whitespace, U+202F, tabs and repeated spaces, inside words, and
+  # mismatches: the reader must keep exactly the questions tfm's read_squad_examples keeps.
+  context = "  The\tbaker\u202fopened  her shop (early), at 6am.\r\nThen rain."
+  right = ["The", "\tbaker", "baker\u202fopened", "  her", "her shop", "shop (early)", "early",
+           "arly", "6am.", "am.\r\nThen", "Then", "rain.", "  The", "(early), at"]
+  cases = [(text, context.index(text)) for text in right]
+  # In range but pointing elsewhere: one character late, at the previous word, on whitespace.
+  cases += [("shop", context.index("shop") + 1), ("baker", 2), ("her", context.index("her") - 1),
+            (" rain", context.index("rain") - 1), ("n.", len(context) - 2)]
+  data = squad({"context": context, "qas": [
+      qa(f"c{i}", "Q?", [(text, start)]) for i, (text, start) in enumerate(cases)]})
+  path = write(tmp_path, "edges.json", data)
+  ours = [e.qas_id for e in squad_reader.read_squad(path, is_training=True).examples]
+  from official.nlp.data import squad_lib  # pylint: disable=g-import-not-at-top
+  reference = [e.qas_id for e in squad_lib.read_squad_examples(path, True, False)]
+  assert ours == reference
+  assert 0 < len(ours) < len(cases)  # both outcomes occur
