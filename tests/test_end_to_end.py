@@ -130,7 +130,10 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   assert np.abs(np.array(served["end_logits"]) - end_logits.numpy()).max() < 1e-4
   with open(os.path.join(run["export"], "assets.extra", "qa_config.json")) as f:
     assert json.load(f) == {"max_seq_length": SEQ, "doc_stride": STRIDE,
-                            "max_query_length": QUERY, "do_lower_case": True}
+                            "max_query_length": QUERY, "do_lower_case": True,
+                            "n_best_size": 20, "max_answer_length": 30,
+                            "version_2_with_negative": False, "null_score_diff_threshold": 0.0,
+                            "window_batch_size": 32}
   assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout
