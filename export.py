@@ -13,12 +13,16 @@ Signatures (serving/module.py has the details):
   serve_examples: serialized tf.train.Example [batch] with the TFRecord feature names
       (`input_ids`, `input_mask`, `segment_ids`, optional `unique_ids`) -> `unique_ids`,
       `start_logits`, `end_logits`.
+With --serve_text=false the raw-text signature is left out (serving_default = serve_features): that
+SavedModel loads where the tensorflow-text ops are not available, since TensorFlow checks every op
+of every function when it imports a SavedModel.
 The SavedModel carries the WordPiece vocab as an asset (`vocab_file`) and, in
 `assets.extra/qa_config.json`, the featurization settings (max_seq_length, doc_stride,
 max_query_length, do_lower_case) and the decoding settings baked into serve_text (n_best_size,
 max_answer_length, version_2_with_negative, null_score_diff_threshold, window_batch_size), so a client
-of serve_features can tokenize and decode as training did (see ask.py). Loading needs TensorFlow and,
-for serve_text, `import tensorflow_text` (it registers the tokenizer ops); not this project's code.
+of serve_features can tokenize and decode as training did (see ask.py). Loading needs TensorFlow and
+`import tensorflow_text` (it registers the tokenizer ops; not with --serve_text=false), not this
+project's code.
 The export is written under a temporary name and renamed into place when complete.
 """
 
@@ -49,7 +53,7 @@ EXTRA_DIR = "assets.extra"
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 
 
-def export(model, vocab_file, qa_config, export_dir):
+def export(model, vocab_file, qa_config, export_dir, serve_text=True):
   """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
 
   Args:
@@ -58,11 +62,15 @@ def export(model, vocab_file, qa_config, export_dir):
     qa_config: dict of featurization and decoding settings (serving.module.FEATURIZATION_KEYS and
       DECODING_DEFAULTS' keys), baked into serve_text and written to assets.extra/qa_config.json.
     export_dir: destination folder.
+    serve_text: include the raw-text signature (serving_default = serve_text). Without it
+      serving_default = serve_features and the SavedModel loads with core TensorFlow alone.
 
   Raises:
     ValueError: an unusable qa_config or vocab (one line).
   """
-  module = serving_module.QAServingModule(model, vocab_file, qa_config)
+  module_class = (serving_module.QAServingModule if serve_text
+                  else serving_module.FeatureServingModule)
+  module = module_class(model, vocab_file, qa_config)
   temp_dir = export_dir.rstrip("/") + ".tmp-export"
   if os.path.exists(temp_dir):
     shutil.rmtree(temp_dir)
@@ -116,7 +124,7 @@ def run():
     logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
   qa_config = dict({k: qa_config[k] for k in serving_module.FEATURIZATION_KEYS},
                    **decoding_config(qa_config))
-  export(model, vocab_file, qa_config, FLAGS.export_dir)
+  export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text)
 
 
 def main(argv):

@@ -158,6 +158,11 @@ def define_export_flags():
   DEFINE_integer(
       "window_batch_size", 32,
       "Windows per model call inside serve_text (bounds memory for long contexts and big batches).")
+  DEFINE_bool(
+      "serve_text", True,
+      "Include the raw-text signature serve_text (= serving_default), which needs the "
+      "tensorflow-text ops wherever the SavedModel is loaded. false: serve_features (= "
+      "serving_default) and serve_examples only, loadable with core TensorFlow alone.")
 
 
 def define_ask_flags():

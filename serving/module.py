@@ -17,8 +17,11 @@ Signatures (all batched along the first axis):
       names of preprocess/records.py (int64 `input_ids`, `input_mask`, `segment_ids` of length
       max_seq_length; optional `unique_ids`) -> `unique_ids` int64 [B] (-1 when absent),
       `start_logits`, `end_logits` float32 [B, max_seq_length].
-serve_features and serve_examples use only core TensorFlow ops; serve_text needs the
-tensorflow-text ops registered (`import tensorflow_text`, or a TF Serving build that links them).
+serve_text needs the tensorflow-text ops registered wherever the SavedModel is loaded (`import
+tensorflow_text`, or TF Serving, which links them): TensorFlow validates every function of a
+SavedModel when importing it, so without those ops even serve_features cannot be loaded.
+`FeatureServingModule` is the export without serve_text (serving_default = serve_features) that
+core TensorFlow alone loads.
 """
 
 import tensorflow as tf
@@ -59,12 +62,12 @@ def validate_config(qa_config):
       raise ValueError(f"{key} must be positive (got {qa_config[key]})")
 
 
-class QAServingModule(tf.Module):
-  """The model, its WordPiece tokenizer and vocab asset, and the three signatures.
+class FeatureServingModule(tf.Module):
+  """The model and its vocab asset with serve_features and serve_examples (core TensorFlow ops only).
 
   Args:
     model: a model from `model.span_model.build_span_model`, weights loaded.
-    vocab_file: its vocab.txt (becomes the `vocab_file` asset; the tokenizer is built from it).
+    vocab_file: its vocab.txt (becomes the `vocab_file` asset).
     qa_config: dict with FEATURIZATION_KEYS and the keys of DECODING_DEFAULTS (Python values baked
       into the graph).
 
@@ -78,6 +81,49 @@ class QAServingModule(tf.Module):
     self.model = model
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._config = dict(qa_config)
+    wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
+
+  def _logits(self, input_word_ids, input_mask, input_type_ids):
+    return self.model({span_model.INPUT_WORD_IDS: input_word_ids,
+                       span_model.INPUT_MASK: input_mask,
+                       span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
+
+  @tf.function(input_signature=[
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_WORD_IDS),
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_MASK),
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_TYPE_IDS)])
+  def serve_features(self, input_word_ids, input_mask, input_type_ids):
+    """Token ids in, float32 [batch, seq] start/end logits out."""
+    start_logits, end_logits = self._logits(input_word_ids, input_mask, input_type_ids)
+    return {"start_logits": start_logits, "end_logits": end_logits}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  def serve_examples(self, examples):
+    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
+    seq = self._config["max_seq_length"]
+    spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in records.MODEL_INPUT_KEYS}
+    spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
+    parsed = tf.io.parse_example(examples, spec)
+    ids, mask, types = (tf.cast(parsed[k], tf.int32) for k in records.MODEL_INPUT_KEYS)
+    start_logits, end_logits = self._logits(ids, mask, types)
+    return {"unique_ids": parsed["unique_ids"], "start_logits": start_logits,
+            "end_logits": end_logits}
+
+  def signatures(self):
+    """{signature name: concrete function} for tf.saved_model.save."""
+    features = self.serve_features.get_concrete_function()
+    return {"serving_default": features, "serve_features": features,
+            "serve_examples": self.serve_examples.get_concrete_function()}
+
+
+class QAServingModule(FeatureServingModule):
+  """FeatureServingModule plus the WordPiece tokenizer and the raw-text serve_text signature.
+
+  Args and errors as FeatureServingModule.
+  """
+
+  def __init__(self, model, vocab_file, qa_config):
+    super().__init__(model, vocab_file, qa_config)
     vocab = wordpiece.read_vocab(vocab_file)
     self._cls_id = vocab.index("[CLS]")
     self._sep_id = vocab.index("[SEP]")
@@ -86,11 +132,6 @@ class QAServingModule(tf.Module):
         vocab=vocab, lower_case_nfd_strip_accents=qa_config["do_lower_case"],
         token_out_type=tf.int32, unknown_token="[UNK]",
         max_bytes_per_word=wordpiece.MAX_BYTES_PER_WORD)
-
-  def _logits(self, input_word_ids, input_mask, input_type_ids):
-    return self.model({span_model.INPUT_WORD_IDS: input_word_ids,
-                       span_model.INPUT_MASK: input_mask,
-                       span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
 
   def window_logits(self, windows):
     """Runs the model over all windows, `window_batch_size` at a time (bounds peak memory).
@@ -150,30 +191,7 @@ class QAServingModule(tf.Module):
     with tf.control_dependencies([check]):
       return self.answer(tf.identity(question), context)
 
-  @tf.function(input_signature=[
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_WORD_IDS),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_MASK),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_TYPE_IDS)])
-  def serve_features(self, input_word_ids, input_mask, input_type_ids):
-    """Token ids in, float32 [batch, seq] start/end logits out."""
-    start_logits, end_logits = self._logits(input_word_ids, input_mask, input_type_ids)
-    return {"start_logits": start_logits, "end_logits": end_logits}
-
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-  def serve_examples(self, examples):
-    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
-    seq = self._config["max_seq_length"]
-    spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in records.MODEL_INPUT_KEYS}
-    spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
-    parsed = tf.io.parse_example(examples, spec)
-    ids, mask, types = (tf.cast(parsed[k], tf.int32) for k in records.MODEL_INPUT_KEYS)
-    start_logits, end_logits = self._logits(ids, mask, types)
-    return {"unique_ids": parsed["unique_ids"], "start_logits": start_logits,
-            "end_logits": end_logits}
-
   def signatures(self):
-    """{signature name: concrete function} for tf.saved_model.save."""
+    """{signature name: concrete function} for tf.saved_model.save; serving_default = serve_text."""
     text = self.serve_text.get_concrete_function()
-    return {"serving_default": text, "serve_text": text,
-            "serve_features": self.serve_features.get_concrete_function(),
-            "serve_examples": self.serve_examples.get_concrete_function()}
+    return dict(super().signatures(), serving_default=text, serve_text=text)

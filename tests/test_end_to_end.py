@@ -107,9 +107,10 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   meta = records.read_meta(run["records"])
   batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ, 3)))
   inputs = {k: batch[k].numpy().tolist() for k in ("input_word_ids", "input_mask", "input_type_ids")}
-  # A fresh interpreter that imports only TensorFlow, from a folder outside the repository.
+  # A fresh interpreter that imports only TensorFlow (and tensorflow-text, whose ops the raw-text
+  # signature uses), from a folder outside the repository.
   script = (
-      "import json, sys, tensorflow as tf\n"
+      "import json, sys, tensorflow as tf, tensorflow_text\n"
       "m = tf.saved_model.load(sys.argv[1])\n"
       "x = json.loads(sys.stdin.read())\n"
       "out = m.signatures['serve_features'](**{k: tf.constant(v, tf.int32) for k, v in x.items()})\n"

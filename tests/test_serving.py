@@ -407,3 +407,28 @@ def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
   assert out["start_char"][0] == context.index(answer)
   assert out["end_char"][0] == context.index(answer) + len(answer)
   assert np.isfinite(out["score"]).all()
+
+
+def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
+  """--serve_text=false: plain saved_model_cli (no tensorflow-text in its process) runs it."""
+  export_dir = str(tmp_path / "features_only")
+  export.export(served["model"], testutil.vocab_file(), served["qa_config"], export_dir,
+                serve_text=False)
+  features = served["qa"].features(*TAUGHT[0][:2])
+  inputs = {k: [getattr(f, a) for f in features] for k, a in (
+      ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+      ("input_type_ids", "segment_ids"))}
+  exprs = ";".join(f"{k}={json.dumps(v)}" for k, v in inputs.items())
+  out_dir = tmp_path / "outputs"
+  proc = subprocess.run(
+      ["saved_model_cli", "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs", exprs, "--outdir", str(out_dir)],
+      capture_output=True, text=True, timeout=300, cwd="/")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  start_logits, end_logits = served["model"](
+      {k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  np.testing.assert_allclose(np.load(out_dir / "start_logits.npy"), start_logits.numpy(), atol=1e-5)
+  np.testing.assert_allclose(np.load(out_dir / "end_logits.npy"), end_logits.numpy(), atol=1e-5)
+  show = subprocess.run(["saved_model_cli", "show", "--dir", export_dir],
+                        capture_output=True, text=True, timeout=300, check=True).stdout
+  assert "serve_text" not in show and "serve_features" in show and "serve_examples" in show
