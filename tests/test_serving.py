@@ -415,7 +415,7 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   export.export(served["model"], testutil.vocab_file(), served["qa_config"], export_dir,
                 serve_text=False)
   features = served["qa"].features(*TAUGHT[0][:2])
-  inputs = {k: [getattr(f, a) for f in features] for k, a in (
+  inputs = {k: [[int(x) for x in getattr(f, a)] for f in features] for k, a in (
       ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
       ("input_type_ids", "segment_ids"))}
   exprs = ";".join(f"{k}={json.dumps(v)}" for k, v in inputs.items())
@@ -429,6 +429,6 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
       {k: tf.constant(v) for k, v in inputs.items()}, training=False)
   np.testing.assert_allclose(np.load(out_dir / "start_logits.npy"), start_logits.numpy(), atol=1e-5)
   np.testing.assert_allclose(np.load(out_dir / "end_logits.npy"), end_logits.numpy(), atol=1e-5)
-  show = subprocess.run(["saved_model_cli", "show", "--dir", export_dir],
+  show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", export_dir],
                         capture_output=True, text=True, timeout=300, check=True).stdout
   assert "serve_text" not in show and "serve_features" in show and "serve_examples" in show
