@@ -11,8 +11,9 @@ Two ways to answer with the same SavedModel (export.py), both in this process:
                    (ask.SavedModelQA.answers_with_serve_features).
 Prints p50/p95 latency of one question at context lengths of 100, 1,000 and 10,000 characters (real
 dev paragraphs of one article joined and cut at a space), then questions per second at batch
---batch_size (dev questions with their own paragraphs). Both paths are warmed up first; times are
-wall-clock seconds from time.perf_counter.
+--batch_size (dev questions with their own paragraphs). Both paths are warmed up first, then called
+alternately (so load from other processes hits both alike); times are wall-clock, from
+time.perf_counter. The load average is printed: on a shared machine the numbers move with it.
 """
 
 import os
@@ -48,14 +49,20 @@ def long_context(contexts, num_chars):
   return cut[:cut.rfind(" ")] if " " in cut and len(text) > num_chars else cut
 
 
-def timed(fn, repeats):
-  """Wall-clock seconds of `repeats` calls of fn()."""
-  times = []
-  for _ in range(repeats):
-    started = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - started)
-  return np.array(times)
+def timed(fns, repeats):
+  """Wall-clock seconds of `repeats` calls of each of `fns`, interleaved (fn 0, fn 1, fn 0, ...) so
+  that load from other processes on a shared machine hits every path alike.
+
+  Returns:
+    A float array [len(fns), repeats].
+  """
+  times = np.zeros([len(fns), repeats])
+  for r in range(repeats):
+    for i, fn in enumerate(fns):
+      started = time.perf_counter()
+      fn()
+      times[i, r] = time.perf_counter() - started
+  return times
 
 
 def main(argv):
@@ -73,6 +80,7 @@ def main(argv):
   print(f"SavedModel {FLAGS.export_dir}: max_seq_length {qa.config['max_seq_length']}, "
         f"doc_stride {qa.config['doc_stride']}, window_batch_size "
         f"{qa.config.get('window_batch_size')}; {FLAGS.repeats} calls per cell")
+  print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
   rows = []
   for num_chars in CONTEXT_LENGTHS:
     context = long_context(first_article, num_chars)
@@ -82,9 +90,11 @@ def main(argv):
     for name, fn in paths.items():
       answers[name] = fn([question], [context])[0]  # warm-up (and tracing)
       fn([question], [context])
-      times = timed(lambda fn=fn: fn([question], [context]), FLAGS.repeats) * 1000
-      row.append(f"{np.percentile(times, 50):8.1f} {np.percentile(times, 95):8.1f}")
-      logging.info("%d chars, %s: p50 %.1f ms", num_chars, name, np.percentile(times, 50))
+    times = timed([lambda fn=fn: fn([question], [context]) for fn in paths.values()],
+                  FLAGS.repeats) * 1000
+    for name, t in zip(paths, times):
+      row.append(f"{np.percentile(t, 50):8.1f} {np.percentile(t, 95):8.1f}")
+      logging.info("%d chars, %s: p50 %.1f ms", num_chars, name, np.percentile(t, 50))
     same = answers["serve_text"].text == answers["python+features"].text
     rows.append(row + ["yes" if same else "NO"])
   print()
@@ -101,14 +111,16 @@ def main(argv):
   print()
   print(f"throughput at batch {batch} (dev questions with their paragraphs, "
         f"{FLAGS.throughput_batches} batches)")
-  for name, fn in paths.items():
+  elapsed = np.zeros(len(paths))
+  for fn in paths.values():
     fn(questions[:batch], contexts[:batch])  # warm-up
-    started = time.perf_counter()
-    for i in range(0, len(questions), batch):
-      fn(questions[i:i + batch], contexts[i:i + batch])
-    elapsed = time.perf_counter() - started
-    print(f"  {name:>15}: {len(questions) / elapsed:7.1f} questions/s "
-          f"({elapsed / FLAGS.throughput_batches * 1000:.0f} ms per batch)")
+  for i in range(0, len(questions), batch):
+    elapsed += timed([lambda fn=fn: fn(questions[i:i + batch], contexts[i:i + batch])
+                      for fn in paths.values()], 1)[:, 0]
+  for name, seconds in zip(paths, elapsed):
+    print(f"  {name:>15}: {len(questions) / seconds:7.1f} questions/s "
+          f"({seconds / FLAGS.throughput_batches * 1000:.0f} ms per batch)")
+  print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
