@@ -1,7 +1,8 @@
 r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
 
   python export.py --model_dir=model_out --export_dir=export
-  python export.py --init_checkpoint=<HF folder> --export_dir=export   # untrained head: warns
+  python export.py --init_checkpoint=<any --init_checkpoint kind> --export_dir=export
+      # warns when the checkpoint has no fine-tuned span head (run_squad.py / HF qa_outputs)
 
 Signatures (serving/module.py has the details):
   serving_default = serve_text: tf.string [batch] `question`, `context` -> `answer` tf.string,
@@ -120,8 +121,10 @@ def run():
     tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
     logging.info("exporting %s", latest)
   else:
-    logging.info("exporting %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
-    logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
+    report = checkpoints.initialize_from(model, FLAGS.init_checkpoint)
+    logging.info("exporting %s", report)
+    if not report.head_restored:
+      logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
   qa_config = dict({k: qa_config[k] for k in serving_module.FEATURIZATION_KEYS},
                    **decoding_config(qa_config))
   export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text)
@@ -132,7 +135,6 @@ def main(argv):
   try:
     run()
   except (ValueError, FileNotFoundError) as e:
-    logging.error("%s", e)
     sys.exit(f"export.py: {e}")
 
 

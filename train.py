@@ -1,7 +1,7 @@
 r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and scores the dev set.
 
   python train.py --records_dir=records --model_dir=model_out \
-      --init_checkpoint=<HF BERT folder or TF2 checkpoint> [--gpu]
+      --init_checkpoint=<HF BERT folder, google-research TF1 or tfm TF2 checkpoint> [--gpu]
 
 Reads the shards of preprocess/make_records.py with tf.data, builds tf-models-official's
 BertEncoder + BertSpanLabeler, trains with tfm's AdamW (linear warmup, then linear decay to 0, global
@@ -207,11 +207,17 @@ def predict(model, dataset):
 
 
 def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
-             max_answer_length, max_eval_examples=None):
+             max_answer_length, max_eval_examples=None, version_2_with_negative=False,
+             null_score_diff_threshold=0.0):
   """Predicts the eval shards, writes predictions.json and eval_results.json, returns the scores.
 
+  SQuAD 2.0 (`version_2_with_negative`): the answer is "" when null score - best non-null score >
+  `null_score_diff_threshold` (postprocess/span_decoding.null_answer); null_odds.json gets each
+  question's difference, and the official v2.0 scorer's figures are returned.
+
   Raises:
-    UsageError: --predict_file is not the file the eval records were made from.
+    UsageError: --predict_file is not the file the eval records were made from, or it has
+      unanswerable questions without --version_2_with_negative.
   """
   eval_meta = meta["splits"].get(records.EVAL_SPLIT)
   if not eval_meta:
@@ -219,7 +225,13 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
     raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
                      f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
-  squad = squad_reader.read_squad(predict_file, is_training=False)
+  dataset_json = squad_reader.load_json(predict_file)
+  if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
+    raise UsageError(f"--predict_file={predict_file} has "
+                     f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions without "
+                     f"answers (SQuAD 2.0?); pass --version_2_with_negative")
+  squad = squad_reader.read_squad(predict_file, is_training=False,
+                                  version_2_with_negative=version_2_with_negative)
   dataset = records.eval_dataset(records.shard_paths(records_dir, meta, records.EVAL_SPLIT),
                                  meta["flags"]["max_seq_length"], predict_batch_size,
                                  max_eval_examples)
@@ -228,11 +240,20 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   answers = span_decoding.decode_all(
       windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
       n_best_size, max_answer_length)
-  predictions = {squad.examples[i].qas_id: answers[i].text for i in sorted(answers)}
-  dataset_json = squad_reader.load_json(predict_file)
+  ids = {i: squad.examples[i].qas_id for i in sorted(answers)}
   if max_eval_examples is not None:
-    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(predictions))
-  results = squad_scoring.score_v1(dataset_json, predictions)
+    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids.values()))
+  if version_2_with_negative:
+    predictions = {ids[i]: span_decoding.null_answer(answers[i], null_score_diff_threshold)
+                   for i in ids}
+    null_odds = {ids[i]: answers[i].null_score_diff for i in ids}
+    results = squad_scoring.score_v2(dataset_json, predictions, null_odds,
+                                     {ids[i]: answers[i].text for i in ids})
+    results["null_score_diff_threshold"] = null_score_diff_threshold
+    _write_json(os.path.join(model_dir, "null_odds.json"), null_odds)
+  else:
+    predictions = {ids[i]: answers[i].text for i in ids}
+    results = squad_scoring.score_v1(dataset_json, predictions)
   results["predict_seconds"] = time.time() - started
   _write_json(os.path.join(model_dir, "predictions.json"), predictions)
   _write_json(os.path.join(model_dir, "eval_results.json"), results)
@@ -310,11 +331,19 @@ def run():
       definitions.PREDICT_FILE_NAMES)
   if not os.path.exists(predict_file):
     raise UsageError(definitions.missing_squad_file_message("predict_file", predict_file))
+  version_2 = FLAGS.version_2_with_negative or meta["flags"].get("version_2_with_negative", False)
   results = evaluate(model, FLAGS.records_dir, meta, predict_file, FLAGS.model_dir,
                      FLAGS.predict_batch_size, FLAGS.n_best_size, FLAGS.max_answer_length,
-                     FLAGS.max_eval_examples)
-  print(f"SQuAD v1.1 on {results['num_questions']} questions of {predict_file}: "
-        f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
+                     FLAGS.max_eval_examples, version_2, FLAGS.null_score_diff_threshold)
+  if version_2:
+    print(f"SQuAD v2.0 on {results['total']} questions of {predict_file}: "
+          f"exact = {results['exact']:.2f}, f1 = {results['f1']:.2f}; " +
+          ", ".join(f"{k} = {results[k]:.2f}" for k in (
+              "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+              "best_exact_thresh", "best_f1", "best_f1_thresh") if k in results))
+  else:
+    print(f"SQuAD v1.1 on {results['num_questions']} questions of {predict_file}: "
+          f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
   return results
 
 
@@ -322,8 +351,8 @@ def main(argv):
   del argv
   try:
     run()
-  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError) as e:
-    logging.error("%s", e)
+  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
+          checkpoints.CheckpointError) as e:
     sys.exit(f"train.py: {e}")
 
 

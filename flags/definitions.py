@@ -76,6 +76,10 @@ def define_squad_file_flags():
       "predict_file", None,
       "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
       "$SQUAD_DIR/dev-v1.1.json.")
+  DEFINE_bool(
+      "version_2_with_negative", False,
+      "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
+      "for them and prediction may answer \"\" (see --null_score_diff_threshold).")
 
 
 def define_tokenizer_flags():
@@ -100,6 +104,9 @@ def define_featurization_flags():
       "max_query_length", 64, "Question tokens kept; longer questions are truncated.")
   DEFINE_string("output_dir", "records", "Where the TFRecord shards and meta.json go.")
   DEFINE_integer("num_shards", 8, "Shards per split (train and eval each).")
+  DEFINE_integer(
+      "num_workers", min(2, os.cpu_count() or 1),
+      "Processes featurizing and writing shards (each takes a group of shards); 1 = in-process.")
 
 
 def define_model_flags():
@@ -111,7 +118,9 @@ def define_model_flags():
   DEFINE_string(
       "init_checkpoint", None,
       "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
-      "vocab.txt). Without it the encoder starts from random weights.")
+      "vocab.txt), a google-research/bert TF1 checkpoint (folder or prefix, e.g. "
+      "uncased_L-12_H-768_A-12/bert_model.ckpt), a tf-models-official TF2 encoder checkpoint, or "
+      "a --model_dir of this tool. Without it the encoder starts from random weights.")
   DEFINE_string("model_dir", "model_out", "Checkpoints, predictions and eval results.")
 
 
@@ -140,6 +149,10 @@ def define_train_flags():
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
+  DEFINE_float(
+      "null_score_diff_threshold", 0.0,
+      "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
+      "the best non-null span score exceeds this (google-research/bert, tfm).")
 
 
 def define_export_flags():
@@ -174,3 +187,11 @@ def define_ask_flags():
       "use_serve_features", False,
       "Tokenize and window in Python and call the serve_features signature instead of the raw-text "
       "serving_default (automatic for SavedModels without serve_text).")
+
+
+def define_convert_flags():
+  """Flags of `python -m model.convert_checkpoint` (besides the model and tokenizer flags)."""
+  DEFINE_string(
+      "output", None,
+      "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
+      "must not exist yet.")

@@ -1,67 +1,145 @@
-"""Where the encoder's starting weights, config and vocabulary come from (`--init_checkpoint`).
+"""What `--init_checkpoint` is, where its config and vocab are, and loading it into the span model.
 
-Kinds handled here: a Hugging Face BERT folder (config.json + model.safetensors + vocab.txt), and a
-TF2 checkpoint written by this project's training (a `--model_dir` or a checkpoint prefix).
+Kinds accepted (detected, never declared by a flag):
+- `HF_FOLDER`: a Hugging Face BERT folder (config.json + model.safetensors [+ vocab.txt]);
+  `pytorch_model.bin` alone is an error that says how to convert it.
+- `TF1_CHECKPOINT`: a google-research/bert checkpoint (`bert/embeddings/word_embeddings`, ...): a
+  pretrained release such as `uncased_L-12_H-768_A-12/` (a folder with `bert_model.ckpt.*` and no
+  `checkpoint` file) or a run_squad.py `--output_dir` (its `cls/squad/*` head is restored too).
+- `TF2_CHECKPOINT`: an object-based checkpoint: tf-models-official's encoder checkpoints
+  (`tf.train.Checkpoint(encoder=...)`), tfm QA task or this tool's `--model_dir` (head included),
+  or the output of `python -m model.convert_checkpoint`.
+
+A folder means its latest checkpoint (the `checkpoint` state file) or its only `*.index`; a prefix
+may also be given with its `.index` / `.data-*` / `.meta` suffix.
 """
 
+import json
 import os
+import re
 
 import tensorflow as tf
-from absl import logging
 
 from model import hf_checkpoint
+from model import named_weights
+from model import tf1_checkpoint
+from model import tf2_checkpoint
 
 HF_FOLDER = "hf_folder"
+TF1_CHECKPOINT = "tf1_checkpoint"
 TF2_CHECKPOINT = "tf2_checkpoint"
+
+BERT_CONFIG_FILE = "bert_config.json"  # google-research/bert's name
+QA_CONFIG_FILE = "qa_config.json"  # train.py's record of the config and vocab of a --model_dir
+
+CheckpointError = named_weights.CheckpointError
+LoadReport = named_weights.LoadReport
+
+_SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
+
+
+def checkpoint_prefix(path):
+  """The TF checkpoint prefix `path` stands for, or None when it holds no TF checkpoint.
+
+  Raises:
+    CheckpointError: a folder with several checkpoints and no `checkpoint` state file to choose.
+  """
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest:
+      return latest
+    indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+    if len(indexes) > 1:
+      raise CheckpointError(
+          f"--init_checkpoint={path}: holds {len(indexes)} checkpoints "
+          f"({', '.join(os.path.basename(i)[:-len('.index')] for i in indexes[:3])}) and no "
+          f"'checkpoint' file; pass one prefix, e.g. {indexes[0][:-len('.index')]}")
+    return indexes[0][:-len(".index")] if indexes else None
+  prefix = _SUFFIX.sub("", path)
+  return prefix if tf.io.gfile.exists(prefix + ".index") else None
 
 
 def checkpoint_kind(path):
-  """`HF_FOLDER` or `TF2_CHECKPOINT`.
+  """`HF_FOLDER`, `TF1_CHECKPOINT` or `TF2_CHECKPOINT`.
 
   Raises:
-    FileNotFoundError: the path holds neither, with what was looked for.
+    FileNotFoundError: the path holds none of them, saying what was looked for.
+    CheckpointError: a TF checkpoint that is not a BERT one.
   """
   if hf_checkpoint.is_hf_folder(path):
     return HF_FOLDER
-  if tf.io.gfile.isdir(path) and tf.train.latest_checkpoint(path):
+  prefix = checkpoint_prefix(path)
+  if not prefix:
+    raise FileNotFoundError(
+        f"--init_checkpoint={path}: not found or not a checkpoint; expected an HF BERT folder "
+        f"(config.json + model.safetensors), a google-research/bert TF1 checkpoint (a folder or "
+        f"prefix with .index, e.g. uncased_L-12_H-768_A-12/bert_model.ckpt) or a TF2 checkpoint")
+  names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  if tf2_checkpoint.is_object_based(names):
     return TF2_CHECKPOINT
-  if tf.io.gfile.exists(path + ".index"):
-    return TF2_CHECKPOINT
-  raise FileNotFoundError(
-      f"--init_checkpoint={path}: neither an HF BERT folder (config.json + model.safetensors) nor "
-      f"a TF2 checkpoint (a folder with a 'checkpoint' file, or a prefix with .index)")
+  if tf1_checkpoint.is_tf1_bert(names):
+    return TF1_CHECKPOINT
+  raise CheckpointError(
+      f"--init_checkpoint={prefix}: a TF1 checkpoint without bert/embeddings/word_embeddings "
+      f"(it has e.g. {', '.join(sorted(names)[:3])}); not a google-research/bert checkpoint")
+
+
+def _folder(init_checkpoint):
+  if tf.io.gfile.isdir(init_checkpoint):
+    return init_checkpoint
+  return os.path.dirname(_SUFFIX.sub("", init_checkpoint))
 
 
 def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   """Fills in --bert_config_file and --vocab_file from the files beside --init_checkpoint.
 
+  Looks in the checkpoint's folder for `bert_config.json` (google-research) or `config.json` (HF),
+  and `vocab.txt`; in a `--model_dir` of train.py, for the files its `qa_config.json` names.
+
   Returns:
     (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
   """
-  if init_checkpoint:
-    folder = init_checkpoint if tf.io.gfile.isdir(init_checkpoint) else os.path.dirname(
-        init_checkpoint)
-    for name in ("bert_config.json", hf_checkpoint.CONFIG_FILE):
-      if not bert_config_file and tf.io.gfile.exists(os.path.join(folder, name)):
-        bert_config_file = os.path.join(folder, name)
-    if not vocab_file and tf.io.gfile.exists(os.path.join(folder, hf_checkpoint.VOCAB_FILE)):
-      vocab_file = os.path.join(folder, hf_checkpoint.VOCAB_FILE)
+  if not init_checkpoint:
+    return bert_config_file, vocab_file
+  folder = _folder(init_checkpoint)
+  for name in (BERT_CONFIG_FILE, hf_checkpoint.CONFIG_FILE):
+    if not bert_config_file and tf.io.gfile.exists(os.path.join(folder, name)):
+      bert_config_file = os.path.join(folder, name)
+  if not vocab_file and tf.io.gfile.exists(os.path.join(folder, hf_checkpoint.VOCAB_FILE)):
+    vocab_file = os.path.join(folder, hf_checkpoint.VOCAB_FILE)
+  qa_config = os.path.join(folder, QA_CONFIG_FILE)
+  if (not bert_config_file or not vocab_file) and tf.io.gfile.exists(qa_config):
+    with tf.io.gfile.GFile(qa_config) as f:
+      saved = json.load(f)
+    if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):
+      bert_config_file = saved["bert_config_file"]
+    if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):
+      vocab_file = saved["vocab_file"]
   return bert_config_file, vocab_file
 
 
 def initialize_from(model, init_checkpoint):
   """Loads starting weights into a model built by `model.span_model.build_span_model`.
 
+  Every encoder variable must come from the checkpoint with the model's shape; the span head comes
+  from it when it holds one (a fine-tuned SQuAD model), else it stays randomly initialized. The
+  pooler may be missing (it is not used by the span head). Logs what was restored and what is new.
+
   Returns:
-    A one-line description of what was restored, for the log.
+    A `named_weights.LoadReport`; `str()` of it is a one-line summary, `.head_restored` says
+    whether the span head was trained.
+
+  Raises:
+    FileNotFoundError: nothing usable at `init_checkpoint`.
+    CheckpointError: a missing or mis-shaped variable (one line with names and shapes).
   """
   kind = checkpoint_kind(init_checkpoint)
+  encoder_config = model.labeler.checkpoint_items["encoder"].get_config()
   if kind == HF_FOLDER:
-    report = hf_checkpoint.load_hf_weights(model, init_checkpoint)
-    return (f"HF folder {init_checkpoint}: restored {len(report['restored'])} weights, "
-            f"new: {', '.join(report['new']) or 'none'}")
-  path = init_checkpoint
-  if tf.io.gfile.isdir(path):
-    path = tf.train.latest_checkpoint(path)
-  tf.train.Checkpoint(model=model).read(path).expect_partial().assert_existing_objects_matched()
-  return f"TF2 checkpoint {path}: restored the model"
+    return hf_checkpoint.read_hf_weights(model, init_checkpoint,
+                                         encoder_config["num_attention_heads"])
+  prefix = checkpoint_prefix(init_checkpoint)
+  if kind == TF1_CHECKPOINT:
+    return tf1_checkpoint.load_tf1_weights(model, prefix, encoder_config["num_attention_heads"],
+                                           encoder_config["num_layers"])
+  return tf2_checkpoint.load_tf2_weights(model, prefix)

@@ -1,135 +1,134 @@
 """Loads a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) into a tfm BertEncoder.
 
-Weights are read with the `safetensors` package into NumPy (no PyTorch). PyTorch `nn.Linear` stores
-[out, in] matrices, Keras kernels are [in, out]; tfm's attention projections are `EinsumDense` kernels
-of [hidden, heads, head_size] (query/key/value) and [heads, head_size, hidden] (output), so those are
-transposed and reshaped. The mapping is from transformers' `BertModel` names (modeling_bert.py) to
-tfm `BertEncoder` variable names (official/nlp/modeling/networks/bert_encoder.py).
+Weights are read with the `safetensors` package into NumPy (no PyTorch). Each HF name of
+transformers' `BertModel` / `BertForQuestionAnswering` (modeling_bert.py) is renamed to the
+google-research/bert name it was converted from (`encoder.layer.3.attention.self.query.weight` ->
+`bert/encoder/layer_3/attention/self/query/kernel`; `qa_outputs.*` -> run_squad.py's
+`cls/squad/output_*`), transposing PyTorch `nn.Linear` weights ([out, in]) to TF kernels ([in, out]).
+From there the TF1 path (`model.tf1_checkpoint`, i.e. tf-models-official's converter table) maps
+them onto tfm `BertEncoder` variables, so both kinds share one name table and one set of checks.
 """
 
 import os
 import re
 
-import numpy as np
-import tensorflow as tf
 from absl import logging
-from safetensors.numpy import load_file
+from safetensors import safe_open
+
+from model import named_weights
+from model import tf1_checkpoint
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+PYTORCH_FILE = "pytorch_model.bin"
 VOCAB_FILE = "vocab.txt"
+KIND = "HF folder"
+
+_EMBEDDING = re.compile(r"embeddings\.(word_embeddings|position_embeddings|token_type_embeddings)"
+                        r"\.weight")
+_LAYER_NORM = re.compile(r"(embeddings|encoder\.layer\.\d+\.(?:attention\.output|output))"
+                         r"\.LayerNorm\.(weight|bias|gamma|beta)")
+_LINEAR = re.compile(r"(encoder\.layer\.\d+\.(?:attention\.self\.(?:query|key|value)|"
+                     r"attention\.output\.dense|intermediate\.dense|output\.dense)|pooler\.dense)"
+                     r"\.(weight|bias)")
 
 
 def is_hf_folder(path):
   """True when `path` is a folder holding an HF config.json and model weights."""
   return bool(path) and os.path.isdir(path) and os.path.exists(os.path.join(path, CONFIG_FILE)) and (
       os.path.exists(os.path.join(path, WEIGHTS_FILE)) or
-      os.path.exists(os.path.join(path, "pytorch_model.bin")))
+      os.path.exists(os.path.join(path, PYTORCH_FILE)))
 
 
-def _tfm_name(hf_name):
-  """tfm variable-name suffix and array transform for an HF BertModel weight name, or None."""
-  name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-  fixed = {
-      "embeddings.word_embeddings.weight": "word_embeddings/embeddings",
-      "embeddings.position_embeddings.weight": "position_embedding/embeddings",
-      "embeddings.token_type_embeddings.weight": "type_embeddings/embeddings",
-      "embeddings.LayerNorm.weight": "embeddings/layer_norm/gamma",
-      "embeddings.LayerNorm.bias": "embeddings/layer_norm/beta",
-      "pooler.dense.weight": ("pooler_transform/kernel", "linear"),
-      "pooler.dense.bias": "pooler_transform/bias",
-      "qa_outputs.weight": ("predictions/transform/logits/kernel", "linear"),
-      "qa_outputs.bias": "predictions/transform/logits/bias",
-  }
-  if name in fixed:
-    return fixed[name] if isinstance(fixed[name], tuple) else (fixed[name], "copy")
-  m = re.fullmatch(r"encoder\.layer\.(\d+)\.(.+)\.(weight|bias)", name)
-  if not m:
-    return None
-  layer, module, kind = m.groups()
-  prefix = f"transformer/layer_{layer}/"
-  per_layer = {
-      "attention.self.query": ("self_attention/query", "qkv"),
-      "attention.self.key": ("self_attention/key", "qkv"),
-      "attention.self.value": ("self_attention/value", "qkv"),
-      "attention.output.dense": ("self_attention/attention_output", "attention_output"),
-      "attention.output.LayerNorm": ("self_attention_layer_norm", "norm"),
-      "intermediate.dense": ("intermediate", "linear"),
-      "output.dense": ("output", "linear"),
-      "output.LayerNorm": ("output_layer_norm", "norm"),
-  }
-  if module not in per_layer:
-    return None
-  tfm_module, shape_kind = per_layer[module]
-  if shape_kind == "norm":
-    return prefix + tfm_module + ("/gamma" if kind == "weight" else "/beta"), "copy"
-  if kind == "bias":
-    return prefix + tfm_module + "/bias", "copy"
-  return prefix + tfm_module + "/kernel", shape_kind if shape_kind != "linear" else "linear"
+def _google_path(hf_module):
+  """`encoder.layer.3.attention.self.query` -> `bert/encoder/layer_3/attention/self/query`."""
+  return "bert/" + re.sub(r"layer\.(\d+)", r"layer_\1", hf_module).replace(".", "/")
 
 
-def _convert(array, transform, target_shape):
-  if transform == "copy":
-    return array.reshape(target_shape)
-  if transform == "linear":
-    return array.T
-  # qkv: [out=heads*size, in=hidden] -> [hidden, heads, size]; bias handled by "copy" reshape.
-  # attention_output: [out=hidden, in=heads*size] -> [heads, size, hidden].
-  return array.T.reshape(target_shape)
+def google_name(hf_name):
+  """(google-research/bert variable name, transpose?) of an HF BERT weight name, or None.
 
-
-def load_hf_weights(model, folder):
-  """Copies an HF BERT folder's weights into a model built by `model.span_model.build_span_model`.
-
-  Args:
-    model: a Keras model whose weights include a tfm BertEncoder's (and optionally the span head).
-    folder: HF folder with model.safetensors.
-
-  Returns:
-    A dict: `restored` (tfm names), `new` (model weights the checkpoint did not have, e.g. the span
-    head of a not-yet-fine-tuned encoder) and `unused` (checkpoint names not mapped).
-
-  Raises:
-    FileNotFoundError: no model.safetensors (a pytorch_model.bin alone is named with a fix).
-    ValueError: an encoder weight is missing from the checkpoint or has another shape.
+  None for names that are not encoder or SQuAD-head weights (`embeddings.position_ids`, the
+  pre-training heads `cls.*`, ...).
   """
+  name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+  if name in ("qa_outputs.weight", "qa_outputs.bias"):
+    # Both are [out=2, in=hidden] / [2]: already run_squad.py's cls/squad/output_weights layout.
+    return "cls/squad/output_" + ("weights" if name.endswith("weight") else "bias"), False
+  m = _EMBEDDING.fullmatch(name)
+  if m:
+    return f"bert/embeddings/{m.group(1)}", False
+  m = _LAYER_NORM.fullmatch(name)
+  if m:
+    return _google_path(m.group(1)) + "/LayerNorm/" + (
+        "gamma" if m.group(2) in ("weight", "gamma") else "beta"), False
+  m = _LINEAR.fullmatch(name)
+  if m:
+    is_weight = m.group(2) == "weight"
+    return _google_path(m.group(1)) + ("/kernel" if is_weight else "/bias"), is_weight
+  return None
+
+
+def _weights_path(folder):
   path = os.path.join(folder, WEIGHTS_FILE)
   if not os.path.exists(path):
-    if os.path.exists(os.path.join(folder, "pytorch_model.bin")):
+    if os.path.exists(os.path.join(folder, PYTORCH_FILE)):
       raise FileNotFoundError(
-          f"{folder}: has pytorch_model.bin but no model.safetensors; convert it once with "
+          f"{folder}: has {PYTORCH_FILE} but no {WEIGHTS_FILE}; convert it once with "
           f"transformers (`AutoModel.from_pretrained(dir).save_pretrained(dir, "
           f"safe_serialization=True)`), torch is not a dependency here")
     raise FileNotFoundError(f"{path}: not found")
-  tensors = load_file(path)
-  by_suffix = {}
-  for weight in model.weights:
-    by_suffix[re.sub(r"(_\d+)?:0$", "", weight.name)] = weight
-  assignments = {}
-  unused = []
-  for hf_name, array in sorted(tensors.items()):
-    mapped = _tfm_name(hf_name)
-    if mapped is None:
-      unused.append(hf_name)
-      continue
-    tfm_name, transform = mapped
-    weight = by_suffix.get(tfm_name)
-    if weight is None:
-      unused.append(hf_name)
-      continue
-    if array.size != np.prod(weight.shape) or (transform == "linear" and
-                                                array.T.shape != tuple(weight.shape)):
-      raise ValueError(f"{path}: {hf_name} has shape {tuple(array.shape)} but {tfm_name} needs "
-                       f"{tuple(weight.shape)}; does the model's config.json match?")
-    value = _convert(array, transform, weight.shape)
-    assignments[tfm_name] = (weight, value)
-  new = [name for name in by_suffix if name not in assignments]
-  missing_encoder = [name for name in new if not name.startswith("predictions/")]
-  if missing_encoder:
-    raise ValueError(f"{path}: no weights for encoder variables {missing_encoder[:5]}"
-                     f"{' ...' if len(missing_encoder) > 5 else ''}; is it a BERT checkpoint?")
-  for weight, value in assignments.values():
-    weight.assign(value.astype(weight.dtype.as_numpy_dtype))
-  logging.info("restored %d weights from %s; new (randomly initialized): %s; unused: %s",
-               len(assignments), path, new or "none", unused or "none")
-  return {"restored": sorted(assignments), "new": new, "unused": unused}
+  return path
+
+
+def read_hf_weights(model, folder, num_heads):
+  """Copies an HF BERT folder's weights into a model built by `model.span_model.build_span_model`.
+
+  Args:
+    model: a Keras model whose weights include a tfm BertEncoder's and the span head.
+    folder: HF folder with model.safetensors.
+    num_heads: attention heads of the model's config.
+
+  Returns:
+    A `named_weights.LoadReport`; `unused` holds HF names.
+
+  Raises:
+    FileNotFoundError: no model.safetensors (a pytorch_model.bin alone is named with a fix).
+    named_weights.CheckpointError: an encoder weight is missing or has another shape.
+  """
+  path = _weights_path(folder)
+  with safe_open(path, framework="np") as tensors:
+    shapes, display, transposed, unused = {}, {}, {}, []  # transposed: by HF name
+    for hf_name in tensors.keys():
+      mapped = google_name(hf_name)
+      if mapped is None:
+        unused.append(hf_name)
+        continue
+      name, transpose = mapped
+      shape = tuple(tensors.get_slice(hf_name).get_shape())
+      shapes[name] = shape[::-1] if transpose else shape
+      display[name], transposed[hf_name] = hf_name, transpose
+
+    def read(name):
+      array = tensors.get_tensor(display[name])
+      return array.T if transposed[display[name]] else array
+
+    entries, skipped = tf1_checkpoint.to_entries(shapes, read, num_heads, display=display.get)
+    for entry in entries:  # messages show the HF tensor's own shape
+      if transposed[entry.source_name]:
+        entry.source_shape = entry.source_shape[::-1]
+    return named_weights.assign(model, entries, unused + skipped, path, KIND,
+                                hint="does the model's config.json match?")
+
+
+def load_hf_weights(model, folder):
+  """`read_hf_weights` with the heads taken from the model; returns the report as a dict.
+
+  Returns:
+    {"restored": tfm names, "new": model weights the checkpoint did not have (e.g. the span head
+    of a not-yet-fine-tuned encoder), "unused": HF names not loaded}.
+  """
+  encoder = model.labeler.checkpoint_items["encoder"]
+  report = read_hf_weights(model, folder, encoder.get_config()["num_attention_heads"])
+  logging.info("%s", report)
+  return {"restored": report.restored, "new": report.new, "unused": report.unused}

@@ -7,6 +7,10 @@ lie in the context, the start is in its max-context window, end >= start and the
 all windows (first one on ties, in window/start/end order, as the reference's stable sort). Unlike the
 reference, which re-joins whitespace-split words and aligns them heuristically (`get_final_text`), the
 text is cut straight from the context with the tokens' character offsets, so it is an exact substring.
+
+SQuAD 2.0 (`version_2_with_negative`, same reference): each question also gets a null score, the
+minimum over its windows of start_logit[0] + end_logit[0] (the [CLS] token), and the answer is ""
+when null score - best non-null span score > `null_score_diff_threshold` (`null_answer`).
 """
 
 import dataclasses
@@ -37,11 +41,29 @@ class Answer:
   """A decoded answer: text == context[start_char:end_char]; score = start + end logit.
 
   A question with no valid span gets text "", start_char = end_char = 0 and score -inf.
+  `null_score` (not part of equality) is min over windows of start_logits[0] + end_logits[0]
+  (+inf without windows), for SQuAD 2.0.
   """
   text: str
   start_char: int
   end_char: int
   score: float
+  null_score: float = dataclasses.field(default=float("inf"), compare=False)
+
+  @property
+  def null_score_diff(self):
+    """null_score - score: the reference's `null_odds` (scores_diff_json) entry; the null score
+    alone when there is no valid span (as the reference)."""
+    return self.null_score if self.score == float("-inf") else self.null_score - self.score
+
+
+def null_answer(answer, null_score_diff_threshold=0.0):
+  """SQuAD 2.0 decision (run_squad.py / tfm `postprocess_output`): "" when
+  null_score - best non-null score > threshold or when there is no valid span, else the span's text.
+  """
+  if answer.score == float("-inf") or answer.null_score_diff > null_score_diff_threshold:
+    return ""
+  return answer.text
 
 
 def best_indexes(logits, n_best_size):
@@ -62,7 +84,9 @@ def decode_answer(windows, context, n_best_size=20, max_answer_length=30):
     An Answer.
   """
   best = Answer("", 0, 0, float("-inf"))
+  null_score = float("inf")
   for w in windows:
+    null_score = min(null_score, float(w.start_logits[0]) + float(w.end_logits[0]))
     for s in best_indexes(w.start_logits, n_best_size):
       if w.token_start_char[s] < 0 or not w.token_is_max_context[s]:
         continue
@@ -73,6 +97,7 @@ def decode_answer(windows, context, n_best_size=20, max_answer_length=30):
         if score > best.score:
           start_char, end_char = int(w.token_start_char[s]), int(w.token_end_char[e])
           best = Answer(context[start_char:end_char], start_char, end_char, score)
+  best.null_score = null_score
   return best
 
 

@@ -2,7 +2,7 @@
 
 The algorithm is google-research/bert `run_squad.py` `convert_examples_to_features` (the same in
 tf-models-official `official/nlp/data/squad_lib.py`), applied to a context tokenized once as a whole with
-character offsets instead of word by word:
+character offsets instead of word by word (preprocess/wordpiece.py gives the same tokens):
 
   * the question keeps its first `max_query_length` WordPiece tokens;
   * the context tokens are cut into windows of at most `max_seq_length - len(question) - 3` tokens, a
@@ -10,7 +10,8 @@ character offsets instead of word by word:
   * each feature is `[CLS] question [SEP] window [SEP]`, zero-padded to `max_seq_length`, with
     segment ids 0 for `[CLS] question [SEP]` and 1 for `window [SEP]`;
   * training positions are token indices into the feature; a window that does not hold the whole answer
-    gets start = end = 0 (the `[CLS]` token), as bert/tfm do;
+    gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does every
+    window of an unanswerable SQuAD 2.0 question;
   * the answer's token span is first the tokens of the words holding it, then tightened to the tokens
     of the answer text when they occur inside (`_improve_answer_span`);
   * a token's "max context" window is the one where min(left, right context) + 0.01 * window length is
@@ -18,9 +19,11 @@ character offsets instead of word by word:
 
 Eval features also carry, per position, the character offsets of the token in the original context
 (-1 outside the context), so an answer is an exact substring of the context.
+
+Many questions are featurized at once with NumPy (`plan_windows`, `build_features`); `make_features`
+is the one-question form.
 """
 
-import bisect
 import dataclasses
 from typing import List, Optional
 
@@ -63,6 +66,7 @@ class Feature:
   token_start_char: List[int]
   token_end_char: List[int]
   token_is_max_context: List[int]
+  is_impossible: int = 0
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
@@ -83,28 +87,299 @@ def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
   return spans
 
 
+def best_windows(num_tokens, spans):
+  """Per context token, the index of its max-context window (run_squad.py `_check_is_max_context`).
+
+  Score of token p in window (s, n): min(p - s, s + n - 1 - p) + 0.01 * n, in float64 as the
+  reference computes it; the first window wins ties. Linear in the windows' total length.
+
+  Returns:
+    int32 [num_tokens].
+  """
+  best_score = np.full(num_tokens, -1.0)
+  best = np.zeros(num_tokens, np.int32)
+  for index, (start, length) in enumerate(spans):
+    position = np.arange(start, start + length)
+    score = np.minimum(position - start, start + length - 1 - position) + 0.01 * length
+    better = score > best_score[start:start + length]
+    best_score[start:start + length][better] = score[better]
+    best[start:start + length][better] = index
+  return best
+
+
 def max_context_flags(spans, span_index):
   """Per token of window `span_index`, whether that window is the token's max-context window.
-
-  Same score as run_squad.py `_check_is_max_context`: min(left, right) + 0.01 * length, first window
-  wins ties.
 
   Returns:
     A list of bool, one per token of the window.
   """
   start, length = spans[span_index]
-  flags = []
-  for position in range(start, start + length):
-    best_score, best_index = None, None
-    for index, (s, n) in enumerate(spans):
-      end = s + n - 1
-      if position < s or position > end:
-        continue
-      score = min(position - s, end - position) + 0.01 * n
-      if best_score is None or score > best_score:
-        best_score, best_index = score, index
-    flags.append(best_index == span_index)
-  return flags
+  num_tokens = max(s + n for s, n in spans)
+  return (best_windows(num_tokens, spans)[start:start + length] == span_index).tolist()
+
+
+@dataclasses.dataclass
+class WindowPlan:
+  """The windows of many questions, one row per feature, in question order.
+
+  Attributes:
+    question: int64 [F] index of the feature's question in the arrays given to `plan_windows`.
+    span_index: int32 [F] window number within its question.
+    span_start: int32 [F] first context token of the window.
+    span_length: int32 [F] context tokens in the window.
+    best_offset: int64 [F] where the window's question's per-token max-context windows start in
+      `best_window`; -1 when the question has a single window (every token is max-context there).
+    best_window: int32 [*] concatenated `best_windows` arrays.
+    num_windows: int64 [Q] features per question (0 for an empty context).
+  """
+  question: np.ndarray
+  span_index: np.ndarray
+  span_start: np.ndarray
+  span_length: np.ndarray
+  best_offset: np.ndarray
+  best_window: np.ndarray
+  num_windows: np.ndarray
+
+  def __len__(self):
+    return len(self.question)
+
+  def rows(self, begin, end):
+    """The plan of features begin..end-1 (sharing best_window)."""
+    return dataclasses.replace(
+        self, question=self.question[begin:end], span_index=self.span_index[begin:end],
+        span_start=self.span_start[begin:end], span_length=self.span_length[begin:end],
+        best_offset=self.best_offset[begin:end])
+
+
+def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
+  """Windows of many questions.
+
+  Args:
+    context_lengths: int [Q] context tokens of each question's paragraph.
+    query_lengths: int [Q] question tokens kept (already cut to max_query_length).
+    max_seq_length, doc_stride: in tokens.
+
+  Returns:
+    A WindowPlan.
+
+  Raises:
+    ValueError: max_seq_length leaves no room for context tokens after some question.
+  """
+  cache = {}
+  best_parts = []
+  best_size = 0
+  columns = ([], [], [], [], [])
+  num_windows = np.zeros(len(context_lengths), np.int64)
+  for q, (num_tokens, query_length) in enumerate(zip(np.asarray(context_lengths).tolist(),
+                                                     np.asarray(query_lengths).tolist())):
+    max_tokens_for_doc = max_seq_length - query_length - 3
+    key = (num_tokens, max_tokens_for_doc)
+    planned = cache.get(key)
+    if planned is None:
+      if max_tokens_for_doc <= 0:
+        raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context after a "
+                         f"{query_length}-token question; raise it or lower max_query_length")
+      spans = doc_spans(num_tokens, max_tokens_for_doc, doc_stride)
+      offset = -1
+      if len(spans) > 1:
+        best_parts.append(best_windows(num_tokens, spans))
+        offset = best_size
+        best_size += num_tokens
+      planned = cache[key] = (spans, offset)
+    spans, offset = planned
+    num_windows[q] = len(spans)
+    for index, (start, length) in enumerate(spans):
+      columns[0].append(q)
+      columns[1].append(index)
+      columns[2].append(start)
+      columns[3].append(length)
+      columns[4].append(offset)
+  return WindowPlan(
+      question=np.asarray(columns[0], np.int64), span_index=np.asarray(columns[1], np.int32),
+      span_start=np.asarray(columns[2], np.int32), span_length=np.asarray(columns[3], np.int32),
+      best_offset=np.asarray(columns[4], np.int64),
+      best_window=(np.concatenate(best_parts) if best_parts else np.zeros(0, np.int32)),
+      num_windows=num_windows)
+
+
+@dataclasses.dataclass
+class FeatureArrays:
+  """Features of many windows (row f = one feature), as the records store them.
+
+  Attributes:
+    example_index: int64 [F] question index.
+    doc_span_index: int32 [F].
+    input_ids: int32 [F, max_seq_length].
+    input_mask, segment_ids: int8 [F, max_seq_length] 0/1.
+    start_positions, end_positions: int32 [F] (0 without an answer in the window).
+    is_impossible: int8 [F] 1 when the window holds no answer (training).
+    token_start_char, token_end_char: int32 [F, max_seq_length] code points, -1 outside the context
+      (eval only, else None).
+    token_is_max_context: int8 [F, max_seq_length] (eval only, else None).
+  """
+  example_index: np.ndarray
+  doc_span_index: np.ndarray
+  input_ids: np.ndarray
+  input_mask: np.ndarray
+  segment_ids: np.ndarray
+  start_positions: np.ndarray
+  end_positions: np.ndarray
+  is_impossible: np.ndarray
+  token_start_char: Optional[np.ndarray] = None
+  token_end_char: Optional[np.ndarray] = None
+  token_is_max_context: Optional[np.ndarray] = None
+
+  def __len__(self):
+    return len(self.example_index)
+
+
+def build_features(plan, query_ids, query_splits, query_lengths, context_ids, context_starts,
+                   context_ends, context_splits, paragraph_of_question, cls_id, sep_id,
+                   max_seq_length, answer_spans=None, with_offsets=False, first_example_index=0):
+  """The features of the windows in `plan`, vectorized over windows.
+
+  Args:
+    plan: WindowPlan (or a `rows` slice of one).
+    query_ids, query_splits: flat int32 question token ids and int64 [Q + 1] row splits.
+    query_lengths: int [Q] tokens kept per question.
+    context_ids, context_starts, context_ends, context_splits: flat paragraph tokens (int32 ids and
+      code-point offsets) and int64 [P + 1] row splits.
+    paragraph_of_question: int [Q] paragraph index of each question.
+    cls_id, sep_id: ids of [CLS] and [SEP].
+    max_seq_length: in tokens.
+    answer_spans: None (eval) or int [Q, 2] context-token (start, end) of each answer, inclusive;
+      rows of -1 for unanswerable questions.
+    with_offsets: also make token_start_char, token_end_char and token_is_max_context.
+    first_example_index: added to the question indices in `example_index`.
+
+  Returns:
+    FeatureArrays.
+  """
+  q = plan.question
+  start = plan.span_start.astype(np.int64)[:, None]
+  length = plan.span_length.astype(np.int64)[:, None]
+  query_length = np.asarray(query_lengths, np.int64)[q][:, None]
+  j = np.arange(max_seq_length, dtype=np.int64)[None, :]
+  doc_offset = query_length + 2
+  in_query = (j >= 1) & (j <= query_length)
+  context_position = j - doc_offset  # index within the window
+  in_context = (context_position >= 0) & (context_position < length)
+  real = j < doc_offset + length + 1
+  query_index = np.where(in_query, np.asarray(query_splits)[q][:, None] + j - 1, 0)
+  paragraph = np.asarray(paragraph_of_question, np.int64)[q]
+  token_index = np.where(in_context,
+                         np.asarray(context_splits)[paragraph][:, None] + start + context_position, 0)
+  input_ids = np.where(in_context, context_ids[token_index] if len(context_ids) else 0, 0)
+  if len(query_ids):
+    input_ids = np.where(in_query, query_ids[query_index], input_ids)
+  input_ids = np.where((j == query_length + 1) | (j == doc_offset + length), sep_id, input_ids)
+  input_ids[:, 0] = cls_id
+  input_ids = np.where(real, input_ids, 0).astype(np.int32)
+  segment_ids = ((j >= doc_offset) & real).astype(np.int8)
+  num = len(q)
+  start_positions = np.zeros(num, np.int32)
+  end_positions = np.zeros(num, np.int32)
+  is_impossible = np.ones(num, np.int8)
+  if answer_spans is not None:
+    spans = np.asarray(answer_spans, np.int64)[q]
+    window_start, window_end = start[:, 0], start[:, 0] + length[:, 0] - 1
+    contains = (spans[:, 0] >= 0) & (spans[:, 0] >= window_start) & (spans[:, 1] <= window_end)
+    start_positions = np.where(contains, spans[:, 0] - window_start + doc_offset[:, 0], 0)
+    end_positions = np.where(contains, spans[:, 1] - window_start + doc_offset[:, 0], 0)
+    start_positions, end_positions = start_positions.astype(np.int32), end_positions.astype(np.int32)
+    is_impossible = (~contains).astype(np.int8)
+  features = FeatureArrays(
+      example_index=q + first_example_index, doc_span_index=plan.span_index.copy(),
+      input_ids=input_ids, input_mask=real.astype(np.int8), segment_ids=segment_ids,
+      start_positions=start_positions, end_positions=end_positions, is_impossible=is_impossible)
+  if with_offsets:
+    starts = context_starts[token_index] if len(context_starts) else np.zeros_like(token_index)
+    ends = context_ends[token_index] if len(context_ends) else np.zeros_like(token_index)
+    features.token_start_char = np.where(in_context, starts, -1).astype(np.int32)
+    features.token_end_char = np.where(in_context, ends, -1).astype(np.int32)
+    multi = plan.best_offset >= 0
+    is_max = in_context.copy()
+    if multi.any() and len(plan.best_window):
+      best_index = np.where(in_context[multi],
+                            plan.best_offset[multi][:, None] + start[multi] + context_position[multi], 0)
+      is_max[multi] &= plan.best_window[best_index] == plan.span_index[multi][:, None]
+    features.token_is_max_context = is_max.astype(np.int8)
+  return features
+
+
+def word_of_chars(contexts):
+  """run_squad.py's char_to_word_offset for many contexts at once, with global word numbers.
+
+  Words are maximal runs without run_squad.py whitespace (space, \\t, \\r, \\n, U+202F).
+
+  Returns:
+    (word_of_char, char_base, word_base): int64 arrays; the word of character c of context i, counted
+    within its context (-1 before the first word), is word_of_char[char_base[i] + c] - word_base[i].
+    Global word numbers increase along the contexts.
+  """
+  joined = "\n".join(contexts)
+  code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+  is_space = ((code_points == 32) | (code_points == 9) | (code_points == 13) | (code_points == 10) |
+              (code_points == 0x202F))
+  starts_word = ~is_space
+  starts_word[1:] &= is_space[:-1]
+  word_of_char = np.cumsum(starts_word, dtype=np.int64) - 1
+  lengths = np.array([len(c) for c in contexts], np.int64)
+  char_base = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
+  word_base = np.where(char_base > 0, word_of_char[np.maximum(char_base - 1, 0)] + 1, 0)
+  return word_of_char, char_base, word_base
+
+
+def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_starts,
+                       answer_lengths, answer_tokens):
+  """Context-token spans of many answers (see `answer_token_span`).
+
+  Args:
+    contexts: list of str.
+    context_tokens: wordpiece.RaggedTokens of the contexts.
+    paragraph_of_question, answer_starts, answer_lengths: int [Q]; answer_starts in code points,
+      -1 for unanswerable questions.
+    answer_tokens: wordpiece.RaggedTokens of the answer texts.
+
+  Returns:
+    int64 [Q, 2] (start, end) context-token indices, inclusive; (-1, -1) for unanswerable questions
+    and for answers that hold no token (e.g. only characters the tokenizer deletes).
+  """
+  word_of_char, char_base, word_base = word_of_chars(contexts)
+  splits = context_tokens.row_splits
+  paragraph_of_token = np.repeat(np.arange(len(contexts)), np.diff(splits))
+  token_words = word_of_char[char_base[paragraph_of_token] + context_tokens.start_chars]
+  paragraph = np.asarray(paragraph_of_question, np.int64)
+  answer_starts = np.asarray(answer_starts, np.int64)
+  answerable = answer_starts >= 0
+  first_char = char_base[paragraph] + np.maximum(answer_starts, 0)
+  last_char = first_char + np.maximum(np.asarray(answer_lengths, np.int64) - 1, 0)
+  # orig_to_tok_index: the first token of a word, or of the next word that has tokens.
+  tok_start = np.searchsorted(token_words, word_of_char[first_char], "left") - splits[paragraph]
+  tok_end = np.searchsorted(token_words, word_of_char[last_char] + 1, "left") - 1 - splits[paragraph]
+  result = np.full((len(paragraph), 2), -1, np.int64)
+  ids = context_tokens.ids
+  for i in np.flatnonzero(answerable & (tok_start <= tok_end)).tolist():
+    base = splits[paragraph[i]]
+    answer = answer_tokens.ids[answer_tokens.row_splits[i]:answer_tokens.row_splits[i + 1]]
+    result[i] = _improve_answer_span(ids[base + tok_start[i]:base + tok_end[i] + 1], answer,
+                                     tok_start[i], tok_end[i])
+  return result
+
+
+def _improve_answer_span(window_ids, answer_ids, start, end):
+  """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
+  tokens (the reference compares the space-joined token strings; ids are the same test), else the
+  whole [start, end]."""
+  if 0 < len(answer_ids) <= len(window_ids):
+    haystack = np.ascontiguousarray(window_ids, np.int32).tobytes()
+    needle = np.ascontiguousarray(answer_ids, np.int32).tobytes()
+    found = haystack.find(needle)
+    while found >= 0 and found % 4:
+      found = haystack.find(needle, found + 1)
+    if found >= 0:
+      return start + found // 4, start + found // 4 + len(answer_ids) - 1
+  return start, end
 
 
 def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, answer_ids):
@@ -121,26 +396,17 @@ def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, a
     (start, end) token indices, or None when the answer holds no token.
   """
   # Word of each token, the counterpart of run_squad.py's tok_to_orig_index.
-  token_words = [char_to_word[c] for c in context_tokens.start_chars]
+  token_words = np.asarray(char_to_word, np.int64)[np.asarray(context_tokens.start_chars, np.int64)]
   start_word = char_to_word[answer_start]
   end_word = char_to_word[answer_start + len(answer_text) - 1]
   # orig_to_tok_index[w] = first token of word w (or of the next word holding a token).
-  tok_start = bisect.bisect_left(token_words, start_word)
-  tok_end = bisect.bisect_left(token_words, end_word + 1) - 1
+  tok_start = int(np.searchsorted(token_words, start_word, "left"))
+  tok_end = int(np.searchsorted(token_words, end_word + 1, "left")) - 1
   if tok_start > tok_end:
     return None
-  return _improve_answer_span(context_tokens.ids, tok_start, tok_end, answer_ids)
-
-
-def _improve_answer_span(doc_ids, start, end, answer_ids):
-  # run_squad.py: the smallest sub-span of [start, end] whose tokens equal the answer's tokens.
-  answer = list(answer_ids)
-  n = len(answer)
-  for new_start in range(start, end + 1):
-    for new_end in range(end, new_start - 1, -1):
-      if new_end - new_start + 1 == n and list(doc_ids[new_start:new_end + 1]) == answer:
-        return new_start, new_end
-  return start, end
+  start, end = _improve_answer_span(np.asarray(context_tokens.ids)[tok_start:tok_end + 1],
+                                    answer_ids, tok_start, tok_end)
+  return int(start), int(end)
 
 
 def make_features(example_index, first_unique_id, query_ids, context_tokens, cls_id, sep_id,
@@ -162,38 +428,21 @@ def make_features(example_index, first_unique_id, query_ids, context_tokens, cls
   Raises:
     ValueError: max_seq_length leaves no room for context tokens.
   """
-  query_ids = list(query_ids[:max_query_length])
-  max_tokens_for_doc = max_seq_length - len(query_ids) - 3
-  if max_tokens_for_doc <= 0:
-    raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context after a "
-                     f"{len(query_ids)}-token question; raise it or lower max_query_length")
-  spans = doc_spans(len(context_tokens), max_tokens_for_doc, doc_stride)
-  doc_offset = len(query_ids) + 2
-  features = []
-  for span_index, (start, length) in enumerate(spans):
-    window = slice(start, start + length)
-    input_ids = [cls_id] + query_ids + [sep_id] + list(context_tokens.ids[window]) + [sep_id]
-    segment_ids = [0] * doc_offset + [1] * (length + 1)
-    token_start_char = [-1] * doc_offset + list(context_tokens.start_chars[window]) + [-1]
-    token_end_char = [-1] * doc_offset + list(context_tokens.end_chars[window]) + [-1]
-    is_max = [0] * doc_offset + [int(f) for f in max_context_flags(spans, span_index)] + [0]
-    start_position = end_position = 0
-    if answer_span is not None:
-      tok_start, tok_end = answer_span
-      if tok_start >= start and tok_end <= start + length - 1:
-        start_position = tok_start - start + doc_offset
-        end_position = tok_end - start + doc_offset
-    pad = max_seq_length - len(input_ids)
-    features.append(Feature(
-        unique_id=first_unique_id + span_index,
-        example_index=example_index,
-        doc_span_index=span_index,
-        input_ids=input_ids + [0] * pad,
-        input_mask=[1] * len(input_ids) + [0] * pad,
-        segment_ids=segment_ids + [0] * pad,
-        start_position=start_position,
-        end_position=end_position,
-        token_start_char=[int(c) for c in token_start_char] + [-1] * pad,
-        token_end_char=[int(c) for c in token_end_char] + [-1] * pad,
-        token_is_max_context=is_max + [0] * pad))
-  return features
+  query_ids = np.asarray(query_ids, np.int32)[:max_query_length]
+  plan = plan_windows([len(context_tokens)], [len(query_ids)], max_seq_length, doc_stride)
+  arrays = build_features(
+      plan, query_ids, np.array([0, len(query_ids)]), [len(query_ids)],
+      np.asarray(context_tokens.ids, np.int32), np.asarray(context_tokens.start_chars, np.int32),
+      np.asarray(context_tokens.end_chars, np.int32), np.array([0, len(context_tokens)]), [0],
+      cls_id, sep_id, max_seq_length,
+      answer_spans=None if answer_span is None else [answer_span], with_offsets=True)
+  return [Feature(
+      unique_id=first_unique_id + f, example_index=example_index,
+      doc_span_index=int(arrays.doc_span_index[f]),
+      input_ids=arrays.input_ids[f].tolist(), input_mask=arrays.input_mask[f].tolist(),
+      segment_ids=arrays.segment_ids[f].tolist(),
+      start_position=int(arrays.start_positions[f]), end_position=int(arrays.end_positions[f]),
+      token_start_char=arrays.token_start_char[f].tolist(),
+      token_end_char=arrays.token_end_char[f].tolist(),
+      token_is_max_context=arrays.token_is_max_context[f].tolist(),
+      is_impossible=int(arrays.is_impossible[f])) for f in range(len(arrays))]

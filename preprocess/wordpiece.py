@@ -1,38 +1,70 @@
-"""WordPiece tokenization with character offsets, batched through tensorflow-text.
+"""WordPiece tokenization with character offsets, identical to the reference's, batched in C++.
 
-`tensorflow_text.FastBertTokenizer` does BERT's basic tokenization (lower-casing and accent stripping
-for uncased vocabularies, splitting on whitespace, punctuation and CJK characters) and WordPiece in C++,
-and returns byte offsets into the *original* UTF-8 text. (`tensorflow_text.BertTokenizer` was checked
-too: with `lower_case=True` its offsets point into the normalized text, so they cannot map answers
-back to the context.) This module turns byte offsets into code-point offsets, the unit of SQuAD's
-`answer_start` and of Python `str` indexing.
+The reference (google-research/bert `run_squad.py`, tf-models-official `official/nlp/data/squad_lib.py`)
+tokenizes each whitespace-separated word of a context with `FullTokenizer` (Python). Its output is a
+function of the word alone, and a question's tokens are the concatenation of its words' tokens
+(BasicTokenizer turns every run_squad.py whitespace character into a space before splitting). So a
+text can be tokenized run by run, where a run is a maximal stretch without ASCII whitespace:
+
+  * runs made only of printable ASCII (0x21-0x7E), >99% of SQuAD's words, are lower-cased in Python
+    (all that BERT's normalization does to ASCII) and go through tensorflow-text's FastWordpiece
+    kernel (the C++ of `FastBertTokenizer`: split on whitespace and punctuation, greedy
+    longest-match-first WordPiece), a batch of whole texts per call;
+  * any run holding another character (accents, dashes, CJK, emoji, control or zero-width
+    characters, U+202F, lone surrogates) is tokenized by tf-models-official's own `FullTokenizer`,
+    the reference itself, once per distinct word (memoized), and its tokens are mapped back to the
+    word's characters (`_align_word`).
+
+tensorflow-text is given the text with those runs blanked out (same length, ASCII only), so its byte
+offsets are code-point offsets. On printable ASCII the two tokenizers agree; elsewhere they do not
+always (tensorflow-text's normalizer folds "ß" -> "ss" and "ﬁ" -> "fi" and splits at NUL, which
+FullTokenizer keeps, keeps and deletes), hence the reference path. `tests/test_reference_parity.py`
+and `tools/compare_with_reference.py` check the result against the reference on real SQuAD.
 """
 
+import dataclasses
+import functools
 import hashlib
+import re
+import unicodedata
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
+from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
 from preprocess.features import TokenizedText
 
-# google-research/bert tokenization.py WordpieceTokenizer.max_input_chars_per_word: longer words
-# become [UNK]. FastBertTokenizer counts bytes, which equals characters for ASCII words.
-MAX_BYTES_PER_WORD = 200
+# tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
+# than this is [UNK] (google-research/bert uses 200). tensorflow-text counts bytes, which equals
+# characters here since it only sees ASCII.
+MAX_CHARS_PER_WORD = 400
+
+_RUN_WITH_OTHER_CHARS = re.compile(r"(?<![^ \t\r\n])[^ \t\r\n]*?[^\x21-\x7e \t\r\n][^ \t\r\n]*")
+_OTHER_CHAR = re.compile(r"[^\x20-\x7e\t\r\n]")
+_RUN_SQUAD_WORD_SEPARATOR = "\u202f"  # run_squad.py whitespace that is not ASCII
 
 
 def read_vocab(vocab_file):
   """Reads a vocab.txt (one token per line, id = line number) into a list of str.
 
+  Lines are stripped of surrounding whitespace, as tf-models-official's `load_vocab` does.
+
   Raises:
     FileNotFoundError: with the path, when it does not exist.
-    ValueError: the vocabulary lacks [CLS], [SEP] or [UNK].
+    ValueError: the vocabulary lacks [CLS], [SEP], [UNK] or [PAD], or repeats a token (ids would
+      differ between tokenizers).
   """
   with tf.io.gfile.GFile(vocab_file, "r") as f:
-    vocab = [line.rstrip("\n").rstrip("\r") for line in f]
+    vocab = [line.strip() for line in f]
+  while vocab and not vocab[-1]:
+    vocab.pop()
   missing = [t for t in ("[CLS]", "[SEP]", "[UNK]", "[PAD]") if t not in vocab]
   if missing:
     raise ValueError(f"{vocab_file}: not a BERT WordPiece vocab (no {', '.join(missing)})")
+  if len(set(vocab)) != len(vocab):
+    seen = set()
+    repeated = next(t for t in vocab if t in seen or seen.add(t))
+    raise ValueError(f"{vocab_file}: token {repeated!r} appears on two lines; fix the vocab")
   return vocab
 
 
@@ -45,22 +77,166 @@ def file_sha256(path):
   return digest.hexdigest()
 
 
-def byte_to_char_offsets(text):
-  """Maps each UTF-8 byte offset of `text` (0..len(bytes), inclusive) to its code-point offset.
+@dataclasses.dataclass
+class RaggedTokens:
+  """Tokens of many texts, flat: text i owns rows `row_splits[i]:row_splits[i + 1]`.
+
+  Attributes:
+    ids: int32 [total] vocabulary ids.
+    start_chars: int32 [total] offset of each token's first character in its text, in code points.
+    end_chars: int32 [total] offset one past its last character, in code points.
+    row_splits: int64 [num_texts + 1].
+  """
+  ids: np.ndarray
+  start_chars: np.ndarray
+  end_chars: np.ndarray
+  row_splits: np.ndarray
+
+  def __len__(self):
+    return len(self.row_splits) - 1
+
+  def lengths(self):
+    return np.diff(self.row_splits)
+
+  def row(self, i):
+    """TokenizedText of text i."""
+    rows = slice(self.row_splits[i], self.row_splits[i + 1])
+    return TokenizedText(self.ids[rows], self.start_chars[rows], self.end_chars[rows])
+
+
+# The reference's character classes (tf-models-official tokenization.py), for _align_word.
+def _is_whitespace(c):
+  return c in " \t\n\r" or unicodedata.category(c) == "Zs"
+
+
+def _is_control(c):
+  return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
+
+
+def _is_punctuation(c):
+  cp = ord(c)
+  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+    return True
+  return unicodedata.category(c).startswith("P")
+
+
+def _is_chinese_char(cp):
+  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
+          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
+          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+_DELETED, _SPACE, _CJK, _PUNCTUATION = "deleted", "space", "cjk", "punctuation"
+
+
+@functools.lru_cache(maxsize=None)
+def _char_pieces(c, do_lower_case):
+  """What BasicTokenizer makes of one character: _DELETED, _SPACE, _CJK, or a tuple of
+  (normalized character, is punctuation) pairs (lower-cased, NFD, Mn dropped)."""
+  cp = ord(c)
+  if cp == 0 or cp == 0xFFFD or _is_control(c):
+    return _DELETED
+  if _is_whitespace(c) or c.isspace():  # _clean_text's spaces, then str.split()'s
+    return _SPACE
+  if _is_chinese_char(cp):
+    return _CJK
+  normalized = c
+  if do_lower_case:
+    normalized = unicodedata.normalize("NFD", c.lower())
+    normalized = "".join(n for n in normalized if unicodedata.category(n) != "Mn")
+  return tuple((n, _is_punctuation(n)) for n in normalized)
+
+
+def _basic_pieces(word, do_lower_case):
+  """The reference's basic tokens of `word`, each as (normalized text, source char per character).
+
+  Follows BasicTokenizer (delete NUL/U+FFFD/control/format characters, split at whitespace and
+  around CJK characters, lower-case + NFD + drop Mn, split around punctuation) one character at
+  a time, so every normalized character remembers where it came from.
+  """
+  pieces = []
+  current_text, current_source = [], []
+
+  def close():
+    if current_text:
+      pieces.append(("".join(current_text), list(current_source)))
+      current_text.clear()
+      current_source.clear()
+
+  for i, c in enumerate(word):
+    kind = _char_pieces(c, do_lower_case)
+    if kind is _DELETED:
+      continue
+    if kind is _SPACE:
+      close()
+    elif kind is _CJK:
+      close()
+      pieces.append((c, [i]))
+    else:
+      for n, is_punctuation in kind:
+        if is_punctuation:
+          close()
+          pieces.append((n, [i]))
+        else:
+          current_text.append(n)
+          current_source.append(i)
+  close()
+  return pieces
+
+
+def _align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
+  """Character offsets (start, end) within `word` of the reference's WordPiece `tokens` of it.
+
+  Each basic token (`_basic_pieces`) is consumed either by one [UNK] or by word pieces whose lengths
+  (without "##") add up to its normalized length; a piece's offsets are the source characters of its
+  normalized characters. Lengths, not texts, are matched, because lower-casing a whole word can
+  differ from lower-casing its characters one by one only in the character chosen (a final sigma).
+  When even the lengths do not line up, every token gets the whole word's span: answers cut from it
+  stay exact substrings, only less tight.
 
   Returns:
-    None for ASCII text (offsets are equal), else an int32 array of len(utf8) + 1.
+    A list of (start, end) code-point offsets, end exclusive, one per token.
   """
-  if text.isascii():
-    return None
-  data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-  starts_char = (data & 0xC0) != 0x80  # lead bytes (not UTF-8 continuation bytes)
-  char_of_byte = np.cumsum(starts_char, dtype=np.int32) - 1
-  return np.append(char_of_byte, np.int32(len(text)))
+  offsets = []
+  t = 0
+  for text, source in _basic_pieces(word, do_lower_case):
+    if t < len(tokens) and tokens[t] == unk_token:
+      offsets.append((source[0], source[-1] + 1))
+      t += 1
+      continue
+    position = 0
+    while position < len(text) and t < len(tokens):
+      size = len(tokens[t]) - 2 if position and tokens[t].startswith("##") else len(tokens[t])
+      if size <= 0 or position + size > len(text):
+        break
+      offsets.append((source[position], source[position + size - 1] + 1))
+      position += size
+      t += 1
+    if position != len(text):
+      break
+  if t != len(tokens) or len(offsets) != len(tokens):
+    return [(0, len(word))] * len(tokens)
+  return offsets
+
+
+@functools.lru_cache(maxsize=4)
+def wordpiece_model(vocab):
+  """tensorflow-text's FastWordpiece flatbuffer model for a vocab (bytes), cached.
+
+  Built by tensorflow-text's C++ builder (what `FastBertTokenizer` does internally) with
+  run_squad.py's settings: "##" suffixes, [UNK], words longer than MAX_CHARS_PER_WORD -> [UNK],
+  splitting on whitespace and punctuation first.
+
+  Args:
+    vocab: tuple of token strings.
+  """
+  from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder  # pylint: disable=g-import-not-at-top
+  return pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+      list(vocab), MAX_CHARS_PER_WORD, "##", "[UNK]", False, False)
 
 
 class WordPieceTokenizer:
-  """BERT WordPiece tokenizer that returns ids with code-point offsets.
+  """BERT WordPiece tokenizer giving the reference's tokens with code-point offsets.
 
   Args:
     vocab_file: path of vocab.txt.
@@ -71,15 +247,130 @@ class WordPieceTokenizer:
     self.vocab = read_vocab(vocab_file)
     self.vocab_file = vocab_file
     self.do_lower_case = do_lower_case
-    self.cls_id = self.vocab.index("[CLS]")
-    self.sep_id = self.vocab.index("[SEP]")
-    self.pad_id = self.vocab.index("[PAD]")
-    self._tokenizer = tf_text.FastBertTokenizer(
-        vocab=self.vocab, lower_case_nfd_strip_accents=do_lower_case,
-        token_out_type=tf.int32, unknown_token="[UNK]", max_bytes_per_word=MAX_BYTES_PER_WORD)
+    self._ids = {t: i for i, t in enumerate(self.vocab)}
+    self.cls_id = self._ids["[CLS]"]
+    self.sep_id = self._ids["[SEP]"]
+    self.pad_id = self._ids["[PAD]"]
+    self.unk_id = self._ids["[UNK]"]
+    # A uint8 tensor made from a NumPy view (tensorflow-text would build it from a Python list).
+    self._model = tf.constant(np.frombuffer(wordpiece_model(tuple(self.vocab)), np.uint8))
+    self._reference = None  # tf-models-official FullTokenizer, built on the first non-ASCII word
+    self._word_index = {}  # memo of reference-tokenized words: word -> index into _word_tokens
+    self._word_tokens = []  # per word: [(id, start, end), ...] (offsets within the word)
+    self._word_arrays = None
 
-  def tokenize(self, texts, batch_size=512):
-    """Tokenizes texts in batches.
+  def _reference_tokenizer(self):
+    """tf-models-official's FullTokenizer algorithm: its BasicTokenizer, then its
+    WordpieceTokenizer on each basic token (what `FullTokenizer.tokenize` does), over our vocab
+    dict, which equals its `load_vocab` (stripped lines, ids = line numbers) and skips re-reading
+    the file line by line through tf.io.gfile."""
+    if self._reference is None:
+      from official.nlp.tools import tokenization  # pylint: disable=g-import-not-at-top
+      basic = tokenization.BasicTokenizer(do_lower_case=self.do_lower_case)
+      wordpiece = tokenization.WordpieceTokenizer(vocab=self._ids)
+      self._reference = lambda text: [piece for token in basic.tokenize(text)
+                                      for piece in wordpiece.tokenize(token)]
+    return self._reference
+
+  def _reference_word(self, word):
+    """Index of `word` in the memo of reference-tokenized run_squad.py words (tokenizing it the
+    first time)."""
+    index = self._word_index.get(word)
+    if index is None:
+      tokens = self._reference_tokenizer()(word)
+      offsets = _align_word(word, tokens, self.do_lower_case)
+      index = self._word_index[word] = len(self._word_tokens)
+      self._word_tokens.append([(self._ids[t], s, e) for t, (s, e) in zip(tokens, offsets)])
+      self._word_arrays = None
+    return index
+
+  def _reference_arrays(self):
+    """The memo as flat arrays: (ids, starts, ends) int32 and int64 [words + 1] row splits."""
+    if self._word_arrays is None:
+      flat = [token for tokens in self._word_tokens for token in tokens]
+      values = np.asarray(flat, np.int64).reshape(-1, 3)
+      counts = [len(tokens) for tokens in self._word_tokens]
+      self._word_arrays = (values[:, 0].astype(np.int32), values[:, 1].astype(np.int32),
+                           values[:, 2].astype(np.int32),
+                           np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+    return self._word_arrays
+
+  def tokenize_ragged(self, texts, batch_size=4096):
+    """Tokenizes texts; the fast path for many texts.
+
+    Args:
+      texts: a sequence of str.
+      batch_size: texts per tensorflow-text call.
+
+    Returns:
+      RaggedTokens (code-point offsets into each text).
+    """
+    texts = list(texts)
+    fast_texts = []
+    occurrences = ([], [], [])  # text index, start char, memo index of reference-path words
+    for index, text in enumerate(texts):
+      if not _OTHER_CHAR.search(text):
+        fast_texts.append(text)
+        continue
+      blanked = []
+      kept_from = 0
+      for match in _RUN_WITH_OTHER_CHARS.finditer(text):
+        run_start, run = match.start(), match.group()
+        blanked += [text[kept_from:run_start], " " * len(run)]
+        kept_from = match.end()
+        for word in run.split(_RUN_SQUAD_WORD_SEPARATOR):
+          occurrences[0].append(index)
+          occurrences[1].append(run_start)
+          occurrences[2].append(self._reference_word(word))
+          run_start += len(word) + 1
+      blanked.append(text[kept_from:])
+      fast_texts.append("".join(blanked))
+    ids, starts, ends, lengths = [], [], [], []
+    for i in range(0, len(fast_texts), batch_size):
+      batch = fast_texts[i:i + batch_size]
+      if self.do_lower_case:  # on ASCII, all that BERT's normalization does
+        batch = [text.lower() for text in batch]
+      # The kernel of tensorflow-text's FastWordpieceTokenizer.tokenize_with_offsets, called
+      # directly: flat outputs, no ragged wrappers, no tracing.
+      _, token_ids, row_splits, token_starts, token_ends = (
+          gen_fast_wordpiece_tokenizer.fast_wordpiece_tokenize_with_offsets(
+              input_values=tf.constant(batch, tf.string), wp_model=self._model))
+      ids.append(token_ids.numpy())
+      starts.append(token_starts.numpy())
+      ends.append(token_ends.numpy())
+      lengths.append(np.diff(row_splits.numpy()))
+    if not fast_texts:
+      return RaggedTokens(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                          np.zeros(1, np.int64))
+    ids = np.concatenate(ids).astype(np.int32)
+    starts = np.concatenate(starts).astype(np.int32)
+    ends = np.concatenate(ends).astype(np.int32)
+    lengths = np.concatenate(lengths).astype(np.int64)
+    if occurrences[0]:
+      word_ids, word_starts, word_ends, word_splits = self._reference_arrays()
+      memo = np.asarray(occurrences[2], np.int64)
+      counts = word_splits[memo + 1] - word_splits[memo]
+      total = int(counts.sum())
+      rows = (np.repeat(word_splits[memo] - (np.cumsum(counts) - counts), counts) +
+              np.arange(total, dtype=np.int64))
+      shift = np.repeat(np.asarray(occurrences[1], np.int32), counts)
+      extra_text = np.repeat(np.asarray(occurrences[0], np.int64), counts)
+      extra_ids, extra_starts = word_ids[rows], word_starts[rows] + shift
+      extra_ends = word_ends[rows] + shift
+      # Insert the reference-path tokens among the others by (text, start char); both sides are
+      # sorted that way already (the occurrences in text order, each word's tokens in order).
+      fast_key = np.repeat(np.arange(len(texts), dtype=np.int64), lengths) << 32 | starts
+      extra_key = extra_text << 32 | extra_starts.astype(np.int64)
+      where = np.searchsorted(fast_key, extra_key)
+      ids = np.insert(ids, where, extra_ids)
+      starts = np.insert(starts, where, extra_starts)
+      ends = np.insert(ends, where, extra_ends)
+      lengths = lengths + np.bincount(extra_text, minlength=len(texts))
+    row_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return RaggedTokens(ids, starts, ends, row_splits)
+
+  def tokenize(self, texts, batch_size=4096):
+    """Tokenizes texts.
 
     Args:
       texts: a sequence of str.
@@ -88,22 +379,8 @@ class WordPieceTokenizer:
     Returns:
       A list of `TokenizedText` (int32 ids, code-point start/end offsets), one per text.
     """
-    results = []
-    for i in range(0, len(texts), batch_size):
-      batch = list(texts[i:i + batch_size])
-      ids, starts, ends = self._tokenizer.tokenize_with_offsets(tf.constant(batch, tf.string))
-      splits = ids.row_splits.numpy()
-      flat_ids = ids.flat_values.numpy()
-      flat_starts = starts.flat_values.numpy().astype(np.int32)
-      flat_ends = ends.flat_values.numpy().astype(np.int32)
-      for j, text in enumerate(batch):
-        row = slice(splits[j], splits[j + 1])
-        s, e = flat_starts[row], flat_ends[row]
-        char_of_byte = byte_to_char_offsets(text)
-        if char_of_byte is not None:
-          s, e = char_of_byte[s], char_of_byte[e - 1] + 1
-        results.append(TokenizedText(flat_ids[row], s, e))
-    return results
+    ragged = self.tokenize_ragged(texts, batch_size)
+    return [ragged.row(i) for i in range(len(ragged))]
 
   def ids_to_tokens(self, ids):
     """Vocabulary strings of `ids` (for logs and error messages)."""

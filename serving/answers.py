@@ -1,4 +1,4 @@
-"""postprocess/span_decoding.py's answer choice as TensorFlow ops, plus byte -> character offsets.
+"""postprocess/span_decoding.py's answer choice as TensorFlow ops, and the answer text.
 
 Per window, the `n_best_size` largest start and end logits are paired (`tf.math.top_k`: largest
 first, lower index first on ties, like the stable argsort of `best_indexes`); a pair is kept when both
@@ -8,7 +8,7 @@ start_logit + end_logit over all its windows, the first one in (window, start ra
 on ties, which is the order span_decoding.decode_answer visits them in with its strict `>`. Scores
 are summed in float64 as Python does. SQuAD 2.0 (run_squad.py `write_predictions`): the null score
 is the minimum over windows of start_logits[0] + end_logits[0]; when
-`null - best > null_score_diff_threshold` the answer is empty.
+`null - best > null_score_diff_threshold` the answer is empty (postprocess/span_decoding.null_answer).
 """
 
 from typing import NamedTuple
@@ -22,8 +22,8 @@ class Spans(NamedTuple):
   """Chosen span per question (batch B).
 
   Attributes:
-    start, end: int64 [B] offsets of the span in the units of the windows' token offsets (bytes in
-      serving), end exclusive; NO_SPAN when the question has no span (no window, no kept pair, or
+    start, end: int64 [B] offsets of the span in the units of the windows' token offsets (code
+      points in serving), end exclusive; NO_SPAN when the question has no span (no window, no kept pair, or
       the null answer won).
     score: float64 [B] start_logit + end_logit of the span; the null score when the null answer
       won; -inf when the question has no kept pair (span_decoding.Answer's convention).
@@ -102,34 +102,27 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
   return Spans(start, end, score)
 
 
-def byte_span_to_text(text, start_byte, end_byte):
-  """Cuts byte spans out of UTF-8 strings and converts their offsets to code points.
-
-  Mirrors preprocess/wordpiece.py: a byte offset b maps to the index of the character holding byte
-  b (for starts) and an end offset e to that of byte e - 1, plus one; the text is the substring
-  between those characters (context[start_char:end_char] in Python).
+def char_span_to_text(text, start_char, end_char):
+  """Cuts code-point spans out of UTF-8 strings: context[start_char:end_char] in Python.
 
   Args:
     text: string [B], UTF-8.
-    start_byte, end_byte: int64 [B] byte offsets (end exclusive); NO_SPAN for no span.
+    start_char, end_char: int64 [B] code-point offsets (end exclusive); NO_SPAN for no span.
 
   Returns:
     (answer string [B], start_char int32 [B], end_char int32 [B]); "", 0, 0 where there is no span.
   """
-  found = start_byte >= 0
+  found = start_char >= 0
   char_starts = tf.strings.unicode_decode_with_offsets(
       text, "UTF-8", errors="replace")[1]  # int64 [B, (chars)] byte offset of each character
   num_bytes = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
-  # Each row's character starts followed by its byte length: maps char index -> byte offset,
-  # including the end of the string. Padding sorts after every real offset.
-  bounds = tf.concat([char_starts, num_bytes[:, None]], axis=1).to_tensor(
-      default_value=tf.int64.max)
-  start_char = tf.searchsorted(bounds, tf.where(found, start_byte, 0)[:, None], side="right") - 1
-  end_char = tf.searchsorted(bounds, tf.where(found, end_byte - 1, 0)[:, None], side="right")
-  start_char = tf.where(found, tf.cast(start_char[:, 0], tf.int32), 0)
-  end_char = tf.where(found, tf.cast(end_char[:, 0], tf.int32), 0)
+  # Each row's character starts followed by its byte length: char index -> byte offset, up to and
+  # including the end of the string.
+  bounds = tf.concat([char_starts, num_bytes[:, None]], axis=1).to_tensor()
+  start_char = tf.where(found, start_char, 0)
+  end_char = tf.where(found, end_char, 0)
   first_byte = tf.gather(bounds, start_char, batch_dims=1)
   last_byte = tf.gather(bounds, end_char, batch_dims=1)
   answer = tf.strings.substr(text, first_byte, last_byte - first_byte, unit="BYTE")
   answer = tf.where(found, answer, "")
-  return answer, start_char, end_char
+  return answer, tf.cast(start_char, tf.int32), tf.cast(end_char, tf.int32)

@@ -7,10 +7,12 @@ Signatures (all batched along the first axis):
          convention and Python's context[start_char:end_char]), `score` float32 [B]
          (start_logit + end_logit of the answer; -inf when no span could be chosen, e.g. an empty
          context; the null score when a SQuAD 2.0 model's null answer won).
-      In the graph: tensorflow-text FastBertTokenizer with byte offsets (same vocab, casing and
-      word-length limit as preprocess/wordpiece.py), windowing (serving/windows.py, identical to
+      In the graph: the reference's WordPiece tokens with code-point offsets (serving/tokenizer.py:
+      BasicTokenizer's normalization per character, tensorflow-text's FastWordpiece with
+      preprocess/wordpiece.py's model), windowing (serving/windows.py, identical to
       preprocess/features.py), the model over all windows in chunks of `window_batch_size`, span
-      decoding (serving/answers.py, as postprocess/span_decoding.py), byte -> code-point offsets.
+      decoding (serving/answers.py, as postprocess/span_decoding.py), the answer cut from the
+      context.
   serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids`
       -> float32 [B, seq] `start_logits`, `end_logits`.
   serve_examples: tf.string [B] `examples`, serialized tf.train.Example with the TFRecord feature
@@ -25,12 +27,12 @@ core TensorFlow alone loads.
 """
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from model import span_model
 from preprocess import records
 from preprocess import wordpiece
 from serving import answers
+from serving import tokenizer as tokenizer_lib
 from serving import windows as windows_lib
 
 # Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in.
@@ -127,11 +129,7 @@ class QAServingModule(FeatureServingModule):
     vocab = wordpiece.read_vocab(vocab_file)
     self._cls_id = vocab.index("[CLS]")
     self._sep_id = vocab.index("[SEP]")
-    # The same settings as preprocess/wordpiece.WordPieceTokenizer.
-    self.tokenizer = tf_text.FastBertTokenizer(
-        vocab=vocab, lower_case_nfd_strip_accents=qa_config["do_lower_case"],
-        token_out_type=tf.int32, unknown_token="[UNK]",
-        max_bytes_per_word=wordpiece.MAX_BYTES_PER_WORD)
+    self.tokenizer = tokenizer_lib.BertTextTokenizer(vocab, qa_config["do_lower_case"])
 
   def window_logits(self, windows):
     """Runs the model over all windows, `window_batch_size` at a time (bounds peak memory).
@@ -160,9 +158,9 @@ class QAServingModule(FeatureServingModule):
     """Tokenizes string [B] questions and contexts and windows them (serving/windows.py).
 
     Returns:
-      A serving.windows.Windows whose token offsets are bytes of the UTF-8 context.
+      A serving.windows.Windows whose token offsets are code points of the context.
     """
-    query_ids = self.tokenizer.tokenize(question)
+    query_ids = self.tokenizer.tokenize_with_offsets(question)[0]
     context_ids, starts, ends = self.tokenizer.tokenize_with_offsets(context)
     return windows_lib.make_windows(
         query_ids, context_ids, starts, ends, self._cls_id, self._sep_id,
@@ -177,7 +175,7 @@ class QAServingModule(FeatureServingModule):
         start_logits, end_logits, windows, tf.shape(question)[0], self._config["n_best_size"],
         self._config["max_answer_length"], self._config["version_2_with_negative"],
         self._config["null_score_diff_threshold"])
-    text, start_char, end_char = answers.byte_span_to_text(context, spans.start, spans.end)
+    text, start_char, end_char = answers.char_span_to_text(context, spans.start, spans.end)
     return {"answer": text, "start_char": start_char, "end_char": end_char,
             "score": tf.cast(spans.score, tf.float32)}
 

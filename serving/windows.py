@@ -31,7 +31,7 @@ class Windows(NamedTuple):
     input_word_ids, input_mask, input_type_ids: int32 [W, S] model inputs.
     example_index: int32 [W], the batch row each window belongs to (non-decreasing).
     token_start, token_end: int64 [W, S] offsets of each position's token in the context, in the
-      units of the offsets given to `make_windows` (bytes in serving), end exclusive; -1 at
+      units of the offsets given to `make_windows` (code points in serving), end exclusive; -1 at
       positions outside the context window.
     token_is_max_context: bool [W, S], True where this window is the token's max-context window.
   """

@@ -14,7 +14,7 @@ import pytest
 from preprocess.features import (Feature, TokenizedText, answer_token_span, doc_spans, make_features,
                                  max_context_flags)
 from preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
-from preprocess.wordpiece import WordPieceTokenizer, byte_to_char_offsets
+from preprocess.wordpiece import WordPieceTokenizer
 
 # Hand-made paragraph (not SQuAD text) used by the windowing tests.
 CONTEXT = ("The baker opened her shop early. Her neighbour, Tomasz Kowalczyk, painted the blue door.")
@@ -134,14 +134,6 @@ def test_tokenize_non_ascii_offsets_are_code_points_into_original_text(tokenizer
 def test_tokenize_empty_and_whitespace_texts(tokenizer):
   empty, blank = tokenizer.tokenize(["", "   "])
   assert len(empty) == 0 and len(blank) == 0
-
-
-def test_byte_to_char_offsets():
-  assert byte_to_char_offsets("abc") is None
-  # "aé": a = byte 0, é = bytes 1-2; the extra last entry maps the end (3 bytes) to 2 chars.
-  assert byte_to_char_offsets("aé").tolist() == [0, 1, 1, 2]
-  # 🍕 = 4 bytes, one code point.
-  assert byte_to_char_offsets("🍕x").tolist() == [0, 0, 0, 0, 1, 2]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -407,7 +399,8 @@ def test_read_squad_duplicate_id(tmp_path):
   path = _write(tmp_path, "dup.json", data)
   with pytest.raises(SquadInputError) as info:
     read_squad(path, is_training=False)
-  assert str(info.value) == f"{path}: article 1 paragraph 0 question 0: duplicate id 'q1'"
+  assert str(info.value) == (f"{path}: article 1 paragraph 0 question 0: duplicate id 'q1' (first "
+                             f"at article 0 paragraph 0 question 0); question ids must be unique")
 
 
 def test_read_squad_not_json(tmp_path):
@@ -415,7 +408,7 @@ def test_read_squad_not_json(tmp_path):
   with pytest.raises(SquadInputError) as info:
     read_squad(path, is_training=True)
   message = str(info.value)
-  assert message.startswith(f"{path}: not valid UTF-8 JSON")
+  assert message.startswith(f"{path}: not valid JSON (line 1 column 2")
   assert "broken.json" in message
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import testutil
+
 from postprocess.span_decoding import Answer, WindowLogits, best_indexes, decode_all, decode_answer
 from postprocess.squad_scoring import restrict_to_questions, score_v1
 
@@ -206,7 +208,7 @@ def test_decode_all_passes_max_answer_length():
 # Scoring on the real SQuAD v1.1 dev set
 # ------------------------------------------------------------------------------------------------
 
-DEV_PATH = Path(__file__).resolve().parents[1].parent / "shared/data/squad/dev-v1.1.json"
+DEV_PATH = testutil.DEV_FILE
 
 # Seen in dev-v1.1.json: the first article, "Super_Bowl_50", has 54 paragraphs and 810 questions.
 FIRST_ARTICLE_TITLE = "Super_Bowl_50"

@@ -18,7 +18,6 @@ from model import bert_config as bert_config_lib
 from model import span_model
 from postprocess import span_decoding
 from preprocess import features as features_lib
-from preprocess import records
 from preprocess import squad_reader
 from preprocess import wordpiece
 from serving import answers
@@ -154,8 +153,8 @@ def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride,
   _assert_windows_equal(windows, [f for _, f in expected])
 
 
-def _assert_windows_equal(windows, features, to_chars=None):
-  """`windows` (serving) hold exactly `features` (preprocess) in order; offsets via `to_chars`."""
+def _assert_windows_equal(windows, features):
+  """`windows` (serving) hold exactly `features` (preprocess) in order."""
   assert windows.input_word_ids.shape[0] == len(features)
   np.testing.assert_array_equal(windows.input_word_ids.numpy(), [f.input_ids for f in features])
   np.testing.assert_array_equal(windows.input_mask.numpy(), [f.input_mask for f in features])
@@ -163,25 +162,8 @@ def _assert_windows_equal(windows, features, to_chars=None):
   np.testing.assert_array_equal(windows.token_is_max_context.numpy().astype(int),
                                 [f.token_is_max_context for f in features])
   starts, ends = windows.token_start.numpy(), windows.token_end.numpy()
-  if to_chars is not None:
-    starts, ends = to_chars(starts, ends)
   np.testing.assert_array_equal(starts, [f.token_start_char for f in features])
   np.testing.assert_array_equal(ends, [f.token_end_char for f in features])
-
-
-def _bytes_to_chars(contexts, example_index):
-  """Maps serving's byte offsets to code points the way preprocess/wordpiece.py does."""
-  def convert(starts, ends):
-    starts, ends = starts.copy(), ends.copy()
-    for row, example in enumerate(example_index):
-      char_of_byte = wordpiece.byte_to_char_offsets(contexts[example])
-      if char_of_byte is None:
-        continue
-      inside = starts[row] >= 0
-      starts[row, inside] = char_of_byte[starts[row, inside]]
-      ends[row, inside] = char_of_byte[ends[row, inside] - 1] + 1
-    return starts, ends
-  return convert
 
 
 def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
@@ -198,8 +180,7 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
   example_index = windows.example_index.numpy()
   assert np.bincount(example_index, minlength=len(questions)).tolist() == [len(f) for f in expected]
   assert sum(len(f) > 1 for f in expected) >= 10  # real multi-window questions
-  _assert_windows_equal(windows, [f for fs in expected for f in fs],
-                        _bytes_to_chars(contexts, example_index))
+  _assert_windows_equal(windows, [f for fs in expected for f in fs])
 
 
 # ---- span decoding: the contract with postprocess/span_decoding.py -------------------------------
@@ -264,13 +245,30 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
   assert "span" in kinds and "none" in kinds
 
 
-def test_byte_offsets_become_code_points():
+def test_char_spans_are_cut_from_utf8():
   text = tf.constant(["a\u00e9b 🚢 c\u0301d", "plain", "東京タワー", ""])
-  # byte spans: "🚢" (bytes 5..9), "plain"[1:3], "タワー" (bytes 6..15), no span
-  answer, start, end = answers.byte_span_to_text(
-      text, tf.constant([5, 1, 6, -1], tf.int64), tf.constant([9, 3, 15, -1], tf.int64))
-  assert [a.decode() for a in answer.numpy()] == ["🚢", "la", "タワー", ""]
-  assert start.numpy().tolist() == [4, 1, 2, 0] and end.numpy().tolist() == [5, 3, 5, 0]
+  answer, start, end = answers.char_span_to_text(
+      text, tf.constant([4, 1, 2, -1], tf.int64), tf.constant([8, 3, 5, -1], tf.int64))
+  assert [a.decode() for a in answer.numpy()] == ["🚢 c\u0301", "la", "タワー", ""]
+  assert start.numpy().tolist() == [4, 1, 2, 0] and end.numpy().tolist() == [8, 3, 5, 0]
+
+
+# Words where tensorflow-text's own normalizer and the reference's BasicTokenizer disagree, and
+# other characters BasicTokenizer deletes, splits at or keeps.
+TRICKY_TEXTS = [
+    "Die Straße ist ﬁne.", "a\x00b c\ufffdd e\u200bf", "Zu\u0308rich cafe\u0301 na\u00efve",
+    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine",
+    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "]
+
+
+def test_graph_tokenizer_gives_the_reference_tokens(served):
+  questions, contexts = _dev_slice(NUM_DEV)
+  texts = TRICKY_TEXTS + questions + sorted(set(contexts))
+  ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
+  for i, expected in enumerate(served["tokenizer"].tokenize(texts)):
+    assert ids[i].numpy().tolist() == expected.ids.tolist(), texts[i]
+    assert starts[i].numpy().tolist() == expected.start_chars.tolist(), texts[i]
+    assert ends[i].numpy().tolist() == expected.end_chars.tolist(), texts[i]
 
 
 # ---- the SavedModel --------------------------------------------------------------------------
@@ -321,7 +319,11 @@ def test_serve_examples_equal_serve_features(served):
   qa = served["qa"]
   questions, contexts = _dev_slice(1)
   features = qa.features(questions[0], contexts[0])
-  serialized = [records.serialize_feature(f, "eval") for f in features]
+  serialized = [tf.train.Example(features=tf.train.Features(feature={
+      key: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for key, value in (
+          ("unique_ids", [f.unique_id]), ("input_ids", f.input_ids),
+          ("input_mask", f.input_mask), ("segment_ids", f.segment_ids))})).SerializeToString()
+                for f in features]
   loaded = qa._loaded  # pylint: disable=protected-access
   from_examples = loaded.signatures["serve_examples"](examples=tf.constant(serialized))
   from_features = loaded.signatures["serve_features"](

@@ -67,3 +67,13 @@ def run_cli(script, *args, expect_ok=True):
   if expect_ok and proc.returncode != 0:
     raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{output[-4000:]}")
   return proc.returncode, output
+
+
+def write_squad_articles(source, destination, article_indices):
+  """Writes the articles `article_indices` (in that order) of a SQuAD file to `destination`."""
+  with open(source, encoding="utf-8") as f:
+    dataset = json.load(f)
+  with open(destination, "w", encoding="utf-8") as f:
+    json.dump({"version": dataset.get("version", "1.1"),
+               "data": [dataset["data"][i] for i in article_indices]}, f)
+  return str(destination)

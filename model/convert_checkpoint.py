@@ -1,0 +1,115 @@
+r"""Converts an --init_checkpoint of any kind once into a TF2 checkpoint, so later runs skip that.
+
+  python -m model.convert_checkpoint --init_checkpoint=uncased_L-12_H-768_A-12 --output=bert_tf2
+  python train.py --init_checkpoint=bert_tf2 ...     # config and vocab are found beside it
+
+Reads whatever `model.checkpoints.initialize_from` reads (google-research TF1, tfm TF2, HF folder,
+a --model_dir of train.py) with the same checks, and writes into --output:
+- `ckpt-1.*` + `checkpoint`: `tf.train.Checkpoint(encoder=BertEncoder)`, the layout of tfm's
+  `tf2_bert_encoder_checkpoint_converter`, so tfm code reads it too; plus `model=<span model>` when
+  the source had a trained span head (run_squad.py `cls/squad/*`, HF `qa_outputs`), so a fine-tuned
+  head is kept.
+- the BERT config file unchanged, under its own kind's name (`bert_config.json` for
+  google-research, `config.json` for HF: "gelu" is the tanh approximation in one and the exact erf
+  in the other, so rewriting it in the other format would change the model), and `vocab.txt`.
+- `conversion.json`: the source, its kind and what was restored.
+The folder is written under a temporary name and renamed when complete; an existing --output is
+an error, never overwritten.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from flags import definitions
+from model import bert_config as bert_config_lib
+from model import checkpoints
+from model import hf_checkpoint
+from model import span_model
+
+definitions.define_tokenizer_flags()
+definitions.define_model_flags()
+definitions.define_convert_flags()
+FLAGS = flags.FLAGS
+
+CONVERSION_FILE = "conversion.json"
+
+
+def _config_name(config_file):
+  """`config.json` for an HF config (it has model_type/architectures), else `bert_config.json`."""
+  with tf.io.gfile.GFile(config_file) as f:
+    values = json.load(f)
+  is_hf = "model_type" in values or "architectures" in values
+  return hf_checkpoint.CONFIG_FILE if is_hf else checkpoints.BERT_CONFIG_FILE
+
+
+def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
+  """Converts `init_checkpoint` into a TF2 checkpoint folder `output`.
+
+  Args:
+    init_checkpoint: anything `checkpoints.initialize_from` accepts.
+    output: the folder to create.
+    bert_config_file, vocab_file: override the files found beside `init_checkpoint`.
+
+  Returns:
+    The `checkpoints.LoadReport` of reading the source.
+
+  Raises:
+    FileExistsError: `output` exists.
+    FileNotFoundError: no config found, or nothing usable at `init_checkpoint`.
+    checkpoints.CheckpointError: the checkpoint does not fit the config.
+  """
+  if tf.io.gfile.exists(output):
+    raise FileExistsError(f"--output={output} exists; remove it or choose another folder")
+  config_file, vocab_file = checkpoints.resolve_model_files(init_checkpoint, bert_config_file,
+                                                            vocab_file)
+  if not config_file:
+    raise FileNotFoundError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "
+                            f"config.json beside it; pass --bert_config_file")
+  config = bert_config_lib.BertConfig.from_json_file(config_file)
+  model, encoder = span_model.build_span_model(config)
+  report = checkpoints.initialize_from(model, init_checkpoint)
+  objects = {"encoder": encoder}
+  if report.head_restored:
+    objects["model"] = model
+  temp = output.rstrip("/") + ".tmp-convert"
+  if tf.io.gfile.exists(temp):
+    tf.io.gfile.rmtree(temp)
+  tf.io.gfile.makedirs(temp)
+  saved = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), temp, max_to_keep=1).save()
+  tf.io.gfile.copy(config_file, os.path.join(temp, _config_name(config_file)))
+  if vocab_file:
+    tf.io.gfile.copy(vocab_file, os.path.join(temp, hf_checkpoint.VOCAB_FILE))
+  else:
+    logging.warning("no vocab.txt beside %s and no --vocab_file: the output has none",
+                    init_checkpoint)
+  with tf.io.gfile.GFile(os.path.join(temp, CONVERSION_FILE), "w") as f:
+    json.dump({"source": os.path.abspath(init_checkpoint), "source_kind": report.kind,
+               "bert_config_file": os.path.abspath(config_file), "objects": sorted(objects),
+               "restored": len(report.restored), "new": report.new,
+               "head_restored": report.head_restored}, f, indent=2)
+  tf.io.gfile.rename(temp, output)
+  logging.info("wrote %s (%s) from %s", os.path.join(output, os.path.basename(saved)),
+               " + ".join(sorted(objects)), report)
+  return report
+
+
+def main(argv):
+  del argv
+  try:
+    if not FLAGS.init_checkpoint or not FLAGS.output:
+      raise ValueError("--init_checkpoint and --output are required")
+    convert(FLAGS.init_checkpoint, FLAGS.output, FLAGS.bert_config_file, FLAGS.vocab_file)
+  except (ValueError, FileNotFoundError, FileExistsError) as e:
+    logging.error("%s", e)
+    sys.exit(f"convert_checkpoint: {e}")
+
+
+if __name__ == "__main__":
+  app.run(main)

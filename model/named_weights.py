@@ -1,0 +1,176 @@
+"""Assigns checkpoint arrays to a span model's variables by name, with checks, and reports what it did.
+
+Every checkpoint reader (google-research TF1, tf-models-official TF2, Hugging Face safetensors) turns
+its file into `Entry`s: one checkpoint tensor, the model variable it belongs to (named as tfm's
+`BertEncoder` / `BertSpanLabeler` name their variables, e.g. `transformer/layer_0/self_attention/
+query/kernel`, `predictions/transform/logits/kernel`) and how to convert it. `assign` checks all of
+them before it changes any weight, so a bad checkpoint never leaves a half-loaded model:
+
+- a shape that does not fit is an error naming both names and both shapes;
+- an encoder variable without a value is an error (never a silent random init); only the span head
+  (`predictions/transform/logits/*`, new for a not-yet-fine-tuned encoder) and BERT's pooler (unused by
+  the span head; Hugging Face `BertForQuestionAnswering` folders have none) may stay as initialized;
+- a checkpoint tensor that maps to an encoder variable the model does not have (e.g. a 24-layer
+  checkpoint under a 12-layer config) is an error too.
+"""
+
+import collections
+import dataclasses
+import re
+from typing import Callable, Optional
+
+import numpy as np
+from absl import logging
+
+HEAD_PREFIX = "predictions/transform/logits/"
+POOLER_PREFIX = "pooler_transform/"
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that does not fit the model; the message is one line naming file and variable."""
+
+
+@dataclasses.dataclass
+class Entry:
+  """One checkpoint tensor on its way into one model variable.
+
+  Attributes:
+    source_name: the name in the checkpoint (for messages), e.g. `bert/encoder/layer_0/...`.
+    source_shape: its shape in the checkpoint.
+    target: the model variable's name (`variable_name`), e.g. `transformer/layer_0/...`.
+    target_shape: the shape after conversion, or None when the tensor cannot be converted to
+      the layout the variable needs (its size does not fit).
+    load: returns the converted NumPy array (called only after all checks passed).
+  """
+  source_name: str
+  source_shape: tuple
+  target: str
+  target_shape: Optional[tuple]
+  load: Callable[[], np.ndarray]
+
+
+@dataclasses.dataclass
+class LoadReport:
+  """What a checkpoint load did. Names are model variable names unless said otherwise.
+
+  Attributes:
+    kind: e.g. "TF1 checkpoint (google-research/bert)".
+    path: the file or folder read.
+    restored: model variables that got a value from the checkpoint.
+    new: model variables left as initialized (the span head and/or the pooler).
+    unused: checkpoint names that were not needed (optimizer slots, pre-training heads, ...).
+    head_restored: True when the span head came from the checkpoint (a fine-tuned model).
+  """
+  kind: str
+  path: str
+  restored: list
+  new: list
+  unused: list
+  head_restored: bool
+
+  def __str__(self):
+    head = ("span head restored (fine-tuned)" if self.head_restored
+            else "span head new (randomly initialized, untrained)")
+    return (f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}; "
+            f"new: {', '.join(self.new) or 'none'}; unused: {summarize(self.unused) or 'none'}")
+
+
+def summarize(names):
+  """A short account of checkpoint names: `cls/predictions/* (5), optimizer state (398), ...`."""
+  groups = collections.Counter()
+  for name in names:
+    parts = name.split("/")
+    if parts[-1] in ("adam_m", "adam_v") or parts[0] == "optimizer":
+      groups["optimizer state"] += 1
+    else:
+      groups["/".join(parts[:2]) + "/*" if len(parts) > 2 else name] += 1
+  return ", ".join(f"{key} ({count})" if count > 1 else key for key, count in groups.items())
+
+
+def variable_name(weight):
+  """A model variable's name without the `:0` suffix Keras adds (and a `_N` uniquifier before it)."""
+  return re.sub(r"(_\d+)?:0$", "", weight.name)
+
+
+def model_variables(model):
+  """{variable_name: variable} of all the model's weights."""
+  return {variable_name(w): w for w in model.weights}
+
+
+def is_optional(name):
+  """True for variables a checkpoint may lack: the span head and BERT's pooler."""
+  return name.startswith(HEAD_PREFIX) or name.startswith(POOLER_PREFIX)
+
+
+def _shape(shape):
+  return tuple(int(d) for d in shape)
+
+
+def assign(model, entries, unused, path, kind, hint="does --bert_config_file match the checkpoint?",
+           source_names=None):
+  """Checks `entries` against `model` and assigns them all, or raises without assigning any.
+
+  The caller logs `str()` of the returned report; the full name lists go to `--verbosity=1`.
+
+  Args:
+    model: a model from `model.span_model.build_span_model` (any Keras model with tfm names).
+    entries: list of `Entry`.
+    unused: checkpoint names the reader skipped on purpose (reported, not errors).
+    path: the checkpoint, for messages.
+    kind: the checkpoint kind, for messages.
+    hint: the end of error messages: what the user should check.
+    source_names: optional {model variable name: checkpoint name it would come from}, to name the
+      checkpoint variable in the "missing" error.
+
+  Returns:
+    A `LoadReport`.
+
+  Raises:
+    CheckpointError: a shape mismatch, a missing encoder variable, or a checkpoint encoder tensor
+      without a place in the model; one line naming the variable(s) and shapes.
+  """
+  variables = model_variables(model)
+  chosen = {}
+  homeless = []
+  for entry in sorted(entries, key=lambda e: e.source_name):
+    variable = variables.get(entry.target)
+    if variable is None:
+      homeless.append(entry)
+      continue
+    expected = _shape(variable.shape)
+    if entry.target_shape != expected:
+      raise CheckpointError(
+          f"{path}: {entry.source_name} has shape {_shape(entry.source_shape)} but {entry.target} "
+          f"needs {expected}; {hint}")
+    chosen[entry.target] = entry
+  if homeless:
+    first = homeless[0]
+    raise CheckpointError(
+        f"{path}: {first.source_name} {_shape(first.source_shape)} (for {first.target}) has no "
+        f"variable in the model ({len(homeless)} such tensors); {hint}")
+  missing = [name for name in variables if name not in chosen and not is_optional(name)]
+  if missing:
+    first = missing[0]
+    source = (source_names or {}).get(first)
+    found = f"{source} is not in the checkpoint" if source else "the checkpoint has no value for it"
+    raise CheckpointError(
+        f"{path}: {first} (shape {_shape(variables[first].shape)}) is missing: {found}"
+        f"{f' ({len(missing) - 1} more missing)' if len(missing) > 1 else ''}; is this a BERT "
+        f"checkpoint, and {hint}")
+  head = [name for name in variables if name.startswith(HEAD_PREFIX)]
+  head_found = [name for name in head if name in chosen]
+  if head_found and len(head_found) != len(head):
+    raise CheckpointError(f"{path}: has {head_found[0]} but not {set(head) - set(head_found)} of the "
+                          f"span head; is it a complete SQuAD checkpoint?")
+  for name, entry in chosen.items():
+    variable = variables[name]
+    variable.assign(np.asarray(entry.load()).astype(variable.dtype.as_numpy_dtype))
+  new = [name for name in variables if name not in chosen]
+  report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new,
+                      unused=sorted(unused),
+                      head_restored=bool(head_found))
+  # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names for BERT-base): shown with --verbosity=1.
+  logging.vlog(1, "restored from %s: %s", path, ", ".join(report.restored))
+  if report.unused:
+    logging.vlog(1, "unused in %s: %s", path, ", ".join(report.unused))
+  return report

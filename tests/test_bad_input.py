@@ -1,0 +1,359 @@
+"""The bad-input catalogue: every case is a small file made here, and each has a decided outcome.
+
+Fatal problems raise SquadInputError with one line naming the file, the article/paragraph/question
+and what is wrong (make_records.py prints it and exits non-zero, no traceback); recoverable ones are
+skipped and counted by reason in meta.json; odd but valid text is featurized exactly as the reference
+(tf-models-official squad_lib + FullTokenizer) does. Output is atomic and deterministic.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from preprocess import features as features_lib
+from preprocess import make_records
+from preprocess import records
+from preprocess import squad_reader
+from preprocess import wordpiece
+from tests import testutil
+from tools import compare_with_reference
+from tools import reference_features
+
+SEQ, STRIDE, QUERY = 64, 16, 16
+
+
+def settings(v2=False, seq=SEQ, stride=STRIDE, query=QUERY, shards=2):
+  return make_records.Settings(testutil.vocab_file(), True, seq, stride, query, shards, v2)
+
+
+def write(tmp_path, name, content):
+  path = tmp_path / name
+  if isinstance(content, bytes):
+    path.write_bytes(content)
+  else:
+    path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+  return str(path)
+
+
+def squad(*paragraphs, title="Hand-made"):
+  return {"version": "1.1", "data": [{"title": title, "paragraphs": list(paragraphs)}]}
+
+
+def qa(qid, question, answers):
+  return {"id": qid, "question": question,
+          "answers": [{"text": t, "answer_start": s} for t, s in answers]}
+
+
+GOOD_CONTEXT = "The lighthouse keeper painted the tower white in 1904."
+GOOD = {"context": GOOD_CONTEXT, "qas": [qa("good", "Who painted the tower?",
+                                            [("The lighthouse keeper", 0)])]}
+
+
+def run(tmp_path, split, path, **kwargs):
+  out = str(tmp_path / "records")
+  return make_records.make_records({split: path}, settings(**kwargs), out, 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fatal: one line naming file, place and problem.
+
+FATAL = [
+    ("not_json", "{this is not json", "not valid JSON (line 1 column 2"),
+    ("truncated", json.dumps(squad(GOOD))[:-7], "not valid JSON"),
+    ("empty_file", "", "not valid JSON (line 1 column 1"),
+    ("not_utf8", "{\"data\": [\"caf\xe9\"]}".encode("latin-1"), "not UTF-8 text"),
+    ("no_data", {"version": "1.1", "articles": []}, "top level has no 'data' list"),
+    ("top_level_list", [GOOD], "top level has no 'data' list"),
+    ("no_paragraphs", {"data": [{"title": "Lonely"}]}, "article 0 ('Lonely') has no 'paragraphs' list"),
+    ("no_context", squad({"qas": []}), "article 0 paragraph 0: no 'context' string"),
+    ("no_id", squad({"context": GOOD_CONTEXT, "qas": [{"question": "Who?", "answers": []}]}),
+     "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
+    ("no_question", squad({"context": GOOD_CONTEXT, "qas": [{"id": "x", "answers": []}]}),
+     "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
+    ("duplicate_id", squad(GOOD, dict(GOOD, qas=[qa("good", "Again?", [("tower", 34)])])),
+     "article 0 paragraph 1 question 0: duplicate id 'good' (first at article 0 paragraph 0 "
+     "question 0)"),
+    ("answer_start_string", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "34"}]}]}),
+     "question 0 (q): first answer needs a string 'text' and an integer 'answer_start'"),
+    ("is_impossible_string", squad({"context": GOOD_CONTEXT, "qas": [
+        dict(qa("q", "Q?", []), is_impossible="yes")]}), "'is_impossible' must be true or false"),
+    ("empty_dataset", {"version": "1.1", "data": []}, "no usable train questions (no questions)"),
+    ("nothing_usable", squad({"context": GOOD_CONTEXT, "qas": [qa("q", "Q?", [("tower", 3)])]}),
+     "no usable train questions (answer_text_mismatch: 1)"),
+]
+
+
+@pytest.mark.parametrize("name, content, message", FATAL, ids=[c[0] for c in FATAL])
+def test_fatal_input_is_one_line_naming_file_and_place(tmp_path, name, content, message):
+  path = write(tmp_path, f"{name}.json", content)
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, "train", path)
+  text = str(error.value)
+  assert text.startswith(f"{path}: ") and message in text and "\n" not in text, text
+  assert not os.path.exists(tmp_path / "records" / records.META_FILE)  # nothing written
+
+
+def test_cli_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
+  path = write(tmp_path, "broken.json", json.dumps(squad(GOOD))[:-7])
+  code, output = testutil.run_cli(
+      "preprocess/make_records.py", f"--train_file={path}", f"--vocab_file={testutil.vocab_file()}",
+      f"--output_dir={tmp_path / 'records'}", expect_ok=False)
+  assert code != 0
+  assert "Traceback" not in output
+  last = output.strip().splitlines()[-1]
+  assert last.startswith(f"make_records.py: {path}: not valid JSON (line 1 column ")
+  assert not os.path.exists(tmp_path / "records" / records.META_FILE)
+  # A missing file names the flag and where SQuAD is published.
+  code, output = testutil.run_cli(
+      "preprocess/make_records.py", f"--predict_file={tmp_path / 'nope.json'}",
+      f"--vocab_file={testutil.vocab_file()}", f"--output_dir={tmp_path / 'records'}",
+      expect_ok=False)
+  assert code != 0 and "Traceback" not in output
+  assert "--predict_file: no file at" in output.strip().splitlines()[-1]
+
+
+# ------------------------------------------------------------------------------------------------
+# Accepted, skipped or noted: counted in meta.json.
+
+
+def test_utf8_byte_order_mark_is_accepted_and_changes_nothing(tmp_path):
+  plain = write(tmp_path, "plain.json", squad(GOOD))
+  with_bom = write(tmp_path, "bom.json", b"\xef\xbb\xbf" + json.dumps(squad(GOOD)).encode())
+  a = squad_reader.read_squad(plain, is_training=True)
+  b = squad_reader.read_squad(with_bom, is_training=True)
+  assert a.contexts == b.contexts and a.examples == b.examples and len(a.examples) == 1
+
+
+def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
+  context = GOOD_CONTEXT  # "tower" at 34, "1904" at 49
+  data = squad(
+      {"context": context, "qas": [
+          qa("ok", "Which year?", [("1904", 49)]),
+          qa("none", "No answer?", []),                                   # no_answer
+          qa("several", "Which tower?", [("tower", 34), ("the tower", 30)]),  # first used
+          qa("negative", "Negative?", [("tower", -3)]),                    # out of range
+          qa("past_end", "Past the end?", [("tower", 52)]),                # out of range
+          qa("mismatch", "Mismatch?", [("tower", 4)]),                     # answer_text_mismatch
+          qa("blank", "Blank?", [("   ", 10)]),                            # answer_empty
+          {"id": "impossible", "question": "Unanswerable?", "answers": [], "is_impossible": True},
+      ]},
+      {"context": "   \n ", "qas": [qa("empty_ctx", "Empty?", [("x", 0)])]},       # empty_context
+      {"context": "\u200b\u200b", "qas": [qa("zw_ctx", "Nothing?", [("\u200b", 0)])]},
+      {"context": "Zero\u200b width", "qas": [qa("zw_answer", "What?", [("\u200b", 4)])]},
+  )
+  meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+  info = meta["splits"]["train"]
+  assert info["skipped"] == {
+      "answer_empty": 1, "answer_has_no_tokens": 1, "answer_start_out_of_range": 2,
+      "answer_text_mismatch": 1, "empty_context": 1, "no_answer": 1,
+      "unanswerable_needs_version_2": 1}
+  # zw_ctx: the answer "\u200b" (a format character the tokenizer deletes) holds no token, nor does
+  # its context. zw_answer: the same answer inside the word "Zero\u200b" is kept, as the reference
+  # keeps it: its span is the word's tokens ("zero").
+  assert info["notes"] == {"first_of_several_answers": 1}
+  assert info["num_examples"] == 3  # ok, several, zw_answer
+  # Eval keeps every question of a non-empty context; only the empty context is skipped.
+  meta = run(tmp_path, "eval", write(tmp_path, "dev.json", data))
+  assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 1}
+  assert meta["splits"]["eval"]["num_examples"] == 9
+
+
+def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
+  question = "Which " + " ".join(["very"] * 30) + " old tower was painted white?"
+  data = squad({"context": GOOD_CONTEXT, "qas": [qa("long", question, [("tower", 34)])]})
+  path = write(tmp_path, "train.json", data)
+  meta = run(tmp_path, "train", path)
+  assert meta["splits"]["train"]["notes"] == {"question_truncated": 1}
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "records"), meta, "train"),
+                                "train", SEQ)
+  # [CLS] + 16 question tokens + [SEP]: the context starts at 18.
+  assert arrays["segment_ids"][0][17:19].tolist() == [0, 1]
+  assert arrays["input_ids"][0][17] == 102
+
+
+# ------------------------------------------------------------------------------------------------
+# Odd but valid text: exactly the reference's features, answers are exact substrings.
+
+ODD_CONTEXT = (
+    "Tōkyō (東京) hosts the tower 🗼 — a cafe\u0301 serves crème brûlée.\r\n"
+    "Zero\u200bwidth, soft\u00adhyphen, NUL\x00joined, bell\x07rings, nbsp\u00a0here, "
+    "narrow\u202fnbsp and ideographic\u3000space.\tTabs and \u2028line separators. "
+    "Straße ﬁne ΟΔΥΣΣΕΥΣ Ǆemal İstanbul ﬀ 2\u20443 x\u0301\u0302y \ufeffbom\ufffdchar "
+    "lone\ud800surrogate 한국어 ไทย.")
+
+
+def odd_squad():
+  answers = ["東京", "🗼", "crème brûlée", "Zero\u200bwidth", "NUL\x00joined", "narrow\u202fnbsp",
+             "Straße", "ﬁne", "ΟΔΥΣΣΕΥΣ", "İstanbul", "한국어", "lone\ud800surrogate", "2\u20443"]
+  qas = [qa(f"odd{i}", f"Where is answer {i}?", [(a, ODD_CONTEXT.index(a))])
+         for i, a in enumerate(answers)]
+  qas.append(qa("cjk_question", "東京 tower 🗼 ΣΟΦΙΑ\u00a0crème?", [("tower", ODD_CONTEXT.index("tower"))]))
+  # ASCII words longer than the reference's 400-character limit become [UNK]; shorter ones split.
+  long_words = "x" * 401 + " and " + "y" * 300 + "-" + "z" * 300 + " or " + "é" * 401
+  return squad({"context": ODD_CONTEXT, "qas": qas}, {"context": "a\r\nb  c\u00a0d", "qas": [
+      qa("crlf", "Which letter?", [("b", 3)])]}, {"context": long_words, "qas": [
+          qa("long", "Which word?", [("and", 402)])]}), answers
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_odd_characters_give_the_reference_features(tmp_path, split):
+  data, _ = odd_squad()
+  path = write(tmp_path, "odd.json", json.dumps(data))  # ensure_ascii: lone surrogate survives
+  ours = compare_with_reference.run_ours(path, split, testutil.vocab_file(), True, SEQ, STRIDE,
+                                         QUERY, False, str(tmp_path / "records"), 1, in_process=True)
+  reference = reference_features.run_reference(path, split == "train", testutil.vocab_file(), True,
+                                               SEQ, STRIDE, QUERY)
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  result = compare_with_reference.compare(ours, reference, split == "train", vocab)
+  assert result.questions_both == 16 and result.features_ours == result.features_reference > 15
+  assert result.different == 0 and result.unmatched == 0, "\n".join(result.examples)
+
+
+def test_odd_characters_offsets_cut_exact_answers(tmp_path):
+  data, answers = odd_squad()
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  (tokens,) = tokenizer.tokenize([ODD_CONTEXT])
+  # Offsets are in order (several pieces may come from one character: NFD splits a Hangul syllable
+  # into three jamo tokens) and whitespace is never inside a token.
+  assert (np.diff(tokens.start_chars) >= 0).all() and (tokens.end_chars > tokens.start_chars).all()
+  hangul = [tokenizer.vocab[i] for i, s in zip(tokens.ids, tokens.start_chars)
+            if ODD_CONTEXT[s] == "한"]
+  assert hangul == ["ᄒ", "##ᅡ", "##ᆫ"]
+  for s, e in zip(tokens.start_chars, tokens.end_chars):
+    assert not any(c in " \t\r\n\u202f" for c in ODD_CONTEXT[s:e])
+  # Each answer is exactly covered by whole tokens (first token starts at it, last ends at its end).
+  for answer in answers:
+    start = ODD_CONTEXT.index(answer)
+    end = start + len(answer)
+    first = np.flatnonzero(tokens.start_chars >= start)[0]
+    last = np.flatnonzero(tokens.end_chars <= end)[-1]
+    assert tokens.start_chars[first] == start and tokens.end_chars[last] == end, answer
+
+
+def test_200000_character_context(tmp_path):
+  rng = np.random.default_rng(0)
+  words = [f"w{n}" for n in rng.integers(0, 5000, size=40000)]
+  context = " ".join(words)
+  context = context[:200000 - 20] + " the answer is here."
+  assert len(context) == 200000
+  data = squad({"context": context, "qas": [
+      qa("far", "Where is the answer?", [("answer is here", context.index("answer is here"))]),
+      qa("near", "What is first?", [(words[0], 0)])]})
+  path = write(tmp_path, "long.json", data)
+  meta = run(tmp_path, "train", path, seq=384, stride=128, query=64)
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  (tokens,) = tokenizer.tokenize([context])
+  query_lengths = [len(t) for t in tokenizer.tokenize(["Where is the answer?", "What is first?"])]
+  expected = sum(len(features_lib.doc_spans(len(tokens), 384 - q - 3, 128)) for q in query_lengths)
+  assert meta["splits"]["train"]["num_features"] == expected > 500
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "records"), meta, "train"),
+                                "train", 384)
+  positive = np.flatnonzero(arrays["start_positions"] > 0)
+  vocab = tokenizer.vocab
+  answers = {" ".join(vocab[i] for i in arrays["input_ids"][f][arrays["start_positions"][f]:
+                                                              arrays["end_positions"][f] + 1])
+             for f in positive}
+  assert answers == {"answer is here", " ".join(tokenizer.ids_to_tokens(
+      tokenizer.tokenize([words[0]])[0].ids))}
+  # Eval: every context token is max-context in exactly one window.
+  meta = run(tmp_path, "eval", path, seq=384, stride=128, query=64)
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "records"), meta, "eval"),
+                                "eval", 384)
+  first = arrays["example_index"] == 0
+  assert arrays["token_is_max_context"][first].sum() == len(tokens)
+
+
+# ------------------------------------------------------------------------------------------------
+# Atomic and deterministic output.
+
+
+def shard_digests(directory, meta):
+  return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+          for info in meta["splits"].values() for name in info["shards"]}
+
+
+def small_slice(tmp_path, n=60):
+  return testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", n)
+
+
+def test_failure_midway_leaves_the_previous_output(tmp_path, monkeypatch):
+  path = small_slice(tmp_path)
+  out = tmp_path / "records"
+  meta = run(tmp_path, "eval", path)
+  before = shard_digests(out, meta)
+  meta_bytes = (out / records.META_FILE).read_bytes()
+  calls = []
+
+  def failing(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+      raise OSError("disk full (simulated)")
+    return original(*args, **kwargs)
+
+  original = records.serialize_features
+  monkeypatch.setattr(records, "serialize_features", failing)
+  with pytest.raises(OSError, match="simulated"):
+    run(tmp_path, "eval", path, shards=2)
+  assert (out / records.META_FILE).read_bytes() == meta_bytes
+  assert shard_digests(out, meta) == before
+  assert sorted(os.listdir(out)) == sorted([records.META_FILE] + list(before))  # no temp files
+
+
+def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
+  out = tmp_path / "records"
+  path = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 3000)
+  meta = run(tmp_path, "eval", small_slice(tmp_path, 30))
+  before = shard_digests(out, meta)
+  meta_bytes = (out / records.META_FILE).read_bytes()
+  proc = subprocess.Popen(
+      [sys.executable, "preprocess/make_records.py", f"--predict_file={path}",
+       f"--vocab_file={testutil.vocab_file()}", f"--output_dir={out}", "--num_workers=2",
+       f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}"],
+      cwd=testutil.REPO, start_new_session=True, stdout=subprocess.DEVNULL,
+      stderr=subprocess.DEVNULL)
+  deadline = time.time() + 120
+  while time.time() < deadline and not any(".tmp-" in n for n in os.listdir(out)):
+    time.sleep(0.01)
+  os.killpg(proc.pid, signal.SIGKILL)  # the job and its workers, mid-write
+  proc.wait()
+  names = os.listdir(out)
+  assert any(".tmp-" in n for n in names)  # it was killed while writing
+  if (out / records.META_FILE).exists():   # either the previous complete output ...
+    assert (out / records.META_FILE).read_bytes() == meta_bytes
+    assert shard_digests(out, meta) == before
+  # ... or no meta.json: readers refuse the directory.
+  else:
+    with pytest.raises(FileNotFoundError, match="run `python preprocess/make_records.py"):
+      records.read_meta(str(out))
+  # The next run removes the dead job's temporary files.
+  run(tmp_path, "eval", small_slice(tmp_path, 30))
+  assert not [n for n in os.listdir(out) if ".tmp-" in n]
+
+
+def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
+  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 200)
+  dev = small_slice(tmp_path, 150)
+  common = [f"--vocab_file={testutil.vocab_file()}", f"--max_seq_length={SEQ}",
+            f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}", "--num_shards=3",
+            f"--train_file={train}", f"--predict_file={dev}"]
+  testutil.run_cli("preprocess/make_records.py", *common, "--num_workers=2",
+                   f"--output_dir={tmp_path / 'two'}")
+  in_process = settings(shards=3)
+  make_records.make_records({"train": train, "eval": dev}, in_process, str(tmp_path / "one"), 1)
+  make_records.make_records({"train": train, "eval": dev}, in_process, str(tmp_path / "again"), 1)
+  meta = records.read_meta(str(tmp_path / "one"))
+  one = shard_digests(tmp_path / "one", meta)
+  assert one == shard_digests(tmp_path / "two", meta) == shard_digests(tmp_path / "again", meta)
+  assert len(one) == 6
+  # unique_ids run on across shards written by different workers.
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "two"), meta, "train"),
+                                "train", SEQ)
+  assert arrays["unique_ids"].tolist() == list(range(1000000000, 1000000000 + len(arrays["unique_ids"])))

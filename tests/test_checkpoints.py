@@ -1,0 +1,415 @@
+"""--init_checkpoint of every kind, checked against an independent NumPy BERT (tests/numpy_bert.py).
+
+Each kind is written the way its own tool writes it: a google-research/bert TF1 checkpoint with
+`tf.compat.v1` variables and a v1 `Saver` (pretrained, and run_squad.py-fine-tuned with Adam slots),
+a TF2 encoder checkpoint by tf-models-official's own `tf2_bert_encoder_checkpoint_converter`, an HF
+folder with safetensors under transformers' names (and the packaged real MiniLM). Each is loaded
+through the code path of `--init_checkpoint` (`checkpoints.resolve_model_files` +
+`checkpoints.initialize_from`) and its outputs compared with the NumPy forward pass over the same
+weights. Measured differences are printed (`pytest -s`).
+"""
+
+import json
+import logging as std_logging
+import os
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+from absl.testing import flagsaver
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
+
+from model import bert_config as bert_config_lib
+from model import checkpoints
+from model import span_model
+from tests import numpy_bert
+from tests import testutil
+
+TOLERANCE = 1e-4
+CONFIG = {  # google-research bert_config.json keys; small, with a head size (12) unlike hidden/heads
+    "vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 96, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
+    "initializer_range": 0.02}
+HEAD = ["predictions/transform/logits/kernel", "predictions/transform/logits/bias"]
+
+
+def make_inputs(vocab_size=CONFIG["vocab_size"], batch=3, seq=24, seed=7):
+  """int32 [batch, seq] ids, mask and segment ids; rows 1 and 2 padded, two segments each."""
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, vocab_size, size=(batch, seq)).astype(np.int32)
+  mask = np.zeros((batch, seq), np.int32)
+  types = np.zeros((batch, seq), np.int32)
+  for row, length in enumerate([seq, 15, 7][:batch]):
+    mask[row, :length] = 1
+    types[row, length // 2:length] = 1
+    ids[row, length:] = 0
+  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
+
+
+def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=None,
+                         adam_slots=False, config=CONFIG):
+  """Writes `params` as google-research/bert does: tf.compat.v1 variables, a v1 Saver.
+
+  A pretrained release (`global_step=None`) has no `checkpoint` state file; a run_squad.py output
+  dir has one, a global step and Adam's `adam_m`/`adam_v` slots. bert_config.json and a vocab.txt
+  go beside it.
+  """
+  os.makedirs(folder, exist_ok=True)
+  with tf.Graph().as_default():
+    values = {}
+    for var_name, value in params.items():
+      # Initialized from random ops as in modeling.py, then loaded: the .meta stays small.
+      values[tf.compat.v1.get_variable(var_name, shape=value.shape, dtype=tf.float32)] = value
+      if adam_slots:
+        for slot in ("adam_m", "adam_v"):
+          values[tf.compat.v1.get_variable(f"{var_name}/{slot}", shape=value.shape,
+                                           dtype=tf.float32, trainable=False)] = value * 0 + 0.5
+    step = tf.compat.v1.train.get_or_create_global_step()
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for variable, value in values.items():
+        variable.load(value, sess)
+      if global_step is not None:
+        step.load(global_step, sess)
+      saver.save(sess, os.path.join(folder, name), global_step=global_step,
+                 write_state=global_step is not None)
+  with open(os.path.join(folder, "bert_config.json"), "w") as f:
+    json.dump(config, f)
+  with open(os.path.join(folder, "vocab.txt"), "w") as f:
+    f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                      [f"w{i}" for i in range(5, config["vocab_size"])]) + "\n")
+  return str(folder)
+
+
+def load_as_init_checkpoint(path, bert_config_file=None):
+  """What train.py/export.py do with --init_checkpoint; returns (model, encoder, report)."""
+  config_file, _ = checkpoints.resolve_model_files(path, bert_config_file, None)
+  model, encoder = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))
+  report = checkpoints.initialize_from(model, path)
+  return model, encoder, report
+
+
+def max_diffs(model, encoder, params, inputs, exact_gelu=False, label="",
+              num_heads=CONFIG["num_attention_heads"], compare_pooled=True):
+  """Max abs differences (sequence, pooled[, start, end]) of the model against NumPy BERT."""
+  sequence, pooled = encoder(inputs, training=False)
+  ref_sequence, ref_pooled = numpy_bert.bert_forward(
+      params, inputs["input_word_ids"], inputs["input_mask"], inputs["input_type_ids"],
+      num_heads, exact_gelu=exact_gelu)
+  diffs = {"sequence_output": np.abs(sequence.numpy() - ref_sequence).max()}
+  if compare_pooled:
+    diffs["pooled_output"] = np.abs(pooled.numpy() - ref_pooled).max()
+  assert np.abs(ref_sequence).max() > 1.0  # not trivially small
+  if "cls/squad/output_weights" in params:
+    start, end = model(inputs, training=False)
+    ref_start, ref_end = numpy_bert.squad_logits(params, ref_sequence)
+    diffs["start_logits"] = np.abs(start.numpy() - ref_start).max()
+    diffs["end_logits"] = np.abs(end.numpy() - ref_end).max()
+  print(f"\nMAX_ABS_DIFF {label}: " + ", ".join(f"{k} {v:.3g}" for k, v in diffs.items()))
+  return diffs
+
+
+@pytest.fixture(scope="module")
+def tf1_pretrained(tmp_path_factory):
+  """A google-research pretrained release: bert_model.ckpt.*, no state file, with MLM/NSP heads."""
+  params = numpy_bert.random_bert_params(CONFIG, seed=1, pretraining_heads=True)
+  return write_tf1_checkpoint(tmp_path_factory.mktemp("uncased_L-2_H-48_A-4"), params), params
+
+
+@pytest.fixture(scope="module")
+def tf1_squad(tmp_path_factory):
+  """A run_squad.py --output_dir: model.ckpt-88 with cls/squad/*, global_step, Adam slots."""
+  params = numpy_bert.random_bert_params(CONFIG, seed=2, squad_head=True)
+  folder = write_tf1_checkpoint(tmp_path_factory.mktemp("squad_out"), params, name="model.ckpt",
+                                global_step=88, adam_slots=True)
+  return folder, params
+
+
+def test_tf1_pretrained_checkpoint_matches_numpy_bert(tf1_pretrained):
+  folder, params = tf1_pretrained
+  assert not os.path.exists(os.path.join(folder, "checkpoint"))  # as in Google's zip files
+  assert checkpoints.checkpoint_kind(folder) == checkpoints.TF1_CHECKPOINT
+  model, encoder, report = load_as_init_checkpoint(folder)
+  diffs = max_diffs(model, encoder, params, make_inputs(), label="TF1 pretrained")
+  assert max(diffs.values()) <= TOLERANCE
+  assert report.new == HEAD and not report.head_restored  # the NSP head is NOT the span head
+  assert len(report.restored) == 5 + 2 * 16 + 2
+  assert "cls/seq_relationship/output_weights" in report.unused and "global_step" in report.unused
+  assert "span head new" in str(report) and "\n" not in str(report)
+  assert str(report).endswith("unused: cls/predictions/* (5), cls/seq_relationship/* (2), "
+                              "global_step")
+
+
+def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
+  folder, _ = tf1_pretrained
+  prefix = os.path.join(folder, "bert_model.ckpt")
+  for path in (folder, prefix, prefix + ".index", prefix + ".data-00000-of-00001",
+               prefix + ".meta"):
+    assert checkpoints.checkpoint_prefix(path) == prefix
+    assert checkpoints.checkpoint_kind(path) == checkpoints.TF1_CHECKPOINT
+  assert checkpoints.resolve_model_files(prefix, None, None) == (
+      os.path.join(folder, "bert_config.json"), os.path.join(folder, "vocab.txt"))
+
+
+def test_tf1_squad_checkpoint_restores_the_span_head(tf1_squad):
+  folder, params = tf1_squad
+  assert checkpoints.checkpoint_prefix(folder) == os.path.join(folder, "model.ckpt-88")
+  model, encoder, report = load_as_init_checkpoint(folder)
+  diffs = max_diffs(model, encoder, params, make_inputs(), label="TF1 run_squad fine-tuned")
+  assert max(diffs.values()) <= TOLERANCE
+  assert report.head_restored and report.new == []
+  assert any(name.endswith("/adam_m") for name in report.unused)
+  assert "optimizer state (82)" in str(report)  # adam_m, adam_v of 41 variables
+  # cls/squad/output_weights is [2, hidden]; the Dense kernel is its transpose.
+  head = {w.name.split(":")[0]: w.numpy() for w in model.weights if "logits" in w.name}
+  np.testing.assert_array_equal(head["predictions/transform/logits/kernel"],
+                                params["cls/squad/output_weights"].T)
+
+
+def _one_line_error(path, config, match):
+  model, _ = span_model.build_span_model(bert_config_lib.BertConfig.from_dict(config))
+  with pytest.raises(checkpoints.CheckpointError, match=match) as error:
+    checkpoints.initialize_from(model, path)
+  assert "\n" not in str(error.value)
+  # Nothing was assigned: the model still has its random initialization (no half-loaded model).
+  return model
+
+
+def test_missing_tf1_encoder_variable_is_a_named_error(tmp_path):
+  params = numpy_bert.random_bert_params(CONFIG, seed=3)
+  del params["bert/encoder/layer_1/attention/self/key/bias"]
+  folder = write_tf1_checkpoint(tmp_path / "ckpt", params)
+  _one_line_error(folder, CONFIG,
+                  r"transformer/layer_1/self_attention/key/bias \(shape \(4, 12\)\) is missing: "
+                  r"bert/encoder/layer_1/attention/self/key/bias is not in the checkpoint")
+
+
+def test_shape_mismatch_names_both_variables_and_shapes(tf1_pretrained):
+  folder, params = tf1_pretrained
+  model = _one_line_error(
+      folder, dict(CONFIG, intermediate_size=80),
+      r"bert/encoder/layer_0/intermediate/dense/bias has shape \(96,\) but "
+      r"transformer/layer_0/intermediate/bias needs \(80,\); does --bert_config_file match")
+  word_embeddings = [w for w in model.weights if "word_embeddings" in w.name][0]
+  assert not np.allclose(word_embeddings.numpy(), params["bert/embeddings/word_embeddings"])
+
+
+def test_checkpoint_with_more_layers_than_the_config_is_an_error(tf1_pretrained):
+  folder, _ = tf1_pretrained
+  _one_line_error(folder, dict(CONFIG, num_hidden_layers=1),
+                  r"bert/encoder/layer_1/attention/output/LayerNorm/beta \(48,\) \(for "
+                  r"transformer/layer_1/self_attention_layer_norm/beta\) has no variable in the "
+                  r"model")
+
+
+def test_not_a_checkpoint_is_a_one_line_error(tmp_path):
+  with pytest.raises(FileNotFoundError, match="not found or not a checkpoint"):
+    checkpoints.checkpoint_kind(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def tfm_tf2(tf1_pretrained, tmp_path_factory):
+  """tf-models-official's own converter run on the TF1 checkpoint, as its users run it."""
+  folder, params = tf1_pretrained
+  out = tmp_path_factory.mktemp("tfm_tf2")
+  testutil.run_cli("-m official.nlp.tools.tf2_bert_encoder_checkpoint_converter",
+                   f"--bert_config_file={folder}/bert_config.json",
+                   f"--checkpoint_to_convert={folder}/bert_model.ckpt",
+                   f"--converted_checkpoint_path={out}/bert_model.ckpt")
+  return str(out), params
+
+
+def test_tfm_tf2_encoder_checkpoint_matches_numpy_bert(tfm_tf2, tf1_pretrained):
+  out, params = tfm_tf2
+  config_file = os.path.join(tf1_pretrained[0], "bert_config.json")
+  # What tfm's converter writes: tf.train.Checkpoint(encoder=BertEncoder), saved as <prefix>-1.
+  prefix = checkpoints.checkpoint_prefix(out)
+  assert prefix == os.path.join(out, "bert_model.ckpt-1")
+  names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+  assert "_CHECKPOINTABLE_OBJECT_GRAPH" in names
+  assert {n.split("/")[0] for n in names} == {"encoder", "save_counter",
+                                               "_CHECKPOINTABLE_OBJECT_GRAPH"}
+  assert checkpoints.checkpoint_kind(out) == checkpoints.TF2_CHECKPOINT
+  for path in (out, prefix):
+    model, encoder, report = load_as_init_checkpoint(path, config_file)
+    diffs = max_diffs(model, encoder, params, make_inputs(), label=f"tfm TF2 encoder ({path})")
+    assert max(diffs.values()) <= TOLERANCE
+    assert report.new == HEAD and "encoder=" in report.kind
+
+
+def test_own_model_dir_restores_encoder_and_head(tf1_squad, tmp_path):
+  folder, params = tf1_squad
+  model, _, _ = load_as_init_checkpoint(folder)
+  model_dir = tmp_path / "model_out"
+  # As train.py writes it: the span model and the optimizer, and qa_config.json naming the files.
+  optimizer_state = tf.Variable(3, dtype=tf.int64)
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=tf.train.Checkpoint(
+      iterations=optimizer_state)), str(model_dir), max_to_keep=1).save(checkpoint_number=5)
+  with open(model_dir / "qa_config.json", "w") as f:
+    json.dump({"bert_config_file": os.path.join(folder, "bert_config.json"),
+               "vocab_file": os.path.join(folder, "vocab.txt")}, f)
+  model, encoder, report = load_as_init_checkpoint(str(model_dir))
+  diffs = max_diffs(model, encoder, params, make_inputs(), label="own --model_dir (TF2 model=)")
+  assert max(diffs.values()) <= TOLERANCE
+  assert report.head_restored and report.new == [] and "model=" in report.kind
+  assert report.unused == ["optimizer/iterations", "save_counter"]
+  assert "unused: optimizer state, save_counter" in str(report)
+
+
+def google_to_hf(params):
+  """transformers' BertForQuestionAnswering names and layouts for google-research-named weights.
+
+  Like a real BertForQuestionAnswering (`BertModel(add_pooling_layer=False)`) it has no pooler.
+
+  Written here, apart from model/hf_checkpoint.py, so the test does not share the code it checks.
+  """
+  hf = {"bert.embeddings.position_ids": np.arange(CONFIG["max_position_embeddings"])[None]}
+  for name, value in params.items():
+    if name.startswith("cls/squad/"):
+      hf["qa_outputs." + ("weight" if name.endswith("weights") else "bias")] = value
+      continue
+    if name.startswith("bert/pooler/"):
+      continue
+    module, leaf = name[len("bert/"):].rsplit("/", 1)
+    module = re.sub(r"layer_(\d+)", r"layer.\1", module).replace("/", ".")
+    if leaf == "kernel":
+      hf[f"bert.{module}.weight"] = np.ascontiguousarray(value.T)
+    elif leaf in ("gamma", "beta"):
+      hf[f"bert.{module}.{'weight' if leaf == 'gamma' else 'bias'}"] = value
+    elif leaf == "bias":
+      hf[f"bert.{module}.bias"] = value
+    else:  # the three embedding tables
+      hf[f"bert.{module}.{leaf}.weight"] = value
+  return hf
+
+
+def hf_to_google(tensors):
+  """The inverse of `google_to_hf` for a BertModel's safetensors (no "bert." prefix needed)."""
+  params = {}
+  for name, value in tensors.items():
+    name = name[len("bert."):] if name.startswith("bert.") else name
+    if name == "embeddings.position_ids":
+      continue
+    parts = re.sub(r"layer\.(\d+)", r"layer_\1", name).split(".")
+    module, leaf = "/".join(parts[:-1]), parts[-1]
+    if module.endswith("LayerNorm"):
+      params[f"bert/{module}/{'gamma' if leaf == 'weight' else 'beta'}"] = value
+    elif module.endswith("_embeddings"):
+      params[f"bert/{module}"] = value
+    else:
+      params[f"bert/{module}/{'kernel' if leaf == 'weight' else 'bias'}"] = (
+          value.T if leaf == "weight" else value)
+  return params
+
+
+def test_hf_folder_with_qa_head_matches_numpy_bert(tmp_path):
+  params = numpy_bert.random_bert_params(CONFIG, seed=4, squad_head=True)
+  folder = tmp_path / "hf_bert_squad"
+  folder.mkdir()
+  save_file(google_to_hf(params), str(folder / "model.safetensors"))
+  # An HF config: "gelu" there is the exact erf GELU.
+  with open(folder / "config.json", "w") as f:
+    json.dump(dict(CONFIG, model_type="bert", architectures=["BertForQuestionAnswering"]), f)
+  shutil.copy(testutil.vocab_file(), folder / "vocab.txt")
+  assert checkpoints.checkpoint_kind(str(folder)) == checkpoints.HF_FOLDER
+  model, encoder, report = load_as_init_checkpoint(str(folder))
+  diffs = max_diffs(model, encoder, params, make_inputs(), exact_gelu=True,
+                    label="HF BertForQuestionAnswering folder", compare_pooled=False)
+  assert max(diffs.values()) <= TOLERANCE
+  assert report.head_restored and report.unused == ["bert.embeddings.position_ids"]
+  # No pooler in a QA folder: it stays new (the span head does not use it), not an error.
+  assert report.new == ["pooler_transform/kernel", "pooler_transform/bias"]
+  # HF "gelu" is the erf form: the same weights under google-research's tanh GELU would fail.
+  inputs = make_inputs()
+  ref_tanh, _ = numpy_bert.bert_forward(params, *inputs.values(), 4, exact_gelu=False)
+  assert np.abs(encoder(inputs, training=False)[0].numpy() - ref_tanh).max() > 5 * TOLERANCE
+
+
+def test_real_minilm_hf_folder_matches_numpy_bert_and_transformers():
+  folder = testutil.minilm_dir()
+  reference = np.load(testutil.REPO / "tests" / "fixtures" / "minilm_reference.npz")
+  params = hf_to_google(load_file(os.path.join(folder, "model.safetensors")))
+  inputs = {"input_word_ids": reference["input_ids"], "input_mask": reference["attention_mask"],
+            "input_type_ids": reference["token_type_ids"]}
+  ref_sequence, _ = numpy_bert.bert_forward(params, *inputs.values(), 12, exact_gelu=True)
+  # The NumPy reference itself agrees with transformers' BertModel (PyTorch) on the real weights.
+  transformers_diff = np.abs(ref_sequence - reference["last_hidden_state"]).max()
+  model, encoder, report = load_as_init_checkpoint(folder)
+  sequence, _ = encoder(inputs, training=False)
+  diff = np.abs(sequence.numpy() - ref_sequence).max()
+  print(f"\nMAX_ABS_DIFF HF MiniLM: sequence_output vs NumPy {diff:.3g}; NumPy vs transformers "
+        f"{transformers_diff:.3g}")
+  assert transformers_diff <= TOLERANCE and diff <= TOLERANCE
+  assert report.new == HEAD
+
+
+def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path):
+  folder, params = tf1_squad
+  output = str(tmp_path / "converted")
+  wrong_config = tmp_path / "wrong_config.json"
+  wrong_config.write_text(json.dumps(dict(CONFIG, intermediate_size=80)))
+  code, log = testutil.run_cli("-m model.convert_checkpoint", f"--init_checkpoint={folder}",
+                               f"--output={output}", f"--bert_config_file={wrong_config}",
+                               expect_ok=False)
+  assert code != 0 and "Traceback" not in log and not os.path.exists(output)
+  assert log.splitlines()[-1].startswith("convert_checkpoint: ") and "needs (80,)" in log
+  from model import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  convert_checkpoint.convert(folder, output)  # main() of the command above, without a process
+  assert sorted(os.listdir(output)) == ["bert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001",
+                                        "ckpt-1.index", "conversion.json", "vocab.txt"]
+  assert checkpoints.checkpoint_kind(output) == checkpoints.TF2_CHECKPOINT
+  model, encoder, report = load_as_init_checkpoint(output)
+  diffs = max_diffs(model, encoder, params, make_inputs(), label="converted (TF1 squad -> TF2)")
+  assert max(diffs.values()) <= TOLERANCE and report.head_restored
+  # tfm code reads it as it reads its converter's output: tf.train.Checkpoint(encoder=...).
+  config = bert_config_lib.BertConfig.from_dict(CONFIG)
+  encoder = span_model.build_encoder(config)
+  tf.train.Checkpoint(encoder=encoder).read(checkpoints.checkpoint_prefix(output)) \
+      .assert_existing_objects_matched()
+  assert not os.path.exists(output + ".tmp-convert")
+  with pytest.raises(FileExistsError, match="exists; remove it or choose another folder"):
+    convert_checkpoint.convert(folder, output)
+
+
+def _export_and_run(init_checkpoint, export_dir, inputs, *flags):
+  _, log = testutil.run_cli("export.py", f"--init_checkpoint={init_checkpoint}",
+                            f"--export_dir={export_dir}", "--model_dir=/nonexistent", *flags)
+  serve = tf.saved_model.load(export_dir).signatures["serve_features"]
+  outputs = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+  return log, outputs["start_logits"].numpy(), outputs["end_logits"].numpy()
+
+
+def test_export_from_a_tf1_squad_checkpoint_serves_its_logits(tf1_squad, tmp_path):
+  folder, params = tf1_squad
+  inputs = make_inputs()
+  log, start, end = _export_and_run(folder, str(tmp_path / "export"), inputs)
+  assert "span head is untrained" not in log and "span head restored" in log
+  ref_sequence, _ = numpy_bert.bert_forward(params, *inputs.values(), 4)
+  ref_start, ref_end = numpy_bert.squad_logits(params, ref_sequence)
+  diff = max(np.abs(start - ref_start).max(), np.abs(end - ref_end).max())
+  print(f"\nMAX_ABS_DIFF export.py from TF1 run_squad checkpoint: logits {diff:.3g}")
+  assert diff <= TOLERANCE
+
+
+def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
+    tfm_tf2, tf1_pretrained, tmp_path, caplog):
+  import export  # pylint: disable=g-import-not-at-top
+  out, _ = tfm_tf2
+  export_dir = str(tmp_path / "export")
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()  # defaults for the flags not set below
+  with flagsaver.flagsaver(init_checkpoint=out, export_dir=export_dir, model_dir=str(tmp_path),
+                           bert_config_file=f"{tf1_pretrained[0]}/bert_config.json",
+                           vocab_file=f"{tf1_pretrained[0]}/vocab.txt"):
+    with caplog.at_level(std_logging.INFO):
+      export.run()  # what `python export.py --init_checkpoint=...` runs, in this process
+  assert "the span head is untrained" in caplog.text and "TF2 checkpoint (encoder=...)" in caplog.text
+  serve = tf.saved_model.load(export_dir).signatures["serve_features"]
+  start = serve(**{k: tf.constant(v) for k, v in make_inputs().items()})["start_logits"].numpy()
+  assert start.shape == (3, 24) and np.isfinite(start).all()

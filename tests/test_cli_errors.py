@@ -1,0 +1,35 @@
+"""Bad invocations end with one clear line and a non-zero exit, never a traceback."""
+
+import os
+import subprocess
+import sys
+
+from tests import testutil
+
+
+def run_with_env(args, **env):
+  proc = subprocess.run([sys.executable, *args], cwd=testutil.REPO, capture_output=True, text=True,
+                        timeout=300, env={**os.environ, **env})
+  return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_missing_squad_says_where_to_get_it(tmp_path):
+  returncode, output = run_with_env(
+      ["preprocess/make_records.py", f"--vocab_file={testutil.vocab_file()}",
+       f"--output_dir={tmp_path}/records"], SQUAD_DIR=str(tmp_path / "nowhere"))
+  assert returncode != 0
+  assert "Traceback" not in output
+  line = next(l for l in output.splitlines() if l.startswith("make_records.py: "))
+  assert f"{tmp_path}/nowhere/train-v1.1.json" in line
+  assert "https://rajpurkar.github.io/SQuAD-explorer/" in line and "SQUAD_DIR" in line
+  assert not os.path.exists(tmp_path / "records" / "meta.json")
+
+
+def test_train_without_records_says_to_preprocess(tmp_path):
+  returncode, output = run_with_env(
+      ["train.py", f"--records_dir={tmp_path}/none", f"--model_dir={tmp_path}/model",
+       f"--init_checkpoint={testutil.minilm_dir()}"])
+  assert returncode != 0
+  assert "Traceback" not in output
+  assert f"train.py: {tmp_path}/none/meta.json: not found; run `python preprocess/make_records.py" \
+      in output

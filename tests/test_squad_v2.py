@@ -1,0 +1,176 @@
+"""SQuAD 2.0: unanswerable questions from reading to records to null-score decoding to scoring.
+
+Hand-made v2 paragraphs (our own text). Expected values are worked out by hand from the rules of
+google-research/bert run_squad.py (tfm squad_lib) and the official evaluate-v2.0.py (tfm
+squad_evaluate_v2_0.py); the records are also checked feature by feature against tfm's squad_lib run
+with version_2_with_negative=True.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import train
+from postprocess import span_decoding
+from postprocess import squad_scoring
+from preprocess import make_records
+from preprocess import records
+from preprocess import squad_reader
+from preprocess import wordpiece
+from tests import testutil
+from tools import compare_with_reference
+from tools import reference_features
+
+P1 = "The river Elm flows past the mill. The mill was built by Ada Byron in 1820 and burned in 1901."
+P2 = "Glass beads were traded along the coast for salt."
+
+
+def _qa(qid, question, answer=None, context=None):
+  if answer is None:
+    return {"id": qid, "question": question, "answers": [], "is_impossible": True,
+            "plausible_answers": [{"text": "Elm", "answer_start": 10}]}
+  return {"id": qid, "question": question, "is_impossible": False,
+          "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+
+
+V2 = {"version": "v2.0", "data": [{"title": "Mill", "paragraphs": [
+    {"context": P1, "qas": [_qa("v1", "Who built the mill?", "Ada Byron", P1),
+                            _qa("v2", "When did the mill burn?", "1901", P1),
+                            _qa("v3", "Who repaired the mill?")]},
+    {"context": P2, "qas": [_qa("v4", "What was traded for salt?", "Glass beads", P2),
+                            _qa("v5", "Who bought the salt?")]},
+]}]}
+
+
+@pytest.fixture
+def v2_file(tmp_path):
+  path = tmp_path / "v2.json"
+  path.write_text(json.dumps(V2))
+  return str(path)
+
+
+def test_reader_keeps_unanswerable_questions_only_with_version_2(v2_file):
+  squad = squad_reader.read_squad(v2_file, is_training=True, version_2_with_negative=True)
+  assert [(e.qas_id, e.is_impossible, e.answer_text, e.answer_start) for e in squad.examples] == [
+      ("v1", False, "Ada Byron", 57), ("v2", False, "1901", 89), ("v3", True, "", -1),
+      ("v4", False, "Glass beads", 0), ("v5", True, "", -1)]
+  assert squad.notes == {"unanswerable": 2}
+  v1_reader = squad_reader.read_squad(v2_file, is_training=True)
+  assert [e.qas_id for e in v1_reader.examples] == ["v1", "v2", "v4"]
+  assert v1_reader.skipped == {"unanswerable_needs_version_2": 2}
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_v2_records_equal_the_reference(tmp_path, v2_file, split):
+  # 24 tokens, stride 8: P1's 23 tokens need 2-3 windows per question.
+  ours = compare_with_reference.run_ours(v2_file, split, testutil.vocab_file(), True, 24, 8, 16, True,
+                                         str(tmp_path / "records"), 1, in_process=True)
+  reference = reference_features.run_reference(v2_file, split == "train", testutil.vocab_file(),
+                                               True, 24, 8, 16, version_2_with_negative=True)
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  result = compare_with_reference.compare(ours, reference, split == "train", vocab)
+  assert result.questions_both == 5 and result.features_ours == result.features_reference
+  assert result.different == 0 and result.unmatched == 0, "\n".join(result.examples)
+  if split == "train":
+    arrays = ours.arrays
+    for index, qid in enumerate(ours.qas_ids):
+      rows = arrays["example_index"] == index
+      positions = arrays["start_positions"][rows], arrays["end_positions"][rows]
+      if qid in ("v3", "v5"):  # unanswerable: every window points at [CLS], is_impossible 1
+        assert (positions[0] == 0).all() and (positions[1] == 0).all()
+        assert (arrays["is_impossible"][rows] == 1).all()
+      else:  # the windows holding the answer have is_impossible 0, the others 1
+        holds = positions[0] > 0
+        assert holds.any() and (arrays["is_impossible"][rows] == (~holds).astype(int)).all()
+    assert sum(arrays["example_index"] == 0) >= 2  # P1 is windowed
+
+
+# Two windows of 8 positions; position 0 is [CLS], context at 3..6.
+STARTS = np.array([-1, -1, -1, 0, 4, 10, 16, -1], np.int32)
+ENDS = np.array([-1, -1, -1, 3, 9, 15, 20, -1], np.int32)
+CONTEXT = "Ada built a mill."
+
+
+def _window(cls_start, cls_end, span_start=None, span_end=None):
+  start = np.full(8, -5.0, np.float32)
+  end = np.full(8, -5.0, np.float32)
+  start[0], end[0] = cls_start, cls_end
+  if span_start is not None:
+    start[span_start[0]] = span_start[1]
+    end[span_end[0]] = span_end[1]
+  return span_decoding.WindowLogits(start, end, STARTS, ENDS, np.array([0, 0, 0, 1, 1, 1, 1, 0]))
+
+
+def test_null_score_is_the_minimum_over_windows_and_the_threshold_decides():
+  # Window null scores 1.5 + 1.5 = 3.0 and 0.5 + 1.0 = 1.5 -> null score 1.5 (the minimum).
+  # Best span: "Ada built" = start 3 (1.0) + end 4 (1.0) = 2.0 in the first window.
+  windows = [_window(1.5, 1.5, (3, 1.0), (4, 1.0)), _window(0.5, 1.0)]
+  answer = span_decoding.decode_answer(windows, CONTEXT)
+  assert (answer.text, answer.score, answer.null_score) == ("Ada built", 2.0, 1.5)
+  assert answer.null_score_diff == -0.5
+  assert span_decoding.null_answer(answer, 0.0) == "Ada built"  # -0.5 <= 0
+  assert span_decoding.null_answer(answer, -0.5) == "Ada built"  # not strictly greater
+  assert span_decoding.null_answer(answer, -0.6) == ""  # -0.5 > -0.6
+  # Without the low second window the null score is 3.0: diff 1.0 > 0 -> "".
+  answer = span_decoding.decode_answer(windows[:1], CONTEXT)
+  assert answer.null_score == 3.0 and span_decoding.null_answer(answer) == ""
+  # No valid span at all: "" and the null score alone as the difference (as the reference).
+  empty = span_decoding.decode_answer([], CONTEXT)
+  assert span_decoding.null_answer(empty, 100.0) == ""
+
+
+def test_score_v2_known_predictions(v2_file):
+  dataset = squad_reader.load_json(v2_file)
+  predictions = {"v1": "Ada Byron", "v2": "in 1901", "v3": "", "v4": "", "v5": "salt"}
+  best_non_null = {"v1": "Ada Byron", "v2": "in 1901", "v3": "Ada Byron", "v4": "Glass beads",
+                   "v5": "salt"}
+  diffs = {"v1": -3.0, "v2": -1.0, "v3": 2.0, "v4": 0.5, "v5": -0.5}
+  scores = squad_scoring.score_v2(dataset, predictions, diffs, best_non_null)
+  # v1 right; v2 "in 1901" vs "1901": EM 0, F1 2 * 0.5 * 1 / 1.5 = 2/3; v3 "" right; v4 "" wrong;
+  # v5 "salt" wrong (unanswerable).
+  assert scores["exact"] == pytest.approx(40.0)
+  assert scores["f1"] == pytest.approx(100 * (1 + 2 / 3 + 1) / 5)
+  assert scores["total"] == 5
+  assert scores["HasAns_exact"] == pytest.approx(100 / 3)
+  assert scores["HasAns_f1"] == pytest.approx(100 * (1 + 2 / 3) / 3)
+  assert (scores["HasAns_total"], scores["NoAns_total"]) == (3, 2)
+  assert scores["NoAns_exact"] == scores["NoAns_f1"] == pytest.approx(50.0)
+  # Threshold sweep over the best non-null answers in increasing diff (all-null start = 2 right):
+  #   v1 (-3): +1 -> 3 (best EM, threshold -3); v2 (-1): EM +0, F1 +2/3 -> 3.667 (best F1, -1);
+  #   v5 (-0.5): -1; v4 (0.5): +1; v3 (2): -1.
+  assert scores["best_exact"] == pytest.approx(60.0) and scores["best_exact_thresh"] == -3.0
+  assert scores["best_f1"] == pytest.approx(100 * (3 + 2 / 3) / 5)
+  assert scores["best_f1_thresh"] == -1.0
+
+
+def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
+  out = str(tmp_path / "records")
+  settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, True)
+  meta = make_records.make_records({"eval": v2_file}, settings, out, 1)
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  glass, beads = (int(tokenizer.tokenize([w])[0].ids[0]) for w in ("glass", "beads"))
+
+  def model(inputs, training=False):
+    """[CLS] logits 2 + 2 = 4 everywhere; "glass" .. "beads" = 5 + 5 = 10; all else 0."""
+    del training
+    ids = inputs["input_word_ids"]
+    first = tf.one_hot(tf.zeros_like(ids[:, 0]), tf.shape(ids)[1]) * 2.0
+    start = first + tf.cast(ids == glass, tf.float32) * 5.0
+    end = first + tf.cast(ids == beads, tf.float32) * 5.0
+    return start, end
+
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  results = train.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
+                           version_2_with_negative=True, null_score_diff_threshold=0.0)
+  predictions = json.loads((model_dir / "predictions.json").read_text())
+  null_odds = json.loads((model_dir / "null_odds.json").read_text())
+  # P1: null 4 - best span 0 = 4 > 0 -> ""; P2: 4 - 10 = -6 -> "Glass beads".
+  assert predictions == {"v1": "", "v2": "", "v3": "", "v4": "Glass beads", "v5": "Glass beads"}
+  assert null_odds == {"v1": 4.0, "v2": 4.0, "v3": 4.0, "v4": -6.0, "v5": -6.0}
+  assert results["exact"] == pytest.approx(40.0)  # v3 and v4 right
+  assert results["HasAns_exact"] == pytest.approx(100 / 3) and results["NoAns_exact"] == 50.0
+  assert json.loads((model_dir / "eval_results.json").read_text())["exact"] == results["exact"]
