@@ -5,7 +5,8 @@ r"""TensorFlow's `saved_model_cli`, with the tensorflow-text ops registered.
       --input_exprs 'question=["When was the bridge painted?"];context=["It was painted in 1932."]'
 
 The stock `saved_model_cli run` executes the graph in a process that never imports tensorflow_text,
-so the raw-text signature fails with "Op type not registered 'FastBertNormalize'". This wrapper
+so loading a SavedModel with the raw-text signature fails with "Op type not registered
+'FastWordpieceTokenizeWithOffsets'" (or 'NormalizeUTF8'). This wrapper
 imports tensorflow_text (which registers its ops) and then runs saved_model_cli unchanged, with the
 same arguments. `saved_model_cli show` needs no wrapper.
 """
