@@ -2,9 +2,12 @@ r"""Answers one question with a SavedModel written by export.py.
 
   python ask.py --export_dir=export --question="Who won?" --context="The Broncos won the game."
 
-Tokenizes and windows the question and passage in Python exactly as preprocessing does (vocab and
-settings come from the SavedModel), calls its `serve_features` signature, and decodes the best span
-over all windows (postprocess/span_decoding.py). Prints the answer and its character offsets.
+By default it calls the SavedModel's raw-text `serving_default` signature (serve_text): tokenization,
+windowing and span decoding run inside the graph. With --use_serve_features (and automatically for
+SavedModels exported without serve_text) it tokenizes and windows the question and passage in Python
+exactly as preprocessing does (vocab and settings come from the SavedModel), calls `serve_features`
+and decodes the best span over all windows (postprocess/span_decoding.py). Prints the answer and its
+character offsets.
 """
 
 import json
@@ -13,8 +16,10 @@ import sys
 
 from absl import app
 from absl import flags
+from absl import logging
 import numpy as np
 import tensorflow as tf
+import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
 from flags import definitions
 from postprocess import span_decoding
@@ -28,7 +33,7 @@ FLAGS = flags.FLAGS
 
 
 class SavedModelQA:
-  """Question answering with an exported SavedModel and Python-side tokenization.
+  """Question answering with an exported SavedModel.
 
   Args:
     export_dir: folder written by export.py.
@@ -36,30 +41,91 @@ class SavedModelQA:
 
   def __init__(self, export_dir):
     self._loaded = tf.saved_model.load(export_dir)
-    self._serve = self._loaded.signatures["serve_features"]
     with open(os.path.join(export_dir, "assets.extra", "qa_config.json")) as f:
       self.config = json.load(f)
-    self.tokenizer = wordpiece.WordPieceTokenizer(
-        self._loaded.vocab_file.asset_path.numpy().decode(), self.config["do_lower_case"])
+    self.has_serve_text = "serve_text" in self._loaded.signatures
+    self._tokenizer = None
 
-  def answer(self, question, context, n_best_size=20, max_answer_length=30):
-    """The best answer span (span_decoding.Answer; text == context[start_char:end_char])."""
-    query, passage = self.tokenizer.tokenize([question, context])
-    features = features_lib.make_features(
+  def answers(self, questions, contexts):
+    """Answers a batch through the raw-text signature.
+
+    Args:
+      questions, contexts: equally long lists of str.
+
+    Returns:
+      A list of span_decoding.Answer (text == context[start_char:end_char]; score -inf when no span
+      could be chosen).
+
+    Raises:
+      ValueError: the SavedModel has no serve_text signature (use `answer_with_serve_features`).
+    """
+    if not self.has_serve_text:
+      raise ValueError("this SavedModel has no serve_text signature; re-export it with export.py "
+                       "or use --use_serve_features")
+    out = self._loaded.signatures["serve_text"](
+        question=tf.constant(questions, tf.string), context=tf.constant(contexts, tf.string))
+    return [span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score))
+            for text, start, end, score in zip(out["answer"].numpy(), out["start_char"].numpy(),
+                                               out["end_char"].numpy(), out["score"].numpy())]
+
+  def answer(self, question, context):
+    """The best answer span of one question through the raw-text signature (an Answer)."""
+    return self.answers([question], [context])[0]
+
+  @property
+  def tokenizer(self):
+    """The Python-side WordPieceTokenizer of the SavedModel's vocab asset (built on first use)."""
+    if self._tokenizer is None:
+      self._tokenizer = wordpiece.WordPieceTokenizer(
+          self._loaded.vocab_file.asset_path.numpy().decode(), self.config["do_lower_case"])
+    return self._tokenizer
+
+  def features(self, question, context):
+    """Python-side windows of one question (preprocess/features.py), as a list of Feature."""
+    return self._features_batch([question], [context])[0]
+
+  def _features_batch(self, questions, contexts):
+    tokens = self.tokenizer.tokenize(list(questions) + list(contexts))
+    return [features_lib.make_features(
         0, 0, query.ids, passage, self.tokenizer.cls_id, self.tokenizer.sep_id,
         self.config["max_seq_length"], self.config["doc_stride"], self.config["max_query_length"])
-    if not features:
-      return span_decoding.Answer("", 0, 0, float("-inf"))
-    outputs = self._serve(
-        input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
-        input_mask=tf.constant([f.input_mask for f in features], tf.int32),
-        input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
-    start_logits = outputs["start_logits"].numpy()
-    end_logits = outputs["end_logits"].numpy()
-    windows = [span_decoding.WindowLogits(
-        start_logits[i], end_logits[i], np.array(f.token_start_char), np.array(f.token_end_char),
-        np.array(f.token_is_max_context)) for i, f in enumerate(features)]
-    return span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
+            for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])]
+
+  def answers_with_serve_features(self, questions, contexts, n_best_size=None,
+                                  max_answer_length=None):
+    """Answers a batch with Python-side tokenization, one serve_features call, Python decoding.
+
+    The path for servers without the tensorflow-text ops, and the reference serve_text is checked
+    against. n_best_size and max_answer_length default to the values baked into the export (else
+    20 and 30).
+
+    Returns:
+      A list of span_decoding.Answer.
+    """
+    n_best_size = n_best_size or self.config.get("n_best_size", 20)
+    max_answer_length = max_answer_length or self.config.get("max_answer_length", 30)
+    per_question = self._features_batch(questions, contexts)
+    features = [f for fs in per_question for f in fs]
+    if features:
+      outputs = self._loaded.signatures["serve_features"](
+          input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
+          input_mask=tf.constant([f.input_mask for f in features], tf.int32),
+          input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
+      start_logits = outputs["start_logits"].numpy()
+      end_logits = outputs["end_logits"].numpy()
+    result, row = [], 0
+    for context, fs in zip(contexts, per_question):
+      windows = [span_decoding.WindowLogits(
+          start_logits[row + i], end_logits[row + i], np.array(f.token_start_char),
+          np.array(f.token_end_char), np.array(f.token_is_max_context)) for i, f in enumerate(fs)]
+      row += len(fs)
+      result.append(span_decoding.decode_answer(windows, context, n_best_size, max_answer_length))
+    return result
+
+  def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None):
+    """One question through `answers_with_serve_features` (an Answer)."""
+    return self.answers_with_serve_features([question], [context], n_best_size,
+                                            max_answer_length)[0]
 
 
 def main(argv):
@@ -70,8 +136,16 @@ def main(argv):
       context = f.read()
   if FLAGS.question is None or context is None:
     sys.exit("ask.py: give --question and --context (or --context_file)")
-  answer = SavedModelQA(FLAGS.export_dir).answer(
-      FLAGS.question, context, FLAGS.n_best_size, FLAGS.max_answer_length)
+  qa = SavedModelQA(FLAGS.export_dir)
+  if FLAGS.use_serve_features or not qa.has_serve_text:
+    answer = qa.answer_with_serve_features(FLAGS.question, context, FLAGS.n_best_size,
+                                           FLAGS.max_answer_length)
+  else:
+    for name in ("n_best_size", "max_answer_length"):
+      if FLAGS[name].present and FLAGS[name].value != qa.config.get(name):
+        logging.warning("--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
+                        "--use_serve_features)", name, FLAGS[name].value, qa.config.get(name))
+    answer = qa.answer(FLAGS.question, context)
   print(f"Q: {FLAGS.question}")
   print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
         f"score {answer.score:.2f})")

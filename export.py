@@ -1,17 +1,30 @@
-r"""Writes a SavedModel of the QA model for serving.
+r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
 
   python export.py --model_dir=model_out --export_dir=export
   python export.py --init_checkpoint=<any --init_checkpoint kind> --export_dir=export
       # warns when the checkpoint has no fine-tuned span head (run_squad.py / HF qa_outputs)
 
-Signatures (also the `serving_default` for now):
+Signatures (serving/module.py has the details):
+  serving_default = serve_text: tf.string [batch] `question`, `context` -> `answer` tf.string,
+      `start_char`, `end_char` int32 (code points, end exclusive), `score` float32. Tokenization
+      (tensorflow-text), windowing, the model and span decoding all run in the graph; contexts of
+      any length.
   serve_features: int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`
-                  -> float32 [batch, seq] `start_logits`, `end_logits`.
+      -> float32 [batch, seq] `start_logits`, `end_logits`.
+  serve_examples: serialized tf.train.Example [batch] with the TFRecord feature names
+      (`input_ids`, `input_mask`, `segment_ids`, optional `unique_ids`) -> `unique_ids`,
+      `start_logits`, `end_logits`.
+With --serve_text=false the raw-text signature is left out (serving_default = serve_features): that
+SavedModel loads where the tensorflow-text ops are not available, since TensorFlow checks every op
+of every function when it imports a SavedModel.
 The SavedModel carries the WordPiece vocab as an asset (`vocab_file`) and, in
 `assets.extra/qa_config.json`, the featurization settings (max_seq_length, doc_stride,
-max_query_length, do_lower_case) so a client tokenizes as training did (see ask.py). It loads with
-`tf.saved_model.load` and `saved_model_cli` without this project's code. The export is written under a
-temporary name and renamed into place when complete.
+max_query_length, do_lower_case) and the decoding settings baked into serve_text (n_best_size,
+max_answer_length, version_2_with_negative, null_score_diff_threshold, window_batch_size), so a client
+of serve_features can tokenize and decode as training did (see ask.py). Loading needs TensorFlow and
+`import tensorflow_text` (it registers the tokenizer ops; not with --serve_text=false), not this
+project's code.
+The export is written under a temporary name and renamed into place when complete.
 """
 
 import json
@@ -28,6 +41,7 @@ from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
 from model import span_model
+from serving import module as serving_module
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -40,43 +54,28 @@ EXTRA_DIR = "assets.extra"
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 
 
-class QAServingModule(tf.Module):
-  """The exported object: the model, its vocab asset and the `serve_features` function."""
-
-  def __init__(self, model, vocab_file):
-    super().__init__()
-    self.model = model
-    self.vocab_file = tf.saved_model.Asset(vocab_file)
-
-  @tf.function(input_signature=[
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_WORD_IDS),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_MASK),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_TYPE_IDS)])
-  def serve_features(self, input_word_ids, input_mask, input_type_ids):
-    """Token ids in, float32 [batch, seq] start/end logits out."""
-    start_logits, end_logits = self.model({
-        span_model.INPUT_WORD_IDS: input_word_ids,
-        span_model.INPUT_MASK: input_mask,
-        span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
-    return {"start_logits": start_logits, "end_logits": end_logits}
-
-
-def export(model, vocab_file, qa_config, export_dir):
+def export(model, vocab_file, qa_config, export_dir, serve_text=True):
   """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
 
   Args:
     model: a model from `model.span_model.build_span_model`, weights loaded.
     vocab_file: its vocab.txt (copied into the SavedModel's assets).
-    qa_config: dict of featurization settings, written to assets.extra/qa_config.json.
+    qa_config: dict of featurization and decoding settings (serving.module.FEATURIZATION_KEYS and
+      DECODING_DEFAULTS' keys), baked into serve_text and written to assets.extra/qa_config.json.
     export_dir: destination folder.
+    serve_text: include the raw-text signature (serving_default = serve_text). Without it
+      serving_default = serve_features and the SavedModel loads with core TensorFlow alone.
+
+  Raises:
+    ValueError: an unusable qa_config or vocab (one line).
   """
-  module = QAServingModule(model, vocab_file)
+  module_class = (serving_module.QAServingModule if serve_text
+                  else serving_module.FeatureServingModule)
+  module = module_class(model, vocab_file, qa_config)
   temp_dir = export_dir.rstrip("/") + ".tmp-export"
   if os.path.exists(temp_dir):
     shutil.rmtree(temp_dir)
-  signature = module.serve_features.get_concrete_function()
-  tf.saved_model.save(module, temp_dir,
-                      signatures={"serve_features": signature, "serving_default": signature})
+  tf.saved_model.save(module, temp_dir, signatures=module.signatures())
   os.makedirs(os.path.join(temp_dir, EXTRA_DIR), exist_ok=True)
   with open(os.path.join(temp_dir, EXTRA_DIR, QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
@@ -84,6 +83,18 @@ def export(model, vocab_file, qa_config, export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
   logging.info("exported SavedModel to %s", export_dir)
+
+
+def decoding_config(saved_config):
+  """The decoding settings to bake in: flags, with SQuAD 2.0 also switched on by the model_dir's
+  qa_config.json (`version_2_with_negative`, `null_score_diff_threshold` when train.py saved them)."""
+  version_2 = bool(FLAGS.version_2_with_negative or saved_config.get("version_2_with_negative"))
+  threshold = FLAGS.null_score_diff_threshold
+  if not FLAGS["null_score_diff_threshold"].present and "null_score_diff_threshold" in saved_config:
+    threshold = saved_config["null_score_diff_threshold"]
+  return {"n_best_size": FLAGS.n_best_size, "max_answer_length": FLAGS.max_answer_length,
+          "version_2_with_negative": version_2, "null_score_diff_threshold": float(threshold),
+          "window_batch_size": FLAGS.window_batch_size}
 
 
 def run():
@@ -114,9 +125,9 @@ def run():
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
-  qa_config = {k: qa_config[k] for k in ("max_seq_length", "doc_stride", "max_query_length",
-                                          "do_lower_case")}
-  export(model, vocab_file, qa_config, FLAGS.export_dir)
+  qa_config = dict({k: qa_config[k] for k in serving_module.FEATURIZATION_KEYS},
+                   **decoding_config(qa_config))
+  export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text)
 
 
 def main(argv):

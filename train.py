@@ -406,7 +406,12 @@ def run():
                       "bert_config": config.to_dict(),
                       "vocab_file": os.path.abspath(meta["flags"]["vocab_file"]),
                       **{k: meta["flags"][k] for k in ("do_lower_case", "max_seq_length",
-                                                       "doc_stride", "max_query_length")}})
+                                                       "doc_stride", "max_query_length")},
+                      # export.py bakes these into serve_text's null-answer rule.
+                      "version_2_with_negative": bool(
+                          FLAGS.version_2_with_negative or
+                          meta["flags"].get("version_2_with_negative", False)),
+                      "null_score_diff_threshold": FLAGS.null_score_diff_threshold})
   model, _ = span_model.build_span_model(config)
   logging.info("model: %d parameters, policy %s", model.count_params(), policy)
   if FLAGS.do_train:

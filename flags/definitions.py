@@ -158,6 +158,24 @@ def define_train_flags():
 def define_export_flags():
   """Flags of export.py."""
   DEFINE_string("export_dir", "export", "Where the SavedModel is written.")
+  # Decoding baked into the raw-text signature (serve_text); same names as train.py's.
+  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
+  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
+  DEFINE_bool(
+      "version_2_with_negative", False,
+      "SQuAD 2.0 model: serve_text answers \"\" when the null score beats the best span by more "
+      "than --null_score_diff_threshold (also on when the model_dir's qa_config.json says so).")
+  DEFINE_float(
+      "null_score_diff_threshold", 0.0,
+      "SQuAD 2.0: predict the empty answer when null score - best span score exceeds this.")
+  DEFINE_integer(
+      "window_batch_size", 32,
+      "Windows per model call inside serve_text (bounds memory for long contexts and big batches).")
+  DEFINE_bool(
+      "serve_text", True,
+      "Include the raw-text signature serve_text (= serving_default), which needs the "
+      "tensorflow-text ops wherever the SavedModel is loaded. false: serve_features (= "
+      "serving_default) and serve_examples only, loadable with core TensorFlow alone.")
 
 
 def define_ask_flags():
@@ -165,6 +183,10 @@ def define_ask_flags():
   DEFINE_string("question", None, "The question.")
   DEFINE_string("context", None, "The passage holding the answer.")
   DEFINE_string("context_file", None, "Read the passage from this UTF-8 file instead.")
+  DEFINE_bool(
+      "use_serve_features", False,
+      "Tokenize and window in Python and call the serve_features signature instead of the raw-text "
+      "serving_default (automatic for SavedModels without serve_text).")
 
 
 def define_convert_flags():

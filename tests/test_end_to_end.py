@@ -107,9 +107,10 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   meta = records.read_meta(run["records"])
   batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ, 3)))
   inputs = {k: batch[k].numpy().tolist() for k in ("input_word_ids", "input_mask", "input_type_ids")}
-  # A fresh interpreter that imports only TensorFlow, from a folder outside the repository.
+  # A fresh interpreter that imports only TensorFlow (and tensorflow-text, whose ops the raw-text
+  # signature uses), from a folder outside the repository.
   script = (
-      "import json, sys, tensorflow as tf\n"
+      "import json, sys, tensorflow as tf, tensorflow_text\n"
       "m = tf.saved_model.load(sys.argv[1])\n"
       "x = json.loads(sys.stdin.read())\n"
       "out = m.signatures['serve_features'](**{k: tf.constant(v, tf.int32) for k, v in x.items()})\n"
@@ -130,7 +131,10 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   assert np.abs(np.array(served["end_logits"]) - end_logits.numpy()).max() < 1e-4
   with open(os.path.join(run["export"], "assets.extra", "qa_config.json")) as f:
     assert json.load(f) == {"max_seq_length": SEQ, "doc_stride": STRIDE,
-                            "max_query_length": QUERY, "do_lower_case": True}
+                            "max_query_length": QUERY, "do_lower_case": True,
+                            "n_best_size": 20, "max_answer_length": 30,
+                            "version_2_with_negative": False, "null_score_diff_threshold": 0.0,
+                            "window_batch_size": 32}
   assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout

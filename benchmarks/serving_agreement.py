@@ -1,0 +1,104 @@
+r"""Does the raw-text signature answer a whole SQuAD file as the Python pipeline did?
+
+  python benchmarks/serving_agreement.py --export_dir=export \
+      --predictions_file=model_out/predictions.json [--predict_file=dev-v1.1.json] \
+      [--batch_size=32] [--output_file=serve_text_predictions.json]
+
+--predictions_file is train.py's predictions.json for the checkpoint the SavedModel was exported
+from (TFRecord windows from make_records.py, batched prediction, postprocess/span_decoding.py). Every
+question of --predict_file goes through the SavedModel's `serving_default` (serve_text) in batches.
+Prints how many answers are identical, the official SQuAD v1.1 EM/F1 of both prediction sets, and
+each disagreement with its kind:
+  float noise:  serve_text equals the Python path re-run on this question alone
+                (ask.SavedModelQA.answer_with_serve_features), so the Python pipeline's logits for
+                the same windows differed in the last bits (another batch composition); the score
+                gap between the two answers is shown.
+  other:        serve_text differs from the Python path on the same logits too (a bug to explain).
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
+from absl import logging
+
+import ask
+from flags import definitions
+from postprocess import squad_scoring
+from preprocess import squad_reader
+
+definitions.define_squad_file_flags()
+flags.DEFINE_string("predictions_file", None, "train.py's predictions.json to compare with.")
+flags.DEFINE_integer("batch_size", 32, "Questions per serve_text call.")
+flags.DEFINE_string("output_file", None, "Also write serve_text's predictions here (JSON).")
+flags.DEFINE_integer("show", 10, "Disagreements to print.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  if not FLAGS.predictions_file:
+    sys.exit("serving_agreement.py: --predictions_file (train.py's predictions.json) is required")
+  predict_file = FLAGS.predict_file or definitions.default_squad_file(
+      definitions.PREDICT_FILE_NAMES)
+  squad = squad_reader.read_squad(predict_file, is_training=False)
+  with open(FLAGS.predictions_file, encoding="utf-8") as f:
+    python_predictions = json.load(f)
+  qa = ask.SavedModelQA(FLAGS.export_dir)
+
+  examples = [e for e in squad.examples if e.qas_id in python_predictions]
+  served = {}
+  started = time.time()
+  for i in range(0, len(examples), FLAGS.batch_size):
+    batch = examples[i:i + FLAGS.batch_size]
+    got = qa.answers([e.question_text for e in batch],
+                     [squad.contexts[e.paragraph_index] for e in batch])
+    for example, answer in zip(batch, got):
+      served[example.qas_id] = answer
+    if (i // FLAGS.batch_size) % 50 == 0:
+      logging.info("%d/%d questions, %.1f questions/s", i + len(batch), len(examples),
+                   (i + len(batch)) / (time.time() - started))
+  elapsed = time.time() - started
+  serve_predictions = {k: a.text for k, a in served.items()}
+  if FLAGS.output_file:
+    with open(FLAGS.output_file, "w", encoding="utf-8") as f:
+      json.dump(serve_predictions, f, indent=2, ensure_ascii=False)
+
+  disagreements = [e for e in examples if serve_predictions[e.qas_id] != python_predictions[e.qas_id]]
+  kinds = {"float noise": 0, "other": 0}
+  for shown, example in enumerate(disagreements):
+    context = squad.contexts[example.paragraph_index]
+    alone = qa.answer_with_serve_features(example.question_text, context)
+    got = served[example.qas_id]
+    kind = "float noise" if alone.text == got.text else "other"
+    kinds[kind] += 1
+    if shown < FLAGS.show:
+      print(f"  {example.qas_id} [{kind}]: serve_text {got.text!r} ({got.score:.6f}) vs "
+            f"predictions.json {python_predictions[example.qas_id]!r}; Python path alone "
+            f"{alone.text!r} ({alone.score:.6f})")
+
+  dataset = squad_reader.load_json(predict_file)
+  if len(examples) < len(squad.examples):
+    dataset = squad_scoring.restrict_to_questions(dataset, set(serve_predictions))
+  python_scores = squad_scoring.score_v1(dataset, {e.qas_id: python_predictions[e.qas_id]
+                                                   for e in examples})
+  serve_scores = squad_scoring.score_v1(dataset, serve_predictions)
+  same = len(examples) - len(disagreements)
+  print(f"questions: {len(examples)} (of {len(squad.examples)} in {predict_file})")
+  print(f"identical answers: {same} ({100.0 * same / max(len(examples), 1):.2f}%); "
+        f"different: {len(disagreements)} {kinds}")
+  print(f"predictions.json (Python pipeline): EM {python_scores['exact_match']:.2f}  "
+        f"F1 {python_scores['f1']:.2f}")
+  print(f"serve_text (SavedModel):            EM {serve_scores['exact_match']:.2f}  "
+        f"F1 {serve_scores['f1']:.2f}")
+  print(f"serve_text: {elapsed:.1f} s, {len(examples) / elapsed:.1f} questions/s at batch "
+        f"{FLAGS.batch_size}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,195 @@
+"""The object export.py saves: the QA model with raw-text, feature and tf.Example signatures.
+
+Signatures (all batched along the first axis):
+  serve_text (= serving_default): tf.string [B] `question`, `context`
+      -> `answer` tf.string [B] (an exact substring of the context), `start_char`, `end_char`
+         int32 [B] (code-point offsets into the context, end exclusive: SQuAD's `answer_start`
+         convention and Python's context[start_char:end_char]), `score` float32 [B]
+         (start_logit + end_logit of the answer; -inf when no span could be chosen, e.g. an empty
+         context; the null score when a SQuAD 2.0 model's null answer won).
+      In the graph: the reference's WordPiece tokens with code-point offsets (serving/tokenizer.py:
+      BasicTokenizer's normalization per character, tensorflow-text's FastWordpiece with
+      preprocess/wordpiece.py's model), windowing (serving/windows.py, identical to
+      preprocess/features.py), the model over all windows in chunks of `window_batch_size`, span
+      decoding (serving/answers.py, as postprocess/span_decoding.py), the answer cut from the
+      context.
+  serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids`
+      -> float32 [B, seq] `start_logits`, `end_logits`.
+  serve_examples: tf.string [B] `examples`, serialized tf.train.Example with the TFRecord feature
+      names of preprocess/records.py (int64 `input_ids`, `input_mask`, `segment_ids` of length
+      max_seq_length; optional `unique_ids`) -> `unique_ids` int64 [B] (-1 when absent),
+      `start_logits`, `end_logits` float32 [B, max_seq_length].
+serve_text needs the tensorflow-text ops registered wherever the SavedModel is loaded (`import
+tensorflow_text`, or TF Serving, which links them): TensorFlow validates every function of a
+SavedModel when importing it, so without those ops even serve_features cannot be loaded.
+`FeatureServingModule` is the export without serve_text (serving_default = serve_features) that
+core TensorFlow alone loads.
+"""
+
+import tensorflow as tf
+
+from model import span_model
+from preprocess import records
+from preprocess import wordpiece
+from serving import answers
+from serving import tokenizer as tokenizer_lib
+from serving import windows as windows_lib
+
+# Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in.
+FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")
+DECODING_DEFAULTS = {  # postprocess/span_decoding.py and run_squad.py defaults
+    "n_best_size": 20,
+    "max_answer_length": 30,
+    "version_2_with_negative": False,
+    "null_score_diff_threshold": 0.0,
+    "window_batch_size": 32,
+}
+
+
+def validate_config(qa_config):
+  """Checks a qa_config dict before anything is traced.
+
+  Raises:
+    ValueError: a missing key or a value the windowing cannot work with (one line).
+  """
+  missing = [k for k in FEATURIZATION_KEYS + tuple(DECODING_DEFAULTS) if k not in qa_config]
+  if missing:
+    raise ValueError(f"qa_config lacks {', '.join(missing)}")
+  if qa_config["doc_stride"] <= 0 or qa_config["max_seq_length"] <= qa_config["max_query_length"] + 3:
+    raise ValueError(f"need doc_stride > 0 and max_seq_length > max_query_length + 3 (got "
+                     f"{qa_config['doc_stride']}, {qa_config['max_seq_length']}, "
+                     f"{qa_config['max_query_length']})")
+  for key in ("n_best_size", "max_answer_length", "window_batch_size"):
+    if qa_config[key] <= 0:
+      raise ValueError(f"{key} must be positive (got {qa_config[key]})")
+
+
+class FeatureServingModule(tf.Module):
+  """The model and its vocab asset with serve_features and serve_examples (core TensorFlow ops only).
+
+  Args:
+    model: a model from `model.span_model.build_span_model`, weights loaded.
+    vocab_file: its vocab.txt (becomes the `vocab_file` asset).
+    qa_config: dict with FEATURIZATION_KEYS and the keys of DECODING_DEFAULTS (Python values baked
+      into the graph).
+
+  Raises:
+    ValueError: from `validate_config` or `wordpiece.read_vocab`.
+  """
+
+  def __init__(self, model, vocab_file, qa_config):
+    super().__init__()
+    validate_config(qa_config)
+    self.model = model
+    self.vocab_file = tf.saved_model.Asset(vocab_file)
+    self._config = dict(qa_config)
+    wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
+
+  def _logits(self, input_word_ids, input_mask, input_type_ids):
+    return self.model({span_model.INPUT_WORD_IDS: input_word_ids,
+                       span_model.INPUT_MASK: input_mask,
+                       span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
+
+  @tf.function(input_signature=[
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_WORD_IDS),
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_MASK),
+      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_TYPE_IDS)])
+  def serve_features(self, input_word_ids, input_mask, input_type_ids):
+    """Token ids in, float32 [batch, seq] start/end logits out."""
+    start_logits, end_logits = self._logits(input_word_ids, input_mask, input_type_ids)
+    return {"start_logits": start_logits, "end_logits": end_logits}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  def serve_examples(self, examples):
+    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
+    seq = self._config["max_seq_length"]
+    spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in records.MODEL_INPUT_KEYS}
+    spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
+    parsed = tf.io.parse_example(examples, spec)
+    ids, mask, types = (tf.cast(parsed[k], tf.int32) for k in records.MODEL_INPUT_KEYS)
+    start_logits, end_logits = self._logits(ids, mask, types)
+    return {"unique_ids": parsed["unique_ids"], "start_logits": start_logits,
+            "end_logits": end_logits}
+
+  def signatures(self):
+    """{signature name: concrete function} for tf.saved_model.save."""
+    features = self.serve_features.get_concrete_function()
+    return {"serving_default": features, "serve_features": features,
+            "serve_examples": self.serve_examples.get_concrete_function()}
+
+
+class QAServingModule(FeatureServingModule):
+  """FeatureServingModule plus the WordPiece tokenizer and the raw-text serve_text signature.
+
+  Args and errors as FeatureServingModule.
+  """
+
+  def __init__(self, model, vocab_file, qa_config):
+    super().__init__(model, vocab_file, qa_config)
+    vocab = wordpiece.read_vocab(vocab_file)
+    self._cls_id = vocab.index("[CLS]")
+    self._sep_id = vocab.index("[SEP]")
+    self.tokenizer = tokenizer_lib.BertTextTokenizer(vocab, qa_config["do_lower_case"])
+
+  def window_logits(self, windows):
+    """Runs the model over all windows, `window_batch_size` at a time (bounds peak memory).
+
+    Returns:
+      (start_logits, end_logits), float32 [W, max_seq_length].
+    """
+    chunk = self._config["window_batch_size"]
+    seq = self._config["max_seq_length"]
+    total = tf.shape(windows.input_word_ids)[0]
+    num_chunks = (total + chunk - 1) // chunk
+
+    def body(i, starts, ends):
+      part = slice(i * chunk, tf.minimum((i + 1) * chunk, total))
+      start, end = self._logits(windows.input_word_ids[part], windows.input_mask[part],
+                                windows.input_type_ids[part])
+      return i + 1, starts.write(i, start), ends.write(i, end)
+
+    empty = lambda: tf.TensorArray(tf.float32, size=num_chunks, infer_shape=False,
+                                   element_shape=tf.TensorShape([None, seq]))
+    _, starts, ends = tf.while_loop(lambda i, *_: i < num_chunks, body,
+                                    (tf.constant(0), empty(), empty()))
+    return starts.concat(), ends.concat()
+
+  def make_windows(self, question, context):
+    """Tokenizes string [B] questions and contexts and windows them (serving/windows.py).
+
+    Returns:
+      A serving.windows.Windows whose token offsets are code points of the context.
+    """
+    query_ids = self.tokenizer.tokenize_with_offsets(question)[0]
+    context_ids, starts, ends = self.tokenizer.tokenize_with_offsets(context)
+    return windows_lib.make_windows(
+        query_ids, context_ids, starts, ends, self._cls_id, self._sep_id,
+        self._config["max_seq_length"], self._config["doc_stride"],
+        self._config["max_query_length"])
+
+  def answer(self, question, context):
+    """serve_text's computation (callable eagerly too); see the module docstring."""
+    windows = self.make_windows(question, context)
+    start_logits, end_logits = self.window_logits(windows)
+    spans = answers.best_spans(
+        start_logits, end_logits, windows, tf.shape(question)[0], self._config["n_best_size"],
+        self._config["max_answer_length"], self._config["version_2_with_negative"],
+        self._config["null_score_diff_threshold"])
+    text, start_char, end_char = answers.char_span_to_text(context, spans.start, spans.end)
+    return {"answer": text, "start_char": start_char, "end_char": end_char,
+            "score": tf.cast(spans.score, tf.float32)}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
+                                tf.TensorSpec([None], tf.string, name="context")])
+  def serve_text(self, question, context):
+    """Raw question and context strings in, answers out (module docstring)."""
+    check = tf.debugging.assert_equal(
+        tf.shape(question), tf.shape(context),
+        message="serve_text: `question` and `context` need the same batch size")
+    with tf.control_dependencies([check]):
+      return self.answer(tf.identity(question), context)
+
+  def signatures(self):
+    """{signature name: concrete function} for tf.saved_model.save; serving_default = serve_text."""
+    text = self.serve_text.get_concrete_function()
+    return dict(super().signatures(), serving_default=text, serve_text=text)

@@ -1,0 +1,103 @@
+"""The reference's WordPiece tokens with code-point offsets, as TensorFlow ops (for serve_text).
+
+preprocess/wordpiece.py gives tf-models-official `FullTokenizer`'s tokens (what run_squad.py and the
+training records use): tensorflow-text's FastWordpiece kernel on printable ASCII, and tfm's Python
+`BasicTokenizer` on words holding other characters. A graph cannot call Python, and
+tensorflow-text's `FastBertTokenizer` normalizes differently from `BasicTokenizer` ("ß" -> "ss",
+"ﬁ" -> "fi", NUL splits a word). So this module does `BasicTokenizer`'s character-level work one code
+point at a time with core TensorFlow and tensorflow-text string ops, and keeps where each
+normalized character came from:
+
+  * NUL, U+FFFD and control/format characters (Cc, Cf; not tab, newline, carriage return) are
+    deleted (`_clean_text`);
+  * whitespace (space, tab, newline, CR, Zs, and what Python's `str.split` splits at: Zl, Zp)
+    becomes a space;
+  * CJK ideographs (BERT's `_is_chinese_char` ranges) get a space on each side;
+  * with do_lower_case, every other character is lower-cased (`tf.strings.lower`, ICU full case
+    mapping like Python's `str.lower`), NFD-decomposed and stripped of Mn marks.
+
+The joined result goes to tensorflow-text's FastWordpiece tokenizer built exactly as
+preprocess/wordpiece.py builds it (`wordpiece.wordpiece_model`: "##", [UNK], words longer than
+MAX_CHARS_PER_WORD -> [UNK], splitting at whitespace and punctuation), and its byte offsets in the
+normalized text are mapped back to code points of the input (a token starts at the character that
+produced its first byte and ends after the one that produced its last).
+
+Known limit: FastWordpiece counts the word-length limit in bytes of the normalized word, FullTokenizer
+in characters, so a single non-ASCII word longer than 400 bytes can differ.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from preprocess import wordpiece
+
+# tfm tokenization.py _is_control (Cc, Cf, except \t \n \r) plus the NUL and U+FFFD of _clean_text.
+_DELETED = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\x{fffd}\p{Cf}]"
+# _is_whitespace (" \t\n\r", Zs) and the other characters Python's str.split() splits at.
+_SPACE = r"[ \t\n\r\p{Zs}\x{2028}\x{2029}]"
+# tfm tokenization.py _is_chinese_char.
+_CJK = (r"[\x{4e00}-\x{9fff}\x{3400}-\x{4dbf}\x{20000}-\x{2a6df}\x{2a700}-\x{2b73f}"
+        r"\x{2b740}-\x{2b81f}\x{2b820}-\x{2ceaf}\x{f900}-\x{faff}\x{2f800}-\x{2fa1f}]")
+
+
+def _exclusive_cumsum_per_row(lengths):
+  """For a RaggedTensor of lengths [B, (n)], each row's exclusive cumulative sum (same shape)."""
+  flat = lengths.flat_values
+  total = tf.cumsum(flat, exclusive=True)
+  # Sum of all earlier rows, read at each row's first element (a zero appended for empty tails).
+  row_start = tf.gather(tf.concat([total, tf.zeros([1], total.dtype)], 0), lengths.row_starts())
+  return lengths.with_flat_values(total - tf.repeat(row_start, lengths.row_lengths()))
+
+
+class BertTextTokenizer(tf.Module):
+  """BERT WordPiece tokenization of strings with code-point offsets, in the graph.
+
+  Args:
+    vocab: list of token strings (wordpiece.read_vocab).
+    do_lower_case: lower-case and strip accents, for uncased vocabularies.
+  """
+
+  def __init__(self, vocab, do_lower_case=True):
+    super().__init__()
+    self._do_lower_case = do_lower_case
+    self._wordpiece = tf_text.FastWordpieceTokenizer(
+        model_buffer=wordpiece.wordpiece_model(tuple(vocab)), token_out_type=tf.int32)
+
+  def normalize(self, text):
+    """BasicTokenizer's per-character normalization of string [B].
+
+    Returns:
+      (normalized string [B], piece_start: int64 RaggedTensor [B, (characters of the input)], the
+      byte offset in the normalized string where each input character's replacement begins).
+    """
+    chars = tf.strings.unicode_split(text, "UTF-8", errors="replace")
+    flat = chars.flat_values
+    piece = flat
+    if self._do_lower_case:
+      piece = tf.strings.regex_replace(
+          tf_text.normalize_utf8(tf.strings.lower(piece, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
+    piece = tf.where(tf.strings.regex_full_match(flat, _CJK), " " + flat + " ", piece)
+    piece = tf.where(tf.strings.regex_full_match(flat, _SPACE), " ", piece)
+    piece = tf.where(tf.strings.regex_full_match(flat, _DELETED), "", piece)
+    pieces = chars.with_flat_values(piece)
+    normalized = tf.strings.reduce_join(pieces, axis=1)
+    piece_start = _exclusive_cumsum_per_row(
+        chars.with_flat_values(tf.strings.length(piece, unit="BYTE")))
+    return normalized, tf.cast(piece_start, tf.int64)
+
+  def tokenize_with_offsets(self, text):
+    """Tokenizes string [B].
+
+    Returns:
+      (ids int32, start_chars int64, end_chars int64), RaggedTensors [B, (tokens)]; offsets are
+      code points of the input, end exclusive.
+    """
+    normalized, piece_start = self.normalize(text)
+    ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
+    # Character holding byte b of the normalized text: the last piece starting at or before b.
+    sorted_starts = piece_start.to_tensor(default_value=tf.int64.max)
+    locate = lambda b: tf.searchsorted(sorted_starts, b.to_tensor(default_value=0), side="right",
+                                       out_type=tf.int64) - 1
+    start_chars = tf.RaggedTensor.from_tensor(locate(starts), lengths=starts.row_lengths())
+    end_chars = tf.RaggedTensor.from_tensor(locate(ends - 1) + 1, lengths=ends.row_lengths())
+    return ids, start_chars, end_chars

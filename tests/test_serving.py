@@ -1,0 +1,436 @@
+"""Raw-text serving (serving/, export.py's serve_text): windows identical to preprocess/features.py,
+answers identical to postprocess/span_decoding.py, saved_model_cli, a fresh process, odd inputs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+import ask
+import export
+import train
+from model import bert_config as bert_config_lib
+from model import span_model
+from postprocess import span_decoding
+from preprocess import features as features_lib
+from preprocess import squad_reader
+from preprocess import wordpiece
+from serving import answers
+from serving import module as serving_module
+from serving import windows as windows_lib
+from tests import testutil
+
+SEQ, STRIDE, QUERY = 128, 64, 32
+NUM_DEV = 48
+
+# Our own short passages (not SQuAD). The tiny model is trained on them until it answers them, so
+# the saved_model_cli test has a right answer to expect.
+TAUGHT = [
+    ("When was the bridge painted?",
+     "The harbour bridge was painted red in 1932 by a crew of forty workers.", "1932"),
+    ("Who repaired the clock tower?",
+     "In the spring the old clock tower was repaired by Marta Olsen and her two apprentices.",
+     "Marta Olsen"),
+    ("What colour is the ferry?",
+     "Every morning a yellow ferry crosses the bay with fishermen and tourists.", "yellow"),
+    ("How many lighthouses stand on the coast?",
+     "Seven lighthouses stand on the northern coast, the oldest built of granite.", "Seven"),
+]
+
+# Rows no SQuAD file has; each must get an answer (possibly empty) with a defined score.
+COMBINING = "Cafe\u0301 owners in Zu\u0308rich serve cre\u0300me bru\u0302le\u0301e daily."
+ODD_ROWS = [
+    ("", "The harbour bridge was painted red in 1932 by a crew of forty workers."),
+    ("When was the bridge painted?", ""),
+    ("When was the bridge painted?", " \t\n\u3000 "),
+    ("Where is the tower?", ("The clock tower stands near the old harbour. " * 2300)[:100000]),
+    ("東京タワーはいつ完成しましたか？", "東京タワーは1958年に完成した電波塔で、高さは333メートルです。"),
+    ("Which emoji follows the ferry?", "The ferry 🚢 leaves at noon 🕛 and returns by dusk 🌆."),
+    ("Who serves crème brûlée?", COMBINING),
+]
+
+
+def _answer_span(tokenizer, context, answer):
+  start = context.index(answer)
+  context_tokens = tokenizer.tokenize([context])[0]
+  words = squad_reader.char_to_word_offsets(context)[1]
+  return features_lib.answer_token_span(context_tokens, words, start, answer,
+                                        tokenizer.tokenize([answer])[0].ids)
+
+
+def _train_on_taught(model, tokenizer, steps=150):
+  """Fits the TAUGHT questions (full batch, Adam); returns the final loss."""
+  batch = []
+  for question, context, answer in TAUGHT:
+    query, passage = tokenizer.tokenize([question, context])
+    batch += features_lib.make_features(
+        0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id, SEQ, STRIDE, QUERY,
+        _answer_span(tokenizer, context, answer))
+  inputs = {span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in batch]),
+            span_model.INPUT_MASK: tf.constant([f.input_mask for f in batch]),
+            span_model.INPUT_TYPE_IDS: tf.constant([f.segment_ids for f in batch])}
+  starts = tf.constant([f.start_position for f in batch])
+  ends = tf.constant([f.end_position for f in batch])
+  optimizer = tf_keras.optimizers.Adam(3e-3)
+
+  @tf.function
+  def step():
+    with tf.GradientTape() as tape:
+      start_logits, end_logits = model(inputs, training=True)
+      loss = train.span_loss(starts, ends, start_logits, end_logits)
+    variables = train.trained_variables(model)
+    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return loss
+
+  for _ in range(steps):
+    loss = float(step())
+  return loss
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+  """A tiny model taught TAUGHT, exported with all signatures, and loaded back."""
+  tmp = tmp_path_factory.mktemp("serving")
+  tf_keras.utils.set_random_seed(1)
+  config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  model, _ = span_model.build_span_model(config)
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  loss = _train_on_taught(model, tokenizer)
+  qa_config = dict(max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                   do_lower_case=True, **serving_module.DECODING_DEFAULTS)
+  export_dir = str(tmp / "export")
+  export.export(model, testutil.vocab_file(), qa_config, export_dir)
+  return {"export_dir": export_dir, "model": model, "tokenizer": tokenizer, "loss": loss,
+          "qa_config": qa_config, "qa": ask.SavedModelQA(export_dir),
+          "module": serving_module.QAServingModule(model, testutil.vocab_file(), qa_config)}
+
+
+def _dev_slice(num_questions):
+  squad = squad_reader.read_squad(str(testutil.DEV_FILE), is_training=False,
+                                  max_examples=num_questions)
+  return ([e.question_text for e in squad.examples],
+          [squad.contexts[e.paragraph_index] for e in squad.examples])
+
+
+# ---- windowing: the contract with preprocess/features.py --------------------------------------
+
+
+def _synthetic_batch(rng, num_questions, max_query_tokens, max_context_tokens):
+  """Random token ids with made-up offsets (token i spans [3i, 3i + 2))."""
+  queries = [rng.randint(1000, 2000, size=rng.randint(0, max_query_tokens + 1))
+             for _ in range(num_questions)]
+  contexts = [rng.randint(1000, 2000, size=rng.randint(0, max_context_tokens + 1))
+              for _ in range(num_questions)]
+  queries[1], contexts[2] = queries[1][:0], contexts[2][:0]  # always an empty question and context
+  return queries, contexts
+
+
+@pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [
+    (16, 4, 5), (16, 30, 5), (12, 1, 3), (24, 7, 8), (40, 128, 10)])
+def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride, max_query_length):
+  rng = np.random.RandomState(max_seq_length * 1000 + doc_stride)
+  queries, contexts = _synthetic_batch(rng, 40, max_query_length + 3, 70)
+  offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
+  windows = windows_lib.make_windows(
+      tf.ragged.constant([q.tolist() for q in queries], tf.int32, row_splits_dtype=tf.int64),
+      tf.ragged.constant([c.tolist() for c in contexts], tf.int32, row_splits_dtype=tf.int64),
+      tf.ragged.constant([o.tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
+      tf.ragged.constant([(o + 2).tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
+      101, 102, max_seq_length, doc_stride, max_query_length)
+  expected = []
+  for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
+    tokens = features_lib.TokenizedText(context, offset, offset + 2)
+    expected += [(i, f) for f in features_lib.make_features(
+        i, 0, query, tokens, 101, 102, max_seq_length, doc_stride, max_query_length)]
+  assert windows.example_index.numpy().tolist() == [i for i, _ in expected]
+  assert sum(1 for c in contexts if len(c) == 0) > 0  # empty contexts get no window
+  assert max(np.bincount(windows.example_index.numpy())) >= 3  # several windows per question
+  _assert_windows_equal(windows, [f for _, f in expected])
+
+
+def _assert_windows_equal(windows, features):
+  """`windows` (serving) hold exactly `features` (preprocess) in order."""
+  assert windows.input_word_ids.shape[0] == len(features)
+  np.testing.assert_array_equal(windows.input_word_ids.numpy(), [f.input_ids for f in features])
+  np.testing.assert_array_equal(windows.input_mask.numpy(), [f.input_mask for f in features])
+  np.testing.assert_array_equal(windows.input_type_ids.numpy(), [f.segment_ids for f in features])
+  np.testing.assert_array_equal(windows.token_is_max_context.numpy().astype(int),
+                                [f.token_is_max_context for f in features])
+  starts, ends = windows.token_start.numpy(), windows.token_end.numpy()
+  np.testing.assert_array_equal(starts, [f.token_start_char for f in features])
+  np.testing.assert_array_equal(ends, [f.token_end_char for f in features])
+
+
+def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
+  questions, contexts = _dev_slice(NUM_DEV)
+  odd_questions, odd_contexts = zip(*[row for row in ODD_ROWS if len(row[1]) < 1000])
+  questions, contexts = questions + list(odd_questions), contexts + list(odd_contexts)
+  windows = served["module"].make_windows(tf.constant(questions), tf.constant(contexts))
+  tokenizer = served["tokenizer"]
+  expected = []
+  for question, context in zip(questions, contexts):
+    query, passage = tokenizer.tokenize([question, context])
+    expected.append(features_lib.make_features(
+        0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id, SEQ, STRIDE, QUERY))
+  example_index = windows.example_index.numpy()
+  assert np.bincount(example_index, minlength=len(questions)).tolist() == [len(f) for f in expected]
+  assert sum(len(f) > 1 for f in expected) >= 10  # real multi-window questions
+  _assert_windows_equal(windows, [f for fs in expected for f in fs])
+
+
+# ---- span decoding: the contract with postprocess/span_decoding.py -------------------------------
+
+
+def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_length,
+                   version_2_with_negative=False, null_score_diff_threshold=0.0):
+  """span_decoding.decode_answer, plus run_squad.py's null-answer rule for SQuAD 2.0."""
+  windows = [span_decoding.WindowLogits(s, e, np.array(f.token_start_char),
+                                        np.array(f.token_end_char),
+                                        np.array(f.token_is_max_context))
+             for f, s, e in zip(features, start_logits, end_logits)]
+  best = span_decoding.decode_answer(windows, "x" * 1000, n_best_size, max_answer_length)
+  if version_2_with_negative and windows:
+    null = min(float(w.start_logits[0]) + float(w.end_logits[0]) for w in windows)
+    if null - best.score > null_score_diff_threshold:
+      return span_decoding.Answer("", -1, -1, null)
+  if best.score == float("-inf"):
+    return span_decoding.Answer("", -1, -1, best.score)
+  return best
+
+
+@pytest.mark.parametrize("integer_logits", [True, False])
+@pytest.mark.parametrize("n_best_size,max_answer_length,version_2,threshold", [
+    (20, 30, False, 0.0), (3, 2, False, 0.0), (20, 30, True, 0.0), (5, 4, True, -2.5),
+    (20, 30, True, 3.0)])
+def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_length, version_2,
+                                        threshold):
+  rng = np.random.RandomState(n_best_size + 7 * max_answer_length + int(integer_logits))
+  seq, stride, max_query = 24, 5, 6
+  queries, contexts = _synthetic_batch(rng, 30, 8, 60)
+  offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
+  windows = windows_lib.make_windows(
+      tf.ragged.constant([q.tolist() for q in queries], tf.int32, row_splits_dtype=tf.int64),
+      tf.ragged.constant([c.tolist() for c in contexts], tf.int32, row_splits_dtype=tf.int64),
+      tf.ragged.constant([o.tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
+      tf.ragged.constant([(o + 2).tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
+      101, 102, seq, stride, max_query)
+  num_windows = windows.input_word_ids.shape[0]
+  # Small integers make many exact ties, which must fall the same way as in Python.
+  if integer_logits:
+    start_logits = rng.randint(-3, 4, size=(num_windows, seq)).astype(np.float32)
+    end_logits = rng.randint(-3, 4, size=(num_windows, seq)).astype(np.float32)
+  else:
+    start_logits = rng.normal(size=(num_windows, seq)).astype(np.float32)
+    end_logits = rng.normal(size=(num_windows, seq)).astype(np.float32)
+  spans = answers.best_spans(tf.constant(start_logits), tf.constant(end_logits), windows,
+                             tf.constant(len(queries)), n_best_size, max_answer_length,
+                             version_2, threshold)
+  example_index = windows.example_index.numpy()
+  kinds = set()
+  for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
+    features = features_lib.make_features(
+        i, 0, query, features_lib.TokenizedText(context, offset, offset + 2), 101, 102, seq,
+        stride, max_query)
+    rows = example_index == i
+    expected = _python_answer(features, start_logits[rows], end_logits[rows], n_best_size,
+                              max_answer_length, version_2, threshold)
+    got = (int(spans.start[i]), int(spans.end[i]), float(spans.score[i]))
+    assert got == (expected.start_char, expected.end_char, expected.score), (i, len(features))
+    kinds.add("none" if not features else "null" if expected.start_char < 0 else "span")
+  assert "span" in kinds and "none" in kinds
+
+
+def test_char_spans_are_cut_from_utf8():
+  text = tf.constant(["a\u00e9b 🚢 c\u0301d", "plain", "東京タワー", ""])
+  answer, start, end = answers.char_span_to_text(
+      text, tf.constant([4, 1, 2, -1], tf.int64), tf.constant([8, 3, 5, -1], tf.int64))
+  assert [a.decode() for a in answer.numpy()] == ["🚢 c\u0301", "la", "タワー", ""]
+  assert start.numpy().tolist() == [4, 1, 2, 0] and end.numpy().tolist() == [8, 3, 5, 0]
+
+
+# Words where tensorflow-text's own normalizer and the reference's BasicTokenizer disagree, and
+# other characters BasicTokenizer deletes, splits at or keeps.
+TRICKY_TEXTS = [
+    "Die Straße ist ﬁne.", "a\x00b c\ufffdd e\u200bf", "Zu\u0308rich cafe\u0301 na\u00efve",
+    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine",
+    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "]
+
+
+def test_graph_tokenizer_gives_the_reference_tokens(served):
+  questions, contexts = _dev_slice(NUM_DEV)
+  texts = TRICKY_TEXTS + questions + sorted(set(contexts))
+  ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
+  for i, expected in enumerate(served["tokenizer"].tokenize(texts)):
+    assert ids[i].numpy().tolist() == expected.ids.tolist(), texts[i]
+    assert starts[i].numpy().tolist() == expected.start_chars.tolist(), texts[i]
+    assert ends[i].numpy().tolist() == expected.end_chars.tolist(), texts[i]
+
+
+# ---- the SavedModel --------------------------------------------------------------------------
+
+
+def test_the_tiny_model_learned_its_lessons(served):
+  assert served["loss"] < 0.1
+  qa = served["qa"]
+  for question, context, answer in TAUGHT:
+    assert qa.answer_with_serve_features(question, context).text == answer
+
+
+def test_serve_text_equals_python_postprocessing_on_real_dev(served):
+  qa = served["qa"]
+  questions, contexts = _dev_slice(NUM_DEV)
+  questions += [q for q, _, _ in TAUGHT]
+  contexts += [c for _, c, _ in TAUGHT]
+  batched = qa.answers(questions, contexts)
+  for question, context, got in zip(questions, contexts, batched):
+    expected = qa.answer_with_serve_features(question, context)
+    assert (got.text, got.start_char, got.end_char) == (
+        expected.text, expected.start_char, expected.end_char), question
+    assert got.score == pytest.approx(expected.score, abs=1e-4)
+    assert context[got.start_char:got.end_char] == got.text
+  assert [a.text for a in batched[-len(TAUGHT):]] == [a for _, _, a in TAUGHT]
+
+
+def test_odd_rows_all_get_answers(served):
+  qa = served["qa"]
+  questions, contexts = [q for q, _ in ODD_ROWS], [c for _, c in ODD_ROWS]
+  batched = qa.answers(questions, contexts)
+  one_by_one = [qa.answer(q, c) for q, c in ODD_ROWS]
+  for (question, context), got, alone in zip(ODD_ROWS, batched, one_by_one):
+    expected = qa.answer_with_serve_features(question, context)
+    assert (got.text, got.start_char, got.end_char) == (
+        expected.text, expected.start_char, expected.end_char), question
+    assert (alone.text, alone.start_char, alone.end_char) == (got.text, got.start_char,
+                                                              got.end_char)
+    assert not np.isnan(got.score)
+    assert context[got.start_char:got.end_char] == got.text
+    if context.strip():
+      assert got.text and np.isfinite(got.score)
+    else:  # no token, no window: the empty answer with span_decoding's -inf score
+      assert (got.text, got.start_char, got.end_char, got.score) == ("", 0, 0, float("-inf"))
+
+
+def test_serve_examples_equal_serve_features(served):
+  qa = served["qa"]
+  questions, contexts = _dev_slice(1)
+  features = qa.features(questions[0], contexts[0])
+  serialized = [tf.train.Example(features=tf.train.Features(feature={
+      key: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for key, value in (
+          ("unique_ids", [f.unique_id]), ("input_ids", f.input_ids),
+          ("input_mask", f.input_mask), ("segment_ids", f.segment_ids))})).SerializeToString()
+                for f in features]
+  loaded = qa._loaded  # pylint: disable=protected-access
+  from_examples = loaded.signatures["serve_examples"](examples=tf.constant(serialized))
+  from_features = loaded.signatures["serve_features"](
+      input_word_ids=tf.constant([f.input_ids for f in features]),
+      input_mask=tf.constant([f.input_mask for f in features]),
+      input_type_ids=tf.constant([f.segment_ids for f in features]))
+  assert from_examples["unique_ids"].numpy().tolist() == [f.unique_id for f in features]
+  for key in ("start_logits", "end_logits"):
+    np.testing.assert_allclose(from_examples[key].numpy(), from_features[key].numpy(), atol=1e-5)
+
+
+def test_null_answer_switch(served):
+  question, context, answer = TAUGHT[0]
+  base = dict(served["qa_config"], version_2_with_negative=True)
+  def ask_with(threshold):
+    module = serving_module.QAServingModule(
+        served["model"], testutil.vocab_file(), dict(base, null_score_diff_threshold=threshold))
+    out = module.answer(tf.constant([question, question]), tf.constant([context, ""]))
+    return [(a.decode(), float(s)) for a, s in zip(out["answer"].numpy(), out["score"].numpy())]
+  # A huge threshold never picks the null answer; a very negative one always does (when there is
+  # a window), and then the score is the null score start_logits[0] + end_logits[0].
+  (text, score), (empty, empty_score) = ask_with(1e9)
+  assert text == answer and (empty, empty_score) == ("", float("-inf"))
+  features = served["qa"].features(question, context)
+  logits = served["qa"]._loaded.signatures["serve_features"](  # pylint: disable=protected-access
+      input_word_ids=tf.constant([f.input_ids for f in features]),
+      input_mask=tf.constant([f.input_mask for f in features]),
+      input_type_ids=tf.constant([f.segment_ids for f in features]))
+  null = min(float(s[0]) + float(e[0]) for s, e in zip(logits["start_logits"].numpy(),
+                                                         logits["end_logits"].numpy()))
+  (text, score), (empty, empty_score) = ask_with(-1e9)
+  assert text == "" and score == pytest.approx(null, abs=1e-4)
+  assert (empty, empty_score) == ("", float("-inf"))
+
+
+def test_saved_model_cli_lists_the_signatures(served):
+  show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", served["export_dir"]],
+                        capture_output=True, text=True, timeout=300, check=True).stdout
+  for name in ("serving_default", "serve_text", "serve_features", "serve_examples"):
+    assert f"signature_def['{name}']" in show
+  default = show.split("signature_def['serving_default']")[1].split("signature_def[")[0]
+  for line in ("inputs['question'] tensor_info:", "inputs['context'] tensor_info:",
+               "outputs['answer'] tensor_info:", "outputs['start_char'] tensor_info:",
+               "outputs['end_char'] tensor_info:", "outputs['score'] tensor_info:",
+               "dtype: DT_STRING", "dtype: DT_INT32", "dtype: DT_FLOAT"):
+    assert line in default
+
+
+def test_saved_model_cli_run_answers_the_question(served):
+  question, context, answer = TAUGHT[0]
+  exprs = f"question={json.dumps([question])};context={json.dumps([context])}"
+  _, output = testutil.run_cli(
+      "tools/saved_model_cli.py", "run", "--dir", served["export_dir"], "--tag_set", "serve",
+      "--signature_def", "serving_default", "--input_exprs", exprs)
+  result = output.split("Result for output key answer:")[1].splitlines()[1]
+  assert result == f"[b'{answer}']"
+  assert "Result for output key start_char:" in output
+  start = output.split("Result for output key start_char:")[1].splitlines()[1]
+  assert start == f"[{context.index(answer)}]"
+
+
+def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
+  question, context, answer = TAUGHT[1]
+  script = (
+      "import json, sys\n"
+      "import tensorflow as tf\n"
+      "import tensorflow_text  # registers the tokenizer ops\n"
+      "m = tf.saved_model.load(sys.argv[1])\n"
+      "x = json.loads(sys.stdin.read())\n"
+      "out = m.signatures['serving_default'](question=tf.constant(x['q']), "
+      "context=tf.constant(x['c']))\n"
+      "print(json.dumps({k: [v.decode() if isinstance(v, bytes) else float(v) "
+      "for v in t.numpy()] for k, t in out.items()}))\n"
+      "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
+      "('train', 'export', 'ask', 'model', 'serving', 'preprocess', 'postprocess', 'flags'))))\n")
+  proc = subprocess.run([sys.executable, "-c", script, served["export_dir"]],
+                        input=json.dumps({"q": [question, ""], "c": [context, context]}),
+                        capture_output=True, text=True, cwd="/", timeout=300, check=True)
+  lines = proc.stdout.strip().splitlines()
+  out, project_modules = json.loads(lines[-2]), json.loads(lines[-1])
+  assert project_modules == []
+  assert out["answer"][0] == answer
+  assert out["start_char"][0] == context.index(answer)
+  assert out["end_char"][0] == context.index(answer) + len(answer)
+  assert np.isfinite(out["score"]).all()
+
+
+def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
+  """--serve_text=false: plain saved_model_cli (no tensorflow-text in its process) runs it."""
+  export_dir = str(tmp_path / "features_only")
+  export.export(served["model"], testutil.vocab_file(), served["qa_config"], export_dir,
+                serve_text=False)
+  features = served["qa"].features(*TAUGHT[0][:2])
+  inputs = {k: [[int(x) for x in getattr(f, a)] for f in features] for k, a in (
+      ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+      ("input_type_ids", "segment_ids"))}
+  exprs = ";".join(f"{k}={json.dumps(v)}" for k, v in inputs.items())
+  out_dir = tmp_path / "outputs"
+  proc = subprocess.run(
+      ["saved_model_cli", "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs", exprs, "--outdir", str(out_dir)],
+      capture_output=True, text=True, timeout=300, cwd="/")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  start_logits, end_logits = served["model"](
+      {k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  np.testing.assert_allclose(np.load(out_dir / "start_logits.npy"), start_logits.numpy(), atol=1e-5)
+  np.testing.assert_allclose(np.load(out_dir / "end_logits.npy"), end_logits.numpy(), atol=1e-5)
+  show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", export_dir],
+                        capture_output=True, text=True, timeout=300, check=True).stdout
+  assert "serve_text" not in show and "serve_features" in show and "serve_examples" in show
