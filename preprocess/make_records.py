@@ -382,7 +382,9 @@ def make_records(inputs, settings, output_dir, num_workers=1):
     inputs: {split: path of the SQuAD JSON}.
     settings: Settings.
     output_dir: the records directory.
-    num_workers: processes writing shards (1: this process).
+    num_workers: processes writing shards (1: this process). More than 1 forks this process:
+      do that before TensorFlow has run anything here (as the command line does), since a forked
+      copy of a running TensorFlow runtime is not safe.
 
   Returns:
     The meta dict written to meta.json.
