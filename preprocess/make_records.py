@@ -58,7 +58,6 @@ definitions.define_featurization_flags()
 FLAGS = flags.FLAGS
 
 FIRST_UNIQUE_ID = 1000000000  # as in run_squad.py / squad_lib.py
-FORMAT_VERSION = 2  # 2: train records carry is_impossible; eval records unchanged
 _ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory: ~10 MB per chunk)
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
 
@@ -322,9 +321,10 @@ def _commit(output_dir, new_shards, meta):
   old_shards = []
   if tf.io.gfile.exists(meta_path):
     try:
-      old_meta = records.read_meta(output_dir)
+      with tf.io.gfile.GFile(meta_path, "r") as f:
+        old_meta = json.load(f)
       old_shards = [n for info in old_meta.get("splits", {}).values() for n in info.get("shards", [])]
-    except (ValueError, KeyError, AttributeError):
+    except (ValueError, KeyError, AttributeError, TypeError):
       pass
     tf.io.gfile.remove(meta_path)
   for name in old_shards:
@@ -382,7 +382,9 @@ def make_records(inputs, settings, output_dir, num_workers=1):
     inputs: {split: path of the SQuAD JSON}.
     settings: Settings.
     output_dir: the records directory.
-    num_workers: processes writing shards (1: this process).
+    num_workers: processes writing shards (1: this process). More than 1 forks this process:
+      do that before TensorFlow has run anything here (as the command line does), since a forked
+      copy of a running TensorFlow runtime is not safe.
 
   Returns:
     The meta dict written to meta.json.
@@ -422,7 +424,7 @@ def make_records(inputs, settings, output_dir, num_workers=1):
         os.remove(temp_path(output_dir, name))
     raise
   meta = {
-      "format_version": FORMAT_VERSION,
+      "format_version": records.FORMAT_VERSION,
       "flags": dataclasses.asdict(settings),
       "vocab_sha256": wordpiece.file_sha256(settings.vocab_file),
       "splits": {},

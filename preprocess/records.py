@@ -21,6 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 META_FILE = "meta.json"
+# 2: train records carry example_index and is_impossible; eval offsets are stored + 1.
+FORMAT_VERSION = 2
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"
 
@@ -266,14 +268,20 @@ def read_meta(records_dir):
   """Loads `meta.json` written by preprocess/make_records.py.
 
   Raises:
-    FileNotFoundError: one line saying to run make_records.py first.
+    FileNotFoundError: one line saying to run make_records.py (again): no meta.json, or one of an
+      older record format.
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
     raise FileNotFoundError(
         f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first")
   with tf.io.gfile.GFile(path, "r") as f:
-    return json.load(f)
+    meta = json.load(f)
+  if meta.get("format_version") != FORMAT_VERSION:
+    raise FileNotFoundError(
+        f"{path}: records of format {meta.get('format_version')} (this version reads "
+        f"{FORMAT_VERSION}); rerun `python preprocess/make_records.py --output_dir={records_dir}`")
+  return meta
 
 
 def shard_paths(records_dir, meta, split):

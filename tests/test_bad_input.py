@@ -377,3 +377,11 @@ def test_answer_check_keeps_and_skips_the_same_questions_as_the_reference(tmp_pa
   reference = [e.qas_id for e in squad_lib.read_squad_examples(path, True, False)]
   assert ours == reference
   assert 0 < len(ours) < len(cases)  # both outcomes occur
+
+
+def test_records_of_an_older_format_are_refused_with_one_line(tmp_path):
+  (tmp_path / records.META_FILE).write_text(json.dumps({"format_version": 1, "splits": {}}))
+  with pytest.raises(FileNotFoundError) as error:
+    records.read_meta(str(tmp_path))
+  assert "records of format 1 (this version reads 2); rerun `python preprocess/make_records.py" in (
+      str(error.value))
