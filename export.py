@@ -54,7 +54,7 @@ EXTRA_DIR = "assets.extra"
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 
 
-def export(model, vocab_file, qa_config, export_dir, serve_text=True):
+def export(model, vocab_file, qa_config, export_dir, serve_text=True, max_positions=None):
   """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
 
   Args:
@@ -65,12 +65,19 @@ def export(model, vocab_file, qa_config, export_dir, serve_text=True):
     export_dir: destination folder.
     serve_text: include the raw-text signature (serving_default = serve_text). Without it
       serving_default = serve_features and the SavedModel loads with core TensorFlow alone.
+    max_positions: the encoder's max_position_embeddings; when qa_config's max_seq_length exceeds
+      it (an --init_checkpoint with a small config), only serve_features is written, with a warning.
 
   Raises:
     ValueError: an unusable qa_config or vocab (one line).
   """
   module_class = (serving_module.QAServingModule if serve_text
                   else serving_module.FeatureServingModule)
+  if max_positions is not None and qa_config["max_seq_length"] > max_positions:
+    logging.warning("only serve_features is exported: windows of max_seq_length %d do not fit the "
+                    "encoder's %d positions (serve_text and serve_examples need them)",
+                    qa_config["max_seq_length"], max_positions)
+    module_class = serving_module.LogitsServingModule
   module = module_class(model, vocab_file, qa_config)
   temp_dir = export_dir.rstrip("/") + ".tmp-export"
   if os.path.exists(temp_dir):
@@ -127,7 +134,8 @@ def run():
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
   qa_config = dict({k: qa_config[k] for k in serving_module.FEATURIZATION_KEYS},
                    **decoding_config(qa_config))
-  export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text)
+  export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text,
+         config.max_position_embeddings)
 
 
 def main(argv):

@@ -23,7 +23,8 @@ serve_text needs the tensorflow-text ops registered wherever the SavedModel is l
 tensorflow_text`, or TF Serving, which links them): TensorFlow validates every function of a
 SavedModel when importing it, so without those ops even serve_features cannot be loaded.
 `FeatureServingModule` is the export without serve_text (serving_default = serve_features) that
-core TensorFlow alone loads.
+core TensorFlow alone loads; `LogitsServingModule` has serve_features alone (for encoders whose
+position embeddings are shorter than max_seq_length).
 """
 
 import tensorflow as tf
@@ -64,14 +65,14 @@ def validate_config(qa_config):
       raise ValueError(f"{key} must be positive (got {qa_config[key]})")
 
 
-class FeatureServingModule(tf.Module):
-  """The model and its vocab asset with serve_features and serve_examples (core TensorFlow ops only).
+class LogitsServingModule(tf.Module):
+  """The model and its vocab asset with serve_features alone (any sequence length).
 
   Args:
     model: a model from `model.span_model.build_span_model`, weights loaded.
     vocab_file: its vocab.txt (becomes the `vocab_file` asset).
     qa_config: dict with FEATURIZATION_KEYS and the keys of DECODING_DEFAULTS (Python values baked
-      into the graph).
+      into the graph by the subclasses).
 
   Raises:
     ValueError: from `validate_config` or `wordpiece.read_vocab`.
@@ -99,6 +100,18 @@ class FeatureServingModule(tf.Module):
     start_logits, end_logits = self._logits(input_word_ids, input_mask, input_type_ids)
     return {"start_logits": start_logits, "end_logits": end_logits}
 
+  def signatures(self):
+    """{signature name: concrete function} for tf.saved_model.save."""
+    features = self.serve_features.get_concrete_function()
+    return {"serving_default": features, "serve_features": features}
+
+
+class FeatureServingModule(LogitsServingModule):
+  """LogitsServingModule plus serve_examples (records of max_seq_length); core TensorFlow ops only.
+
+  Args and errors as LogitsServingModule.
+  """
+
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
   def serve_examples(self, examples):
     """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
@@ -113,9 +126,7 @@ class FeatureServingModule(tf.Module):
 
   def signatures(self):
     """{signature name: concrete function} for tf.saved_model.save."""
-    features = self.serve_features.get_concrete_function()
-    return {"serving_default": features, "serve_features": features,
-            "serve_examples": self.serve_examples.get_concrete_function()}
+    return dict(super().signatures(), serve_examples=self.serve_examples.get_concrete_function())
 
 
 class QAServingModule(FeatureServingModule):
