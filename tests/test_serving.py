@@ -130,18 +130,25 @@ def _synthetic_batch(rng, num_questions, max_query_tokens, max_context_tokens):
   return queries, contexts
 
 
+def _synthetic_windows(queries, contexts, max_seq_length, doc_stride, max_query_length):
+  """Graph windows of synthetic token ids; token i of a context spans characters [3i, 3i + 2)."""
+  offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
+  ragged = lambda rows, dtype: tf.ragged.constant(rows, dtype, row_splits_dtype=tf.int64)
+  windows = windows_lib.make_windows(
+      ragged([q.tolist() for q in queries], tf.int32), ragged([c.tolist() for c in contexts], tf.int32),
+      ragged([o.tolist() for o in offsets], tf.int64),
+      ragged([(o + 2).tolist() for o in offsets], tf.int64),
+      101, 102, max_seq_length, doc_stride, max_query_length)
+  return offsets, windows
+
+
 @pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [
     (16, 4, 5), (16, 30, 5), (12, 1, 3), (24, 7, 8), (40, 128, 10)])
 def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride, max_query_length):
   rng = np.random.RandomState(max_seq_length * 1000 + doc_stride)
   queries, contexts = _synthetic_batch(rng, 40, max_query_length + 3, 70)
-  offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
-  windows = windows_lib.make_windows(
-      tf.ragged.constant([q.tolist() for q in queries], tf.int32, row_splits_dtype=tf.int64),
-      tf.ragged.constant([c.tolist() for c in contexts], tf.int32, row_splits_dtype=tf.int64),
-      tf.ragged.constant([o.tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
-      tf.ragged.constant([(o + 2).tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
-      101, 102, max_seq_length, doc_stride, max_query_length)
+  offsets, windows = _synthetic_windows(queries, contexts, max_seq_length, doc_stride,
+                                       max_query_length)
   expected = []
   for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
     tokens = features_lib.TokenizedText(context, offset, offset + 2)
@@ -212,13 +219,7 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
   rng = np.random.RandomState(n_best_size + 7 * max_answer_length + int(integer_logits))
   seq, stride, max_query = 24, 5, 6
   queries, contexts = _synthetic_batch(rng, 30, 8, 60)
-  offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
-  windows = windows_lib.make_windows(
-      tf.ragged.constant([q.tolist() for q in queries], tf.int32, row_splits_dtype=tf.int64),
-      tf.ragged.constant([c.tolist() for c in contexts], tf.int32, row_splits_dtype=tf.int64),
-      tf.ragged.constant([o.tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
-      tf.ragged.constant([(o + 2).tolist() for o in offsets], tf.int64, row_splits_dtype=tf.int64),
-      101, 102, seq, stride, max_query)
+  offsets, windows = _synthetic_windows(queries, contexts, seq, stride, max_query)
   num_windows = windows.input_word_ids.shape[0]
   # Small integers make many exact ties, which must fall the same way as in Python.
   if integer_logits:
