@@ -218,6 +218,10 @@ def define_memory_flags():
       "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
       "else the host's available RAM.")
   _DEFINE_enum("format", "text", ["text", "json"], "Output format.")
+  _DEFINE_enum(
+      "program", "tfm", ["tfm", "google_research_tf1"],
+      "Whose training step to count: tfm (this tool's train.py) or google_research_tf1 "
+      "(google-research/bert's TF1 run_squad.py, to compare with its published OOM table).")
 
 
 class _BatchSizeParser(flags.ArgumentParser):

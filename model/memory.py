@@ -53,16 +53,35 @@ with the counts changed to what TensorFlow's gradient functions actually keep fo
 (float32 layer norms, a multi-op GELU). Weights, gradients and two Adam moments per parameter are the
 usual "model memory anatomy" (e.g. Hugging Face's performance guide, Rajbhandari et al., ZeRO, 2020).
 
-Runtime overhead: the one number that is not counted. On a GPU, TensorFlow pre-allocates one
-pool and its BFC allocator hands out a free chunk whole when it is less than twice the request
-(tensorflow/core/common_runtime/bfc_allocator.cc); an allocation fails when no contiguous chunk is
-left, even with enough free bytes in total. And google-research's TF1 BERT, which produced the
-measured table, keeps float32 dropout masks where tfm keeps 1-byte ones. GPU estimates are
-multiplied by `GPU_OVERHEAD` = 1.5, a value set against google-research/bert's measured 12 GB
-table: every factor from 1.46 to 1.58 puts all 12 cells within max(1, 25 %), 1.5 is the round
-value inside (tests/test_memory.py). On the CPU the pool grows on demand, and the count alone
-matches TensorFlow's allocator peak (measured/predicted 0.81-1.10 in benchmarks/memory_cpu.py),
-so `CPU_OVERHEAD` = 1.0.
+Two programs. The count above is this tool's (tfm + tf_keras AdamW on TensorFlow 2). The planner
+can also count google-research/bert's TF1 `run_squad.py` (`GOOGLE_RESEARCH_TF1`), the program
+behind the only published measurements of BERT's memory, by changing three facts read from its code:
+
+  dropout masks   4 B, not 1: TF 1.11's `tf.nn.dropout` multiplies by floor(keep_prob + uniform)
+                  in the input's dtype, so the backward pass keeps a float32 mask
+  GELU            4 kept [s, i] tensors (x, the erf/tanh argument or output, the cdf, the output)
+  early products  12 B per weight-decayed parameter: its AdamWeightDecayOptimizer (optimization.py)
+                  computes beta_1 * m, beta_2 * v and weight_decay_rate * param from variables
+                  alone, and TensorFlow's executor runs an op as soon as its inputs are ready, so
+                  the three products are made at the start of every step and held until the
+                  gradients arrive at its end (through the whole backward peak)
+
+The early products alone are why BERT-Large at 384 tokens does not fit a 12 GB card even at
+batch 1: 16 B/parameter of weights, moments and gradients (5.4 GB) + 1.7 GB of activations fit
+in 11.1 GB; + 12 B/parameter (4.0 GB) do not.
+
+Allocator overhead. On a GPU, TensorFlow allocates from one pool with its BFC allocator
+(xla/tsl/framework/bfc_allocator.cc: best fit with coalescing, a free chunk is split only when it
+is at least twice the request), so a request fails when no contiguous free chunk is large enough
+even if enough bytes are free in total. `GPU_ALLOCATOR_OVERHEAD` is that allocator's cost measured
+on this tool's real training step: TensorFlow's CPU device can run on the same BFC code with a hard
+limit (TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and `benchmarks/memory_bfc.py`
+finds the smallest limit under which real steps run, for tiny and MiniLM configurations at
+128-384 tokens: at most 1.1 x the count. (On the CPU the limit
+grows the pool in doubling regions, which fragments more than the GPU's single region, so this is
+an upper bound for the GPU.) TensorFlow's default CPU allocator takes memory from malloc per
+tensor, with no pool to fragment: `CPU_ALLOCATOR_OVERHEAD` = 1.0, and the count matches its peak
+(measured/predicted 0.81-1.10 in benchmarks/memory_cpu.py).
 
 Usable GPU memory. TensorFlow leaves part of the GPU to the system: max(300 MiB, 5 %) of the free
 memory in TF 1.x, 500-1800 MiB by compute capability in TF 2.x (`MinSystemMemory` in
@@ -72,8 +91,11 @@ TF 1.11 could allocate on the Titan X of google-research/bert's out-of-memory ta
 leaves 14.9 GiB. When a GPU is visible, its own allocator limit (`memory_limit` of
 `device_lib.list_local_devices()`) is used instead.
 
-Validation: tests/test_memory.py checks the 12 cells of google-research/bert's table (Titan X 12 GB,
-float32, Adam) and benchmarks/memory_cpu.py compares the planner with measured CPU training steps.
+Validation: tests/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
+google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam; see
+`google_table_lower_bounds` for what the table can and cannot say), benchmarks/memory_cpu.py
+compares the planner with measured CPU training steps and benchmarks/memory_bfc.py measures the
+allocator overhead.
 """
 
 import dataclasses
@@ -93,13 +115,41 @@ SHORT_POLICY_NAMES = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat1
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "lamb": 2, "momentum": 1, "sgd": 0}
 LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
 MASK_BYTES = 1        # tf.nn.dropout keeps a boolean keep-mask
-GPU_OVERHEAD = 1.5    # fixed BFC pool + TF1 reference; set against the measured 12 GB table
-CPU_OVERHEAD = 1.0    # the count alone matches the CPU allocator's peak (benchmarks/memory_cpu.py)
+# BFC allocator: smallest memory limit under which real training steps run / the count, the largest
+# ratio measured by benchmarks/memory_bfc.py, rounded up to 0.05 (module docstring).
+GPU_ALLOCATOR_OVERHEAD = 1.1
+CPU_ALLOCATOR_OVERHEAD = 1.0  # malloc per tensor: the count matches the peak (memory_cpu.py)
 AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
 
 # Tensors the backward pass keeps per FFN activation (see the module docstring).
 _ACTIVATION_KEPT = {"gelu_tanh": 5, "gelu_exact": 4, "relu": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+  """The facts of a training program that the count depends on beyond the model (module docstring).
+
+  Attributes:
+    name: for messages and --program.
+    mask_bytes: bytes per dropout-mask element kept for the backward pass.
+    gelu_kept: [s, i] tensors the FFN activation keeps (its output included); None: from the
+      config's activation (`_ACTIVATION_KEPT`).
+    early_update_bytes: bytes per weight-decayed parameter that the optimizer computes from the
+      variables alone, at the start of the step, and holds until the gradients arrive.
+  """
+  name: str
+  mask_bytes: int
+  gelu_kept: object
+  early_update_bytes: int
+
+
+# This tool: tfm layers (boolean dropout masks), tf_keras AdamW (fused ResourceApplyAdam updates).
+THIS_TOOL = Program("tfm", mask_bytes=MASK_BYTES, gelu_kept=None, early_update_bytes=0)
+# google-research/bert modeling.py + optimization.py under TensorFlow 1.11 (module docstring).
+GOOGLE_RESEARCH_TF1 = Program("google_research_tf1", mask_bytes=4, gelu_kept=4,
+                              early_update_bytes=3 * 4)
+PROGRAMS = {p.name: p for p in (THIS_TOOL, GOOGLE_RESEARCH_TF1)}
 
 
 def _bert_config(**kwargs):
@@ -154,19 +204,28 @@ def count_parameters(config):
                          num_layers=config.num_hidden_layers, pooler=h * h + h, head=2 * h + 2)
 
 
+def decayed_parameters(config):
+  """Parameters that AdamW decays: all trained ones but LayerNorm scales/offsets and biases
+  (google-research/bert's and tfm's exclude_from_weight_decay)."""
+  h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+  tables = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * h
+  return tables + layers * (4 * h * h + 2 * h * i) + 2 * h  # + the span head's kernel
+
+
 def _activation_kind(config):
   if config.hidden_act == "gelu":
     return "gelu_exact" if config.exact_gelu else "gelu_tanh"
   return config.hidden_act
 
 
-def layer_activation_bytes(config, max_seq_length, dtype="float32"):
+def layer_activation_bytes(config, max_seq_length, dtype="float32", program=THIS_TOOL):
   """Bytes one transformer layer keeps for the backward pass, per example, by tensor group.
 
   Args:
     config: a `model.bert_config.BertConfig`.
     max_seq_length: tokens per example (s).
     dtype: "float32", "mixed_float16" or "mixed_bfloat16".
+    program: a `Program` (mask bytes, the GELU's kept tensors).
 
   Returns:
     {group name: bytes} for one example and one layer; groups as in the module docstring.
@@ -175,7 +234,7 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32"):
   s, h, i, a = max_seq_length, config.hidden_size, config.intermediate_size, config.num_attention_heads
   attention_dropout = config.attention_probs_dropout_prob > 0
   hidden_dropout = config.hidden_dropout_prob > 0
-  kept = _ACTIVATION_KEPT.get(_activation_kind(config), 4)
+  kept = program.gelu_kept or _ACTIVATION_KEPT.get(_activation_kind(config), 4)
   # The activation's own tensors in its compute dtype, its output as read by the next projection.
   ffn = ((kept - 1) * c_act + c) * s * i
   return {
@@ -186,8 +245,8 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32"):
       "layer norms": 2 * 2 * s * h * LAYER_NORM_BYTES,
       "FFN input": s * h * c,
       "FFN intermediate": ffn,
-      "dropout masks": MASK_BYTES * ((a * s * s if attention_dropout else 0)
-                                     + (2 * s * h if hidden_dropout else 0)),
+      "dropout masks": program.mask_bytes * ((a * s * s if attention_dropout else 0)
+                                             + (2 * s * h if hidden_dropout else 0)),
   }
 
 
@@ -198,8 +257,9 @@ class Estimate:
   A step has two peaks: the start of the backward pass (activations, workspace, logits and the
   gradients, all of them counted although the first gradients appear as the last activations go)
   and the optimizer update (gradients + `update_workspace`). `subtotal` is the persistent part
-  (weights, casts, slots, accumulators) plus the larger peak; `total` = `subtotal` x `overhead`
-  (the allocator's, see the module docstring) is what is compared with the usable memory.
+  (weights, casts, slots, accumulators, early optimizer products) plus the larger peak; `total` =
+  `subtotal` x `overhead` (the allocator's, see the module docstring) is what is compared with the
+  usable memory.
   """
   max_seq_length: int
   batch_size: int
@@ -212,12 +272,14 @@ class Estimate:
   gradients: int
   optimizer_slots: int
   accumulators: int
+  early_update: int    # optimizer products held from the step's start (GOOGLE_RESEARCH_TF1)
   activations: int
   activation_groups: dict  # {group: bytes for the whole batch and all layers}
   logits: int
   workspace: int
   update_workspace: int
   overhead: float
+  program: str = THIS_TOOL.name
 
   @property
   def backward_peak(self):
@@ -229,7 +291,8 @@ class Estimate:
 
   @property
   def persistent(self):
-    return self.weights + self.weight_casts + self.optimizer_slots + self.accumulators
+    return (self.weights + self.weight_casts + self.optimizer_slots + self.accumulators
+            + self.early_update)
 
   @property
   def subtotal(self):
@@ -255,14 +318,14 @@ class Estimate:
 
 
 def overhead_for(device):
-  """The runtime overhead factor of `device` ("gpu" or "cpu"); see the module docstring."""
+  """The allocator overhead factor of `device` ("gpu" or "cpu"); see the module docstring."""
   if device not in ("gpu", "cpu"):
     raise ValueError(f"device must be 'gpu' or 'cpu', not {device!r}")
-  return GPU_OVERHEAD if device == "gpu" else CPU_OVERHEAD
+  return GPU_ALLOCATOR_OVERHEAD if device == "gpu" else CPU_ALLOCATOR_OVERHEAD
 
 
 def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", optimizer="adamw",
-             accumulation_steps=1):
+             accumulation_steps=1, program=THIS_TOOL):
   """Estimates the peak memory of one training step of the span model.
 
   Args:
@@ -273,6 +336,7 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
     device: "gpu" or "cpu" (selects the allocator overhead).
     optimizer: a key of `OPTIMIZER_SLOTS` ("adamw": two float32 slots per weight).
     accumulation_steps: micro-batches per optimizer step; > 1 adds a float32 gradient accumulator.
+    program: the `Program` counted: `THIS_TOOL` (train.py) or `GOOGLE_RESEARCH_TF1`.
 
   Returns:
     An `Estimate` (bytes).
@@ -291,10 +355,11 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
   counts = count_parameters(config)
   s, b, h = max_seq_length, batch_size, config.hidden_size
   layers = config.num_hidden_layers
-  per_layer = layer_activation_bytes(config, s, dtype)
+  per_layer = layer_activation_bytes(config, s, dtype, program)
   groups = {name: b * layers * value for name, value in per_layer.items()}
   hidden_dropout = config.hidden_dropout_prob > 0
-  groups["embeddings"] = b * (2 * s * h * LAYER_NORM_BYTES + (MASK_BYTES * s * h if hidden_dropout else 0))
+  groups["embeddings"] = b * (2 * s * h * LAYER_NORM_BYTES
+                              + (program.mask_bytes * s * h if hidden_dropout else 0))
   groups["head input"] = b * s * h * c
   mixed = dtype != "float32"
   word_embeddings = config.vocab_size * h
@@ -313,6 +378,8 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       optimizer_slots=4 * counts.trained * OPTIMIZER_SLOTS[optimizer],
       # The float32 sums, plus the word-embedding gradient made dense to be added to them.
       accumulators=(4 * (counts.trained + config.vocab_size * h) if accumulation_steps > 1 else 0),
+      # Weight decay skips LayerNorm and bias parameters (optimization.py's exclude list).
+      early_update=program.early_update_bytes * decayed_parameters(config),
       activations=sum(groups.values()),
       activation_groups=groups,
       # float32 start/end logits [b, s], their casts and softmax cross-entropy buffers.
@@ -322,11 +389,11 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       # _resource_apply_sparse: m * beta_1, v * beta_2, sqrt(v), ... each a dense temporary of the
       # table) and the weight-decay op (lr * var * rate): ~3 tables alive at once.
       update_workspace=3 * 4 * word_embeddings,
-      overhead=overhead)
+      overhead=overhead, program=program.name)
 
 
 def max_batch_size(config, max_seq_length, usable_bytes, dtype="float32", device="gpu",
-                   optimizer="adamw", accumulation_steps=1, limit=1 << 20):
+                   optimizer="adamw", accumulation_steps=1, limit=1 << 20, program=THIS_TOOL):
   """The largest batch whose `estimate(...).total` fits in `usable_bytes`; 0 if not even one.
 
   Args:
@@ -339,7 +406,7 @@ def max_batch_size(config, max_seq_length, usable_bytes, dtype="float32", device
   """
   def fits(batch):
     return estimate(config, max_seq_length, batch, dtype, device, optimizer,
-                    accumulation_steps).total <= usable_bytes
+                    accumulation_steps, program).total <= usable_bytes
   if not fits(1):
     return 0
   low, high = 1, 2  # the estimate grows with the batch: double, then bisect
@@ -593,11 +660,13 @@ def format_estimate(est, usable_bytes=None, config_name=""):
   """A multi-line breakdown of an `Estimate`, with a fit verdict when `usable_bytes` is given."""
   lines = [f"{config_name}seq {est.max_seq_length}, batch {est.batch_size}, {est.dtype}, "
            f"{est.optimizer}, {est.device}"
+           + (f", counted as {est.program}" if est.program != THIS_TOOL.name else "")
            + (f", {est.accumulation_steps} accumulation steps" if est.accumulation_steps > 1 else "")]
   rows = [("weights", est.weights), ("weight casts (mixed precision)", est.weight_casts),
           ("gradients", est.gradients),
           (f"optimizer slots ({OPTIMIZER_SLOTS[est.optimizer]} per weight)", est.optimizer_slots),
-          ("gradient accumulators", est.accumulators), ("activations", est.activations)]
+          ("gradient accumulators", est.accumulators),
+          ("early optimizer products", est.early_update), ("activations", est.activations)]
   rows += [(f"  {name}", value) for name, value in est.activation_groups.items()]
   peak = "backward" if est.backward_peak >= est.update_peak else "optimizer update"
   rows += [("logits and loss", est.logits), ("workspace", est.workspace),
@@ -612,9 +681,10 @@ def format_estimate(est, usable_bytes=None, config_name=""):
   return "\n".join(lines)
 
 
-def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS):
+def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
+               program=THIS_TOOL):
   """[(model name, seq, max batch)] for each config and sequence length (within its positions)."""
-  return [(name, seq, max_batch_size(config, seq, usable_bytes, dtype, device))
+  return [(name, seq, max_batch_size(config, seq, usable_bytes, dtype, device, program=program))
           for name, config in configs.items() for seq in seq_lengths
           if seq <= config.max_position_embeddings]
 
@@ -658,16 +728,20 @@ def main(argv):
   else:
     device = detect_device()
   short = SHORT_POLICY_NAMES[dtype]
-  output = {"device": dataclasses.asdict(device), "dtype": dtype}
+  program = PROGRAMS[FLAGS.program]
+  output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
   text = [f"device: {device.description}; {dtype}; AdamW; allocator overhead "
-          f"x{overhead_for(device.kind):g}"]
+          f"x{overhead_for(device.kind):g}"
+          + (f"; counting {program.name}, not this tool" if program != THIS_TOOL else "")]
   if FLAGS.max_seq_length:
     output["estimates"] = []
     for name, config in configs.items():
-      limit = max_batch_size(config, FLAGS.max_seq_length, device.usable_bytes, dtype, device.kind)
+      limit = max_batch_size(config, FLAGS.max_seq_length, device.usable_bytes, dtype, device.kind,
+                             program=program)
       entry = {"model": name, "max_seq_length": FLAGS.max_seq_length, "max_batch_size": limit}
       if isinstance(FLAGS.train_batch_size, int):  # "auto" is the max batch printed below
-        est = estimate(config, FLAGS.max_seq_length, FLAGS.train_batch_size, dtype, device.kind)
+        est = estimate(config, FLAGS.max_seq_length, FLAGS.train_batch_size, dtype, device.kind,
+                       program=program)
         entry["estimate"] = est.to_dict()
         entry["fits"] = est.total <= device.usable_bytes
         text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
@@ -676,7 +750,7 @@ def main(argv):
   else:
     size = (f"{FLAGS.device_memory_gb:g} GB" if FLAGS.device_memory_gb
             else format_bytes(device.usable_bytes) + " usable")
-    rows = table_rows(configs, device.usable_bytes, dtype, device.kind)
+    rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     text.append(format_table(rows, f"max batch ({size}, {short})"))
     if not FLAGS.bert_config_file:

@@ -1,0 +1,127 @@
+r"""The GPU allocator's overhead over the planner's count, measured with TensorFlow's own BFC allocator.
+
+    PYTHONPATH=$PWD python benchmarks/memory_bfc.py                 # ~15 minutes on 2 cores
+    PYTHONPATH=$PWD python benchmarks/memory_bfc.py --only=minilm:128:16
+
+On a GPU TensorFlow allocates every tensor from one pool with its BFC allocator
+(xla/tsl/framework/bfc_allocator.cc), and a step fails when no free chunk is large enough, even
+if enough bytes are free in total. The CPU device can use the same allocator with a hard limit
+(TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), so fragmentation can be measured
+here: for each configuration, bisect the smallest limit (MiB) under which a fresh process builds
+the span model and AdamW slots and runs two real training steps (`train.make_train_step`) without
+ResourceExhaustedError, and divide it by the planner's count (`Estimate.subtotal`, the bytes before
+any allocator overhead). The largest ratio, rounded up, is `model.memory.GPU_ALLOCATOR_OVERHEAD`.
+
+The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
+two regions, so it fragments at least as much as the GPU's single pre-allocated region: the ratio
+is an upper bound for the GPU's.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+CONFIGS = [("tiny", 384, 32), ("minilm", 128, 16), ("minilm", 256, 16), ("minilm", 384, 8)]
+
+
+def child(args):
+  """Two training steps of one configuration; prints one JSON line (status OK or OOM)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import memory_cpu  # pylint: disable=g-import-not-at-top
+  import train  # pylint: disable=g-import-not-at-top
+  from model import memory  # pylint: disable=g-import-not-at-top
+  from model import span_model  # pylint: disable=g-import-not-at-top
+  policy = train.set_precision_policy(mixed=False)
+  config = memory_cpu.bert_config(args.model)
+  b, s = args.batch, args.seq
+  status = "OK"
+  try:
+    model, _ = span_model.build_span_model(config)
+    optimizer = train.create_optimizer(5e-5, 1000, 0.1, mixed=False)
+    optimizer._create_all_weights(train.trained_variables(model))  # pylint: disable=protected-access
+    rng = np.random.default_rng(0)
+    batch = {
+        "input_word_ids": tf.constant(rng.integers(1000, config.vocab_size, (b, s)), tf.int32),
+        "input_mask": tf.ones((b, s), tf.int32),
+        "input_type_ids": tf.constant(np.repeat([[0] * (s // 4) + [1] * (s - s // 4)], b, 0),
+                                      tf.int32),
+        "start_positions": tf.constant(rng.integers(0, s, b), tf.int32),
+        "end_positions": tf.constant(rng.integers(0, s, b), tf.int32),
+    }
+    step = train.make_train_step(model, optimizer, 1)
+    for _ in range(2):
+      float(step(batch))
+  except tf.errors.ResourceExhaustedError:
+    status = "OOM"
+  est = memory.estimate(config, s, b, policy, "cpu")
+  print(json.dumps({"status": status, "peak": tf.config.experimental.get_memory_info("CPU:0")["peak"],
+                    "count": est.subtotal}))
+
+
+def run_child(model, seq, batch, limit_mib):
+  """'OK' or 'OOM' (also for a process that dies of the limit elsewhere), allocator peak, count."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CPU_ALLOCATOR_USE_BFC="true",
+             TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)),
+             PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  command = [sys.executable, os.path.abspath(__file__), "--child", f"--model={model}",
+             f"--seq={seq}", f"--batch={batch}"]
+  proc = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+  if not lines:
+    return {"status": "OOM", "peak": None, "count": None}
+  return json.loads(lines[-1])
+
+
+def smallest_limit(model, seq, batch):
+  """Bisects the smallest BFC limit (MiB, within 1 %) that runs; returns it with the count."""
+  free = run_child(model, seq, batch, 1 << 20)  # no effective limit
+  if free["status"] != "OK":
+    raise RuntimeError(f"{model} {seq}x{batch} fails even without a limit")
+  count_mib, peak_mib = free["count"] / 2 ** 20, free["peak"] / 2 ** 20
+  low, high = int(count_mib * 0.7), int(max(count_mib, peak_mib) * 1.6) + 16
+  if run_child(model, seq, batch, high)["status"] != "OK":
+    raise RuntimeError(f"{model} {seq}x{batch} does not run under {high} MiB")
+  if run_child(model, seq, batch, low)["status"] == "OK":
+    return low, count_mib, peak_mib  # the count is far too high: report the bound as is
+  while high - low > max(4, 0.01 * high):
+    middle = (low + high) // 2
+    low, high = (low, middle) if run_child(model, seq, batch, middle)["status"] == "OK" else (middle, high)
+  return high, count_mib, peak_mib
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--model", default="minilm", choices=["tiny", "minilm"])
+  parser.add_argument("--seq", type=int, default=128)
+  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--only", default=None, help="model:seq:batch,... instead of the default set")
+  args = parser.parse_args()
+  if args.child:
+    child(args)
+    return
+  configs = CONFIGS
+  if args.only:
+    configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(","))]
+  from model import memory  # pylint: disable=g-import-not-at-top
+  print("float32, AdamW, 2 training steps per run; MiB")
+  print("model    seq batch     count  BFC peak (no limit)  smallest limit that runs  limit/count")
+  started, ratios = time.time(), []
+  for model, seq, batch in configs:
+    limit, count, peak = smallest_limit(model, seq, batch)
+    ratios.append(limit / count)
+    print(f"{model:<8} {seq:>3} {batch:>5} {count:>9.0f} {peak:>20.0f} {limit:>25.0f} "
+          f"{limit / count:>12.3f}", flush=True)
+  print(f"largest limit/count: {max(ratios):.3f} (model.memory.GPU_ALLOCATOR_OVERHEAD = "
+        f"{memory.GPU_ALLOCATOR_OVERHEAD:g}); {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+  main()
