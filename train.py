@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 from official.nlp import optimization
+from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: no public API
 
 from flags import definitions
 from model import bert_config as bert_config_lib
@@ -73,12 +74,14 @@ def set_precision_policy(mixed):
   return policy
 
 
-def span_loss(start_positions, end_positions, start_logits, end_logits):
+def span_loss(start_positions, end_positions, start_logits, end_logits, batch_size=None):
   """Mean over the batch of (CE(start) + CE(end)) / 2, in float32 (run_squad.py's loss).
 
   Args:
     start_positions, end_positions: int [batch] token indices.
     start_logits, end_logits: [batch, seq] logits (cast to float32 here).
+    batch_size: divide the sum over these examples by this many instead (a micro-batch's share
+      of a larger batch's mean: see `make_gradient_fn`); default: the examples given.
 
   Returns:
     A float32 scalar.
@@ -87,7 +90,9 @@ def span_loss(start_positions, end_positions, start_logits, end_logits):
       start_positions, tf.cast(start_logits, tf.float32), from_logits=True)
   end = tf_keras.losses.sparse_categorical_crossentropy(
       end_positions, tf.cast(end_logits, tf.float32), from_logits=True)
-  return tf.reduce_mean((start + end) / 2.0)
+  if batch_size is None:
+    return tf.reduce_mean((start + end) / 2.0)
+  return tf.reduce_sum((start + end) / 2.0) / tf.cast(batch_size, tf.float32)
 
 
 def model_inputs(batch):
@@ -116,31 +121,125 @@ def trained_variables(model):
   return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
 
 
+# Under mixed_float16 every weight gradient is a sum over all batch * seq rows. Computed by the
+# float16 op it belongs to, that sum is rounded to float16 (11-bit mantissa) once per pass, and
+# on the CPU BiasAddGrad / Sum even accumulate in float16, so one batch of k * b and k passes of b
+# would differ by float16 roundings (measured: 3e-4 of every kernel gradient, 2e-2 of bias
+# gradients). The forward pass and the activation gradients are per-row: bitwise the same for any
+# batch composition. So under float16 the ops that consume a weight get a gradient function
+# (through tf.Graph.gradient_override_map) that computes the weight's gradient from the same
+# float16 operands cast to float32 (float16 * float16 products are exact in float32); the
+# activation gradients stay the op's own float16 gradient. Then the only batch-dependent rounding
+# left is float32 summation order. These are the op types tfm's BertEncoder + BertSpanLabeler
+# feed a (cast) variable into under mixed_float16 (found by walking the traced graph).
+_WEIGHT_CONSUMING_OPS = ("AddV2", "BiasAdd", "BroadcastTo", "Einsum", "MatMul")
+_FLOAT32_WEIGHT_GRADIENT = "SquadQaFloat32WeightGradient"
+# Ops between a variable's float32 read and the float16 tensor an op consumes (the AutoCastVariable
+# cast, tfm PositionEmbedding's slice and reshape).
+_VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
+
+
+def _reads_a_variable(tensor):
+  """Whether `tensor` is a (cast, sliced, reshaped) view of a variable's value."""
+  op = tensor.op
+  while op.type in _VARIABLE_VIEW_OPS:
+    op = op.inputs[0].op
+  return op.type == "ReadVariableOp"
+
+
+def _recreate(op, inputs):
+  """`op` (one of _WEIGHT_CONSUMING_OPS) applied to `inputs` instead: its first output."""
+  if op.type == "Einsum":
+    return tf.raw_ops.Einsum(inputs=inputs, equation=op.get_attr("equation"))
+  if op.type == "MatMul":
+    return tf.raw_ops.MatMul(a=inputs[0], b=inputs[1], transpose_a=op.get_attr("transpose_a"),
+                             transpose_b=op.get_attr("transpose_b"))
+  if op.type == "BiasAdd":
+    return tf.raw_ops.BiasAdd(value=inputs[0], bias=inputs[1],
+                              data_format=op.get_attr("data_format"))
+  if op.type == "BroadcastTo":
+    return tf.raw_ops.BroadcastTo(input=inputs[0], shape=inputs[1])
+  return tf.raw_ops.AddV2(x=inputs[0], y=inputs[1])
+
+
+@tf.RegisterGradient(_FLOAT32_WEIGHT_GRADIENT)
+def _float32_weight_gradient(op, grad):
+  """The op's own gradients, except float32 ones for its float16 inputs that read a variable.
+
+  The recreated ops' forward outputs are unused, so TF prunes them; only their gradients run.
+  """
+  float16_op = _recreate(op, list(op.inputs)).op
+  gradients = list(tf_ops.get_gradient_function(float16_op)(float16_op, grad))
+  weights = [i for i, t in enumerate(op.inputs)
+             if t.dtype == tf.float16 and _reads_a_variable(t)]
+  if weights:
+    float32_op = _recreate(op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t
+                                for t in op.inputs]).op
+    float32_gradients = tf_ops.get_gradient_function(float32_op)(float32_op,
+                                                                   tf.cast(grad, tf.float32))
+    for i in weights:
+      gradients[i] = float32_gradients[i]
+  return gradients
+
+
+def computes_in_float16(model):
+  """Whether any layer of `model` computes in float16 (a mixed_float16 policy)."""
+  return any(getattr(layer, "compute_dtype", None) == "float16"
+             for layer in [model] + list(model.submodules))
+
+
 def make_gradient_fn(model, optimizer, accumulation_steps=1):
   """(loss, gradients) of a batch's mean span loss w.r.t. `trained_variables(model)`.
 
   With `accumulation_steps` = k > 1 the batch of k * b features is cut, in order, into k
   micro-batches of b; each runs forward and backward alone (a while loop with
   parallel_iterations=1, so one micro-batch's activations are alive at a time) and the float32
-  gradients are averaged. The mean of k equal-sized micro-batch means is the batch mean, so the
-  result is the whole batch's gradient (up to float rounding). Under loss scaling every pass
-  uses the same scale (it only changes in apply_gradients) and its gradients are unscaled before
-  they are added; an overflow in any pass makes the sum non-finite, so the step is skipped and
-  the scale lowered exactly as for one big batch.
+  gradients are added. Each pass's loss is its examples' loss sum divided by the whole batch's
+  k * b (not its mean times 1/k), so the sum of the passes is the batch mean and the gradient
+  entering every row's backward pass is the same number in both, scale / (k * b) * dCE: under
+  float16 even a factor 1/k applied afterwards would change which small activation gradients
+  round into float16 subnormals. The result is the whole batch's gradient up to float32
+  summation order.
+
+  Under loss scaling every pass uses the same scale (it only changes in apply_gradients) and its
+  gradients are unscaled in float32 before they are added; an overflow in any pass makes the sum
+  non-finite, so the step is skipped and the scale lowered exactly as for one big batch.
+
+  When the model computes in float16 (mixed_float16), the forward pass and the activation
+  gradients are float16, row by row, bitwise independent of the batch they are in; every
+  reduction over the batch * seq rows into a weight gradient (kernel, bias, position and type
+  embedding gradients) is computed in float32 from the float16 operands (see
+  _float32_weight_gradient), so k passes of b give one batch of k * b within float32 tolerance
+  here too, and a float16 overflow (inf/nan) can only come from a row's activations or their
+  gradients, which are the same in both. This path uses tf.gradients (the tape cannot take
+  gradient overrides), so the returned function must run inside a tf.function; float32 models use
+  a GradientTape, unchanged.
 
   Returns:
-    A function batch -> (float32 scalar loss, list of gradients, float32; the word-embedding
-    gradient is tf.IndexedSlices when k == 1).
+    A function batch -> (float32 scalar loss, list of float32 gradients; the word-embedding
+    gradient is tf.IndexedSlices when k == 1). `batch` holds int32 [k * b, seq] input_word_ids,
+    input_mask, input_type_ids and int32 [k * b] start_positions, end_positions.
   """
   loss_scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   variables = trained_variables(model)
+  float16 = computes_in_float16(model)
 
-  def loss_and_gradients(batch):
-    with tf.GradientTape() as tape:
-      start_logits, end_logits = model(model_inputs(batch), training=True)
-      loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits)
+  def loss_and_gradients(batch, batch_size=None):
+    if float16:
+      overrides = {t: _FLOAT32_WEIGHT_GRADIENT for t in _WEIGHT_CONSUMING_OPS}
+      with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
+        start_logits, end_logits = model(model_inputs(batch), training=True)
+      loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
+                       batch_size)
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
-    grads = tape.gradient(scaled, variables)
+      grads = tf.gradients(scaled, variables)
+    else:
+      with tf.GradientTape() as tape:
+        start_logits, end_logits = model(model_inputs(batch), training=True)
+        loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
+                         end_logits, batch_size)
+        scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
+      grads = tape.gradient(scaled, variables)
     if loss_scaled:
       grads = optimizer.get_unscaled_gradients(grads)
     return loss, grads
@@ -153,8 +252,11 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1):
     micro = {key: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
              for key, value in batch.items()}
 
+    batch_size = tf.shape(batch["start_positions"])[0]
+
     def body(i, loss_sum, grad_sums):
-      loss, grads = loss_and_gradients({key: value[i] for key, value in micro.items()})
+      loss, grads = loss_and_gradients({key: value[i] for key, value in micro.items()},
+                                       batch_size)
       return (i + 1, loss_sum + loss,
               [total + tf.convert_to_tensor(grad) for total, grad in zip(grad_sums, grads)])
 
@@ -162,7 +264,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1):
     _, loss_sum, grad_sums = tf.while_loop(lambda i, *_: i < k, body,
                                            (tf.constant(0), tf.constant(0.0), zeros),
                                            parallel_iterations=1)
-    return loss_sum / k, [total / k for total in grad_sums]
+    return loss_sum, grad_sums
 
   return accumulated
 

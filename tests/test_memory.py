@@ -217,9 +217,10 @@ def synthetic_batch(config, batch_size, seq, seed=0):
 def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   """k = 4 micro-batches of 2 against one batch of 8: gradients, loss and weights after a step.
 
-  float32_loss_scaled runs the loss-scaling path (scale, unscale, finiteness check) in float32
-  arithmetic, so it must be exact too; mixed_float16 computes in float16, where summing the batch
-  in another order changes the roundings (11-bit mantissa), so it is held to float16 accuracy.
+  float32_loss_scaled runs the loss-scaling path (scale, unscale, finiteness check) in float32.
+  mixed_float16 is the real thing (float16 matmuls, float32 loss, dynamic loss scale): its
+  float16 work is per row and the same in both, and every sum over the batch into a weight
+  gradient is float32 (train.make_gradient_fn), so all three are held to float32 tolerance.
   """
   mixed = precision == "mixed_float16"
   train.set_precision_policy(mixed)
@@ -228,6 +229,7 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   reference, _ = span_model.build_span_model(config)
   accumulating, _ = span_model.build_span_model(config)
   accumulating.set_weights(reference.get_weights())
+  assert train.computes_in_float16(reference) == mixed
   initial = [w.copy() for w in reference.get_weights()]
   batch = synthetic_batch(config, 8, 64)
 
@@ -239,12 +241,10 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   loss_k, grads_k = tf.function(train.make_gradient_fn(accumulating, k_optimizer, 4))(batch)
   grads_1 = [tf.convert_to_tensor(g).numpy() for g in grads_1]
   grads_k = [g.numpy() for g in grads_k]
-  assert float(loss_k) == pytest.approx(float(loss_1), rel=1e-3 if mixed else 1e-6)
+  assert all(g.dtype == np.float32 for g in grads_1 + grads_k)
+  assert float(loss_k) == pytest.approx(float(loss_1), rel=1e-6)
   for g1, gk in zip(grads_1, grads_k):
-    if mixed:  # each tensor within 3 % of its norm
-      assert np.linalg.norm(gk - g1) <= 3e-2 * np.linalg.norm(g1) + 1e-7
-    else:
-      np.testing.assert_allclose(gk, g1, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gk, g1, rtol=1e-5, atol=1e-7)
   # Sensitivity: one micro-batch's gradient alone is far from the batch's.
   _, grads_first = tf.function(train.make_gradient_fn(reference, one_optimizer, 1))(
       {k: v[:2] for k, v in batch.items()})
@@ -257,35 +257,81 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   assert int(one_optimizer.iterations) == int(k_optimizer.iterations) == 1
   if precision != "float32":  # the step was applied, not skipped for an overflow
     assert float(one_optimizer.loss_scale) == float(k_optimizer.loss_scale) == 2.0 ** 15
-  if mixed:
-    # AdamW's first step is lr * g / (|g| + 1e-6): a float16 rounding of a gradient near 1e-6
-    # changes that element's step, so compare the whole update: within 2 % of its norm.
-    update_1 = np.concatenate([(w1 - w0).ravel() for w0, w1 in zip(initial, reference.get_weights())])
-    update_k = np.concatenate([(wk - w0).ravel()
-                               for w0, wk in zip(initial, accumulating.get_weights())])
-    assert np.linalg.norm(update_k - update_1) <= 2e-2 * np.linalg.norm(update_1)
-  else:
-    for w1, wk in zip(reference.get_weights(), accumulating.get_weights()):
-      np.testing.assert_allclose(wk, w1, rtol=1e-6, atol=1e-6)
+  for w1, wk in zip(reference.get_weights(), accumulating.get_weights()):
+    np.testing.assert_allclose(wk, w1, rtol=1e-6, atol=1e-6)
   moved = [not np.array_equal(w0, w1) for w0, w1 in zip(initial, reference.get_weights())]
   assert sum(moved) >= len(moved) - 2  # all but the untrained pooler's kernel and bias
 
 
-def test_accumulation_under_xla(float32_policy_after):
-  """--xla (on by default with --gpu) compiles the accumulation loop: same step as plain TF."""
-  train.set_precision_policy(mixed=False)
+@pytest.mark.parametrize("overflow", ["loss_scale", "one_micro_batch"])
+def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_after):
+  """mixed_float16: a non-finite gradient skips the whole step and halves the scale, for k = 1
+  and k = 4 alike. "loss_scale": a 2**40 loss scale overflows float16 in every pass.
+  "one_micro_batch": only the last example (so only the last of 4 micro-batches) holds a token
+  whose embedding row (1e5) overflows float16; the other 3 passes are finite."""
+  train.set_precision_policy(mixed=True)
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  tf_keras.utils.set_random_seed(5)
+  reference, encoder = span_model.build_span_model(config)
+  accumulating, _ = span_model.build_span_model(config)
+  batch = synthetic_batch(config, 8, 32)
+  scale = 2.0 ** 40 if overflow == "loss_scale" else 2.0 ** 15
+  if overflow == "one_micro_batch":
+    token = config.vocab_size - 1
+    ids = batch["input_word_ids"].numpy()
+    ids[ids == token] = token - 1
+    ids[7, 3] = token
+    batch["input_word_ids"] = tf.constant(ids)
+    embeddings = encoder.get_embedding_table()
+    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[token]], [[1e5] * 64]))
+  accumulating.set_weights(reference.get_weights())
+  initial = [w.copy() for w in reference.get_weights()]
+  results = []
+  for model, k in ((reference, 1), (accumulating, 4)):
+    optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
+        train.create_optimizer(1e-3, 10, 0.0, mixed=False), initial_scale=scale)
+    if overflow == "one_micro_batch":  # the premise: passes 1..3 are finite, pass 4 is not
+      finite = [np.isfinite(float(tf.function(train.make_gradient_fn(model, optimizer, 1))(
+          {key: v[2 * i:2 * i + 2] for key, v in batch.items()})[0])) for i in (0, 3)]
+      assert finite == [True, False]
+    loss = train.make_train_step(model, optimizer, k)(batch)
+    results.append((int(optimizer.iterations), float(optimizer.loss_scale)))
+    assert not np.isfinite(float(loss)) or overflow == "loss_scale"
+    for w0, w in zip(initial, model.get_weights()):
+      np.testing.assert_array_equal(w, w0)
+  assert results == [(1, scale / 2)] * 2
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["float32", "mixed_float16"])
+def test_accumulation_under_xla(mixed, float32_policy_after):
+  """--xla (on by default with --gpu) compiles the accumulation loop.
+
+  float32: the same step as plain TF. mixed_float16: XLA fuses float16 ops with its own roundings
+  (its step differs from plain TF's by ~4e-5 of a 1e-3 update on this CPU), so compiled k = 1 is
+  compared with compiled k = 4. That needs XLA's float16 forward pass to be row-independent, which
+  it is here (asserted) but not for every shape on this CPU: batch 4 vs 2 x 2 at seq 32 already
+  differ by 2.4e-4 in the compiled logits, before any gradient (see BUILD.md)."""
+  train.set_precision_policy(mixed)
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   tf_keras.utils.set_random_seed(4)
   plain, _ = span_model.build_span_model(config)
   compiled, _ = span_model.build_span_model(config)
   compiled.set_weights(plain.get_weights())
-  batch = synthetic_batch(config, 4, 32)
-  plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, False), 1)(batch)
-  xla_loss = train.make_train_step(compiled, train.create_optimizer(1e-3, 10, 0.0, False), 2,
+  initial = plain.get_weights()
+  batch, k = (synthetic_batch(config, 8, 64), 4) if mixed else (synthetic_batch(config, 4, 32), 2)
+  if mixed:
+    forward = tf.function(lambda x: plain(x, training=True)[0], jit_compile=True)
+    inputs = train.model_inputs(batch)
+    micro = [forward({key: v[2 * i:2 * i + 2] for key, v in inputs.items()}) for i in range(4)]
+    np.testing.assert_array_equal(np.concatenate(micro), forward(inputs))
+  plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, mixed), 1,
+                                     jit_compile=mixed)(batch)
+  xla_loss = train.make_train_step(compiled, train.create_optimizer(1e-3, 10, 0.0, mixed), k,
                                    jit_compile=True)(batch)
   assert float(xla_loss) == pytest.approx(float(plain_loss), rel=1e-5)
   for w_plain, w_xla in zip(plain.get_weights(), compiled.get_weights()):
     np.testing.assert_allclose(w_xla, w_plain, rtol=1e-5, atol=1e-6)
+  assert sum(not np.array_equal(w0, w) for w0, w in zip(initial, plain.get_weights())) > 30
 
 
 def test_out_of_memory_keeps_the_last_checkpoint(tmp_path, monkeypatch):
