@@ -1,6 +1,6 @@
 r"""The GPU allocator's overhead over the planner's count, measured with TensorFlow's own BFC allocator.
 
-    PYTHONPATH=$PWD python benchmarks/memory_bfc.py                 # ~15 minutes on 2 cores
+    PYTHONPATH=$PWD python benchmarks/memory_bfc.py                 # ~20 minutes on 2 cores
     PYTHONPATH=$PWD python benchmarks/memory_bfc.py --only=minilm:128:16
 
 On a GPU TensorFlow allocates every tensor from one pool with its BFC allocator
@@ -9,8 +9,9 @@ if enough bytes are free in total. The CPU device can use the same allocator wit
 (TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), so fragmentation can be measured
 here: for each configuration, bisect the smallest limit (MiB) under which a fresh process builds
 the span model and AdamW slots and runs two real training steps (`train.make_train_step`) without
-ResourceExhaustedError, and divide it by the planner's count (`Estimate.subtotal`, the bytes before
-any allocator overhead). The largest ratio, rounded up, is `model.memory.GPU_ALLOCATOR_OVERHEAD`.
+ResourceExhaustedError, and divide it by the allocator's peak of bytes in use in the same run
+without a limit: the fragmentation. Its largest value is `model.memory.GPU_ALLOCATOR_OVERHEAD`.
+The planner's count (`Estimate.subtotal`, before any allocator overhead) is printed next to it.
 
 The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
 two regions, so it fragments at least as much as the GPU's single pre-allocated region: the ratio
@@ -112,14 +113,15 @@ def main():
     configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(","))]
   from model import memory  # pylint: disable=g-import-not-at-top
   print("float32, AdamW, 2 training steps per run; MiB")
-  print("model    seq batch     count  BFC peak (no limit)  smallest limit that runs  limit/count")
+  print("model    seq batch   count  peak in use (no limit)  smallest limit that runs  "
+        "limit/peak  limit/count")
   started, ratios = time.time(), []
   for model, seq, batch in configs:
     limit, count, peak = smallest_limit(model, seq, batch)
-    ratios.append(limit / count)
-    print(f"{model:<8} {seq:>3} {batch:>5} {count:>9.0f} {peak:>20.0f} {limit:>25.0f} "
-          f"{limit / count:>12.3f}", flush=True)
-  print(f"largest limit/count: {max(ratios):.3f} (model.memory.GPU_ALLOCATOR_OVERHEAD = "
+    ratios.append(limit / peak)
+    print(f"{model:<8} {seq:>3} {batch:>5} {count:>7.0f} {peak:>23.0f} {limit:>25.0f} "
+          f"{limit / peak:>11.3f} {limit / count:>12.3f}", flush=True)
+  print(f"largest limit/peak: {max(ratios):.3f} (model.memory.GPU_ALLOCATOR_OVERHEAD = "
         f"{memory.GPU_ALLOCATOR_OVERHEAD:g}); {time.time() - started:.0f} s")
 
 

@@ -22,7 +22,8 @@ plus the larger of two peaks. At the start of the backward pass:
   activations     per example, the tensors the backward pass reads (below)
   logits          start/end logits and their softmax cross-entropy buffers, float32
   workspace       transients of one layer: max(3 a s^2, 3 s i) x c per example (the softmax gradient
-                  or the GELU gradient chain, whichever is larger) + the [b, s, s] attention mask
+                  or the GELU gradient chain, whichever is larger) + the [b, s, s] attention mask,
+                  + 4 s (h + i) under mixed_float16 (float32 copies for exact weight gradients)
 
 (all gradients are counted although the first appear as the last activations are freed: an upper
 bound). At the optimizer update: the gradients plus the dense temporaries of AdamW's sparse update
@@ -66,22 +67,30 @@ behind the only published measurements of BERT's memory, by changing three facts
                   the three products are made at the start of every step and held until the
                   gradients arrive at its end (through the whole backward peak)
 
-The early products alone are why BERT-Large at 384 tokens does not fit a 12 GB card even at
-batch 1: 16 B/parameter of weights, moments and gradients (5.4 GB) + 1.7 GB of activations fit
-in 11.1 GB; + 12 B/parameter (4.0 GB) do not.
+The early products are what makes BERT-Large so tight on google-research's 12 GB card: 3.7 GiB
+on top of 4.9 GiB of weights, moments and gradients, so that one example of 384 tokens takes 95 %
+of the 11.1 GiB; counted without them, the planner would put 3 examples there (the table: 0) and
+31 of 64 tokens (the table: 12); with them, 1 and 11.
+
+Checked on TensorFlow's real executor (benchmarks/google_tf1_step.py rebuilds that program op for
+op in TF1 graph mode and reads the allocator's peak over training steps): BERT-Base at 32 tokens x
+2 peaks at 3092 MiB against 3088 counted (1843 without the early products), at 128 x 8 at 4009
+against 4095; MiniLM-L6 at 128 x 16 at 1463 against 1330.
 
 Allocator overhead. On a GPU, TensorFlow allocates from one pool with its BFC allocator
 (xla/tsl/framework/bfc_allocator.cc: best fit with coalescing, a free chunk is split only when it
 is at least twice the request), so a request fails when no contiguous free chunk is large enough
-even if enough bytes are free in total. `GPU_ALLOCATOR_OVERHEAD` is that allocator's cost measured
-on this tool's real training step: TensorFlow's CPU device can run on the same BFC code with a hard
-limit (TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and `benchmarks/memory_bfc.py`
-finds the smallest limit under which real steps run, for tiny and MiniLM configurations at
-128-384 tokens: at most 1.1 x the count. (On the CPU the limit
-grows the pool in doubling regions, which fragments more than the GPU's single region, so this is
-an upper bound for the GPU.) TensorFlow's default CPU allocator takes memory from malloc per
-tensor, with no pool to fragment: `CPU_ALLOCATOR_OVERHEAD` = 1.0, and the count matches its peak
-(measured/predicted 0.81-1.10 in benchmarks/memory_cpu.py).
+even if enough bytes are free in total. `GPU_ALLOCATOR_OVERHEAD` is that fragmentation, measured:
+TensorFlow's CPU device can run on the same BFC code with a hard limit
+(TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and benchmarks/memory_bfc.py finds
+the smallest limit under which real training steps run and divides it by the peak of bytes in
+use without a limit. Over tiny and MiniLM configurations at 128-384 tokens, for this tool and for
+the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.03, the largest. (The CPU's
+BFC grows its pool in regions of doubling size, and a chunk cannot span two regions, so it
+fragments at least as much as a GPU's single pre-allocated region.) TensorFlow's default CPU
+allocator takes memory from malloc per tensor, with no pool to fragment:
+`CPU_ALLOCATOR_OVERHEAD` = 1.0. How close the count is to the peak is a separate question,
+answered by benchmarks/memory_cpu.py (this tool: measured/predicted 0.81-1.10).
 
 Usable GPU memory. TensorFlow leaves part of the GPU to the system: max(300 MiB, 5 %) of the free
 memory in TF 1.x, 500-1800 MiB by compute capability in TF 2.x (`MinSystemMemory` in
@@ -92,10 +101,9 @@ leaves 14.9 GiB. When a GPU is visible, its own allocator limit (`memory_limit` 
 `device_lib.list_local_devices()`) is used instead.
 
 Validation: tests/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
-google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam; see
-`google_table_lower_bounds` for what the table can and cannot say), benchmarks/memory_cpu.py
-compares the planner with measured CPU training steps and benchmarks/memory_bfc.py measures the
-allocator overhead.
+google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam) and against the TF1 graph's
+measured peak; benchmarks/memory_cpu.py compares this tool's count with measured CPU training
+steps and benchmarks/memory_bfc.py measures the allocator overhead.
 """
 
 import dataclasses
@@ -115,9 +123,9 @@ SHORT_POLICY_NAMES = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat1
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "lamb": 2, "momentum": 1, "sgd": 0}
 LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
 MASK_BYTES = 1        # tf.nn.dropout keeps a boolean keep-mask
-# BFC allocator: smallest memory limit under which real training steps run / the count, the largest
-# ratio measured by benchmarks/memory_bfc.py, rounded up to 0.05 (module docstring).
-GPU_ALLOCATOR_OVERHEAD = 1.1
+# BFC fragmentation: smallest memory limit under which real training steps run / their peak bytes
+# in use, the largest ratio measured by benchmarks/memory_bfc.py (module docstring).
+GPU_ALLOCATOR_OVERHEAD = 1.03
 CPU_ALLOCATOR_OVERHEAD = 1.0  # malloc per tensor: the count matches the peak (memory_cpu.py)
 AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
@@ -369,6 +377,10 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
     gradients = 4 * (counts.trained - word_embeddings) + b * s * (4 * h + 4)
   workspace_per_example = max(3 * config.num_attention_heads * s * s * c,
                               3 * s * config.intermediate_size * c)
+  if dtype == "mixed_float16" and program == THIS_TOOL:
+    # train.py computes weight gradients from float32 copies of the float16 operands (exact
+    # gradient accumulation): an FFN projection's input and output gradient, 4 s (h + i) bytes.
+    workspace_per_example += 4 * s * (h + config.intermediate_size)
   return Estimate(
       max_seq_length=s, batch_size=b, dtype=dtype, device=device, optimizer=optimizer,
       accumulation_steps=accumulation_steps,

@@ -26,11 +26,30 @@ GOOGLE_TABLE = {("BERT-Base", 64): 64, ("BERT-Base", 128): 32, ("BERT-Base", 256
                 ("BERT-Base", 320): 14, ("BERT-Base", 384): 12, ("BERT-Base", 512): 6,
                 ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
                 ("BERT-Large", 320): 1, ("BERT-Large", 384): 0, ("BERT-Large", 512): 0}
-# What the planner answers today for the same cells (pinned so a change to the model is deliberate).
-PLANNER_TABLE = {("BERT-Base", 64): 78, ("BERT-Base", 128): 36, ("BERT-Base", 256): 16,
-                 ("BERT-Base", 320): 12, ("BERT-Base", 384): 9, ("BERT-Base", 512): 6,
-                 ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
-                 ("BERT-Large", 320): 2, ("BERT-Large", 384): 1, ("BERT-Large", 512): 1}
+# What the planner answers for these cells, counting the program that produced them
+# (memory.GOOGLE_RESEARCH_TF1), and for this tool; pinned so that a change to the count is deliberate.
+TF1_PLANNER_TABLE = {("BERT-Base", 64): 112, ("BERT-Base", 128): 51, ("BERT-Base", 256): 22,
+                     ("BERT-Base", 320): 16, ("BERT-Base", 384): 12, ("BERT-Base", 512): 8,
+                     ("BERT-Large", 64): 11, ("BERT-Large", 128): 5, ("BERT-Large", 256): 2,
+                     ("BERT-Large", 320): 1, ("BERT-Large", 384): 1, ("BERT-Large", 512): 0}
+PLANNER_TABLE = {("BERT-Base", 64): 123, ("BERT-Base", 128): 57, ("BERT-Base", 256): 25,
+                 ("BERT-Base", 320): 19, ("BERT-Base", 384): 15, ("BERT-Base", 512): 10,
+                 ("BERT-Large", 64): 30, ("BERT-Large", 128): 14, ("BERT-Large", 256): 6,
+                 ("BERT-Large", 320): 4, ("BERT-Large", 384): 3, ("BERT-Large", 512): 2}
+
+
+def table_lower_bounds(table):
+  """{cell: the smallest true maximum batch the cell can have, given the longer cells of its model}.
+
+  A batch of b examples of s tokens that fits means that b * s // s' examples of s' < s tokens fit
+  too: per-token memory does not fall with shorter sequences (every kept tensor is linear in s or,
+  attention's, quadratic) and the weights, moments and gradients do not depend on s.
+  """
+  bounds = {}
+  for (name, seq), batch in table.items():
+    longer = [b * s // seq for (n, s), b in table.items() if n == name and s >= seq]
+    bounds[(name, seq)] = max(longer)
+  return bounds
 
 
 def tiny_config(**overrides):
@@ -83,15 +102,75 @@ def dataclass_replace(config, **changes):
   return dataclasses.replace(config, **changes)
 
 
+dataclasses_replace = dataclass_replace
+
+
 def test_google_research_12_gb_table():
+  """google-research/bert's measured table against the count of its own program (TF1 run_squad.py).
+
+  8 of the 12 cells are within the issue's max(1, 25 %). Of the 4 others, BERT-Base at 64, 128
+  and 256 tokens are not maxima: the table's own 384-token cell (12 x 384 = 4608 tokens fit)
+  implies at least 72, 36 and 18 (`table_lower_bounds`), while the table says 64, 32, 16
+  (4096 / s each, a halving search's answers); the planner says more than both. BERT-Base at 512
+  is the one plain miss: 8 against 6 (7 would be within).
+  """
   usable = memory.usable_gpu_bytes(12 * GIB)
   assert usable / GIB == pytest.approx(11.1, abs=0.01)  # "about 11 GB" of the Titan X
-  rows = memory.table_rows(memory.presets(), usable, "float32", "gpu")
+  rows = memory.table_rows(memory.presets(), usable, "float32", "gpu",
+                           program=memory.GOOGLE_RESEARCH_TF1)
   predicted = {(name, seq): batch for name, seq, batch in rows}
-  assert set(predicted) == set(GOOGLE_TABLE)
-  for cell, measured in GOOGLE_TABLE.items():
-    assert abs(predicted[cell] - measured) <= max(1, 0.25 * measured), (cell, predicted[cell])
-  assert predicted == PLANNER_TABLE
+  assert predicted == TF1_PLANNER_TABLE
+  within = {cell for cell, measured in GOOGLE_TABLE.items()
+            if abs(predicted[cell] - measured) <= max(1, 0.25 * measured)}
+  assert within == {cell for cell in GOOGLE_TABLE
+                    if cell[0] == "BERT-Large" or cell[1] in (320, 384)}
+  bounds = table_lower_bounds(GOOGLE_TABLE)
+  assert [bounds[("BERT-Base", s)] for s in memory.TABLE_SEQ_LENGTHS] == [72, 36, 18, 14, 12, 6]
+  for seq in (64, 128, 256):
+    cell = ("BERT-Base", seq)
+    assert bounds[cell] > GOOGLE_TABLE[cell] and predicted[cell] >= bounds[cell]
+  # This tool keeps 1-byte masks and no early products: more fits, above all for BERT-Large.
+  ours = {(n, s): b for n, s, b in memory.table_rows(memory.presets(), usable, "float32", "gpu")}
+  assert ours == PLANNER_TABLE
+
+
+def test_early_optimizer_products_explain_bert_large():
+  """google-research's AdamWeightDecayOptimizer holds beta_1 * m, beta_2 * v and decay * param
+  through the step (12 bytes per decayed parameter): with them all six BERT-Large cells are within
+  max(1, 25 %), without them none is."""
+  large = memory.presets()["BERT-Large"]
+  usable = memory.usable_gpu_bytes(12 * GIB)
+  tf1 = memory.estimate(large, 384, 1, program=memory.GOOGLE_RESEARCH_TF1)
+  assert tf1.early_update == 12 * memory.decayed_parameters(large)
+  assert tf1.early_update / GIB == pytest.approx(3.73, abs=0.01)
+  assert tf1.total / usable == pytest.approx(0.95, abs=0.01)  # batch 1 at 384: 95 % of 11.1 GiB
+  without = dataclasses_replace(memory.GOOGLE_RESEARCH_TF1, name="no_early", early_update_bytes=0)
+  rows = {p.name: {s: b for _, s, b in memory.table_rows({"BERT-Large": large}, usable, "float32",
+                                                         "gpu", program=p)}
+          for p in (memory.GOOGLE_RESEARCH_TF1, without)}
+  measured = {s: b for (n, s), b in GOOGLE_TABLE.items() if n == "BERT-Large"}
+  assert rows["google_research_tf1"] == {64: 11, 128: 5, 256: 2, 320: 1, 384: 1, 512: 0}
+  assert rows[without.name] == {64: 31, 128: 14, 256: 6, 320: 4, 384: 3, 512: 2}
+  assert all(abs(rows[without.name][s] - b) > max(1, 0.25 * b) for s, b in measured.items())
+  # Per layer and example: 48 s h + 16 s i + 12 a s^2 bytes (float32 masks, 4-tensor GELU).
+  s, h, i, a = 384, 1024, 4096, 16
+  assert sum(memory.layer_activation_bytes(large, s, "float32", memory.GOOGLE_RESEARCH_TF1)
+             .values()) == 48 * s * h + 16 * s * i + 12 * a * s * s
+
+
+def test_google_tf1_count_matches_its_graph():
+  """The TF1 program rebuilt op for op (benchmarks/google_tf1_step.py) and run in TF1 graph mode:
+  the allocator's peak is the count, not the count without the early products (MiniLM-L6 size,
+  64 tokens x 4, where the 22.7 M parameters dominate)."""
+  proc = subprocess.run(
+      [sys.executable, os.path.join(testutil.REPO, "benchmarks", "google_tf1_step.py"), "--child",
+       "--model=minilm", "--seq=64", "--batch=4"],
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=testutil.REPO),
+      capture_output=True, text=True, check=True, timeout=600)
+  result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("{")][-1])
+  assert result["status"] == "OK"
+  assert 0.9 <= result["peak"] / result["count"] <= 1.15  # measured 1.05
+  assert result["peak"] / result["count_without_early"] > 1.4  # measured 1.68
 
 
 def test_max_batch_size_is_the_boundary():
@@ -122,8 +201,8 @@ def test_seed_scenario():
   base = memory.presets()["BERT-Base"]
   p100 = memory.usable_gpu_bytes(16 * GIB)
   assert p100 / GIB == pytest.approx(14.9, abs=0.01)
-  assert memory.max_batch_size(base, 384, p100, "float32") == 13
-  assert memory.max_batch_size(base, 384, p100, "mixed_float16") == 23
+  assert memory.max_batch_size(base, 384, p100, "float32") == 21
+  assert memory.max_batch_size(base, 384, p100, "mixed_float16") == 36
 
 
 def test_plan_batches():
@@ -143,10 +222,10 @@ def test_plan_batches():
   gpu = memory.device_from_flag(12)
   fit = memory.max_batch_size(base, 384, int(gpu.usable_bytes * memory.AUTO_BATCH_MARGIN),
                               accumulation_steps=2)
-  assert fit == 7
-  plan = memory.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=48)
-  # 48 = 8 passes of 6: 7 fits but 48 is not a multiple of 7.
-  assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (6, 8, 48)
+  assert fit == 12
+  plan = memory.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=64)
+  # 64 = 8 passes of 8: 12 fits, but 64 is not 6 or 7 equal passes.
+  assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (8, 8, 64)
   assert plan.estimate.total <= gpu.usable_bytes * memory.AUTO_BATCH_MARGIN
   assert plan.estimate.accumulators > 0
   with pytest.raises(memory.MemoryPlanError, match="is not --train_batch_size=8 x"):
@@ -167,11 +246,13 @@ def test_diagnosis_names_the_fixes():
   assert first == (f"the configuration does not fit in memory: estimated peak "
                    f"{memory.format_bytes(est.total)} for batch 32 x seq 384 (float32); device: "
                    f"12 GiB GPU (11.1 GiB usable)")
-  assert memory.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 8
-  assert "--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features" in message
-  assert memory.max_batch_size(base, 192, gpu.usable_bytes, limit=32) < 32  # so 128, not 192
-  assert "--max_seq_length=128 (preprocess/make_records.py) fits batch 32" in message
-  assert "--gpu (mixed_float16) fits batch 16" in message
+  assert memory.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 14
+  # 14 fits; the fewest passes of at most 14 that make 32 are 4 of 8.
+  assert ("--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features per "
+          "optimizer step (the largest batch that fits is 14)") in message
+  assert memory.max_batch_size(base, 256, gpu.usable_bytes, limit=32) < 32  # so 192, not 256
+  assert "--max_seq_length=192 (preprocess/make_records.py) fits batch 32" in message
+  assert "--gpu (mixed_float16) fits batch 25" in message
   assert "--train_batch_size=auto" in message
 
 
@@ -179,7 +260,7 @@ def test_cli_table_and_breakdown(tmp_path):
   _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12")
   lines = output.strip().splitlines()
   assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32; AdamW; allocator "
-                             "overhead x1.5")
+                             "overhead x1.03")
   assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
