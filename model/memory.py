@@ -68,7 +68,7 @@ behind the only published measurements of BERT's memory, by changing three facts
                   gradients arrive at its end (through the whole backward peak)
 
 The early products are what makes BERT-Large so tight on google-research's 12 GB card: 3.7 GiB
-on top of 4.9 GiB of weights, moments and gradients, so that one example of 384 tokens takes 95 %
+on top of 4.9 GiB of weights, moments and gradients, so that one example of 384 tokens takes 96 %
 of the 11.1 GiB; counted without them, the planner would put 3 examples there (the table: 0) and
 31 of 64 tokens (the table: 12); with them, 1 and 11.
 
@@ -85,7 +85,7 @@ TensorFlow's CPU device can run on the same BFC code with a hard limit
 (TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and benchmarks/memory_bfc.py finds
 the smallest limit under which real training steps run and divides it by the peak of bytes in
 use without a limit. Over tiny and MiniLM configurations at 128-384 tokens, for this tool and for
-the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.03, the largest. (The CPU's
+the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.04, the largest rounded up. (The CPU's
 BFC grows its pool in regions of doubling size, and a chunk cannot span two regions, so it
 fragments at least as much as a GPU's single pre-allocated region.) TensorFlow's default CPU
 allocator takes memory from malloc per tensor, with no pool to fragment:
@@ -125,7 +125,7 @@ LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
 MASK_BYTES = 1        # tf.nn.dropout keeps a boolean keep-mask
 # BFC fragmentation: smallest memory limit under which real training steps run / their peak bytes
 # in use, the largest ratio measured by benchmarks/memory_bfc.py (module docstring).
-GPU_ALLOCATOR_OVERHEAD = 1.03
+GPU_ALLOCATOR_OVERHEAD = 1.04
 CPU_ALLOCATOR_OVERHEAD = 1.0  # malloc per tensor: the count matches the peak (memory_cpu.py)
 AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table

@@ -28,13 +28,13 @@ GOOGLE_TABLE = {("BERT-Base", 64): 64, ("BERT-Base", 128): 32, ("BERT-Base", 256
                 ("BERT-Large", 320): 1, ("BERT-Large", 384): 0, ("BERT-Large", 512): 0}
 # What the planner answers for these cells, counting the program that produced them
 # (memory.GOOGLE_RESEARCH_TF1), and for this tool; pinned so that a change to the count is deliberate.
-TF1_PLANNER_TABLE = {("BERT-Base", 64): 112, ("BERT-Base", 128): 51, ("BERT-Base", 256): 22,
+TF1_PLANNER_TABLE = {("BERT-Base", 64): 111, ("BERT-Base", 128): 50, ("BERT-Base", 256): 21,
                      ("BERT-Base", 320): 16, ("BERT-Base", 384): 12, ("BERT-Base", 512): 8,
                      ("BERT-Large", 64): 11, ("BERT-Large", 128): 5, ("BERT-Large", 256): 2,
                      ("BERT-Large", 320): 1, ("BERT-Large", 384): 1, ("BERT-Large", 512): 0}
-PLANNER_TABLE = {("BERT-Base", 64): 123, ("BERT-Base", 128): 57, ("BERT-Base", 256): 25,
+PLANNER_TABLE = {("BERT-Base", 64): 121, ("BERT-Base", 128): 57, ("BERT-Base", 256): 25,
                  ("BERT-Base", 320): 19, ("BERT-Base", 384): 15, ("BERT-Base", 512): 10,
-                 ("BERT-Large", 64): 30, ("BERT-Large", 128): 14, ("BERT-Large", 256): 6,
+                 ("BERT-Large", 64): 29, ("BERT-Large", 128): 13, ("BERT-Large", 256): 6,
                  ("BERT-Large", 320): 4, ("BERT-Large", 384): 3, ("BERT-Large", 512): 2}
 
 
@@ -143,7 +143,7 @@ def test_early_optimizer_products_explain_bert_large():
   tf1 = memory.estimate(large, 384, 1, program=memory.GOOGLE_RESEARCH_TF1)
   assert tf1.early_update == 12 * memory.decayed_parameters(large)
   assert tf1.early_update / GIB == pytest.approx(3.73, abs=0.01)
-  assert tf1.total / usable == pytest.approx(0.95, abs=0.01)  # batch 1 at 384: 95 % of 11.1 GiB
+  assert tf1.total / usable == pytest.approx(0.96, abs=0.005)  # batch 1 at 384: 96 % of 11.1 GiB
   without = dataclasses_replace(memory.GOOGLE_RESEARCH_TF1, name="no_early", early_update_bytes=0)
   rows = {p.name: {s: b for _, s, b in memory.table_rows({"BERT-Large": large}, usable, "float32",
                                                          "gpu", program=p)}
@@ -260,7 +260,7 @@ def test_cli_table_and_breakdown(tmp_path):
   _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12")
   lines = output.strip().splitlines()
   assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32; AdamW; allocator "
-                             "overhead x1.03")
+                             "overhead x1.04")
   assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
