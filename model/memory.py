@@ -61,11 +61,14 @@ behind google-research/bert's out-of-memory table, by changing three facts read 
   dropout masks   4 B, not 1: TF 1.11's `tf.nn.dropout` multiplies by floor(keep_prob + uniform)
                   in the input's dtype, so the backward pass keeps a float32 mask
   GELU            4 kept [s, i] tensors (x, the erf/tanh argument or output, the cdf, the output)
-  early products  12 B per weight-decayed parameter: its AdamWeightDecayOptimizer (optimization.py)
-                  computes beta_1 * m, beta_2 * v and weight_decay_rate * param from variables
+  early products 8 B per trained and 4 B more per weight-decayed parameter: its
+                  AdamWeightDecayOptimizer (optimization.py) computes beta_1 * m, beta_2 * v and
+                  (except for LayerNorm and biases) weight_decay_rate * param from variables
                   alone, and TensorFlow's executor runs an op as soon as its inputs are ready, so
-                  the three products are made at the start of every step and held until the
-                  gradients arrive at its end (through the whole backward peak)
+                  these products are made at the start of every step and held until the
+                  gradients arrive at its end (through the whole backward peak). Its update then
+                  densifies the word-embedding gradient, as tf_keras' sparse Adam does: the same
+                  ~3 tables of `update_workspace`.
 
 The early products are what makes BERT-Large so tight on google-research's 12 GB card: 3.7 GiB
 on top of 4.9 GiB of weights, moments and gradients, so that one example of 384 tokens takes 96 %
@@ -105,9 +108,13 @@ Validation: tests/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cell
 google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam) and against the TF1 graph's
 measured peak. 8 cells are within max(1, 25 %): all of BERT-Large and BERT-Base at 320 and 384.
 BERT-Base at 64, 128 and 256 tokens the planner says 111, 50, 21 where the table says 64, 32, 16
-(4096 / s, the answers of a halving search); the table cannot mean those as maxima, since its own
-384-token cell (12 x 384 = 4608 tokens fit) implies at least 72, 36 and 18 (per-token memory
-does not fall as sequences get shorter). BERT-Base at 512 is a plain miss: 8 against 6.
+(4096 / s each, what a search by halving returns). Those are not maxima of any count whose
+per-example memory is linear plus quadratic in s: per-token memory then does not rise as
+sequences get shorter, so the table's own 384-token cell (12 x 384 = 4608 tokens fit) implies
+at least 72, 36 and 18. BERT-Base at 512 misses by one beyond the tolerance: 8 against 6; for 6
+to be the maximum while 12 fit at 384, one example of 512 tokens would have to cost more than
+12/7 = 1.71 times one of 384, which the count's structure allows only up to (4/3)^2 = 1.78 and
+BERT-Base's counts put at 1.51.
 benchmarks/memory_cpu.py compares this tool's count with measured CPU training steps and
 benchmarks/memory_bfc.py measures the allocator overhead.
 """
@@ -149,20 +156,23 @@ class Program:
     mask_bytes: bytes per dropout-mask element kept for the backward pass.
     gelu_kept: [s, i] tensors the FFN activation keeps (its output included); None: from the
       config's activation (`_ACTIVATION_KEPT`).
-    early_update_bytes: bytes per weight-decayed parameter that the optimizer computes from the
-      variables alone, at the start of the step, and holds until the gradients arrive.
+    early_moment_bytes: bytes per trained parameter that the optimizer computes from its moments
+      alone (beta_1 * m, beta_2 * v) at the start of the step and holds until the gradients arrive.
+    early_decay_bytes: the same per weight-decayed parameter (weight_decay_rate * param).
   """
   name: str
   mask_bytes: int
   gelu_kept: object
-  early_update_bytes: int
+  early_moment_bytes: int
+  early_decay_bytes: int
 
 
 # This tool: tfm layers (boolean dropout masks), tf_keras AdamW (fused ResourceApplyAdam updates).
-THIS_TOOL = Program("tfm", mask_bytes=MASK_BYTES, gelu_kept=None, early_update_bytes=0)
+THIS_TOOL = Program("tfm", mask_bytes=MASK_BYTES, gelu_kept=None, early_moment_bytes=0,
+                    early_decay_bytes=0)
 # google-research/bert modeling.py + optimization.py under TensorFlow 1.11 (module docstring).
 GOOGLE_RESEARCH_TF1 = Program("google_research_tf1", mask_bytes=4, gelu_kept=4,
-                              early_update_bytes=3 * 4)
+                              early_moment_bytes=2 * 4, early_decay_bytes=4)
 PROGRAMS = {p.name: p for p in (THIS_TOOL, GOOGLE_RESEARCH_TF1)}
 
 
@@ -397,7 +407,8 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       # The float32 sums, plus the word-embedding gradient made dense to be added to them.
       accumulators=(4 * (counts.trained + config.vocab_size * h) if accumulation_steps > 1 else 0),
       # Weight decay skips LayerNorm and bias parameters (optimization.py's exclude list).
-      early_update=program.early_update_bytes * decayed_parameters(config),
+      early_update=(program.early_moment_bytes * counts.trained
+                    + program.early_decay_bytes * decayed_parameters(config)),
       activations=sum(groups.values()),
       activation_groups=groups,
       # float32 start/end logits [b, s], their casts and softmax cross-entropy buffers.
@@ -747,6 +758,9 @@ def main(argv):
     device = detect_device()
   short = SHORT_POLICY_NAMES[dtype]
   program = PROGRAMS[FLAGS.program]
+  if program != THIS_TOOL and dtype != "float32":
+    sys.exit(f"model.memory: --program={program.name} trained in float32 only (TensorFlow 1.11 "
+             f"BERT had no mixed precision); drop --dtype={dtype}")
   output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
   text = [f"device: {device.description}; {dtype}; AdamW; allocator overhead "
           f"x{overhead_for(device.kind):g}"
