@@ -188,7 +188,7 @@ def computes_in_float16(model):
              for layer in [model] + list(model.submodules))
 
 
-def make_gradient_fn(model, optimizer, accumulation_steps=1):
+def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_gradients=True):
   """(loss, gradients) of a batch's mean span loss w.r.t. `trained_variables(model)`.
 
   With `accumulation_steps` = k > 1 the batch of k * b features is cut, in order, into k
@@ -205,15 +205,16 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1):
   gradients are unscaled in float32 before they are added; an overflow in any pass makes the sum
   non-finite, so the step is skipped and the scale lowered exactly as for one big batch.
 
-  When the model computes in float16 (mixed_float16), the forward pass and the activation
-  gradients are float16, row by row, bitwise independent of the batch they are in; every
-  reduction over the batch * seq rows into a weight gradient (kernel, bias, position and type
-  embedding gradients) is computed in float32 from the float16 operands (see
-  _float32_weight_gradient), so k passes of b give one batch of k * b within float32 tolerance
-  here too, and a float16 overflow (inf/nan) can only come from a row's activations or their
-  gradients, which are the same in both. This path uses tf.gradients (the tape cannot take
-  gradient overrides), so the returned function must run inside a tf.function; float32 models use
-  a GradientTape, unchanged.
+  When the model computes in float16 (mixed_float16) and `float32_weight_gradients` is on, the
+  forward pass and the activation gradients are float16, row by row, bitwise independent of the
+  batch they are in on TF's CPU kernels (XLA and GPU kernels may pick shape-dependent
+  algorithms: see BUILD.md); every reduction over the batch * seq rows into a weight gradient
+  (kernel, bias, position and type embedding gradients) is computed in float32 from the float16
+  operands (see _float32_weight_gradient), so k passes of b give one batch of k * b within
+  float32 tolerance here too, and a float16 overflow (inf/nan) can only come from a row's
+  activations or their gradients, which are the same in both. This path uses tf.gradients (the
+  tape cannot take gradient overrides), so the returned function must run inside a tf.function;
+  float32 models, and float16 ones with `float32_weight_gradients` off, use a GradientTape.
 
   Returns:
     A function batch -> (float32 scalar loss, list of float32 gradients; the word-embedding
@@ -222,7 +223,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1):
   """
   loss_scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   variables = trained_variables(model)
-  float16 = computes_in_float16(model)
+  float16 = float32_weight_gradients and computes_in_float16(model)
 
   def loss_and_gradients(batch, batch_size=None):
     if float16:
@@ -269,15 +270,19 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1):
   return accumulated
 
 
-def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False):
+def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False,
+                    float32_weight_gradients=True):
   """A tf.function running one optimizer step on a batch; returns the (unscaled) float32 loss.
 
   Args:
     accumulation_steps: micro-batches per step (see `make_gradient_fn`); the batch holds
       accumulation_steps * micro-batch features.
     jit_compile: compile the step with XLA.
+    float32_weight_gradients: under a float16 policy, reduce weight gradients in float32 (see
+      `make_gradient_fn`); False keeps the ops' own float16 gradients (faster on GPUs without
+      TF32; accumulation then matches one big batch to float16 rounding only).
   """
-  gradient_fn = make_gradient_fn(model, optimizer, accumulation_steps)
+  gradient_fn = make_gradient_fn(model, optimizer, accumulation_steps, float32_weight_gradients)
   variables = trained_variables(model)
 
   @tf.function(jit_compile=jit_compile)
@@ -305,14 +310,14 @@ def _oom_summary(message):
 
 def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
           save_checkpoints_steps=1000, init_checkpoint=None, accumulation_steps=1,
-          jit_compile=False):
+          jit_compile=False, float32_weight_gradients=True):
   """Runs the training loop until the optimizer has taken `num_train_steps` steps.
 
   Resumes from the latest checkpoint in `model_dir` (model and optimizer state, step count); only
   without one are the weights initialized from `init_checkpoint`. Saves every
   `save_checkpoints_steps` steps and at the end; writes loss and learning rate to TensorBoard under
   `model_dir/train`. `batch_size` is the features per optimizer step (the dataset's batch);
-  `accumulation_steps` and `jit_compile` go to `make_train_step`.
+  `accumulation_steps`, `jit_compile` and `float32_weight_gradients` go to `make_train_step`.
 
   Returns:
     {"steps": steps run now, "final_loss": float, "examples_per_second": float}.
@@ -335,7 +340,8 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
   if start_step >= num_train_steps:
     logging.info("already trained %d of %d steps", start_step, num_train_steps)
     return {"steps": 0, "final_loss": float("nan"), "examples_per_second": 0.0}
-  train_step = make_train_step(model, optimizer, accumulation_steps, jit_compile)
+  train_step = make_train_step(model, optimizer, accumulation_steps, jit_compile,
+                               float32_weight_gradients)
   writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
   progress = tf_keras.utils.Progbar(num_train_steps, stateful_metrics=["loss", "lr"])
   progress.update(start_step)
@@ -533,7 +539,7 @@ def run():
     try:
       stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, plan.effective_batch_size,
                     FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint, plan.accumulation_steps,
-                    jit_compile=xla)
+                    jit_compile=xla, float32_weight_gradients=FLAGS.float32_weight_gradients)
     except OutOfMemoryError as e:
       raise OutOfMemoryError(f"{e}\n" + memory.diagnosis(
           config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,

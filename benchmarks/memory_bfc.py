@@ -14,8 +14,8 @@ without a limit: the fragmentation. Its largest value is `model.memory.GPU_ALLOC
 The planner's count (`Estimate.subtotal`, before any allocator overhead) is printed next to it.
 
 The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
-two regions, so it fragments at least as much as the GPU's single pre-allocated region: the ratio
-is an upper bound for the GPU's.
+two regions, so it should fragment no less than a GPU's single pre-allocated region (cuBLAS
+workspaces, XLA's buffers and mixed precision are not exercised here).
 """
 
 import argparse

@@ -4,7 +4,8 @@ r"""Planner vs measured memory of real training steps on the CPU, and XLA on/off
     PYTHONPATH=$PWD python benchmarks/memory_cpu.py --xla      # + XLA on/off, MiniLM seq 384
 
 Every configuration runs in a fresh subprocess (so one run's heap cannot hide another's), which
-builds the span model (tiny: 2 layers x 64; MiniLM-L6: 6 x 384, the packaged config), creates the
+builds the span model (tiny: 2 layers x 64; MiniLM-L6: 6 x 384, the packaged config; base:
+BERT-Base with random weights, for --only), creates the
 AdamW slots, and runs `train.make_train_step` on synthetic batches of the exact shape. The first
 step traces and optimizes the graph; then the process's resident set (VmRSS) is read, its peak
 (VmHWM) reset through /proc/self/clear_refs, and --steps more steps run. What a step allocates
@@ -56,6 +57,9 @@ def bert_config(model_name):
   from tests import testutil  # pylint: disable=g-import-not-at-top
   if model_name == "tiny":
     return bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  if model_name == "base":  # google-research's BERT-Base, random weights
+    from model import memory  # pylint: disable=g-import-not-at-top
+    return memory.presets()["BERT-Base"]
   return bert_config_lib.BertConfig.from_json_file(
       os.path.join(testutil.minilm_dir(), "config.json"))
 
@@ -134,7 +138,7 @@ def run_child(model, seq, batch, steps, xla=False, mixed=False):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-  parser.add_argument("--model", default="minilm", choices=["tiny", "minilm"])
+  parser.add_argument("--model", default="minilm", choices=["tiny", "minilm", "base"])
   parser.add_argument("--seq", type=int, default=128)
   parser.add_argument("--batch", type=int, default=8)
   parser.add_argument("--steps", type=int, default=2, help="measured steps after the first")

@@ -277,3 +277,9 @@ def define_memory_use_flags():
       "xla", None,
       "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
       "off on the CPU.")
+  DEFINE_bool(
+      "float32_weight_gradients", True,
+      "Under --gpu (mixed_float16), sum each weight's gradient over the batch in float32 from the "
+      "float16 operands, so that --gradient_accumulation_steps gives the update of one big batch "
+      "to float32 rounding. Costs float32 matmuls for the weight gradients (about a third of the "
+      "step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps them float16.")

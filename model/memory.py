@@ -89,8 +89,9 @@ TensorFlow's CPU device can run on the same BFC code with a hard limit
 the smallest limit under which real training steps run and divides it by the peak of bytes in
 use without a limit. Over tiny and MiniLM configurations at 128-384 tokens, for this tool and for
 the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.04, the largest rounded
-up. (The CPU's BFC grows its pool in regions of doubling size, and a chunk cannot span two regions, so it
-fragments at least as much as a GPU's single pre-allocated region.) TensorFlow's default CPU
+up. (The CPU's BFC grows its pool in regions of doubling size that a chunk cannot span, so it
+should fragment no less than a GPU's single pre-allocated region; cuBLAS workspaces, XLA's
+buffers and mixed precision are not exercised.) TensorFlow's default CPU
 allocator has no fixed limit (with oneDNN it is a BFC pool that grows with the host's memory), so
 fragmentation cannot fail a step there: `CPU_ALLOCATOR_OVERHEAD` = 1.0. How close the count
 is to the peak is a separate question, answered by benchmarks/memory_cpu.py (this tool:
