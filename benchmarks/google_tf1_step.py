@@ -205,12 +205,9 @@ def main():
     print(f"  peak / count: {r['peak'] / r['count']:.3f} (without early products: "
           f"{r['peak'] / r['count_without_early']:.3f})")
   if args.bisect:
-    low, high = int(r["count"] / mib * 0.6), int(r["count"] / mib * 2.0)
-    if run_child(args, high)["status"] != "OK":
-      raise RuntimeError(f"does not run under {high} MiB")
-    while high - low > max(4, 0.01 * high):
-      middle = (low + high) // 2
-      low, high = (low, middle) if run_child(args, middle)["status"] == "OK" else (middle, high)
+    import memory_bfc  # pylint: disable=g-import-not-at-top
+    high = memory_bfc.bisect_limit(lambda limit: run_child(args, limit)["status"] == "OK",
+                                   int(r["count"] / mib * 0.6), int(r["count"] / mib * 2.0))
     print(f"  smallest BFC limit that runs    {high:9d} MiB = {high * mib / r['count']:.3f} x count "
           f"({high * mib / r['count_without_early']:.3f} x the count without early products)")
 

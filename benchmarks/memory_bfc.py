@@ -80,21 +80,31 @@ def run_child(model, seq, batch, limit_mib):
   return json.loads(lines[-1])
 
 
+def bisect_limit(runs_under, low, high):
+  """The smallest limit in [low, high] MiB (within 1 %) for which `runs_under(limit)` is true.
+
+  `runs_under` must be monotonic (a run that fits under a limit fits under any larger one) and
+  true at `high`; returns `low` itself when even that runs. Raises RuntimeError when `high` fails.
+  """
+  if not runs_under(high):
+    raise RuntimeError(f"does not run under {high} MiB")
+  if runs_under(low):
+    return low
+  while high - low > max(4, 0.01 * high):
+    middle = (low + high) // 2
+    low, high = (low, middle) if runs_under(middle) else (middle, high)
+  return high
+
+
 def smallest_limit(model, seq, batch):
-  """Bisects the smallest BFC limit (MiB, within 1 %) that runs; returns it with the count."""
+  """Bisects the smallest BFC limit (MiB) that runs; returns it with the count and the peak (MiB)."""
   free = run_child(model, seq, batch, 1 << 20)  # no effective limit
   if free["status"] != "OK":
     raise RuntimeError(f"{model} {seq}x{batch} fails even without a limit")
   count_mib, peak_mib = free["count"] / 2 ** 20, free["peak"] / 2 ** 20
-  low, high = int(count_mib * 0.7), int(max(count_mib, peak_mib) * 1.6) + 16
-  if run_child(model, seq, batch, high)["status"] != "OK":
-    raise RuntimeError(f"{model} {seq}x{batch} does not run under {high} MiB")
-  if run_child(model, seq, batch, low)["status"] == "OK":
-    return low, count_mib, peak_mib  # the count is far too high: report the bound as is
-  while high - low > max(4, 0.01 * high):
-    middle = (low + high) // 2
-    low, high = (low, middle) if run_child(model, seq, batch, middle)["status"] == "OK" else (middle, high)
-  return high, count_mib, peak_mib
+  limit = bisect_limit(lambda mib: run_child(model, seq, batch, mib)["status"] == "OK",
+                       int(count_mib * 0.7), int(max(count_mib, peak_mib) * 1.6) + 16)
+  return limit, count_mib, peak_mib
 
 
 def main():
