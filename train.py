@@ -162,6 +162,9 @@ def _recreate(op, inputs):
   return tf.raw_ops.AddV2(x=inputs[0], y=inputs[1])
 
 
+_OVERRIDDEN_WEIGHT_INPUTS = [0]  # weight inputs given float32 gradients so far (trace time)
+
+
 @tf.RegisterGradient(_FLOAT32_WEIGHT_GRADIENT)
 def _float32_weight_gradient(op, grad):
   """The op's own gradients, except float32 ones for its float16 inputs that read a variable.
@@ -172,6 +175,7 @@ def _float32_weight_gradient(op, grad):
   gradients = list(tf_ops.get_gradient_function(float16_op)(float16_op, grad))
   weights = [i for i, t in enumerate(op.inputs)
              if t.dtype == tf.float16 and _reads_a_variable(t)]
+  _OVERRIDDEN_WEIGHT_INPUTS[0] += len(weights)
   if weights:
     float32_op = _recreate(op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t
                                 for t in op.inputs]).op
@@ -233,7 +237,12 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
                        batch_size)
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
+      overridden = _OVERRIDDEN_WEIGHT_INPUTS[0]
       grads = tf.gradients(scaled, variables)
+      if _OVERRIDDEN_WEIGHT_INPUTS[0] == overridden:  # e.g. tfm now feeds weights through other ops
+        logging.warning("no weight gradient went through the float32 override (op types %s): "
+                        "weight gradients stay float16, and accumulation matches one big batch "
+                        "only to float16 rounding", ", ".join(_WEIGHT_CONSUMING_OPS))
     else:
       with tf.GradientTape() as tape:
         start_logits, end_logits = model(model_inputs(batch), training=True)

@@ -376,6 +376,21 @@ def test_float16_weight_gradients_without_the_override(float32_policy_after):
   assert 1e-5 < difference < 3e-3  # measured 2.9e-4: float16 rounding of the weight gradients
 
 
+def test_a_missed_override_is_logged(monkeypatch, caplog, float32_policy_after):
+  """If tfm fed its weights through op types the override does not know, training would go on
+  with float16 weight gradients: train.py says so."""
+  train.set_precision_policy(mixed=True)
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  model, _ = span_model.build_span_model(config)
+  optimizer = train.create_optimizer(1e-3, 10, 0.0, mixed=True)
+  batch = synthetic_batch(config, 2, 16)
+  tf.function(train.make_gradient_fn(model, optimizer, 1))(batch)
+  assert "float32 override" not in caplog.text
+  monkeypatch.setattr(train, "_WEIGHT_CONSUMING_OPS", ())
+  tf.function(train.make_gradient_fn(model, optimizer, 1))(batch)
+  assert "no weight gradient went through the float32 override" in caplog.text
+
+
 @pytest.mark.parametrize("overflow", ["loss_scale", "one_micro_batch"])
 def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_after):
   """mixed_float16: a non-finite gradient skips the whole step and halves the scale, for k = 1
