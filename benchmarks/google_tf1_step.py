@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,19 +165,18 @@ def child(args):
 
 
 def run_child(args, limit_mib=None):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  if limit_mib:
-    env.update(TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)))
-  command = [sys.executable, os.path.abspath(__file__), "--child", f"--model={args.model}",
-             f"--seq={args.seq}", f"--batch={args.batch}"]
-  proc = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-  lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-  if not lines:
+  """The child's JSON result; with `limit_mib`, under that BFC limit ({"status": "OOM"} if the
+  process dies of it before printing one)."""
+  import memory_cpu  # pylint: disable=g-import-not-at-top
+  env = ({"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPU_BFC_MEM_LIMIT_IN_MB": str(int(limit_mib))}
+         if limit_mib else {})
+  result, proc = memory_cpu.run_child_json(
+      __file__, [f"--model={args.model}", f"--seq={args.seq}", f"--batch={args.batch}"], **env)
+  if result is None:
     if limit_mib:
       return {"status": "OOM"}
     raise RuntimeError(proc.stderr[-3000:])
-  return json.loads(lines[-1])
+  return result
 
 
 def main():

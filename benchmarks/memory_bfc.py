@@ -21,7 +21,6 @@ workspaces, XLA's buffers and mixed precision are not exercised here).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -68,16 +67,11 @@ def child(args):
 
 def run_child(model, seq, batch, limit_mib):
   """'OK' or 'OOM' (also for a process that dies of the limit elsewhere), allocator peak, count."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CPU_ALLOCATOR_USE_BFC="true",
-             TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)),
-             PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  command = [sys.executable, os.path.abspath(__file__), "--child", f"--model={model}",
-             f"--seq={seq}", f"--batch={batch}"]
-  proc = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
-  lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-  if not lines:
-    return {"status": "OOM", "peak": None, "count": None}
-  return json.loads(lines[-1])
+  import memory_cpu  # pylint: disable=g-import-not-at-top
+  result, _ = memory_cpu.run_child_json(
+      __file__, [f"--model={model}", f"--seq={seq}", f"--batch={batch}"],
+      TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)))
+  return result or {"status": "OOM", "peak": None, "count": None}
 
 
 def bisect_limit(runs_under, low, high):

@@ -122,17 +122,30 @@ def child(args):
       "examples_per_second": b / seconds}))
 
 
-def run_child(model, seq, batch, steps, xla=False, mixed=False):
-  env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", TF_CPP_MIN_LOG_LEVEL="2",
-             PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  command = [sys.executable, os.path.abspath(__file__), "--child", f"--model={model}",
-             f"--seq={seq}", f"--batch={batch}", f"--steps={steps}"] + (["--xla"] if xla else [])
-  command += ["--mixed"] if mixed else []
-  proc = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, check=False)
+def run_child_json(script, options, **env):
+  """Runs `python script --child options...` in a fresh process from the repository root, with
+  TensorFlow's C++ log quiet and the repository on PYTHONPATH (plus `env`).
+
+  Returns:
+    (the last line of its stdout that starts with "{", parsed, or None if there is none; the
+    subprocess.CompletedProcess).
+  """
+  environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+  command = [sys.executable, os.path.abspath(script), "--child", *options]
+  proc = subprocess.run(command, env=environment, cwd=REPO, capture_output=True, text=True,
+                        check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-  if proc.returncode or not lines:
-    raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
-  return json.loads(lines[-1])
+  return (json.loads(lines[-1]) if lines else None), proc
+
+
+def run_child(model, seq, batch, steps, xla=False, mixed=False):
+  options = [f"--model={model}", f"--seq={seq}", f"--batch={batch}", f"--steps={steps}"]
+  options += (["--xla"] if xla else []) + (["--mixed"] if mixed else [])
+  result, proc = run_child_json(__file__, options, MALLOC_MMAP_THRESHOLD_="65536")
+  if proc.returncode or result is None:
+    raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
+  return result
 
 
 def main():
