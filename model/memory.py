@@ -232,9 +232,9 @@ def count_parameters(config):
 def decayed_parameters(config):
   """Parameters that AdamW decays: all trained ones but LayerNorm scales/offsets and biases
   (google-research/bert's and tfm's exclude_from_weight_decay)."""
-  h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
-  tables = (config.vocab_size + config.max_position_embeddings + config.type_vocab_size) * h
-  return tables + layers * (4 * h * h + 2 * h * i) + 2 * h  # + the span head's kernel
+  counts, h = count_parameters(config), config.hidden_size
+  tables = counts.embeddings - 2 * h  # the embedding tables without their layer norm
+  return tables + counts.num_layers * counts.layer_kernels + 2 * h  # + the span head's kernel
 
 
 def _activation_kind(config):

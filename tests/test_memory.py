@@ -309,6 +309,17 @@ def synthetic_batch(config, batch_size, seq, seed=0):
   }
 
 
+def twin_models(seed):
+  """(config, model, its twin): two span models with the same weights, under the current policy,
+  on the tiny config without dropout (so both see the same arithmetic)."""
+  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  tf_keras.utils.set_random_seed(seed)
+  model, _ = span_model.build_span_model(config)
+  twin, _ = span_model.build_span_model(config)
+  twin.set_weights(model.get_weights())
+  return config, model, twin
+
+
 @pytest.mark.parametrize("precision", ["float32", "float32_loss_scaled", "mixed_float16"])
 def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   """k = 4 micro-batches of 2 against one batch of 8: gradients, loss and weights after a step.
@@ -320,11 +331,7 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   """
   mixed = precision == "mixed_float16"
   train.set_precision_policy(mixed)
-  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  tf_keras.utils.set_random_seed(3)
-  reference, _ = span_model.build_span_model(config)
-  accumulating, _ = span_model.build_span_model(config)
-  accumulating.set_weights(reference.get_weights())
+  config, reference, accumulating = twin_models(seed=3)
   assert train.computes_in_float16(reference) == mixed
   initial = [w.copy() for w in reference.get_weights()]
   batch = synthetic_batch(config, 8, 64)
@@ -440,11 +447,7 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   it is here (asserted) but not for every shape on this CPU: batch 4 vs 2 x 2 at seq 32 already
   differ by 2.4e-4 in the compiled logits, before any gradient (see BUILD.md)."""
   train.set_precision_policy(mixed)
-  config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-  tf_keras.utils.set_random_seed(4)
-  plain, _ = span_model.build_span_model(config)
-  compiled, _ = span_model.build_span_model(config)
-  compiled.set_weights(plain.get_weights())
+  config, plain, compiled = twin_models(seed=4)
   initial = plain.get_weights()
   batch, k = (synthetic_batch(config, 8, 64), 4) if mixed else (synthetic_batch(config, 4, 32), 2)
   if mixed:
