@@ -19,7 +19,6 @@ the gradients of several passes into one exact optimizer step; an out-of-memory 
 training stops with the same diagnosis and leaves the last checkpoint as it was.
 """
 
-import collections
 import json
 import math
 import os
@@ -40,11 +39,12 @@ from model import bert_config as bert_config_lib
 from model import checkpoints
 from model import memory
 from model import span_model
-from postprocess import span_decoding
-from postprocess import squad_scoring
 from preprocess import records
 from preprocess import squad_reader
 from preprocess import wordpiece
+from tasks import artifacts
+from tasks import evaluation
+from tasks.errors import UsageError
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -54,10 +54,6 @@ definitions.define_memory_use_flags()
 FLAGS = flags.FLAGS
 
 QA_CONFIG_FILE = "qa_config.json"  # in --model_dir: what export.py needs to rebuild the model
-
-
-class UsageError(ValueError):
-  """A problem with flags or inputs; main() prints its one-line message and exits non-zero."""
 
 
 class OutOfMemoryError(RuntimeError):
@@ -93,12 +89,6 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, batch_si
   if batch_size is None:
     return tf.reduce_mean((start + end) / 2.0)
   return tf.reduce_sum((start + end) / 2.0) / tf.cast(batch_size, tf.float32)
-
-
-def model_inputs(batch):
-  """The three encoder inputs of a batch dict."""
-  return {k: batch[k] for k in (span_model.INPUT_WORD_IDS, span_model.INPUT_MASK,
-                                span_model.INPUT_TYPE_IDS)}
 
 
 def create_optimizer(learning_rate, num_train_steps, warmup_proportion, mixed):
@@ -233,7 +223,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
     if float16:
       overrides = {t: _FLOAT32_WEIGHT_GRADIENT for t in _WEIGHT_CONSUMING_OPS}
       with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
-        start_logits, end_logits = model(model_inputs(batch), training=True)
+        start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
                        batch_size)
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
@@ -245,7 +235,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
                         "only to float16 rounding", ", ".join(_WEIGHT_CONSUMING_OPS))
     else:
       with tf.GradientTape() as tape:
-        start_logits, end_logits = model(model_inputs(batch), training=True)
+        start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
         loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
                          end_logits, batch_size)
         scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
@@ -384,87 +374,6 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
   return {"steps": step - start_step, "final_loss": loss, "examples_per_second": rate}
 
 
-def predict(model, dataset):
-  """Runs the model over eval batches.
-
-  Returns:
-    {example index: [span_decoding.WindowLogits, ...]} in window order.
-  """
-  predict_step = tf.function(lambda inputs: model(inputs, training=False))
-  windows = collections.defaultdict(list)
-  progress = tf_keras.utils.Progbar(None, unit_name="batch")
-  for batch in dataset:
-    start_logits, end_logits = predict_step(model_inputs(batch))
-    arrays = {k: v.numpy() for k, v in batch.items()}
-    start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
-    for i, example_index in enumerate(arrays["example_index"]):
-      windows[int(example_index)].append(span_decoding.WindowLogits(
-          start_logits[i], end_logits[i], arrays["token_start_char"][i],
-          arrays["token_end_char"][i], arrays["token_is_max_context"][i]))
-    progress.add(1)
-  return dict(windows)
-
-
-def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
-             max_answer_length, max_eval_examples=None, version_2_with_negative=False,
-             null_score_diff_threshold=0.0):
-  """Predicts the eval shards, writes predictions.json and eval_results.json, returns the scores.
-
-  SQuAD 2.0 (`version_2_with_negative`): the answer is "" when null score - best non-null score >
-  `null_score_diff_threshold` (postprocess/span_decoding.null_answer); null_odds.json gets each
-  question's difference, and the official v2.0 scorer's figures are returned.
-
-  Raises:
-    UsageError: --predict_file is not the file the eval records were made from, or it has
-      unanswerable questions without --version_2_with_negative.
-  """
-  eval_meta = meta["splits"].get(records.EVAL_SPLIT)
-  if not eval_meta:
-    raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
-  if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
-    raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
-                     f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
-  dataset_json = squad_reader.load_json(predict_file)
-  if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
-    raise UsageError(f"--predict_file={predict_file} has "
-                     f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions without "
-                     f"answers (SQuAD 2.0?); pass --version_2_with_negative")
-  squad = squad_reader.read_squad(predict_file, is_training=False,
-                                  version_2_with_negative=version_2_with_negative)
-  dataset = records.eval_dataset(records.shard_paths(records_dir, meta, records.EVAL_SPLIT),
-                                 meta["flags"]["max_seq_length"], predict_batch_size,
-                                 max_eval_examples)
-  started = time.time()
-  windows = predict(model, dataset)
-  answers = span_decoding.decode_all(
-      windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
-      n_best_size, max_answer_length)
-  ids = {i: squad.examples[i].qas_id for i in sorted(answers)}
-  if max_eval_examples is not None:
-    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids.values()))
-  if version_2_with_negative:
-    predictions = {ids[i]: span_decoding.null_answer(answers[i], null_score_diff_threshold)
-                   for i in ids}
-    null_odds = {ids[i]: answers[i].null_score_diff for i in ids}
-    results = squad_scoring.score_v2(dataset_json, predictions, null_odds,
-                                     {ids[i]: answers[i].text for i in ids})
-    results["null_score_diff_threshold"] = null_score_diff_threshold
-    _write_json(os.path.join(model_dir, "null_odds.json"), null_odds)
-  else:
-    predictions = {ids[i]: answers[i].text for i in ids}
-    results = squad_scoring.score_v1(dataset_json, predictions)
-  results["predict_seconds"] = time.time() - started
-  _write_json(os.path.join(model_dir, "predictions.json"), predictions)
-  _write_json(os.path.join(model_dir, "eval_results.json"), results)
-  return results
-
-
-def _write_json(path, value):
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    json.dump(value, f, indent=2, ensure_ascii=False)
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
-
-
 def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
   """--max_steps if given, else epochs x train features / batch size (at least 1)."""
   if max_steps:
@@ -519,7 +428,7 @@ def run():
     raise UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but the "
                      f"encoder has {config.max_position_embeddings} positions")
   tf.io.gfile.makedirs(FLAGS.model_dir)
-  _write_json(saved, {"bert_config_file": os.path.abspath(config_file),
+  artifacts.write_json(saved, {"bert_config_file": os.path.abspath(config_file),
                       "bert_config": config.to_dict(),
                       "vocab_file": os.path.abspath(meta["flags"]["vocab_file"]),
                       **{k: meta["flags"][k] for k in ("do_lower_case", "max_seq_length",
@@ -556,7 +465,7 @@ def run():
     stats.update(train_batch_size=plan.micro_batch_size,
                  gradient_accumulation_steps=plan.accumulation_steps,
                  effective_batch_size=plan.effective_batch_size, xla=bool(xla))
-    _write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
+    artifacts.write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
   else:
     latest = tf.train.latest_checkpoint(FLAGS.model_dir)
     if latest:
@@ -574,9 +483,10 @@ def run():
   if not os.path.exists(predict_file):
     raise UsageError(definitions.missing_squad_file_message("predict_file", predict_file))
   version_2 = FLAGS.version_2_with_negative or meta["flags"].get("version_2_with_negative", False)
-  results = evaluate(model, FLAGS.records_dir, meta, predict_file, FLAGS.model_dir,
-                     FLAGS.predict_batch_size, FLAGS.n_best_size, FLAGS.max_answer_length,
-                     FLAGS.max_eval_examples, version_2, FLAGS.null_score_diff_threshold)
+  results = evaluation.evaluate(model, FLAGS.records_dir, meta, predict_file, FLAGS.model_dir,
+                                FLAGS.predict_batch_size, FLAGS.n_best_size,
+                                FLAGS.max_answer_length, FLAGS.max_eval_examples, version_2,
+                                FLAGS.null_score_diff_threshold)
   if version_2:
     print(f"SQuAD v2.0 on {results['total']} questions of {predict_file}: "
           f"exact = {results['exact']:.2f}, f1 = {results['f1']:.2f}; " +

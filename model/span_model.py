@@ -16,6 +16,12 @@ from official.nlp.modeling import networks
 INPUT_WORD_IDS = "input_word_ids"
 INPUT_MASK = "input_mask"
 INPUT_TYPE_IDS = "input_type_ids"
+MODEL_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+
+
+def model_inputs(batch):
+  """The three encoder inputs (int32 [batch, seq] each) of a batch dict that may hold more keys."""
+  return {k: batch[k] for k in MODEL_INPUTS}
 
 
 @tf_keras.utils.register_keras_serializable(package="squad_qa")
@@ -67,7 +73,7 @@ def build_span_model(config):
       network=encoder,
       initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
   inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-            for name in (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)}
+            for name in MODEL_INPUTS}
   start_logits, end_logits = labeler(inputs)
   to_float32 = functools.partial(tf_keras.layers.Activation, "linear", dtype="float32")
   outputs = (to_float32(name="start_logits")(start_logits),

@@ -452,7 +452,7 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   batch, k = (synthetic_batch(config, 8, 64), 4) if mixed else (synthetic_batch(config, 4, 32), 2)
   if mixed:
     forward = tf.function(lambda x: plain(x, training=True)[0], jit_compile=True)
-    inputs = train.model_inputs(batch)
+    inputs = span_model.model_inputs(batch)
     micro = [forward({key: v[2 * i:2 * i + 2] for key, v in inputs.items()}) for i in range(4)]
     np.testing.assert_array_equal(np.concatenate(micro), forward(inputs))
   plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, mixed), 1,

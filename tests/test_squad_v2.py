@@ -20,6 +20,7 @@ from preprocess import make_records
 from preprocess import records
 from preprocess import squad_reader
 from preprocess import wordpiece
+from tasks import evaluation
 from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features
@@ -164,7 +165,7 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
 
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = train.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
+  results = evaluation.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
                            version_2_with_negative=True, null_score_diff_threshold=0.0)
   predictions = json.loads((model_dir / "predictions.json").read_text())
   null_odds = json.loads((model_dir / "null_odds.json").read_text())

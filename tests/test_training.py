@@ -74,7 +74,7 @@ def test_mixed_float16_path_on_cpu(float32_policy_after):
   projections = [l for l in encoder.submodules if isinstance(l, tf_keras.layers.EinsumDense)]
   assert len(projections) >= 2 * 4  # q, k, v, attention output per layer
   assert {l.compute_dtype for l in projections} == {"float16"}
-  start_logits, end_logits = model(train.model_inputs(batch))
+  start_logits, end_logits = model(span_model.model_inputs(batch))
   assert start_logits.dtype == tf.float32 and end_logits.dtype == tf.float32
   optimizer = train.create_optimizer(1e-4, 10, 0.1, mixed=True)
   assert isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
@@ -108,7 +108,7 @@ def test_tiny_model_memorizes_8_real_features():
   first = float(step(batch))
   for _ in range(steps - 1):
     last = float(step(batch))
-  start_logits, end_logits = model(train.model_inputs(batch), training=False)
+  start_logits, end_logits = model(span_model.model_inputs(batch), training=False)
   start_accuracy = np.mean(np.argmax(start_logits, -1) == batch["start_positions"].numpy())
   end_accuracy = np.mean(np.argmax(end_logits, -1) == batch["end_positions"].numpy())
   assert first > 4.0  # ~log(128) at random init

@@ -1,0 +1,1 @@
+"""The SQuAD task: training (question_answering), evaluation, and the files of a --model_dir."""

@@ -1,0 +1,95 @@
+"""Prediction over the eval shards and SQuAD scoring: predictions.json and eval_results.json.
+
+Runs on one device (under a tf.distribute strategy, train.py calls it on the chief alone).
+"""
+
+import collections
+import os
+import time
+
+import tensorflow as tf
+import tf_keras
+
+from model import span_model
+from postprocess import span_decoding
+from postprocess import squad_scoring
+from preprocess import records
+from preprocess import squad_reader
+from preprocess import wordpiece
+from tasks import artifacts
+from tasks.errors import UsageError
+
+
+def predict(model, dataset):
+  """Runs the model over eval batches.
+
+  Returns:
+    {example index: [span_decoding.WindowLogits, ...]} in window order.
+  """
+  predict_step = tf.function(lambda inputs: model(inputs, training=False))
+  windows = collections.defaultdict(list)
+  progress = tf_keras.utils.Progbar(None, unit_name="batch")
+  for batch in dataset:
+    start_logits, end_logits = predict_step(span_model.model_inputs(batch))
+    arrays = {k: v.numpy() for k, v in batch.items()}
+    start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
+    for i, example_index in enumerate(arrays["example_index"]):
+      windows[int(example_index)].append(span_decoding.WindowLogits(
+          start_logits[i], end_logits[i], arrays["token_start_char"][i],
+          arrays["token_end_char"][i], arrays["token_is_max_context"][i]))
+    progress.add(1)
+  return dict(windows)
+
+
+def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
+             max_answer_length, max_eval_examples=None, version_2_with_negative=False,
+             null_score_diff_threshold=0.0):
+  """Predicts the eval shards, writes predictions.json and eval_results.json, returns the scores.
+
+  SQuAD 2.0 (`version_2_with_negative`): the answer is "" when null score - best non-null score >
+  `null_score_diff_threshold` (postprocess/span_decoding.null_answer); null_odds.json gets each
+  question's difference, and the official v2.0 scorer's figures are returned.
+
+  Raises:
+    UsageError: --predict_file is not the file the eval records were made from, or it has
+      unanswerable questions without --version_2_with_negative.
+  """
+  eval_meta = meta["splits"].get(records.EVAL_SPLIT)
+  if not eval_meta:
+    raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
+  if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
+    raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
+                     f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
+  dataset_json = squad_reader.load_json(predict_file)
+  if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
+    raise UsageError(f"--predict_file={predict_file} has "
+                     f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions without "
+                     f"answers (SQuAD 2.0?); pass --version_2_with_negative")
+  squad = squad_reader.read_squad(predict_file, is_training=False,
+                                  version_2_with_negative=version_2_with_negative)
+  dataset = records.eval_dataset(records.shard_paths(records_dir, meta, records.EVAL_SPLIT),
+                                 meta["flags"]["max_seq_length"], predict_batch_size,
+                                 max_eval_examples)
+  started = time.time()
+  windows = predict(model, dataset)
+  answers = span_decoding.decode_all(
+      windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
+      n_best_size, max_answer_length)
+  ids = {i: squad.examples[i].qas_id for i in sorted(answers)}
+  if max_eval_examples is not None:
+    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids.values()))
+  if version_2_with_negative:
+    predictions = {ids[i]: span_decoding.null_answer(answers[i], null_score_diff_threshold)
+                   for i in ids}
+    null_odds = {ids[i]: answers[i].null_score_diff for i in ids}
+    results = squad_scoring.score_v2(dataset_json, predictions, null_odds,
+                                     {ids[i]: answers[i].text for i in ids})
+    results["null_score_diff_threshold"] = null_score_diff_threshold
+    artifacts.write_json(os.path.join(model_dir, "null_odds.json"), null_odds)
+  else:
+    predictions = {ids[i]: answers[i].text for i in ids}
+    results = squad_scoring.score_v1(dataset_json, predictions)
+  results["predict_seconds"] = time.time() - started
+  artifacts.write_json(os.path.join(model_dir, "predictions.json"), predictions)
+  artifacts.write_json(os.path.join(model_dir, "eval_results.json"), results)
+  return results
