@@ -155,6 +155,28 @@ def define_train_flags():
       "the best non-null span score exceeds this (google-research/bert, tfm).")
 
 
+def define_distribution_flags():
+  """train.py's tf.distribute flags, named as tf-models-official names them (tasks/distribution.py)."""
+  DEFINE_string(
+      "distribution_strategy", None,
+      "one_device, mirrored (the GPUs of this host), multi_worker_mirrored (hosts listed in "
+      "$TF_CONFIG) or tpu. Default: mirrored when more than one GPU is visible, else one_device.")
+  DEFINE_integer("num_gpus", None, "GPUs to use (default: every visible GPU).")
+  DEFINE_string(
+      "all_reduce_alg", None,
+      "All-reduce of the gradients: nccl or hierarchical_copy (mirrored), ring or nccl "
+      "(multi_worker_mirrored); default: TensorFlow's choice.")
+  DEFINE_string("tpu", None, "The TPU's gRPC address or Cloud TPU name (--distribution_strategy=tpu).")
+  DEFINE_integer(
+      "num_cpu_devices", 1,
+      "Without GPUs: split the CPU into this many logical devices; mirrored then runs one replica "
+      "on each (for tests and trying a multi-device configuration).")
+  DEFINE_integer(
+      "steps_per_loop", 100,
+      "Training steps per compiled loop (tfm's trainer.steps_per_loop): progress, summaries and "
+      "the SIGTERM check happen between loops; at most --save_checkpoints_steps.")
+
+
 def define_export_flags():
   """Flags of export.py."""
   DEFINE_string("export_dir", "export", "Where the SavedModel is written.")
@@ -249,9 +271,10 @@ def define_train_batch_size(default):
   if "train_batch_size" not in flags.FLAGS:
     flags.DEFINE(
         _BatchSizeParser(), "train_batch_size", default,
-        "Features per forward/backward pass, or 'auto': the largest batch that model/memory.py "
-        "says fits the device (90 % of its usable memory), with gradient accumulation keeping "
-        "--effective_batch_size.", serializer=flags.ArgumentSerializer())
+        "Global features per forward/backward pass, over all replicas (each replica takes "
+        "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
+        "model/memory.py says fits one device (90 % of its usable memory), with gradient "
+        "accumulation keeping --effective_batch_size.", serializer=flags.ArgumentSerializer())
 
 
 def define_memory_use_flags():
@@ -262,7 +285,7 @@ def define_memory_use_flags():
       "equals one batch of train_batch_size x gradient_accumulation_steps.")
   DEFINE_integer(
       "effective_batch_size", None,
-      "Features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
+      "Global features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
       "picks the micro-batch and the accumulation steps; with a number, the accumulation "
       "steps are effective_batch_size / train_batch_size.")
   DEFINE_bool(

@@ -1,8 +1,25 @@
-"""The files train.py writes into --model_dir, written atomically."""
+"""The files of a --model_dir and of an export, named once, and qa_config.json.
+
+train.py writes `qa_config.json` into --model_dir: the encoder's config (and its file), the vocab
+and the featurization settings of the records, and the SQuAD 2.0 decoding settings. export.py
+rebuilds the model from it and copies the featurization and decoding part into the SavedModel's
+`assets.extra/qa_config.json`, which ask.py and serving read. model/checkpoints.py finds the config
+and vocab beside a --model_dir through it.
+"""
 
 import json
+import os
 
 import tensorflow as tf
+
+QA_CONFIG_FILE = "qa_config.json"
+TRAIN_RESULTS_FILE = "train_results.json"
+PREDICTIONS_FILE = "predictions.json"
+EVAL_RESULTS_FILE = "eval_results.json"
+NULL_ODDS_FILE = "null_odds.json"
+EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read
+# The records' featurization settings a model must be served with (make_records.py's flags).
+FEATURIZATION_KEYS = ("do_lower_case", "max_seq_length", "doc_stride", "max_query_length")
 
 
 def write_json(path, value):
@@ -10,3 +27,49 @@ def write_json(path, value):
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     json.dump(value, f, indent=2, ensure_ascii=False)
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def read_json(path):
+  """The JSON value at `path`, or {} when there is no such file."""
+  if not tf.io.gfile.exists(path):
+    return {}
+  with tf.io.gfile.GFile(path) as f:
+    return json.load(f)
+
+
+def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
+                    version_2_with_negative, null_score_diff_threshold):
+  """Writes --model_dir/qa_config.json.
+
+  Args:
+    model_dir: the training run's folder.
+    bert_config_file: path of the encoder's config (stored absolute).
+    bert_config: its `model.bert_config.BertConfig`.
+    records_flags: meta.json's "flags" of the records (vocab_file and FEATURIZATION_KEYS).
+    version_2_with_negative, null_score_diff_threshold: the SQuAD 2.0 decoding rule export.py
+      bakes into serve_text.
+  """
+  write_json(os.path.join(model_dir, QA_CONFIG_FILE), {
+      "bert_config_file": os.path.abspath(bert_config_file),
+      "bert_config": bert_config.to_dict(),
+      "vocab_file": os.path.abspath(records_flags["vocab_file"]),
+      **{k: records_flags[k] for k in FEATURIZATION_KEYS},
+      "version_2_with_negative": bool(version_2_with_negative),
+      "null_score_diff_threshold": null_score_diff_threshold})
+
+
+def read_qa_config(folder):
+  """`folder`/qa_config.json as a dict ({} when absent)."""
+  return read_json(os.path.join(folder, QA_CONFIG_FILE))
+
+
+def read_export_config(export_dir):
+  """An export's assets.extra/qa_config.json (featurization and decoding settings).
+
+  Raises:
+    FileNotFoundError: the export has none.
+  """
+  path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path}: not found; is {export_dir} an export of export.py?")
+  return read_json(path)

@@ -1,0 +1,186 @@
+"""Float32 weight gradients for a mixed_float16 model: a gradient override that must cover every weight.
+
+Under mixed_float16 every weight gradient is a sum over all batch * seq rows. Computed by the
+float16 op it belongs to, that sum is rounded to float16 (11-bit mantissa) once per pass, and on
+the CPU BiasAddGrad / Sum even accumulate in float16, so one batch of k * b and k passes of b
+would differ by float16 roundings (measured: 3e-4 of every kernel gradient, 2e-2 of bias
+gradients). The forward pass and the activation gradients are per-row: bitwise the same for any
+batch composition. So under float16 the ops that consume a weight get a gradient function
+(through tf.Graph.gradient_override_map) that computes the weight's gradient from the same
+float16 operands cast to float32 (float16 * float16 products are exact in float32); the
+activation gradients stay the op's own float16 gradient. Then the only batch-dependent rounding
+left is float32 summation order.
+
+This relies on TensorFlow internals (the op types tfm's layers emit, `gradient_override_map`, the
+registered gradient functions), so it checks itself at trace time: `traced_gradients` raises
+`OverrideError` when a weight that the model reads in float16 is not covered, or when nothing is.
+"""
+
+import contextlib
+
+import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: no public API
+
+# The op types tfm's BertEncoder + BertSpanLabeler feed a (cast) variable into under
+# mixed_float16 (found by walking the traced graph; the word embedding is a ResourceGather, whose
+# gradient is per row and needs no override).
+WEIGHT_CONSUMING_OPS = ("AddV2", "BiasAdd", "BroadcastTo", "Einsum", "MatMul")
+_GRADIENT_NAME = "SquadQaFloat32WeightGradient"
+# Ops between a variable's float32 read and the float16 tensor an op consumes (the AutoCastVariable
+# cast, tfm PositionEmbedding's slice and reshape).
+_VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
+
+
+class OverrideError(RuntimeError):
+  """The override did not cover every weight read in float16 (TensorFlow or tfm changed)."""
+
+
+def _variable_read(tensor):
+  """The ReadVariableOp `tensor` is a (cast, sliced, reshaped) view of, or None."""
+  op = tensor.op
+  while op.type in _VARIABLE_VIEW_OPS:
+    op = op.inputs[0].op
+  return op if op.type == "ReadVariableOp" else None
+
+
+def _recreate(op, inputs):
+  """`op` (one of WEIGHT_CONSUMING_OPS) applied to `inputs` instead: its first output."""
+  if op.type == "Einsum":
+    return tf.raw_ops.Einsum(inputs=inputs, equation=op.get_attr("equation"))
+  if op.type == "MatMul":
+    return tf.raw_ops.MatMul(a=inputs[0], b=inputs[1], transpose_a=op.get_attr("transpose_a"),
+                             transpose_b=op.get_attr("transpose_b"))
+  if op.type == "BiasAdd":
+    return tf.raw_ops.BiasAdd(value=inputs[0], bias=inputs[1],
+                              data_format=op.get_attr("data_format"))
+  if op.type == "BroadcastTo":
+    return tf.raw_ops.BroadcastTo(input=inputs[0], shape=inputs[1])
+  return tf.raw_ops.AddV2(x=inputs[0], y=inputs[1])
+
+
+_covered_reads = []  # ReadVariableOps whose float16 view got a float32 gradient (trace time)
+
+
+@tf.RegisterGradient(_GRADIENT_NAME)
+def _float32_weight_gradient(op, grad):
+  """The op's own gradients, except float32 ones for its float16 inputs that read a variable.
+
+  The recreated ops' forward outputs are unused, so TF prunes them; only their gradients run.
+  """
+  float16_op = _recreate(op, list(op.inputs)).op
+  gradients = list(tf_ops.get_gradient_function(float16_op)(float16_op, grad))
+  weights = [i for i, t in enumerate(op.inputs)
+             if t.dtype == tf.float16 and _variable_read(t) is not None]
+  if weights:
+    _covered_reads.extend(_variable_read(op.inputs[i]) for i in weights)
+    float32_op = _recreate(op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t
+                                for t in op.inputs]).op
+    float32_gradients = tf_ops.get_gradient_function(float32_op)(float32_op,
+                                                                   tf.cast(grad, tf.float32))
+    for i in weights:
+      gradients[i] = float32_gradients[i]
+  return gradients
+
+
+@contextlib.contextmanager
+def override_weight_gradients(op_types=WEIGHT_CONSUMING_OPS):
+  """Within it, the ops of `op_types` traced into the default graph get the float32 override.
+
+  Use it around the model's forward pass inside a tf.function, then take the gradients with
+  `traced_gradients` (tf.gradients: a GradientTape ignores gradient_override_map).
+  """
+  overrides = {t: _GRADIENT_NAME for t in op_types}
+  with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
+    yield
+
+
+def _eager_handle(tensor):
+  """The outermost tensor a captured placeholder stands for (through nested function graphs)."""
+  graph = tensor.graph
+  while graph is not None and hasattr(graph, "captures"):
+    outer = [external for external, internal in graph.captures if internal is tensor]
+    if not outer:
+      return tensor
+    tensor = outer[0]
+    graph = getattr(graph, "outer_graph", None)
+  return tensor
+
+
+def _float16_reads(graph):
+  """Every ReadVariableOp of `graph` whose value is used as float16 (cast from float32)."""
+  reads = []
+  for op in graph.get_operations():
+    if op.type == "Cast" and op.get_attr("DstT") == tf.float16:
+      read = _variable_read(op.outputs[0])
+      if read is not None and read.outputs[0].dtype == tf.float32:
+        reads.append(read)
+  return reads
+
+
+def _names_by_handle(variables):
+  """{id of an eager variable handle: variable name}, for every replica's component."""
+  by_handle = {}
+  for v in variables:
+    for component in tf.distribute.get_strategy().experimental_local_results(v):
+      by_handle[id(component.handle)] = v.name
+  return by_handle
+
+
+def _read_names(reads, by_handle):
+  """{ReadVariableOp: name of the variable it reads} for the reads of variables in `by_handle`."""
+  names = {}
+  for read in reads:
+    name = by_handle.get(id(_eager_handle(read.inputs[0])))
+    if name is not None:
+      names[read] = name
+  return names
+
+
+def traced_gradients(loss, variables):
+  """tf.gradients(loss, variables) for a forward pass traced under `override_weight_gradients`.
+
+  Must be called in the same graph as the forward pass (inside a tf.function).
+
+  Returns:
+    The gradients (as tf.gradients; float32 for float32 variables).
+
+  Raises:
+    OverrideError: some variable read as float16 in this graph got no float32 gradient (its
+      names are in the message), or none did: TensorFlow or tfm now feed weights through other op
+      types than WEIGHT_CONSUMING_OPS.
+  """
+  graph = tf.compat.v1.get_default_graph()
+  start = len(_covered_reads)
+  gradients = tf.gradients(loss, variables)
+  covered = {id(read) for read in _covered_reads[start:]}
+  del _covered_reads[start:]
+  needed = _read_names(_float16_reads(graph), _names_by_handle(variables))
+  missed = sorted({name for read, name in needed.items() if id(read) not in covered})
+  if not covered or missed:
+    raise OverrideError(
+        f"the float32 weight-gradient override (op types {', '.join(WEIGHT_CONSUMING_OPS)}) "
+        f"covered {len(covered)} float16 weight reads and missed {len(missed)} weights "
+        f"({', '.join(missed[:3])}{' ...' if len(missed) > 3 else ''}); train with "
+        f"--nofloat32_weight_gradients or update model/float32_gradients.py")
+  return gradients
+
+
+def covered_variable_names(loss_fn, variables):
+  """Names of the `variables` whose float16 reads get a float32 gradient in `loss_fn`'s graph.
+
+  For tests: `loss_fn()` builds the forward pass and returns the loss; it is traced once.
+  """
+  names = []
+
+  @tf.function
+  def trace():
+    with override_weight_gradients():
+      loss = loss_fn()
+    start = len(_covered_reads)
+    tf.gradients(loss, variables)
+    names.extend(_read_names(_covered_reads[start:], _names_by_handle(variables)).values())
+    del _covered_reads[start:]
+    return loss
+
+  trace.get_concrete_function()
+  return sorted(set(names))

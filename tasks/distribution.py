@@ -1,0 +1,107 @@
+"""The tf.distribute strategy from tfm's flags, the chief, and splitting the global batch.
+
+`--distribution_strategy=one_device|mirrored|multi_worker_mirrored|tpu`, `--num_gpus`,
+`--all_reduce_alg` and `--tpu` mean what they mean in tf-models-official
+(`official.common.distribute_utils.get_distribution_strategy`, which builds the strategy).
+Multi-worker membership comes from the `TF_CONFIG` environment variable. The default is
+`mirrored` when more than one GPU is visible, else `one_device`.
+
+Without GPUs, `--num_cpu_devices=N` splits the CPU into N logical devices
+(tf.config.set_logical_device_configuration) and `mirrored` runs one replica on each: the
+arithmetic of a multi-GPU run, for tests and for trying a configuration on a laptop.
+"""
+
+import tensorflow as tf
+from official.common import distribute_utils
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+class DistributionError(ValueError):
+  """A strategy that cannot be built as asked (one-line message)."""
+
+
+def split_cpu(num_cpu_devices):
+  """Splits the first physical CPU into `num_cpu_devices` logical devices (before TF initializes).
+
+  Raises:
+    DistributionError: TensorFlow is already initialized with another split.
+  """
+  if num_cpu_devices <= 1:
+    return
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices)
+  except RuntimeError as e:
+    if len(tf.config.list_logical_devices("CPU")) != num_cpu_devices:
+      raise DistributionError(f"--num_cpu_devices={num_cpu_devices}: {e}") from None
+
+
+def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None, tpu=None,
+                  num_cpu_devices=1):
+  """The strategy the flags ask for.
+
+  Args:
+    distribution_strategy: one of STRATEGIES, or None for the default (see module docstring).
+    num_gpus: GPUs to use; None: every visible GPU.
+    all_reduce_alg: tfm's: "nccl" / "hierarchical_copy" (mirrored), "ring" / "nccl"
+      (multi_worker_mirrored); None: TensorFlow's choice.
+    tpu: the TPU's address (grpc://... or a Cloud TPU name) for "tpu".
+    num_cpu_devices: logical CPU devices for `mirrored` when there is no GPU.
+
+  Returns:
+    A tf.distribute.Strategy.
+
+  Raises:
+    DistributionError: an unknown name or an impossible combination (one line).
+  """
+  split_cpu(num_cpu_devices)
+  visible = len(tf.config.list_physical_devices("GPU"))
+  if num_gpus is None:
+    num_gpus = visible
+  if distribution_strategy is None:
+    distribution_strategy = "mirrored" if num_gpus > 1 else "one_device"
+  if distribution_strategy not in STRATEGIES:
+    raise DistributionError(f"--distribution_strategy={distribution_strategy}: expected one of "
+                            f"{', '.join(STRATEGIES)}")
+  if num_gpus > visible:
+    raise DistributionError(f"--num_gpus={num_gpus} but TensorFlow sees {visible} GPUs")
+  if distribution_strategy == "tpu" and not tpu:
+    raise DistributionError("--distribution_strategy=tpu needs --tpu (the TPU's address or name)")
+  if distribution_strategy == "mirrored" and not num_gpus and num_cpu_devices > 1:
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+  try:
+    return distribute_utils.get_distribution_strategy(
+        distribution_strategy=distribution_strategy, num_gpus=num_gpus,
+        all_reduce_alg=all_reduce_alg, tpu_address=tpu)
+  except ValueError as e:
+    raise DistributionError(f"--distribution_strategy={distribution_strategy}: {e}") from None
+
+
+def is_chief(strategy):
+  """Whether this worker writes --model_dir: the only worker, the "chief" task, or worker 0 of a
+  cluster without a chief (TensorFlow's multi-worker convention)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.task_type:
+    return True
+  if resolver.task_type == "chief":
+    return True
+  return (resolver.task_type == "worker" and resolver.task_id == 0
+          and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def per_replica_batch_size(global_batch_size, num_replicas):
+  """`global_batch_size` / `num_replicas`.
+
+  Raises:
+    DistributionError: it does not divide (one line with the nearest global batches that do).
+  """
+  per_replica, remainder = divmod(global_batch_size, num_replicas)
+  if remainder or not per_replica:
+    lower = max(num_replicas, global_batch_size - remainder)
+    raise DistributionError(
+        f"--train_batch_size={global_batch_size} is the global batch and must be a multiple of "
+        f"the {num_replicas} replicas; use {lower} or {lower + num_replicas}")
+  return per_replica

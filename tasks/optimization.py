@@ -1,0 +1,86 @@
+"""AdamW with google-research/bert's schedule reaching its peak, and the distributed update.
+
+The schedule (issue 12): the rate rises linearly from 0 at step 0 to exactly `learning_rate` at
+step `warmup_steps`, then falls linearly to 0 at step `num_train_steps`:
+
+  lr(s) = learning_rate * s / W                      for s < W
+  lr(s) = learning_rate * (N - s) / (N - W)          for W <= s <= N
+
+Built from tf-models-official's own classes: `official.modeling.optimization.lr_schedule.
+LinearWarmup` (warm-up to the decay's value at W) around `PolynomialDecayWithOffset` (a Keras
+PolynomialDecay evaluated at s - W, power 1, end 0, decay_steps N - W). tfm's
+`official.nlp.optimization.create_optimizer` and google-research/bert's `optimization.py` instead
+decay from step 0 (PolynomialDecay over N) and warm up to that decayed value, so their peak is
+lr * (1 - W/N) (80 % with W = N/2; tensorflow/models PR #9709). The optimizer's update number
+s + 1 uses lr(s) (Keras reads the schedule at `iterations` before incrementing it), so the first
+update uses 0 when W > 0, as in both references.
+"""
+
+import tensorflow as tf
+import tf_keras
+from official.modeling.optimization import legacy_adamw
+from official.modeling.optimization import lr_schedule
+
+WEIGHT_DECAY_RATE = 0.01  # google-research/bert and tfm
+GRADIENT_CLIP_NORM = 1.0  # global norm, google-research/bert and tfm
+EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
+
+
+def learning_rate_schedule(learning_rate, num_train_steps, warmup_steps):
+  """The schedule of the module docstring, as a tf_keras LearningRateSchedule (float32 rate)."""
+  decay = lr_schedule.PolynomialDecayWithOffset(
+      initial_learning_rate=learning_rate, decay_steps=max(1, num_train_steps - warmup_steps),
+      end_learning_rate=0.0, power=1.0, offset=warmup_steps)
+  if not warmup_steps:
+    return decay
+  return lr_schedule.LinearWarmup(after_warmup_lr_sched=decay, warmup_steps=warmup_steps,
+                                  warmup_learning_rate=0.0)
+
+
+def warmup_steps_for(num_train_steps, warmup_proportion):
+  """Warm-up steps: int(num_train_steps * warmup_proportion), as google-research/bert."""
+  return int(num_train_steps * warmup_proportion)
+
+
+def create_optimizer(learning_rate, num_train_steps, warmup_proportion, mixed):
+  """tfm's AdamWeightDecay on `learning_rate_schedule`; loss-scaled when `mixed`.
+
+  Gradient clipping is not left to the optimizer (tfm's clips per replica before the all-reduce,
+  and not at all inside a LossScaleOptimizer): `apply_gradients` here clips the summed gradient.
+
+  Returns:
+    A tf_keras (legacy) optimizer; under mixed precision a `tf_keras.mixed_precision.
+    LossScaleOptimizer` with dynamic loss scaling around it.
+  """
+  optimizer = legacy_adamw.AdamWeightDecay(
+      learning_rate=learning_rate_schedule(
+          learning_rate, num_train_steps, warmup_steps_for(num_train_steps, warmup_proportion)),
+      weight_decay_rate=WEIGHT_DECAY_RATE, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+      exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, gradient_clip_norm=0.0)
+  if mixed:
+    optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
+  return optimizer
+
+
+def apply_gradients(optimizer, gradients, variables):
+  """One optimizer update from this replica's share of the gradients (replica context).
+
+  The replicas' gradients are summed (each replica's loss is already divided by the global
+  batch), the sum is clipped to global norm GRADIENT_CLIP_NORM, and the optimizer applies it
+  without aggregating again. So the update equals one device's update on the whole global batch
+  (a non-finite sum skips the step under loss scaling, on every replica). Outside a strategy the
+  all-reduce is the identity.
+  """
+  context = tf.distribute.get_replica_context()
+  gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, list(gradients))
+  gradients, _ = tf.clip_by_global_norm(gradients, GRADIENT_CLIP_NORM)
+  return optimizer.apply_gradients(zip(gradients, variables),
+                                   experimental_aggregate_gradients=False)
+
+
+def learning_rate_at(optimizer, step=None):
+  """The float learning rate the next update uses (at `step`, default the optimizer's iterations)."""
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  schedule = inner.learning_rate
+  step = inner.iterations if step is None else step
+  return float(schedule(step)) if callable(schedule) else float(schedule)

@@ -1,0 +1,284 @@
+"""The SQuAD span task: model, inputs, loss, the train step with gradient accumulation, optimizer.
+
+Shaped like tf-models-official's `official.nlp.tasks.question_answering.QuestionAnsweringTask`
+(`build_model`, `build_inputs`, `build_losses`, `train_step`, `create_optimizer`), without its
+config machinery: a `QATaskConfig` dataclass holds the settings, so the task is usable from Python
+without defining flags. Works under any `tf.distribute` strategy: the input is a
+`dataset_fn(input_context)` for `strategy.distribute_datasets_from_function`, each replica's loss
+is its examples' loss sum divided by the global batch (`tf.nn.compute_average_loss`), and the
+summed, clipped gradient is applied once (tasks/optimization.py), so a step equals one device's
+step on the same global batch.
+"""
+
+import dataclasses
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras
+
+from model import float32_gradients
+from model import span_model
+from preprocess import records
+from tasks import optimization
+
+
+class ShardError(ValueError):
+  """Fewer train shards than input pipelines (one-line message naming --num_shards)."""
+
+
+def set_precision_policy(mixed):
+  """Sets the global tf_keras policy: "mixed_float16" when `mixed`, else "float32".
+
+  tfm's models are tf_keras (Keras 2) models, so the policy must be set through tf_keras, not Keras 3.
+  """
+  policy = "mixed_float16" if mixed else "float32"
+  tf_keras.mixed_precision.set_global_policy(policy)
+  return policy
+
+
+def span_loss(start_positions, end_positions, start_logits, end_logits, global_batch_size=None):
+  """(CE(start) + CE(end)) / 2 summed over the examples given, divided by the global batch.
+
+  run_squad.py's loss with `tf.nn.compute_average_loss` semantics: on one device without
+  `global_batch_size` it is the batch mean; on a replica (or a micro-batch) it is that part's
+  share of the mean over the global batch, so the shares add up to the global mean.
+
+  Args:
+    start_positions, end_positions: int [batch] token indices.
+    start_logits, end_logits: [batch, seq] logits (cast to float32 here).
+    global_batch_size: the number of examples the mean is over; default: the examples given times
+      the replicas in sync.
+
+  Returns:
+    A float32 scalar.
+  """
+  start = tf_keras.losses.sparse_categorical_crossentropy(
+      start_positions, tf.cast(start_logits, tf.float32), from_logits=True)
+  end = tf_keras.losses.sparse_categorical_crossentropy(
+      end_positions, tf.cast(end_logits, tf.float32), from_logits=True)
+  return tf.nn.compute_average_loss((start + end) / 2.0, global_batch_size=global_batch_size)
+
+
+def trained_variables(model):
+  """The model's trainable variables minus BERT's pooler, which the span head does not use."""
+  return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
+
+
+def computes_in_float16(model):
+  """Whether any layer of `model` computes in float16 (a mixed_float16 policy)."""
+  return any(getattr(layer, "compute_dtype", None) == "float16"
+             for layer in [model] + list(model.submodules))
+
+
+def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_gradients=True):
+  """(loss, gradients) of this replica's share of the global batch's mean span loss.
+
+  With `accumulation_steps` = k > 1 the replica's batch of k * b features is cut, in order, into
+  k micro-batches of b; each runs forward and backward alone (a while loop with
+  parallel_iterations=1, so one micro-batch's activations are alive at a time) and the float32
+  gradients are added. Each pass's loss is its examples' loss sum divided by the whole global
+  batch's k * b * replicas (not its mean times 1/k), so the sum of the passes is the replica's
+  share of the batch mean and the gradient entering every row's backward pass is the same number
+  in both, scale / (k * b * replicas) * dCE: under float16 even a factor 1/k applied afterwards
+  would change which small activation gradients round into float16 subnormals. The result is the
+  whole batch's gradient up to float32 summation order.
+
+  Under loss scaling every pass uses the same scale (it only changes in apply_gradients) and its
+  gradients are unscaled in float32 before they are added; an overflow in any pass makes the sum
+  non-finite, so the step is skipped and the scale lowered exactly as for one big batch.
+
+  When the model computes in float16 (mixed_float16) and `float32_weight_gradients` is on, every
+  reduction over the batch * seq rows into a weight gradient is computed in float32 from the
+  float16 operands (model/float32_gradients.py), so k passes of b give one batch of k * b within
+  float32 tolerance here too (on TF's CPU kernels; XLA and GPU kernels may pick shape-dependent
+  algorithms: see BUILD.md). That path uses tf.gradients (the tape cannot take gradient
+  overrides), so the returned function must run inside a tf.function; it raises
+  float32_gradients.OverrideError at trace time if the override misses a weight. float32 models,
+  and float16 ones with `float32_weight_gradients` off, use a GradientTape.
+
+  Returns:
+    A function batch -> (float32 scalar loss, list of float32 gradients; the word-embedding
+    gradient is tf.IndexedSlices when k == 1). `batch` holds int32 [k * b, seq]
+    input_word_ids, input_mask, input_type_ids and int32 [k * b] start_positions,
+    end_positions; seq may differ from batch to batch.
+  """
+  loss_scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+  variables = trained_variables(model)
+  float16 = float32_weight_gradients and computes_in_float16(model)
+
+  def loss_and_gradients(batch, global_batch_size=None):
+    if float16:
+      with float32_gradients.override_weight_gradients():
+        start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
+      loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
+                       global_batch_size)
+      scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
+      grads = float32_gradients.traced_gradients(scaled, variables)
+    else:
+      with tf.GradientTape() as tape:
+        start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
+        loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
+                         end_logits, global_batch_size)
+        scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
+      grads = tape.gradient(scaled, variables)
+    if loss_scaled:
+      grads = optimizer.get_unscaled_gradients(grads)
+    return loss, grads
+
+  if accumulation_steps == 1:
+    return loss_and_gradients
+
+  def accumulated(batch):
+    k = accumulation_steps
+    micro = {key: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
+             for key, value in batch.items()}
+    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+    global_batch_size = tf.shape(batch["start_positions"])[0] * replicas
+
+    def body(i, loss_sum, grad_sums):
+      loss, grads = loss_and_gradients({key: value[i] for key, value in micro.items()},
+                                       global_batch_size)
+      return (i + 1, loss_sum + loss,
+              [total + tf.convert_to_tensor(grad) for total, grad in zip(grad_sums, grads)])
+
+    zeros = [tf.zeros(v.shape, tf.float32) for v in variables]
+    _, loss_sum, grad_sums = tf.while_loop(lambda i, *_: i < k, body,
+                                           (tf.constant(0), tf.constant(0.0), zeros),
+                                           parallel_iterations=1)
+    return loss_sum, grad_sums
+
+  return accumulated
+
+
+def make_replica_step(model, optimizer, accumulation_steps=1, jit_compile=False,
+                      float32_weight_gradients=True):
+  """One optimizer step on this replica's batch (replica context); returns its float32 loss share.
+
+  Args:
+    accumulation_steps: micro-batches per step (see `make_gradient_fn`); the replica's batch holds
+      accumulation_steps * micro-batch features.
+    jit_compile: compile the forward and backward passes (and the accumulation loop) with XLA,
+      once per distinct batch shape; the all-reduce and the optimizer update run outside XLA.
+    float32_weight_gradients: under a float16 policy, reduce weight gradients in float32 (see
+      `make_gradient_fn`); False keeps the ops' own float16 gradients (faster on GPUs without
+      TF32; accumulation then matches one big batch to float16 rounding only).
+  """
+  gradient_fn = make_gradient_fn(model, optimizer, accumulation_steps, float32_weight_gradients)
+  if jit_compile:
+    gradient_fn = tf.function(gradient_fn, jit_compile=True, reduce_retracing=True)
+  variables = trained_variables(model)
+
+  def replica_step(batch):
+    loss, grads = gradient_fn(batch)
+    optimization.apply_gradients(optimizer, grads, variables)
+    return loss
+
+  return replica_step
+
+
+def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False,
+                    float32_weight_gradients=True):
+  """A tf.function running one optimizer step on a batch outside any strategy (tests, benchmarks).
+
+  Same arguments as `make_replica_step`; returns the (unscaled) float32 loss. The input
+  signature leaves batch and sequence length open, so length-bucketed batches trace once.
+  """
+  return tf.function(make_replica_step(model, optimizer, accumulation_steps, jit_compile,
+                                       float32_weight_gradients), reduce_retracing=True)
+
+
+@dataclasses.dataclass
+class QATaskConfig:
+  """What the task needs; train.py fills it from flags, tests and notebooks directly.
+
+  Attributes:
+    bert_config: a `model.bert_config.BertConfig`.
+    max_seq_length: tokens per feature of the records.
+    train_files: the train shards written by make_records.py (per-worker sharding is by file).
+    per_replica_batch_size: features per forward/backward pass on one replica.
+    accumulation_steps: passes per optimizer step; a replica's batch is their product.
+    learning_rate, num_train_steps, warmup_proportion: the schedule (tasks/optimization.py).
+    mixed: mixed_float16 with dynamic loss scaling.
+    jit_compile: XLA for the gradient computation.
+    float32_weight_gradients: see `make_gradient_fn`.
+    seed: shuffling seed of the input (the same on every worker).
+  """
+  bert_config: object
+  max_seq_length: int
+  train_files: tuple = ()
+  per_replica_batch_size: int = 32
+  accumulation_steps: int = 1
+  learning_rate: float = 5e-5
+  num_train_steps: int = 1
+  warmup_proportion: float = 0.1
+  mixed: bool = False
+  jit_compile: bool = False
+  float32_weight_gradients: bool = True
+  seed: Optional[int] = None
+
+
+class QuestionAnsweringTask:
+  """SQuAD span prediction as a task: build the model, inputs, loss, optimizer and the step."""
+
+  def __init__(self, config: QATaskConfig):
+    self.config = config
+
+  def build_model(self):
+    """The span model (model/span_model.py); call it under the strategy's scope."""
+    model, _ = span_model.build_span_model(self.config.bert_config)
+    return model
+
+  def create_optimizer(self):
+    """tasks/optimization.py's AdamW on the schedule; call it under the strategy's scope."""
+    c = self.config
+    return optimization.create_optimizer(c.learning_rate, c.num_train_steps, c.warmup_proportion,
+                                         c.mixed)
+
+  @property
+  def replica_batch_size(self):
+    """Features a replica takes per optimizer step: per_replica_batch_size * accumulation_steps."""
+    return self.config.per_replica_batch_size * self.config.accumulation_steps
+
+  def build_inputs(self, input_context=None, skip_steps=0):
+    """This input pipeline's endless training batches (a `dataset_fn` for the strategy).
+
+    The train shards are split by file among the input pipelines (one per worker):
+    pipeline i reads files i, i + n, i + 2n, ... Each pipeline yields batches of
+    `replica_batch_size` for its replicas in turn.
+
+    Args:
+      input_context: a `tf.distribute.InputContext` (None: one pipeline, one replica).
+      skip_steps: optimizer steps already trained; their batches are skipped, so a resumed run
+        continues the data order of an uninterrupted one (the pipeline is deterministic for a
+        given seed).
+
+    Returns:
+      A tf.data.Dataset of records.train_dataset's batch dicts.
+
+    Raises:
+      ShardError: fewer shards than input pipelines (one line naming --num_shards).
+    """
+    files = list(self.config.train_files)
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    index = input_context.input_pipeline_id if input_context else 0
+    replicas_here = (input_context.num_replicas_in_sync // pipelines) if input_context else 1
+    if len(files) < pipelines:
+      raise ShardError(f"{len(files)} train shards for {pipelines} input pipelines (workers); "
+                       f"rerun make_records.py with --num_shards={pipelines} or more")
+    dataset = records.train_dataset(paths=files[index::pipelines],
+                                    max_seq_length=self.config.max_seq_length,
+                                    batch_size=self.replica_batch_size, seed=self.config.seed)
+    if skip_steps:
+      dataset = dataset.skip(skip_steps * replicas_here)
+    return dataset
+
+  def build_losses(self, labels, model_outputs, global_batch_size=None):
+    """`span_loss` of (start_logits, end_logits) against labels' start/end_positions."""
+    return span_loss(labels["start_positions"], labels["end_positions"], *model_outputs,
+                     global_batch_size=global_batch_size)
+
+  def replica_step(self, model, optimizer):
+    """The per-replica train step (`make_replica_step`) with this task's settings."""
+    c = self.config
+    return make_replica_step(model, optimizer, c.accumulation_steps, c.jit_compile,
+                             c.float32_weight_gradients)

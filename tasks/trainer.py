@@ -1,0 +1,195 @@
+"""The training loop: an orbit `StandardTrainer` for the QA task, and the `orbit.Controller` around it.
+
+The controller runs `steps_per_loop` steps per call of a compiled loop, saves checkpoints every
+`save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s) and logs
+progress after each loop. A checkpoint holds the model, the optimizer (its `iterations` is the
+global step) and the schedule's length; the input position is the global step (the task's
+pipeline is deterministic and skips the batches already trained). Only the chief writes into
+`--model_dir`; other workers write their (identical) checkpoints into a temporary folder that is
+removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loop and exits
+(tf.distribute.experimental.PreemptionCheckpointHandler, through orbit's
+`SaveCheckpointIfPreempted` action).
+"""
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import time
+
+from absl import logging
+import orbit
+import tensorflow as tf
+import tf_keras
+
+from tasks import optimization
+
+SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
+
+
+class OutOfMemoryError(RuntimeError):
+  """A training step ran out of device memory; the message names the tensor and the last checkpoint."""
+
+
+class ScheduleMismatchError(ValueError):
+  """Resuming with another number of train steps than the checkpoint's schedule was built for."""
+
+
+class QATrainer(orbit.StandardTrainer):
+  """Runs the task's replica step under a strategy and reports loss, learning rate and rates.
+
+  Args:
+    strategy: the tf.distribute strategy the model and optimizer were built under.
+    replica_step: batch -> float32 loss share (tasks.question_answering.make_replica_step).
+    optimizer: the task's optimizer (its `iterations` is the global step).
+    global_batch_size: features per optimizer step over all replicas (for examples/s).
+  """
+
+  def __init__(self, strategy, replica_step, optimizer, global_batch_size):
+    self.strategy = strategy
+    self.optimizer = optimizer
+    self.global_batch_size = global_batch_size
+    self._replica_step = replica_step
+    with strategy.scope():
+      self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+    self._loop_started = None
+    self._loop_start_step = 0
+    self.last_output = {}  # train_loop_end's figures of the last loop
+    # The dataset is set after the controller has restored the step (see `train`).
+    super().__init__(train_dataset=None,
+                     options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
+
+  def train_loop_begin(self):
+    self.train_loss.reset_state()
+    self._loop_started = time.time()
+    self._loop_start_step = int(self.optimizer.iterations)
+
+  def train_step(self, iterator):
+    loss = self.strategy.run(self._replica_step, args=(next(iterator),))
+    self.train_loss.update_state(self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
+
+  def train_loop_end(self):
+    loss = float(self.train_loss.result())
+    step = int(self.optimizer.iterations)
+    if not math.isfinite(loss):
+      raise FloatingPointError(f"loss is {loss} at step {step}; lower --learning_rate")
+    elapsed = time.time() - self._loop_started
+    steps = step - self._loop_start_step
+    self.last_output = {
+        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1),
+        "examples_per_second": steps * self.global_batch_size / elapsed if elapsed else 0.0}
+    return self.last_output
+
+
+def _oom_summary(message):
+  """The "OOM when allocating tensor with shape[...]" line of a ResourceExhaustedError message
+  (TF puts "Graph execution error:" and the Python stack first), without the device and allocator."""
+  lines = [l.strip() for l in message.splitlines() if l.strip()]
+  line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
+  return line.split(" on /job:")[0][:300]
+
+
+def schedule_steps_in(checkpoint_path):
+  """The schedule length saved in a checkpoint of `make_checkpoint`, or None (older checkpoints)."""
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  key = f"{SCHEDULE_STEPS_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+  return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+
+
+def check_schedule(checkpoint_path, num_train_steps):
+  """Refuses to resume a run whose schedule was built for another number of steps.
+
+  Raises:
+    ScheduleMismatchError: one line with both numbers and the fixes.
+  """
+  saved = schedule_steps_in(checkpoint_path)
+  if saved is not None and saved != num_train_steps:
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was trained on a learning-rate schedule of {saved} steps, this run "
+        f"asks for {num_train_steps}; resume with --max_steps={saved} (and the same batch and "
+        f"epochs), or start a new --model_dir")
+
+
+def make_checkpoint(model, optimizer, num_train_steps):
+  """tf.train.Checkpoint(model, optimizer, schedule length): what a --model_dir checkpoint holds."""
+  return tf.train.Checkpoint(
+      model=model, optimizer=optimizer,
+      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False)})
+
+
+@contextlib.contextmanager
+def worker_dir(model_dir, is_chief):
+  """`model_dir` on the chief; elsewhere a temporary folder, removed on exit."""
+  if is_chief:
+    yield model_dir
+    return
+  temp = tempfile.mkdtemp(prefix="squad_qa_worker_")
+  try:
+    yield temp
+  finally:
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
+          save_checkpoints_steps, steps_per_loop, is_chief, cluster_resolver=None,
+          restore_fn=None):
+  """Trains to `num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
+
+  Args:
+    strategy, trainer: the strategy and a `QATrainer`.
+    checkpoint: `make_checkpoint(...)` for the trainer's model and optimizer.
+    model_dir: where the chief writes checkpoints and summaries (others: a temporary folder).
+    num_train_steps: the global step to train to.
+    dataset_fn: (input_context, skip_steps) -> per-pipeline dataset (the task's build_inputs).
+    save_checkpoints_steps: steps between checkpoints.
+    steps_per_loop: steps per compiled loop (progress, summaries and SIGTERM checks happen
+      between loops).
+    is_chief: whether this worker writes --model_dir.
+    cluster_resolver: for the preemption handler (multi-worker); default: this process alone.
+    restore_fn: called with the checkpoint path when resuming (before the controller restores),
+      e.g. to check the schedule; may raise.
+
+  Returns:
+    {"steps": steps run now, "start_step", "end_step"} plus the last loop's "loss",
+    "learning_rate" and "examples_per_second".
+
+  Raises:
+    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError; the last checkpoint is left
+      as it was.
+  """
+  latest = tf.train.latest_checkpoint(model_dir)
+  if latest and restore_fn:
+    restore_fn(latest)
+  with worker_dir(model_dir, is_chief) as write_dir:
+    if latest and not is_chief:  # the controller restores from write_dir, which is empty here
+      checkpoint.restore(latest).assert_existing_objects_matched()
+    manager = tf.train.CheckpointManager(
+        checkpoint, write_dir, max_to_keep=3, step_counter=trainer.optimizer.iterations,
+        checkpoint_interval=save_checkpoints_steps)
+    actions = [orbit.actions.SaveCheckpointIfPreempted(
+        cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
+        checkpoint_number=trainer.optimizer.iterations)]
+    controller = orbit.Controller(
+        strategy=strategy, trainer=trainer, global_step=trainer.optimizer.iterations,
+        steps_per_loop=steps_per_loop, checkpoint_manager=manager, train_actions=actions,
+        summary_dir=os.path.join(write_dir, "train") if is_chief else None,
+        summary_interval=steps_per_loop if is_chief else None)
+    start_step = int(trainer.optimizer.iterations)
+    if start_step:
+      logging.info("resumed from %s at step %d of %d", latest, start_step, num_train_steps)
+    if start_step >= num_train_steps:
+      logging.info("already trained %d of %d steps", start_step, num_train_steps)
+      return {"steps": 0, "start_step": start_step, "end_step": start_step}
+    trainer.train_dataset = strategy.distribute_datasets_from_function(
+        lambda context: dataset_fn(context, start_step))
+    try:
+      controller.train(steps=num_train_steps)
+    except tf.errors.ResourceExhaustedError as e:
+      raise OutOfMemoryError(
+          f"step {int(trainer.optimizer.iterations) + 1} ran out of memory "
+          f"({_oom_summary(e.message)}); the last checkpoint is "
+          f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
+    end_step = int(trainer.optimizer.iterations)
+  return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
+          **trainer.last_output}
