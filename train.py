@@ -247,9 +247,11 @@ def main(argv):
     run()
   except (memory.MemoryPlanError, trainer_lib.OutOfMemoryError) as e:  # multi-line diagnoses
     sys.exit(f"train.py: {e}")
+  except float32_gradients.OverrideError as e:
+    sys.exit(f"train.py: {float32_gradients.error_line(e)}")
   except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
           checkpoints.CheckpointError, distribution.DistributionError,
-          trainer_lib.ScheduleMismatchError, float32_gradients.OverrideError, question_answering.ShardError) as e:
+          trainer_lib.ScheduleMismatchError, question_answering.ShardError) as e:
     sys.exit(f"train.py: {e}")
 
 

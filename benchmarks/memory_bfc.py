@@ -8,7 +8,7 @@ On a GPU TensorFlow allocates every tensor from one pool with its BFC allocator
 if enough bytes are free in total. The CPU device can use the same allocator with a hard limit
 (TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), so fragmentation can be measured
 here: for each configuration, bisect the smallest limit (MiB) under which a fresh process builds
-the span model and AdamW slots and runs two real training steps (`train.make_train_step`) without
+the span model and AdamW slots and runs two real training steps (`question_answering.make_train_step`) without
 ResourceExhaustedError, and divide it by the allocator's peak of bytes in use in the same run
 without a limit: the fragmentation. Its largest value is `model.memory.GPU_ALLOCATOR_OVERHEAD`.
 The planner's count (`Estimate.subtotal`, before any allocator overhead) is printed next to it.
@@ -35,17 +35,18 @@ def child(args):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import memory_cpu  # pylint: disable=g-import-not-at-top
-  import train  # pylint: disable=g-import-not-at-top
+  from tasks import optimization  # pylint: disable=g-import-not-at-top
+  from tasks import question_answering  # pylint: disable=g-import-not-at-top
   from model import memory  # pylint: disable=g-import-not-at-top
   from model import span_model  # pylint: disable=g-import-not-at-top
-  policy = train.set_precision_policy(mixed=False)
+  policy = question_answering.set_precision_policy(mixed=False)
   config = memory_cpu.bert_config(args.model)
   b, s = args.batch, args.seq
   status = "OK"
   try:
     model, _ = span_model.build_span_model(config)
-    optimizer = train.create_optimizer(5e-5, 1000, 0.1, mixed=False)
-    optimizer._create_all_weights(train.trained_variables(model))  # pylint: disable=protected-access
+    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
+    optimizer._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
     rng = np.random.default_rng(0)
     batch = {
         "input_word_ids": tf.constant(rng.integers(1000, config.vocab_size, (b, s)), tf.int32),
@@ -55,7 +56,7 @@ def child(args):
         "start_positions": tf.constant(rng.integers(0, s, b), tf.int32),
         "end_positions": tf.constant(rng.integers(0, s, b), tf.int32),
     }
-    step = train.make_train_step(model, optimizer, 1)
+    step = question_answering.make_train_step(model, optimizer, 1)
     for _ in range(2):
       float(step(batch))
   except tf.errors.ResourceExhaustedError:

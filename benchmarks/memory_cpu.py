@@ -6,7 +6,7 @@ r"""Planner vs measured memory of real training steps on the CPU, and XLA on/off
 Every configuration runs in a fresh subprocess (so one run's heap cannot hide another's), which
 builds the span model (tiny: 2 layers x 64; MiniLM-L6: 6 x 384, the packaged config; base:
 BERT-Base with random weights, for --only), creates the
-AdamW slots, and runs `train.make_train_step` on synthetic batches of the exact shape. The first
+AdamW slots, and runs `question_answering.make_train_step` on synthetic batches of the exact shape. The first
 step traces and optimizes the graph; then the process's resident set (VmRSS) is read, its peak
 (VmHWM) reset through /proc/self/clear_refs, and --steps more steps run. What a step allocates
 and frees is
@@ -69,16 +69,17 @@ def child(args):
   rss_start = _rss_bytes("VmRSS")
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import train  # pylint: disable=g-import-not-at-top
+  from tasks import optimization  # pylint: disable=g-import-not-at-top
+  from tasks import question_answering  # pylint: disable=g-import-not-at-top
   from model import memory  # pylint: disable=g-import-not-at-top
   from model import span_model  # pylint: disable=g-import-not-at-top
   rss_tf = _rss_bytes("VmRSS")
-  policy = train.set_precision_policy(mixed=args.mixed)
+  policy = question_answering.set_precision_policy(mixed=args.mixed)
   config = bert_config(args.model)
   model, _ = span_model.build_span_model(config)
-  optimizer = train.create_optimizer(5e-5, 1000, 0.1, mixed=args.mixed)
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=args.mixed)
   inner = getattr(optimizer, "inner_optimizer", optimizer)
-  inner._create_all_weights(train.trained_variables(model))  # pylint: disable=protected-access
+  inner._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
   rss_model = _rss_bytes("VmRSS")
   rng = np.random.default_rng(0)
   b, s = args.batch, args.seq
@@ -89,7 +90,7 @@ def child(args):
       "start_positions": tf.constant(rng.integers(0, s, b), tf.int32),
       "end_positions": tf.constant(rng.integers(0, s, b), tf.int32),
   }
-  step = train.make_train_step(model, optimizer, 1, jit_compile=args.xla)
+  step = question_answering.make_train_step(model, optimizer, 1, jit_compile=args.xla)
   alloc_static = tf.config.experimental.get_memory_info("CPU:0")["current"]
   rss_before_first = _rss_bytes("VmRSS")
   _reset_peak()

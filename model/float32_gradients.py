@@ -31,8 +31,18 @@ _GRADIENT_NAME = "SquadQaFloat32WeightGradient"
 _VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
 
 
-class OverrideError(RuntimeError):
-  """The override did not cover every weight read in float16 (TensorFlow or tfm changed)."""
+class OverrideError(Exception):
+  """The override did not cover every weight read in float16 (TensorFlow or tfm changed).
+
+  A direct Exception subclass: autograph re-raises it with the same type (it would turn a
+  RuntimeError subclass into a StagingError), prefixing the traced call stack; `error_line`
+  gives back the message.
+  """
+
+
+def error_line(error):
+  """An OverrideError's own one-line message, without the call stack autograph puts first."""
+  return str(error).strip().splitlines()[-1].strip().removeprefix("OverrideError: ")
 
 
 def _variable_read(tensor):
@@ -83,13 +93,14 @@ def _float32_weight_gradient(op, grad):
 
 
 @contextlib.contextmanager
-def override_weight_gradients(op_types=WEIGHT_CONSUMING_OPS):
-  """Within it, the ops of `op_types` traced into the default graph get the float32 override.
+def override_weight_gradients(op_types=None):
+  """Within it, the ops of `op_types` (default WEIGHT_CONSUMING_OPS) traced into the default graph
+  get the float32 override.
 
   Use it around the model's forward pass inside a tf.function, then take the gradients with
   `traced_gradients` (tf.gradients: a GradientTape ignores gradient_override_map).
   """
-  overrides = {t: _GRADIENT_NAME for t in op_types}
+  overrides = {t: _GRADIENT_NAME for t in (WEIGHT_CONSUMING_OPS if op_types is None else op_types)}
   with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
     yield
 
@@ -158,7 +169,7 @@ def traced_gradients(loss, variables):
   missed = sorted({name for read, name in needed.items() if id(read) not in covered})
   if not covered or missed:
     raise OverrideError(
-        f"the float32 weight-gradient override (op types {', '.join(WEIGHT_CONSUMING_OPS)}) "
+        f"the float32 weight-gradient override (op types {', '.join(WEIGHT_CONSUMING_OPS) or 'none'}) "
         f"covered {len(covered)} float16 weight reads and missed {len(missed)} weights "
         f"({', '.join(missed[:3])}{' ...' if len(missed) > 3 else ''}); train with "
         f"--nofloat32_weight_gradients or update model/float32_gradients.py")

@@ -12,10 +12,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import train
 from model import bert_config as bert_config_lib
+from model import float32_gradients
 from model import memory
 from model import span_model
+from tasks import optimization
+from tasks import question_answering
+from tasks import trainer as trainer_lib
 from tests import testutil
 
 GIB = memory.GIB
@@ -71,7 +74,7 @@ def test_parameter_counts_match_the_models():
   model, _ = span_model.build_span_model(config)
   counts = memory.count_parameters(config)
   assert counts.total == model.count_params()
-  assert counts.trained == sum(int(np.prod(v.shape)) for v in train.trained_variables(model))
+  assert counts.trained == sum(int(np.prod(v.shape)) for v in question_answering.trained_variables(model))
   presets = memory.presets()
   base, large = (memory.count_parameters(presets[n]) for n in ("BERT-Base", "BERT-Large"))
   assert base.total - base.head == 109_482_240
@@ -327,21 +330,21 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   float32_loss_scaled runs the loss-scaling path (scale, unscale, finiteness check) in float32.
   mixed_float16 is the real thing (float16 matmuls, float32 loss, dynamic loss scale): its
   float16 work is per row and the same in both, and every sum over the batch into a weight
-  gradient is float32 (train.make_gradient_fn), so all three are held to float32 tolerance.
+  gradient is float32 (question_answering.make_gradient_fn), so all three are held to float32 tolerance.
   """
   mixed = precision == "mixed_float16"
-  train.set_precision_policy(mixed)
+  question_answering.set_precision_policy(mixed)
   config, reference, accumulating = twin_models(seed=3)
-  assert train.computes_in_float16(reference) == mixed
+  assert question_answering.computes_in_float16(reference) == mixed
   initial = [w.copy() for w in reference.get_weights()]
   batch = synthetic_batch(config, 8, 64)
 
   def optimizer():  # no warmup: step 1 moves the weights
-    return train.create_optimizer(1e-3, 10, 0.0, mixed=precision != "float32")
+    return optimization.create_optimizer(1e-3, 10, 0.0, mixed=precision != "float32")
 
   one_optimizer, k_optimizer = optimizer(), optimizer()
-  loss_1, grads_1 = tf.function(train.make_gradient_fn(reference, one_optimizer, 1))(batch)
-  loss_k, grads_k = tf.function(train.make_gradient_fn(accumulating, k_optimizer, 4))(batch)
+  loss_1, grads_1 = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))(batch)
+  loss_k, grads_k = tf.function(question_answering.make_gradient_fn(accumulating, k_optimizer, 4))(batch)
   grads_1 = [tf.convert_to_tensor(g).numpy() for g in grads_1]
   grads_k = [g.numpy() for g in grads_k]
   assert all(g.dtype == np.float32 for g in grads_1 + grads_k)
@@ -349,14 +352,14 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   for g1, gk in zip(grads_1, grads_k):
     np.testing.assert_allclose(gk, g1, rtol=1e-5, atol=1e-7)
   # Sensitivity: one micro-batch's gradient alone is far from the batch's.
-  _, grads_first = tf.function(train.make_gradient_fn(reference, one_optimizer, 1))(
+  _, grads_first = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))(
       {k: v[:2] for k, v in batch.items()})
   full = np.concatenate([g.ravel() for g in grads_1])
   first = np.concatenate([tf.convert_to_tensor(g).numpy().ravel() for g in grads_first])
   assert np.linalg.norm(first - full) > 0.3 * np.linalg.norm(full)
   # One optimizer step each (AdamW, gradient clipping and loss scaling included).
-  train.make_train_step(reference, one_optimizer, 1)(batch)
-  train.make_train_step(accumulating, k_optimizer, 4)(batch)
+  question_answering.make_train_step(reference, one_optimizer, 1)(batch)
+  question_answering.make_train_step(accumulating, k_optimizer, 4)(batch)
   assert int(one_optimizer.iterations) == int(k_optimizer.iterations) == 1
   if precision != "float32":  # the step was applied, not skipped for an overflow
     assert float(one_optimizer.loss_scale) == float(k_optimizer.loss_scale) == 2.0 ** 15
@@ -369,33 +372,40 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
 def test_float16_weight_gradients_without_the_override(float32_policy_after):
   """--nofloat32_weight_gradients: the ops' own float16 weight gradients, which differ from the
   float32 reductions by float16 rounding (so the override is what makes accumulation exact)."""
-  train.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy(mixed=True)
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   tf_keras.utils.set_random_seed(6)
   model, _ = span_model.build_span_model(config)
   batch = synthetic_batch(config, 8, 64)
-  optimizer = train.create_optimizer(1e-3, 10, 0.0, mixed=True)
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=True)
   gradients = {}
   for exact in (True, False):
-    _, grads = tf.function(train.make_gradient_fn(model, optimizer, 1, exact))(batch)
+    _, grads = tf.function(question_answering.make_gradient_fn(model, optimizer, 1, exact))(batch)
     gradients[exact] = np.concatenate([tf.convert_to_tensor(g).numpy().ravel() for g in grads])
   difference = np.linalg.norm(gradients[False] - gradients[True]) / np.linalg.norm(gradients[True])
   assert 1e-5 < difference < 3e-3  # measured 2.9e-4: float16 rounding of the weight gradients
 
 
-def test_a_missed_override_is_logged(monkeypatch, caplog, float32_policy_after):
+def test_a_missed_override_raises(monkeypatch, float32_policy_after):
   """If tfm fed its weights through op types the override does not know, training would go on
-  with float16 weight gradients: train.py says so."""
-  train.set_precision_policy(mixed=True)
+  with float16 weight gradients: the override refuses at trace time, naming what it missed,
+  when it covers nothing and when it covers only part of the weights."""
+  question_answering.set_precision_policy(mixed=True)
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   model, _ = span_model.build_span_model(config)
-  optimizer = train.create_optimizer(1e-3, 10, 0.0, mixed=True)
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=True)
   batch = synthetic_batch(config, 2, 16)
-  tf.function(train.make_gradient_fn(model, optimizer, 1))(batch)
-  assert "float32 override" not in caplog.text
-  monkeypatch.setattr(train, "_WEIGHT_CONSUMING_OPS", ())
-  tf.function(train.make_gradient_fn(model, optimizer, 1))(batch)
-  assert "no weight gradient went through the float32 override" in caplog.text
+  tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(batch)  # covers all
+  monkeypatch.setattr(float32_gradients, "WEIGHT_CONSUMING_OPS", ())
+  with pytest.raises(float32_gradients.OverrideError) as error:
+    tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(batch)
+  assert "covered 0 float16 weight reads" in str(error.value)
+  monkeypatch.setattr(float32_gradients, "WEIGHT_CONSUMING_OPS", ("Einsum", "MatMul"))
+  with pytest.raises(float32_gradients.OverrideError) as error:
+    tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(batch)
+  message = str(error.value)
+  assert "missed" in message and "bias" in message and "covered 0 " not in message
+  assert "--nofloat32_weight_gradients" in message
 
 
 @pytest.mark.parametrize("overflow", ["loss_scale", "one_micro_batch"])
@@ -404,7 +414,7 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   and k = 4 alike. "loss_scale": a 2**40 loss scale overflows float16 in every pass.
   "one_micro_batch": only the last example (so only the last of 4 micro-batches) holds a token
   whose embedding row (1e5) overflows float16; the other 3 passes are finite."""
-  train.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy(mixed=True)
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   tf_keras.utils.set_random_seed(5)
   reference, encoder = span_model.build_span_model(config)
@@ -424,12 +434,12 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   results = []
   for model, k in ((reference, 1), (accumulating, 4)):
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
-        train.create_optimizer(1e-3, 10, 0.0, mixed=False), initial_scale=scale)
+        optimization.create_optimizer(1e-3, 10, 0.0, mixed=False), initial_scale=scale)
     if overflow == "one_micro_batch":  # the premise: passes 1..3 are finite, pass 4 is not
-      finite = [np.isfinite(float(tf.function(train.make_gradient_fn(model, optimizer, 1))(
+      finite = [np.isfinite(float(tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(
           {key: v[2 * i:2 * i + 2] for key, v in batch.items()})[0])) for i in (0, 3)]
       assert finite == [True, False]
-    loss = train.make_train_step(model, optimizer, k)(batch)
+    loss = question_answering.make_train_step(model, optimizer, k)(batch)
     results.append((int(optimizer.iterations), float(optimizer.loss_scale)))
     assert not np.isfinite(float(loss)) or overflow == "loss_scale"
     for w0, w in zip(initial, model.get_weights()):
@@ -446,7 +456,7 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   compared with compiled k = 4. That needs XLA's float16 forward pass to be row-independent, which
   it is here (asserted) but not for every shape on this CPU: batch 4 vs 2 x 2 at seq 32 already
   differ by 2.4e-4 in the compiled logits, before any gradient (see BUILD.md)."""
-  train.set_precision_policy(mixed)
+  question_answering.set_precision_policy(mixed)
   config, plain, compiled = twin_models(seed=4)
   initial = plain.get_weights()
   batch, k = (synthetic_batch(config, 8, 64), 4) if mixed else (synthetic_batch(config, 4, 32), 2)
@@ -455,9 +465,9 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
     inputs = span_model.model_inputs(batch)
     micro = [forward({key: v[2 * i:2 * i + 2] for key, v in inputs.items()}) for i in range(4)]
     np.testing.assert_array_equal(np.concatenate(micro), forward(inputs))
-  plain_loss = train.make_train_step(plain, train.create_optimizer(1e-3, 10, 0.0, mixed), 1,
+  plain_loss = question_answering.make_train_step(plain, optimization.create_optimizer(1e-3, 10, 0.0, mixed), 1,
                                      jit_compile=mixed)(batch)
-  xla_loss = train.make_train_step(compiled, train.create_optimizer(1e-3, 10, 0.0, mixed), k,
+  xla_loss = question_answering.make_train_step(compiled, optimization.create_optimizer(1e-3, 10, 0.0, mixed), k,
                                    jit_compile=True)(batch)
   assert float(xla_loss) == pytest.approx(float(plain_loss), rel=1e-5)
   for w_plain, w_xla in zip(plain.get_weights(), compiled.get_weights()):
@@ -465,31 +475,33 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   assert sum(not np.array_equal(w0, w) for w0, w in zip(initial, plain.get_weights())) > 30
 
 
-def test_out_of_memory_keeps_the_last_checkpoint(tmp_path, monkeypatch):
-  train.set_precision_policy(mixed=False)
+def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
+  question_answering.set_precision_policy(mixed=False)
   config = tiny_config()
   tf_keras.utils.set_random_seed(5)
   model, _ = span_model.build_span_model(config)
-  optimizer = train.create_optimizer(1e-3, 10, 0.0, mixed=False)
-  dataset = tf.data.Dataset.from_tensors(synthetic_batch(config, 4, 32)).repeat()
-  real_make_train_step = train.make_train_step
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=False)
+  batch = synthetic_batch(config, 4, 32)
+  strategy = tf.distribute.get_strategy()
+  trainer = trainer_lib.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),
+                                  optimizer, 4)
+  real_train = trainer.train
   calls = []
 
-  def make_failing_step(*args, **kwargs):
-    step = real_make_train_step(*args, **kwargs)
+  def failing_train(num_steps):  # the controller's call for each loop (here: each step)
+    calls.append(1)
+    if len(calls) == 3:
+      raise tf.errors.ResourceExhaustedError(
+          None, None, "OOM when allocating tensor with shape[786432,1604] and type float\n"
+          "[[{{node dense/MatMul}}]]")
+    return real_train(num_steps)
 
-    def failing_step(batch):
-      calls.append(1)
-      if len(calls) == 3:
-        raise tf.errors.ResourceExhaustedError(
-            None, None, "OOM when allocating tensor with shape[786432,1604] and type float\n"
-            "[[{{node dense/MatMul}}]]")
-      return step(batch)
-    return failing_step
-
-  monkeypatch.setattr(train, "make_train_step", make_failing_step)
-  with pytest.raises(train.OutOfMemoryError) as error:
-    train.train(model, dataset, optimizer, str(tmp_path), 10, 4, save_checkpoints_steps=1)
+  trainer.train = failing_train
+  with pytest.raises(trainer_lib.OutOfMemoryError) as error:
+    trainer_lib.train(strategy, trainer, trainer_lib.make_checkpoint(model, optimizer, 10),
+                      str(tmp_path), 10, lambda context, skip: tf.data.Dataset.from_tensors(
+                          batch).repeat(), save_checkpoints_steps=1, steps_per_loop=1,
+                      is_chief=True)
   message = str(error.value)
   assert message.startswith("step 3 ran out of memory (OOM when allocating tensor with "
                             "shape[786432,1604] and type float)")

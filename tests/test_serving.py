@@ -13,7 +13,7 @@ import tf_keras
 
 import ask
 import export
-import train
+from tasks import question_answering
 from model import bert_config as bert_config_lib
 from model import span_model
 from postprocess import span_decoding
@@ -82,8 +82,8 @@ def _train_on_taught(model, tokenizer, steps=150):
   def step():
     with tf.GradientTape() as tape:
       start_logits, end_logits = model(inputs, training=True)
-      loss = train.span_loss(starts, ends, start_logits, end_logits)
-    variables = train.trained_variables(model)
+      loss = question_answering.span_loss(starts, ends, start_logits, end_logits)
+    variables = question_answering.trained_variables(model)
     optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
     return loss
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import train
 from postprocess import span_decoding
 from postprocess import squad_scoring
 from preprocess import make_records

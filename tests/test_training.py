@@ -7,12 +7,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-import train
 from model import bert_config as bert_config_lib
 from model import span_model
 from preprocess import features as features_lib
 from preprocess import squad_reader
 from preprocess import wordpiece
+from tasks import optimization
+from tasks import question_answering
 from tests import testutil
 
 SEQ = 128
@@ -54,17 +55,17 @@ def real_train_batch(num_questions, max_seq_length=SEQ):
 
 def test_span_loss_of_uniform_logits_is_log_seq():
   logits = tf.zeros([3, 10])
-  loss = train.span_loss(tf.constant([0, 4, 9]), tf.constant([1, 5, 9]), logits, logits)
+  loss = question_answering.span_loss(tf.constant([0, 4, 9]), tf.constant([1, 5, 9]), logits, logits)
   assert float(loss) == pytest.approx(math.log(10), rel=1e-6)
   # A confident right answer costs ~0; the loss averages start and end.
   start = tf.one_hot([2], 10) * 100.0
   end = tf.zeros([1, 10])
-  loss = train.span_loss(tf.constant([2]), tf.constant([7]), start, end)
+  loss = question_answering.span_loss(tf.constant([2]), tf.constant([7]), start, end)
   assert float(loss) == pytest.approx(math.log(10) / 2, rel=1e-5)
 
 
 def test_mixed_float16_path_on_cpu(float32_policy_after):
-  assert train.set_precision_policy(mixed=True) == "mixed_float16"
+  assert question_answering.set_precision_policy(mixed=True) == "mixed_float16"
   tf_keras.utils.set_random_seed(1)
   model, encoder = span_model.build_span_model(
       bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
@@ -76,11 +77,11 @@ def test_mixed_float16_path_on_cpu(float32_policy_after):
   assert {l.compute_dtype for l in projections} == {"float16"}
   start_logits, end_logits = model(span_model.model_inputs(batch))
   assert start_logits.dtype == tf.float32 and end_logits.dtype == tf.float32
-  optimizer = train.create_optimizer(1e-4, 10, 0.1, mixed=True)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=True)
   assert isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   assert optimizer.dynamic
   assert all(v.dtype == tf.float32 for v in model.trainable_variables)  # float32 master weights
-  step = train.make_train_step(model, optimizer)
+  step = question_answering.make_train_step(model, optimizer)
   losses = [float(step(batch)) for _ in range(3)]
   assert all(math.isfinite(l) for l in losses)
   assert int(optimizer.iterations) == 3
@@ -96,15 +97,15 @@ def test_gpu_flag_without_gpu_is_a_clear_error():
 
 
 def test_tiny_model_memorizes_8_real_features():
-  train.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy(mixed=False)
   tf_keras.utils.set_random_seed(7)
   config = bert_config_lib.BertConfig.from_dict(dict(
       testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   model, _ = span_model.build_span_model(config)
   batch = real_train_batch(8)
   steps = 150
-  optimizer = train.create_optimizer(2e-3, steps, 0.1, mixed=False)
-  step = train.make_train_step(model, optimizer)
+  optimizer = optimization.create_optimizer(2e-3, steps, 0.1, mixed=False)
+  step = question_answering.make_train_step(model, optimizer)
   first = float(step(batch))
   for _ in range(steps - 1):
     last = float(step(batch))
