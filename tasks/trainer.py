@@ -51,8 +51,8 @@ class QATrainer(orbit.StandardTrainer):
     self.optimizer = optimizer
     self.global_batch_size = global_batch_size
     self._replica_step = replica_step
-    with strategy.scope():
-      self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+    # Outside the strategy's scope: a plain (not per-replica) metric of the all-reduced loss.
+    self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
     self._loop_started = None
     self._loop_start_step = 0
     self.last_output = {}  # train_loop_end's figures of the last loop
@@ -63,7 +63,7 @@ class QATrainer(orbit.StandardTrainer):
   def train_loop_begin(self):
     self.train_loss.reset_state()
     self._loop_started = time.time()
-    self._loop_start_step = int(self.optimizer.iterations)
+    self._loop_start_step = int(self.optimizer.iterations.numpy())
 
   def train_step(self, iterator):
     loss = self.strategy.run(self._replica_step, args=(next(iterator),))
@@ -71,7 +71,7 @@ class QATrainer(orbit.StandardTrainer):
 
   def train_loop_end(self):
     loss = float(self.train_loss.result())
-    step = int(self.optimizer.iterations)
+    step = int(self.optimizer.iterations.numpy())
     if not math.isfinite(loss):
       raise FloatingPointError(f"loss is {loss} at step {step}; lower --learning_rate")
     elapsed = time.time() - self._loop_started
@@ -175,7 +175,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         steps_per_loop=steps_per_loop, checkpoint_manager=manager, train_actions=actions,
         summary_dir=os.path.join(write_dir, "train") if is_chief else None,
         summary_interval=steps_per_loop if is_chief else None)
-    start_step = int(trainer.optimizer.iterations)
+    start_step = int(trainer.optimizer.iterations.numpy())
     if start_step:
       logging.info("resumed from %s at step %d of %d", latest, start_step, num_train_steps)
     if start_step >= num_train_steps:
@@ -187,9 +187,9 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
       controller.train(steps=num_train_steps)
     except tf.errors.ResourceExhaustedError as e:
       raise OutOfMemoryError(
-          f"step {int(trainer.optimizer.iterations) + 1} ran out of memory "
+          f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
           f"({_oom_summary(e.message)}); the last checkpoint is "
           f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
-    end_step = int(trainer.optimizer.iterations)
+    end_step = int(trainer.optimizer.iterations.numpy())
   return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
           **trainer.last_output}
