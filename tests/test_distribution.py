@@ -1,0 +1,375 @@
+"""tf.distribute, the orbit loop, preemption and the learning-rate schedule (issues 11 and 12.2).
+
+Equality runs are separate processes (tests/distributed_run.py): the CPU split into 2 logical
+devices and TF_CONFIG must be set before TensorFlow initializes. All of them start at once in a
+module fixture and the tests compare their checkpoints. Tiny BERT without dropout, real SQuAD
+features; float32 tolerance.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from model import bert_config as bert_config_lib
+from model import float32_gradients
+from model import span_model
+from tasks import optimization
+from tasks import question_answering
+from tasks import trainer as trainer_lib
+from tests import testutil
+
+RUN_TIMEOUT = 900  # seconds for any one process (the CPU is shared)
+
+
+def tiny_config(**overrides):
+  return bert_config_lib.BertConfig.from_dict(dict(testutil.TINY_BERT_CONFIG, **overrides))
+
+
+def synthetic_batch(batch_size, seq, seed=0):
+  rng = np.random.default_rng(seed)
+  return {"input_word_ids": tf.constant(rng.integers(1000, 30000, (batch_size, seq)), tf.int32),
+          "input_mask": tf.ones([batch_size, seq], tf.int32),
+          "input_type_ids": tf.zeros([batch_size, seq], tf.int32),
+          "start_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32),
+          "end_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32)}
+
+
+@pytest.mark.parametrize("warmup_proportion,expected", [
+    (0.5, [0, 0.2, 0.4, 0.6, 0.8, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]),
+    (0.0, [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0])])
+def test_schedule_reaches_the_learning_rate_and_decays_to_zero(warmup_proportion, expected):
+  """10 real steps of the tiny model: the rate each update uses (the schedule at the optimizer's
+  step before it), from --learning_rate=1e-4; the update with rate 0 leaves the weights as they
+  were (AdamW's decay is scaled by the rate too)."""
+  question_answering.set_precision_policy(mixed=False)
+  tf_keras.utils.set_random_seed(2)
+  model, _ = span_model.build_span_model(tiny_config())
+  optimizer = optimization.create_optimizer(1e-4, 10, warmup_proportion, mixed=False)
+  step = question_answering.make_train_step(model, optimizer)
+  batch = synthetic_batch(4, 16)
+  rates = []
+  for _ in range(10):
+    rates.append(optimization.learning_rate_at(optimizer))
+    before = model.get_weights()
+    step(batch)
+    if rates[-1] == 0.0:
+      assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
+  rates.append(optimization.learning_rate_at(optimizer))
+  np.testing.assert_allclose(rates, np.array(expected) * 1e-4, rtol=1e-6, atol=1e-12)
+  assert max(rates) == pytest.approx(1e-4, rel=1e-6)
+
+
+def test_resuming_with_another_schedule_length_refuses(tmp_path):
+  question_answering.set_precision_policy(mixed=False)
+  model, _ = span_model.build_span_model(tiny_config())
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  path = trainer_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "ckpt"))
+  assert trainer_lib.schedule_steps_in(path) == 10
+  trainer_lib.check_schedule(path, 10)  # the same length resumes
+  with pytest.raises(trainer_lib.ScheduleMismatchError) as error:
+    trainer_lib.check_schedule(path, 20)
+  assert str(error.value) == (
+      f"{path} was trained on a learning-rate schedule of 10 steps, this run asks for 20; "
+      f"resume with --max_steps=10 (and the same batch and epochs), or start a new --model_dir")
+
+
+def test_float32_override_covers_every_weight_read_in_float16(float32_policy_after):
+  """The override's coverage, pinned: every kernel and bias of the encoder and the head, and the
+  position and type embeddings; not the layer norms (float32 in tfm) nor the word embeddings (a
+  gather: per-row gradients, no reduction over the batch)."""
+  question_answering.set_precision_policy(mixed=True)
+  model, _ = span_model.build_span_model(tiny_config())
+  variables = question_answering.trained_variables(model)
+  batch = synthetic_batch(2, 16)
+
+  def loss():
+    start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
+    return tf.reduce_sum(start_logits) + tf.reduce_sum(end_logits)
+
+  covered = float32_gradients.covered_variable_names(loss, variables)
+  per_layer = [f"transformer/layer_{i}/{part}/{kind}:0" for i in range(2) for part in (
+      "intermediate", "output", "self_attention/attention_output", "self_attention/key",
+      "self_attention/query", "self_attention/value") for kind in ("bias", "kernel")]
+  assert covered == sorted(["position_embedding/embeddings:0", "type_embeddings/embeddings:0",
+                            "predictions/transform/logits/bias:0",
+                            "predictions/transform/logits/kernel:0"] + per_layer)
+  left = sorted({v.name for v in variables} - set(covered))
+  assert left == sorted(["word_embeddings/embeddings:0", "embeddings/layer_norm/beta:0",
+                         "embeddings/layer_norm/gamma:0"] + [
+      f"transformer/layer_{i}/{norm}_layer_norm/{kind}:0" for i in range(2)
+      for norm in ("output", "self_attention") for kind in ("beta", "gamma")])
+
+
+@pytest.fixture
+def float32_policy_after():
+  yield
+  tf_keras.mixed_precision.set_global_policy("float32")
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes.
+
+
+def free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def tf_config(ports, index):
+  return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                     "task": {"type": "worker", "index": index}})
+
+
+class Processes:
+  """Child processes that are always killed (by their own pid) when the block ends."""
+
+  def __init__(self):
+    self.procs = []
+
+  def start(self, command, env=None, log=None):
+    out = open(log, "w") if log else subprocess.DEVNULL  # pylint: disable=consider-using-with
+    proc = subprocess.Popen(command, cwd=testutil.REPO, stdout=out, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, **(env or {})))
+    proc.log = log
+    self.procs.append(proc)
+    return proc
+
+  def wait(self, proc, timeout=RUN_TIMEOUT):
+    try:
+      returncode = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+      proc.kill()
+      proc.wait()
+      raise AssertionError(f"{proc.args} took more than {timeout} s: {self.output(proc)[-3000:]}")
+    return returncode
+
+  @staticmethod
+  def output(proc):
+    with open(proc.log) as f:
+      return f.read()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    for proc in self.procs:
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("distribution")
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", 48)
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
+                   "--doc_stride=32", "--max_query_length=16", "--num_shards=2",
+                   f"--output_dir={tmp / 'records'}")
+  config = tmp / "tiny.json"
+  config.write_text(json.dumps(dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0)))
+  return {"tmp": tmp, "records": str(tmp / "records"), "config": str(config)}
+
+
+def run_command(data, model_dir, strategy, *runs, num_cpu_devices=1):
+  return [sys.executable, "tests/distributed_run.py", f"--strategy={strategy}",
+          f"--num_cpu_devices={num_cpu_devices}", f"--records_dir={data['records']}",
+          f"--config={data['config']}", f"--model_dir={model_dir}"] + [f"--run={r}" for r in runs]
+
+
+@pytest.fixture(scope="module")
+def runs(data):
+  """Every equality run, started at once: one device, mirrored over 2 logical CPUs, and 2
+  multi_worker_mirrored processes. Returns {run: {"dir", "results"}}."""
+  tmp = data["tmp"]
+  one, two, workers = tmp / "one_device", tmp / "mirrored", tmp / "multi_worker"
+  ports = free_ports(2)
+  temp_before = set(os.listdir(tempfile_dir()))
+  with Processes() as processes:
+    started = [
+        processes.start(run_command(
+            data, one, "one_device", "plain:steps=6,save_every=3",
+            "accumulation:steps=3,accumulation=2", "mixed:steps=3,mixed=1",
+            "zip2:steps=3,data=zip2", "halted:steps=6,stop_at=3", "halted:steps=6"),
+            log=tmp / "one.log"),
+        processes.start(run_command(
+            data, two, "mirrored", "plain:steps=6,stop_at=3", "plain:steps=6",
+            "accumulation:steps=3,accumulation=2", "mixed:steps=3,mixed=1", num_cpu_devices=2),
+            log=tmp / "two.log")]
+    started += [processes.start(run_command(data, workers, "multi_worker_mirrored",
+                                            "plain:steps=3"),
+                                env={"TF_CONFIG": tf_config(ports, i)},
+                                log=tmp / f"worker{i}.log") for i in range(2)]
+    for proc in started:
+      assert processes.wait(proc) == 0, processes.output(proc)[-5000:]
+    results = {}
+    for proc, prefix in zip(started, ("one", "two", "worker0", "worker1")):
+      for line in processes.output(proc).splitlines():
+        if line.startswith("RESULT "):
+          _, name, value = line.split(" ", 2)
+          results.setdefault(f"{prefix}/{name}", []).append(json.loads(value))
+  leftover = set(os.listdir(tempfile_dir())) - temp_before
+  return {"one": one, "two": two, "workers": workers, "results": results,
+          "leftover_temp": sorted(n for n in leftover if n.startswith("squad_qa_worker_"))}
+
+
+def tempfile_dir():
+  import tempfile  # pylint: disable=g-import-not-at-top
+  return tempfile.gettempdir()
+
+
+def weights(path):
+  reader = tf.train.load_checkpoint(str(path))
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if k.startswith("model/")}
+
+
+def max_difference(a, b):
+  assert set(a) == set(b) and len(a) > 30
+  return max(float(np.max(np.abs(a[k] - b[k]))) for k in a)
+
+
+def test_mirrored_over_2_devices_equals_one_device(runs):
+  """After 3 steps (global batch 8: 4 per replica), also with 2 accumulated passes and under
+  mixed_float16: the weights of MirroredStrategy on 2 logical CPUs equal one device's."""
+  for name in ("plain", "accumulation", "mixed"):
+    one = weights(runs["one"] / name / "ckpt-3")
+    two = weights(runs["two"] / name / "ckpt-3")
+    assert max_difference(one, two) < 2e-6, name  # measured ~1e-7
+  # Sensitivity: 3 steps moved every weight far more than that, and other data gives other weights.
+  assert max_difference(weights(runs["one"] / "plain" / "ckpt-3"),
+                        weights(runs["one"] / "zip2" / "ckpt-3")) > 1e-3
+  assert runs["results"]["two/plain"][0]["end_step"] == 3
+
+
+def test_stopped_and_resumed_equals_uninterrupted(runs):
+  """Dropout off: stopped at step 3 and resumed (new model and optimizer objects, restored, input
+  skipped to step 3) to step 6 gives the uninterrupted run's weights, on one device and under
+  MirroredStrategy."""
+  uninterrupted = weights(runs["one"] / "plain" / "ckpt-6")
+  assert max_difference(uninterrupted, weights(runs["one"] / "halted" / "ckpt-6")) < 2e-6
+  assert max_difference(uninterrupted, weights(runs["two"] / "plain" / "ckpt-6")) < 2e-6
+  assert [r["start_step"] for r in runs["results"]["one/halted"]] == [0, 3]
+  assert [r["start_step"] for r in runs["results"]["two/plain"]] == [0, 3]
+
+
+def test_multi_worker_equals_one_process_and_only_the_chief_writes(runs):
+  """2 worker processes (TF_CONFIG on 127.0.0.1), each reading its own shard: the chief's
+  checkpoint equals one device fed the same global batches; only the chief wrote --model_dir and
+  the other worker's temporary folder is gone."""
+  chief = weights(runs["workers"] / "plain" / "ckpt-3")
+  assert max_difference(chief, weights(runs["one"] / "zip2" / "ckpt-3")) < 2e-6
+  assert sorted(os.listdir(runs["workers"])) == ["plain"]
+  assert sorted(n for n in os.listdir(runs["workers"] / "plain") if n.startswith("ckpt-")) == [
+      "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+  assert runs["results"]["worker0/plain"][0]["end_step"] == 3
+  assert runs["results"]["worker1/plain"][0]["end_step"] == 3
+  assert runs["leftover_temp"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults, through train.py.
+
+
+def train_command(data, model_dir, *args):
+  return [sys.executable, "train.py", f"--records_dir={data['records']}",
+          f"--model_dir={model_dir}", f"--bert_config_file={data['config']}",
+          f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--train_batch_size=4",
+          "--steps_per_loop=1", *args]
+
+
+def latest_step(model_dir):
+  latest = tf.train.latest_checkpoint(str(model_dir))
+  if not latest:
+    return None
+  step = tf.train.load_checkpoint(latest).get_tensor("optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE")
+  assert latest.endswith(f"ckpt-{step}")
+  return int(step)
+
+
+def wait_for(condition, timeout=RUN_TIMEOUT, procs=()):
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if condition():
+      return
+    for proc in procs:
+      assert proc.poll() is None, f"{proc.args} exited early with {proc.returncode}"
+    time.sleep(0.05)
+  raise AssertionError("timed out")
+
+
+def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
+  model_dir = data["tmp"] / "sigterm"
+  with Processes() as processes:
+    proc = processes.start(train_command(data, model_dir, "--max_steps=100000",
+                                         "--save_checkpoints_steps=100000"),
+                           log=data["tmp"] / "sigterm.log")
+    wait_for(lambda: "train | step:      2 |" in Processes.output(proc), procs=[proc])
+    assert latest_step(model_dir) is None  # no periodic checkpoint before 100000
+    proc.send_signal(signal.SIGTERM)
+    returncode = processes.wait(proc)
+  output = Processes.output(proc)
+  step = latest_step(model_dir)
+  assert step is not None and 2 <= step < 100000, output[-3000:]
+  last_logged = max(int(line.split("train | step:")[1].split("|")[0])
+                    for line in output.splitlines() if "train | step:" in line and "|" in
+                    line.split("train | step:")[1])
+  assert step == last_logged  # the step training had reached, not an earlier one
+  assert returncode != 0  # stopped, not finished
+  restored, _ = span_model.build_span_model(tiny_config())
+  tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(model_dir))) \
+      .expect_partial().assert_existing_objects_matched()
+
+
+def test_kill_9_one_worker_then_rerun_resumes(data):
+  """multi_worker_mirrored with 2 processes: kill -9 worker 1 after the first checkpoint; the
+  chief, stuck in an all-reduce, is killed too (as a job scheduler would); the same two commands
+  again resume from the last checkpoint and finish at --max_steps with a loadable checkpoint."""
+  model_dir = data["tmp"] / "kill9"
+  total = 30
+  args = (f"--max_steps={total}", "--save_checkpoints_steps=5",
+          "--distribution_strategy=multi_worker_mirrored")
+  ports = free_ports(2)
+  with Processes() as processes:
+    workers = [processes.start(train_command(data, model_dir, *args),
+                               env={"TF_CONFIG": tf_config(ports, i)},
+                               log=data["tmp"] / f"kill9_{i}.log") for i in range(2)]
+    wait_for(lambda: (latest_step(model_dir) or 0) >= 5, procs=workers)
+    os.kill(workers[1].pid, signal.SIGKILL)
+    workers[1].wait()
+    time.sleep(1)
+    os.kill(workers[0].pid, signal.SIGKILL)
+    workers[0].wait()
+  resumed_from = latest_step(model_dir)
+  assert 5 <= resumed_from < total, Processes.output(workers[0])[-3000:]
+  ports = free_ports(2)
+  with Processes() as processes:
+    workers = [processes.start(train_command(data, model_dir, *args),
+                               env={"TF_CONFIG": tf_config(ports, i)},
+                               log=data["tmp"] / f"rerun_{i}.log") for i in range(2)]
+    for proc in workers:
+      assert processes.wait(proc) == 0, Processes.output(proc)[-3000:]
+  with open(model_dir / "train_results.json") as f:
+    results = json.load(f)
+  assert (results["start_step"], results["end_step"], results["steps"]) == (
+      resumed_from, total, total - resumed_from)
+  assert results["num_replicas"] == 2 and results["effective_batch_size"] == 4
+  assert latest_step(model_dir) == total
+  restored, _ = span_model.build_span_model(tiny_config())
+  tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(model_dir))) \
+      .expect_partial().assert_existing_objects_matched()
