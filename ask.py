@@ -10,8 +10,6 @@ and decodes the best span over all windows (postprocess/span_decoding.py). Print
 character offsets.
 """
 
-import json
-import os
 import sys
 
 from absl import app
@@ -25,10 +23,10 @@ from flags import definitions
 from postprocess import span_decoding
 from preprocess import features as features_lib
 from preprocess import wordpiece
+from tasks import artifacts
 
 definitions.define_export_flags()
 definitions.define_ask_flags()
-definitions.define_train_flags()  # n_best_size, max_answer_length, predict_batch_size
 FLAGS = flags.FLAGS
 
 
@@ -41,8 +39,7 @@ class SavedModelQA:
 
   def __init__(self, export_dir):
     self._loaded = tf.saved_model.load(export_dir)
-    with open(os.path.join(export_dir, "assets.extra", "qa_config.json")) as f:
-      self.config = json.load(f)
+    self.config = artifacts.read_export_config(export_dir)
     self.has_serve_text = "serve_text" in self._loaded.signatures
     self._tokenizer = None
 

@@ -42,14 +42,13 @@ from model import bert_config as bert_config_lib
 from model import checkpoints
 from model import span_model
 from serving import module as serving_module
+from tasks import artifacts
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
 definitions.define_export_flags()
 FLAGS = flags.FLAGS
 
-QA_CONFIG_FILE = "qa_config.json"  # written by train.py into --model_dir
-EXTRA_DIR = "assets.extra"
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 
@@ -83,8 +82,8 @@ def export(model, vocab_file, qa_config, export_dir, serve_text=True, max_positi
   if os.path.exists(temp_dir):
     shutil.rmtree(temp_dir)
   tf.saved_model.save(module, temp_dir, signatures=module.signatures())
-  os.makedirs(os.path.join(temp_dir, EXTRA_DIR), exist_ok=True)
-  with open(os.path.join(temp_dir, EXTRA_DIR, QA_CONFIG_FILE), "w") as f:
+  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
+  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
@@ -106,11 +105,9 @@ def decoding_config(saved_config):
 
 def run():
   """export.py's job from FLAGS."""
-  saved = os.path.join(FLAGS.model_dir, QA_CONFIG_FILE)
   latest = tf.train.latest_checkpoint(FLAGS.model_dir) if tf.io.gfile.isdir(FLAGS.model_dir) else None
-  if latest and tf.io.gfile.exists(saved):
-    with tf.io.gfile.GFile(saved) as f:
-      qa_config = json.load(f)
+  qa_config = artifacts.read_qa_config(FLAGS.model_dir)
+  if latest and qa_config:
     config = bert_config_lib.BertConfig(**qa_config["bert_config"])
     vocab_file = FLAGS.vocab_file or qa_config["vocab_file"]
   elif FLAGS.init_checkpoint:

@@ -76,10 +76,28 @@ def define_squad_file_flags():
       "predict_file", None,
       "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
       "$SQUAD_DIR/dev-v1.1.json.")
+  define_squad_version_flag()
+
+
+def define_squad_version_flag():
+  """--version_2_with_negative (make_records.py, train.py, export.py)."""
   DEFINE_bool(
       "version_2_with_negative", False,
       "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
-      "for them and prediction may answer \"\" (see --null_score_diff_threshold).")
+      "for them and prediction (and an export's serve_text) answers \"\" when the null score "
+      "beats the best span by more than --null_score_diff_threshold (train.py and export.py also "
+      "take it from the records / the model_dir's qa_config.json).")
+
+
+def define_decoding_flags():
+  """How answers are decoded from logits (train.py's prediction, export.py's serve_text, ask.py)."""
+  define_squad_version_flag()
+  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
+  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
+  DEFINE_float(
+      "null_score_diff_threshold", 0.0,
+      "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
+      "the best non-null span score exceeds this (google-research/bert, tfm).")
 
 
 def define_tokenizer_flags():
@@ -139,8 +157,6 @@ def define_train_flags():
       "warmup_proportion", 0.1,
       "Share of the training steps with a linear learning-rate warmup from 0.")
   DEFINE_integer("save_checkpoints_steps", 1000, "Steps between checkpoints.")
-  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
-  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
   DEFINE_integer(
       "max_eval_examples", None,
       "Score only the first N questions of --predict_file (a budget for CPU runs).")
@@ -149,10 +165,7 @@ def define_train_flags():
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
-  DEFINE_float(
-      "null_score_diff_threshold", 0.0,
-      "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
-      "the best non-null span score exceeds this (google-research/bert, tfm).")
+  define_decoding_flags()
 
 
 def define_distribution_flags():
@@ -180,16 +193,7 @@ def define_distribution_flags():
 def define_export_flags():
   """Flags of export.py."""
   DEFINE_string("export_dir", "export", "Where the SavedModel is written.")
-  # Decoding baked into the raw-text signature (serve_text); same names as train.py's.
-  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
-  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
-  DEFINE_bool(
-      "version_2_with_negative", False,
-      "SQuAD 2.0 model: serve_text answers \"\" when the null score beats the best span by more "
-      "than --null_score_diff_threshold (also on when the model_dir's qa_config.json says so).")
-  DEFINE_float(
-      "null_score_diff_threshold", 0.0,
-      "SQuAD 2.0: predict the empty answer when null score - best span score exceeds this.")
+  define_decoding_flags()  # baked into the raw-text signature (serve_text)
   DEFINE_integer(
       "window_batch_size", 32,
       "Windows per model call inside serve_text (bounds memory for long contexts and big batches).")

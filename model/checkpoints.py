@@ -14,7 +14,6 @@ A folder means its latest checkpoint (the `checkpoint` state file) or its only `
 may also be given with its `.index` / `.data-*` / `.meta` suffix.
 """
 
-import json
 import os
 import re
 
@@ -24,13 +23,13 @@ from model import hf_checkpoint
 from model import named_weights
 from model import tf1_checkpoint
 from model import tf2_checkpoint
+from tasks import artifacts
 
 HF_FOLDER = "hf_folder"
 TF1_CHECKPOINT = "tf1_checkpoint"
 TF2_CHECKPOINT = "tf2_checkpoint"
 
 BERT_CONFIG_FILE = "bert_config.json"  # google-research/bert's name
-QA_CONFIG_FILE = "qa_config.json"  # train.py's record of the config and vocab of a --model_dir
 
 CheckpointError = named_weights.CheckpointError
 LoadReport = named_weights.LoadReport
@@ -107,10 +106,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
       bert_config_file = os.path.join(folder, name)
   if not vocab_file and tf.io.gfile.exists(os.path.join(folder, hf_checkpoint.VOCAB_FILE)):
     vocab_file = os.path.join(folder, hf_checkpoint.VOCAB_FILE)
-  qa_config = os.path.join(folder, QA_CONFIG_FILE)
-  if (not bert_config_file or not vocab_file) and tf.io.gfile.exists(qa_config):
-    with tf.io.gfile.GFile(qa_config) as f:
-      saved = json.load(f)
+  if not bert_config_file or not vocab_file:
+    saved = artifacts.read_qa_config(folder)
     if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):
       bert_config_file = saved["bert_config_file"]
     if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):

@@ -117,13 +117,22 @@ def _eager_handle(tensor):
   return tensor
 
 
+# Consumers whose gradient for the weight is per row (no sum over the batch): an embedding
+# lookup's IndexedSlices, cast back to float32 before rows of repeated tokens are added.
+_PER_ROW_CONSUMERS = ("GatherV2", "ResourceGather")
+
+
 def _float16_reads(graph):
-  """Every ReadVariableOp of `graph` whose value is used as float16 (cast from float32)."""
+  """Every ReadVariableOp of `graph` whose value is used as float16 (cast from float32) by an op
+  that sums over the batch (not only gathered: under a MirroredStrategy the word embedding is
+  read, cast and gathered)."""
   reads = []
   for op in graph.get_operations():
     if op.type == "Cast" and op.get_attr("DstT") == tf.float16:
       read = _variable_read(op.outputs[0])
-      if read is not None and read.outputs[0].dtype == tf.float32:
+      consumers = op.outputs[0].consumers()
+      if (read is not None and read.outputs[0].dtype == tf.float32 and consumers
+          and not all(c.type in _PER_ROW_CONSUMERS for c in consumers)):
         reads.append(read)
   return reads
 
