@@ -191,5 +191,8 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
           f"({_oom_summary(e.message)}); the last checkpoint is "
           f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     end_step = int(trainer.optimizer.iterations.numpy())
+    logging.info("trained steps %d..%d: final loss %.4f, %.2f examples/s (last loop)", start_step,
+                 end_step, trainer.last_output.get("loss", float("nan")),
+                 trainer.last_output.get("examples_per_second", 0.0))
   return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
           **trainer.last_output}

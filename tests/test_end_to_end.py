@@ -93,13 +93,20 @@ def test_predictions_and_official_scores(run):
 
 
 def test_training_resumes_from_the_latest_checkpoint(run):
-  _, log = testutil.run_cli(
-      "train.py", f"--records_dir={run['records']}", f"--model_dir={run['model']}",
-      "--max_steps=6", "--train_batch_size=8", "--save_checkpoints_steps=100",
-      "--do_predict=false")
-  assert "resumed from" in log and "at step 4" in log
-  assert "trained steps 4..6" in log
-  assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-6")
+  """Another --max_steps would change the learning-rate schedule: refused in one line. A run
+  stopped at step 2 (the checkpoint state names ckpt-2) resumes there and ends at step 4."""
+  common = (f"--records_dir={run['records']}", f"--model_dir={run['model']}",
+            "--train_batch_size=8", "--save_checkpoints_steps=100", "--do_predict=false")
+  returncode, log = testutil.run_cli("train.py", "--max_steps=6", *common, expect_ok=False)
+  assert returncode != 0 and "Traceback" not in log
+  assert ("was trained on a learning-rate schedule of 4 steps, this run asks for 6; resume with "
+          "--max_steps=4" in log)
+  ckpt_2 = os.path.join(run["model"], "ckpt-2")
+  tf.train.update_checkpoint_state(run["model"], ckpt_2, all_model_checkpoint_paths=[ckpt_2])
+  _, log = testutil.run_cli("train.py", "--max_steps=4", *common)
+  assert "resumed from" in log and "at step 2" in log
+  assert "trained steps 2..4" in log
+  assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
 
 
 def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
