@@ -17,6 +17,7 @@ registered gradient functions), so it checks itself at trace time: `traced_gradi
 """
 
 import contextlib
+import threading
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: no public API
@@ -68,7 +69,15 @@ def _recreate(op, inputs):
   return tf.raw_ops.AddV2(x=inputs[0], y=inputs[1])
 
 
-_covered_reads = []  # ReadVariableOps whose float16 view got a float32 gradient (trace time)
+# ReadVariableOps whose float16 view got a float32 gradient (trace time). Per thread: a
+# MirroredStrategy traces its replicas' steps concurrently, one thread each, into one graph.
+_local = threading.local()
+
+
+def _covered_reads():
+  if not hasattr(_local, "reads"):
+    _local.reads = []
+  return _local.reads
 
 
 @tf.RegisterGradient(_GRADIENT_NAME)
@@ -82,7 +91,7 @@ def _float32_weight_gradient(op, grad):
   weights = [i for i, t in enumerate(op.inputs)
              if t.dtype == tf.float16 and _variable_read(t) is not None]
   if weights:
-    _covered_reads.extend(_variable_read(op.inputs[i]) for i in weights)
+    _covered_reads().extend(_variable_read(op.inputs[i]) for i in weights)
     float32_op = _recreate(op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t
                                 for t in op.inputs]).op
     float32_gradients = tf_ops.get_gradient_function(float32_op)(float32_op,
@@ -138,12 +147,9 @@ def _float16_reads(graph):
 
 
 def _names_by_handle(variables):
-  """{id of an eager variable handle: variable name}, for every replica's component."""
-  by_handle = {}
-  for v in variables:
-    for component in tf.distribute.get_strategy().experimental_local_results(v):
-      by_handle[id(component.handle)] = v.name
-  return by_handle
+  """{id of an eager variable handle: variable name} for this replica's copies of `variables`
+  (in a replica context a mirrored variable's `handle` is the local copy's)."""
+  return {id(v.handle): v.name for v in variables}
 
 
 def _read_names(reads, by_handle):
@@ -170,10 +176,11 @@ def traced_gradients(loss, variables):
       types than WEIGHT_CONSUMING_OPS.
   """
   graph = tf.compat.v1.get_default_graph()
-  start = len(_covered_reads)
+  reads = _covered_reads()
+  start = len(reads)
   gradients = tf.gradients(loss, variables)
-  covered = {id(read) for read in _covered_reads[start:]}
-  del _covered_reads[start:]
+  covered = {id(read) for read in reads[start:]}
+  del reads[start:]
   needed = _read_names(_float16_reads(graph), _names_by_handle(variables))
   missed = sorted({name for read, name in needed.items() if id(read) not in covered})
   if not covered or missed:
@@ -196,10 +203,11 @@ def covered_variable_names(loss_fn, variables):
   def trace():
     with override_weight_gradients():
       loss = loss_fn()
-    start = len(_covered_reads)
+    reads = _covered_reads()
+    start = len(reads)
     tf.gradients(loss, variables)
-    names.extend(_read_names(_covered_reads[start:], _names_by_handle(variables)).values())
-    del _covered_reads[start:]
+    names.extend(_read_names(reads[start:], _names_by_handle(variables)).values())
+    del reads[start:]
     return loss
 
   trace.get_concrete_function()

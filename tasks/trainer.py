@@ -90,6 +90,21 @@ def _oom_summary(message):
   return line.split(" on /job:")[0][:300]
 
 
+class SaveAtMultiples:
+  """An orbit train action: a checkpoint when the global step is a multiple of `interval` or
+  `last_step` (tf.estimator's and the previous loop's rule)."""
+
+  def __init__(self, manager, global_step, interval, last_step):
+    self.manager, self.global_step = manager, global_step
+    self.interval, self.last_step = interval, last_step
+
+  def __call__(self, output):
+    del output
+    step = int(self.global_step.numpy())
+    if step % self.interval == 0 or step >= self.last_step:
+      logging.info("saved checkpoint %s", self.manager.save(checkpoint_number=step))
+
+
 def schedule_steps_in(checkpoint_path):
   """The schedule length saved in a checkpoint of `make_checkpoint`, or None (older checkpoints)."""
   reader = tf.train.load_checkpoint(checkpoint_path)
@@ -164,15 +179,21 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
   with worker_dir(model_dir, is_chief) as write_dir:
     if latest and not is_chief:  # the controller restores from write_dir, which is empty here
       checkpoint.restore(latest).assert_existing_objects_matched()
-    manager = tf.train.CheckpointManager(
-        checkpoint, write_dir, max_to_keep=3, step_counter=trainer.optimizer.iterations,
-        checkpoint_interval=save_checkpoints_steps)
-    actions = [orbit.actions.SaveCheckpointIfPreempted(
-        cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
-        checkpoint_number=trainer.optimizer.iterations)]
+    # No checkpoint_interval: the controller would save after the first loop and then every
+    # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
+    # end, and the loops are cut to end on those steps.
+    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=3)
+    global_step = trainer.optimizer.iterations
+    actions = [
+        SaveAtMultiples(manager, global_step, save_checkpoints_steps, num_train_steps),
+        orbit.actions.SaveCheckpointIfPreempted(
+            cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
+            checkpoint_number=global_step)]
     controller = orbit.Controller(
-        strategy=strategy, trainer=trainer, global_step=trainer.optimizer.iterations,
-        steps_per_loop=steps_per_loop, checkpoint_manager=manager, train_actions=actions,
+        strategy=strategy, trainer=trainer, global_step=global_step,
+        steps_per_loop=lambda step: min(steps_per_loop,
+                                        save_checkpoints_steps - step % save_checkpoints_steps),
+        checkpoint_manager=manager, train_actions=actions,
         summary_dir=os.path.join(write_dir, "train") if is_chief else None,
         summary_interval=steps_per_loop if is_chief else None)
     start_step = int(trainer.optimizer.iterations.numpy())
@@ -184,7 +205,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     trainer.train_dataset = strategy.distribute_datasets_from_function(
         lambda context: dataset_fn(context, start_step))
     try:
-      controller.train(steps=num_train_steps)
+      controller.train(steps=num_train_steps, checkpoint_at_completion=False)
     except tf.errors.ResourceExhaustedError as e:
       raise OutOfMemoryError(
           f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
