@@ -360,6 +360,38 @@ def test_null_answer_switch(served):
   assert (empty, empty_score) == ("", float("-inf"))
 
 
+def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
+  """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
+  questions exactly as serving_default does: "" with the null score where null - best > threshold."""
+  rows = [(q, c) for q, c, _ in TAUGHT] + [
+      (TAUGHT[0][0], TAUGHT[1][1]), (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
+  questions, contexts = [q for q, _ in rows], [c for _, c in rows]
+  diffs = [a.null_score_diff for a in served["qa"].answers_with_serve_features(questions, contexts)]
+  finite = sorted(d for d in diffs if np.isfinite(d))
+  threshold = float(finite[len(finite) // 2]) - 1e-3  # about half the questions get ""
+  config = dict(served["qa_config"], version_2_with_negative=True,
+                null_score_diff_threshold=threshold)
+  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2"))
+  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2_features"),
+                serve_text=False)
+  qa = ask.SavedModelQA(str(tmp_path / "v2"))
+  features_only = ask.SavedModelQA(str(tmp_path / "v2_features"))
+  assert not features_only.has_serve_text
+  graph = qa.answers(questions, contexts)
+  python = qa.answers_with_serve_features(questions, contexts)
+  assert python == features_only.answers_with_serve_features(questions, contexts)
+  nulls = [d > threshold for d in diffs]
+  assert 2 <= sum(nulls) < len(rows) - 1  # both outcomes occur
+  for g, p, d, is_null in zip(graph, python, diffs, nulls):
+    assert (g.text, g.start_char, g.end_char) == (p.text, p.start_char, p.end_char)
+    assert g.score == pytest.approx(p.score, abs=1e-4)
+    if is_null:
+      assert (p.text, p.start_char, p.end_char) == ("", 0, 0)
+      assert p.score == (float("-inf") if d == float("inf") else pytest.approx(p.null_score))
+    else:
+      assert p.text != ""
+
+
 def test_saved_model_cli_lists_the_signatures(served):
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", served["export_dir"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout
