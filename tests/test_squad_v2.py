@@ -150,18 +150,7 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   out = str(tmp_path / "records")
   settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, True)
   meta = make_records.make_records({"eval": v2_file}, settings, out, 1)
-  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
-  glass, beads = (int(tokenizer.tokenize([w])[0].ids[0]) for w in ("glass", "beads"))
-
-  def model(inputs, training=False):
-    """[CLS] logits 2 + 2 = 4 everywhere; "glass" .. "beads" = 5 + 5 = 10; all else 0."""
-    del training
-    ids = inputs["input_word_ids"]
-    first = tf.one_hot(tf.zeros_like(ids[:, 0]), tf.shape(ids)[1]) * 2.0
-    start = first + tf.cast(ids == glass, tf.float32) * 5.0
-    end = first + tf.cast(ids == beads, tf.float32) * 5.0
-    return start, end
-
+  model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
   results = train.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
