@@ -473,3 +473,16 @@ def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
   right = 1 + (predictions["103"] == "Zo\u00eb")  # 102, and 103 if the tie picks its first word
   assert results["num_questions"] == 3
   assert results["exact_match"] == pytest.approx(100.0 * right / 3)
+
+
+def test_published_file_eval_features_equal_the_reference(tmp_path):
+  """The reference featurizes integer-id files too (its ids stay numbers; paired here as strings)."""
+  path = write(tmp_path, "published.json", PUBLISHED)
+  ours = compare_with_reference.run_ours(path, "eval", testutil.vocab_file(), True, SEQ, STRIDE,
+                                         QUERY, False, str(tmp_path / "records"), 1, in_process=True)
+  reference = reference_features.run_reference(path, False, testutil.vocab_file(), True, SEQ,
+                                               STRIDE, QUERY)
+  result = compare_with_reference.compare(ours, reference, False,
+                                          wordpiece.read_vocab(testutil.vocab_file()))
+  assert ours.qas_ids == reference.qas_ids == ["101", "102", "103"]
+  assert result.questions_both == 3 and result.identical == result.features_reference == 3
