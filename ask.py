@@ -94,7 +94,8 @@ class SavedModelQA:
 
     The path for servers without the tensorflow-text ops, and the reference serve_text is checked
     against. n_best_size and max_answer_length default to the values baked into the export (else
-    20 and 30).
+    20 and 30). A SQuAD 2.0 export (`version_2_with_negative` in its qa_config.json) answers ""
+    with the null score when null - best > its `null_score_diff_threshold`, as serve_text does.
 
     Returns:
       A list of span_decoding.Answer.
@@ -116,7 +117,11 @@ class SavedModelQA:
           start_logits[row + i], end_logits[row + i], np.array(f.token_start_char),
           np.array(f.token_end_char), np.array(f.token_is_max_context)) for i, f in enumerate(fs)]
       row += len(fs)
-      result.append(span_decoding.decode_answer(windows, context, n_best_size, max_answer_length))
+      answer = span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
+      # A SQuAD 2.0 export's null rule, as serve_text applies it.
+      result.append(span_decoding.answer_as_served(
+          answer, self.config.get("version_2_with_negative", False),
+          self.config.get("null_score_diff_threshold", 0.0)))
     return result
 
   def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None):

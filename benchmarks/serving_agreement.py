@@ -46,20 +46,23 @@ def main(argv):
     sys.exit("serving_agreement.py: --predictions_file (train.py's predictions.json) is required")
   predict_file = FLAGS.predict_file or definitions.default_squad_file(
       definitions.PREDICT_FILE_NAMES)
-  squad = squad_reader.read_squad(predict_file, is_training=False)
+  dataset = squad_reader.load_json(predict_file)
+  questions = [(qa["id"], qa["question"], paragraph["context"]) for article in dataset
+               for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
   with open(FLAGS.predictions_file, encoding="utf-8") as f:
     python_predictions = json.load(f)
   qa = ask.SavedModelQA(FLAGS.export_dir)
+  version_2 = bool(qa.config.get("version_2_with_negative") or
+                   squad_scoring.unanswerable_questions(dataset))
 
-  examples = [e for e in squad.examples if e.qas_id in python_predictions]
+  examples = [q for q in questions if q[0] in python_predictions]
   served = {}
   started = time.time()
   for i in range(0, len(examples), FLAGS.batch_size):
     batch = examples[i:i + FLAGS.batch_size]
-    got = qa.answers([e.question_text for e in batch],
-                     [squad.contexts[e.paragraph_index] for e in batch])
-    for example, answer in zip(batch, got):
-      served[example.qas_id] = answer
+    got = qa.answers([question for _, question, _ in batch], [context for _, _, context in batch])
+    for (qid, _, _), answer in zip(batch, got):
+      served[qid] = answer
     if (i // FLAGS.batch_size) % 50 == 0:
       logging.info("%d/%d questions, %.1f questions/s", i + len(batch), len(examples),
                    (i + len(batch)) / (time.time() - started))
@@ -69,33 +72,35 @@ def main(argv):
     with open(FLAGS.output_file, "w", encoding="utf-8") as f:
       json.dump(serve_predictions, f, indent=2, ensure_ascii=False)
 
-  disagreements = [e for e in examples if serve_predictions[e.qas_id] != python_predictions[e.qas_id]]
+  disagreements = [q for q in examples if serve_predictions[q[0]] != python_predictions[q[0]]]
   kinds = {"float noise": 0, "other": 0}
-  for shown, example in enumerate(disagreements):
-    context = squad.contexts[example.paragraph_index]
-    alone = qa.answer_with_serve_features(example.question_text, context)
-    got = served[example.qas_id]
+  for shown, (qid, question, context) in enumerate(disagreements):
+    alone = qa.answer_with_serve_features(question, context)
+    got = served[qid]
     kind = "float noise" if alone.text == got.text else "other"
     kinds[kind] += 1
     if shown < FLAGS.show:
-      print(f"  {example.qas_id} [{kind}]: serve_text {got.text!r} ({got.score:.6f}) vs "
-            f"predictions.json {python_predictions[example.qas_id]!r}; Python path alone "
+      print(f"  {qid} [{kind}]: serve_text {got.text!r} ({got.score:.6f}) vs "
+            f"predictions.json {python_predictions[qid]!r}; Python path alone "
             f"{alone.text!r} ({alone.score:.6f})")
 
-  dataset = squad_reader.load_json(predict_file)
-  if len(examples) < len(squad.examples):
+  if len(examples) < len(questions):
     dataset = squad_scoring.restrict_to_questions(dataset, set(serve_predictions))
-  python_scores = squad_scoring.score_v1(dataset, {e.qas_id: python_predictions[e.qas_id]
-                                                   for e in examples})
-  serve_scores = squad_scoring.score_v1(dataset, serve_predictions)
+  python_predictions = {qid: python_predictions[qid] for qid, _, _ in examples}
   same = len(examples) - len(disagreements)
-  print(f"questions: {len(examples)} (of {len(squad.examples)} in {predict_file})")
+  print(f"questions: {len(examples)} (of {len(questions)} in {predict_file})")
   print(f"identical answers: {same} ({100.0 * same / max(len(examples), 1):.2f}%); "
         f"different: {len(disagreements)} {kinds}")
-  print(f"predictions.json (Python pipeline): EM {python_scores['exact_match']:.2f}  "
-        f"F1 {python_scores['f1']:.2f}")
-  print(f"serve_text (SavedModel):            EM {serve_scores['exact_match']:.2f}  "
-        f"F1 {serve_scores['f1']:.2f}")
+  for name, predictions in (("predictions.json (Python pipeline)", python_predictions),
+                            ("serve_text (SavedModel)", serve_predictions)):
+    if version_2:
+      scores = squad_scoring.score_v2(dataset, predictions)
+      print(f"{name + ':':36s}SQuAD 2.0 exact {scores['exact']:.2f}  f1 {scores['f1']:.2f}  "
+            f"total {scores['total']}  HasAns exact {scores.get('HasAns_exact', 0.0):.2f}  "
+            f"NoAns exact {scores.get('NoAns_exact', 0.0):.2f}")
+    else:
+      scores = squad_scoring.score_v1(dataset, predictions)
+      print(f"{name + ':':36s}EM {scores['exact_match']:.2f}  F1 {scores['f1']:.2f}")
   print(f"serve_text: {elapsed:.1f} s, {len(examples) / elapsed:.1f} questions/s at batch "
         f"{FLAGS.batch_size}")
 

@@ -14,7 +14,7 @@ when null score - best non-null span score > `null_score_diff_threshold` (`null_
 """
 
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -64,6 +64,62 @@ def null_answer(answer, null_score_diff_threshold=0.0):
   if answer.score == float("-inf") or answer.null_score_diff > null_score_diff_threshold:
     return ""
   return answer.text
+
+
+def answer_as_served(answer, version_2_with_negative=False, null_score_diff_threshold=0.0):
+  """The answer a question gets, as serve_text reports it (serving/answers.py).
+
+  SQuAD 1.1 models: `answer` itself. SQuAD 2.0 models: when `null_answer` says "" for a question
+  that has windows, Answer("", 0, 0, null score); a question without windows keeps ("", 0, 0,
+  -inf).
+  """
+  if not version_2_with_negative or null_answer(answer, null_score_diff_threshold):
+    return answer
+  if answer.null_score == float("inf"):  # no window: nothing to score, not even the null answer
+    return Answer("", 0, 0, float("-inf"), answer.null_score)
+  return Answer("", 0, 0, answer.null_score, answer.null_score)
+
+
+@dataclasses.dataclass
+class Predictions:
+  """What train.py writes for every question of a predict file.
+
+  Attributes:
+    texts: {question id: answer text} (predictions.json; "" where nothing can be said, and for
+      SQuAD 2.0 where the null answer won).
+    best_non_null: {question id: best span's text, "" without a span} (the answers the best-
+      threshold sweep turns on and off).
+    null_odds: {question id: null score - best span score} (null_odds.json, SQuAD 2.0 only, else
+      None); +inf for a question without windows (its context has no token), so that no threshold
+      answers it.
+  """
+  texts: Dict[str, str]
+  best_non_null: Dict[str, str]
+  null_odds: Optional[Dict[str, float]] = None
+
+
+def final_predictions(question_ids, answers, version_2_with_negative=False,
+                      null_score_diff_threshold=0.0):
+  """Every question's prediction, including those that had no window to decode.
+
+  Args:
+    question_ids: every question id to predict (str), in file order.
+    answers: {question id: Answer} for the questions that had windows; any other id gets ""
+      (a context without tokens, or a question skipped when the records were made).
+    version_2_with_negative: apply the null rule (`null_answer`) and make null_odds.
+    null_score_diff_threshold: the null rule's threshold.
+
+  Returns:
+    Predictions, keyed in the order of `question_ids`.
+  """
+  no_window = Answer("", 0, 0, float("-inf"))
+  chosen = [(qid, answers.get(qid, no_window)) for qid in question_ids]
+  if version_2_with_negative:
+    texts = {qid: null_answer(a, null_score_diff_threshold) for qid, a in chosen}
+    null_odds = {qid: a.null_score_diff for qid, a in chosen}
+  else:
+    texts, null_odds = {qid: a.text for qid, a in chosen}, None
+  return Predictions(texts, {qid: a.text for qid, a in chosen}, null_odds)
 
 
 def best_indexes(logits, n_best_size):

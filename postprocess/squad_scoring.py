@@ -5,8 +5,16 @@
 F1 take the max over the gold answers. It returns fractions; we report percentages, as the official
 script prints them. `official/nlp/tools/squad_evaluate_v2_0.py` is the official `evaluate-v2.0.py`
 (Rajpurkar et al., 2018): an unanswerable question is right only with the answer "", and it reports
-HasAns/NoAns breakdowns and the best null threshold; it already reports percentages.
+HasAns/NoAns breakdowns; it already reports percentages.
+
+The best null threshold (`best_thresholds`) is swept here rather than by the official script's
+`find_best_thresh`: that sweep starts from 0.0 (a threshold meant for probabilities) and moves one
+question at a time through tied values, so the threshold it reports need not give the score it
+reports (e.g. 0.0 when every question is best left unanswered and the differences are logits).
 """
+
+import itertools
+import math
 
 from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
@@ -24,6 +32,12 @@ def restrict_to_questions(dataset, question_ids):
     if paragraphs:
       restricted.append(dict(article, paragraphs=paragraphs))
   return restricted
+
+
+def question_ids(dataset, max_questions=None):
+  """Ids of the questions of a SQuAD `data` list in file order (the first `max_questions`)."""
+  ids = (qa["id"] for a in dataset for p in a["paragraphs"] for qa in p["qas"])
+  return list(itertools.islice(ids, max_questions))
 
 
 def score_v1(dataset, predictions):
@@ -53,23 +67,71 @@ def unanswerable_questions(dataset):
           if not qa.get("answers")]
 
 
-def score_v2(dataset, predictions, null_score_diffs, best_non_null_predictions=None):
+def _question_score(qa, text):
+  """(exact, f1) in [0, 1] of `text` for one SQuAD `qas` entry, by the official v2.0 scorer."""
+  result = squad_evaluate_v2_0.evaluate([{"paragraphs": [{"qas": [qa]}]}], {qa["id"]: text})
+  return result["exact"] / 100.0, result["f1"] / 100.0
+
+
+def best_thresholds(dataset, best_non_null_predictions, null_score_diffs):
+  """The null threshold that scores best, and a threshold that reproduces that score.
+
+  A question is answered with its best span when its difference (null score - span score) is
+  <= the threshold, else "" (postprocess/span_decoding.null_answer). Sweeping the threshold up
+  through the distinct differences turns on whole groups of tied questions at once; the best of
+  these settings and of "no question answered" wins (the lowest threshold on ties). Its threshold
+  is the group's difference, or for "none answered" the smallest difference - 1.0 (0.0 when no
+  difference is finite), so applying it gives exactly the reported score.
+
+  Args:
+    dataset: a SQuAD 2.0 `data` list holding exactly the scored questions.
+    best_non_null_predictions: {question id: best span text, "" without a span}.
+    null_score_diffs: {question id: float, may be +inf}.
+
+  Returns:
+    {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} (percentages; thresholds in
+    logits).
+  """
+  qas = [qa for a in dataset for p in a["paragraphs"] for qa in p["qas"]]
+  # Gain of answering over leaving blank: the null answer scores 1 on unanswerable questions
+  # (the official rule: "" is their only right answer) and 0 on the others.
+  gains = []
+  for qa in qas:
+    exact, f1 = _question_score(qa, best_non_null_predictions[qa["id"]])
+    blank = 0.0 if qa["answers"] else 1.0
+    gains.append((null_score_diffs[qa["id"]], exact - blank, f1 - blank))
+  gains.sort(key=lambda g: g[0])
+  base = sum(0.0 if qa["answers"] else 1.0 for qa in qas)
+  finite = [g[0] for g in gains if math.isfinite(g[0])]
+  results = {}
+  for name, column in (("exact", 1), ("f1", 2)):
+    best, threshold, score = base, (finite[0] - 1.0 if finite else 0.0), base
+    for diff, group in itertools.groupby(gains, key=lambda g: g[0]):
+      score += sum(g[column] for g in group)
+      if score > best:
+        best, threshold = score, diff
+    results[f"best_{name}"] = 100.0 * best / len(qas)
+    results[f"best_{name}_thresh"] = threshold
+  return results
+
+
+def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predictions=None):
   """Scores SQuAD 2.0 predictions with the official v2.0 scorer.
 
   Args:
     dataset: the `data` list of a SQuAD v2.0 JSON file (only questions in `predictions` are scored,
-      as tfm's scorer does).
+      as tfm's scorer does: pass a prediction for every question, "" where there is none).
     predictions: {question id: answer text, "" for no answer} (after the null threshold).
-    null_score_diffs: {question id: null score - best non-null score} (run_squad.py's null_odds),
-      the scorer's `na_probs`.
-    best_non_null_predictions: {question id: best non-null span text}; when given, the best-threshold
-      figures sweep the threshold over these answers (what the official script assumes: every
-      question answered, `na_probs` deciding), else over `predictions` as tfm does.
+    null_score_diffs: {question id: null score - best non-null score} (run_squad.py's null_odds);
+      None: no best-threshold figures.
+    best_non_null_predictions: {question id: best non-null span text} the threshold sweep turns on
+      and off (`best_thresholds`); default `predictions`.
 
   Returns:
     {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
-     "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}
-    (percentages; HasAns_*/NoAns_* only when such questions exist; thresholds in logits).
+     "NoAns_f1", "NoAns_total"} and with null_score_diffs "best_exact", "best_exact_thresh",
+    "best_f1", "best_f1_thresh" (percentages; HasAns_*/NoAns_* only when such questions exist;
+    thresholds in logits).
 
   Raises:
     ValueError: `predictions` is empty.
@@ -79,12 +141,11 @@ def score_v2(dataset, predictions, null_score_diffs, best_non_null_predictions=N
   # Without na_probs the scorer takes the answers as given. (With them it would also turn every
   # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit differences.)
   result = squad_evaluate_v2_0.evaluate(dataset, predictions)
-  sweep = squad_evaluate_v2_0.evaluate(
-      dataset, predictions if best_non_null_predictions is None else best_non_null_predictions,
-      null_score_diffs)
   scores = {k: v for k, v in result.items() if k in (
       "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
       "NoAns_f1", "NoAns_total")}
-  scores.update({"best_exact": sweep["final_exact"], "best_exact_thresh": sweep["final_exact_thresh"],
-                 "best_f1": sweep["final_f1"], "best_f1_thresh": sweep["final_f1_thresh"]})
+  if null_score_diffs is not None:
+    scored = restrict_to_questions(dataset, set(predictions))
+    scores.update(best_thresholds(scored, best_non_null_predictions or predictions,
+                                  null_score_diffs))
   return scores

@@ -447,6 +447,9 @@ def make_records(inputs, settings, output_dir, num_workers=1):
     }
     if meta["splits"][split]["skipped"]:
       logging.warning("%s: skipped questions by reason: %s", split, meta["splits"][split]["skipped"])
+    if meta["splits"][split]["notes"]:
+      logging.info("%s: notes (kept questions, normalized input): %s", split,
+                   meta["splits"][split]["notes"])
     logging.info("%s: %d questions -> %d features", split, total.num_examples, total.num_features)
   _commit(output_dir, new_shards, meta)
   elapsed = time.time() - started

@@ -8,6 +8,17 @@ The answer-position rule follows google-research/bert `run_squad.py` `read_squad
 tf-models-official `official/nlp/data/squad_lib.py`): the answer's first and last characters are mapped to
 whitespace-separated words of the context, and a training question whose words do not contain the
 answer text is skipped (counted under `answer_text_mismatch`).
+
+Files people publish in this layout are not always typed like the official ones. What is
+unambiguous is normalized when the file is loaded (`load_dataset`), so that the reader, the records,
+predictions.json and the scorers all see the same values, and it is counted (meta.json `notes`):
+  * `id_number_as_string`: an integer question id becomes its decimal string (1380 -> "1380");
+  * `answer_start_string_as_int`: an `answer_start` given as a decimal string ("34") becomes 34;
+  * `answer_text_in_context_form`: an answer whose text equals the context at `answer_start` only
+    under Unicode NFC (e.g. "café" with U+00E9 against a context holding "cafe" + U+0301) takes the
+    context's characters, so offsets stay the context's and the answer is the text as written there.
+Anything else that is not a string id or an integer offset (floats, booleans, "12.5", "-3") is
+still refused by `read_squad` with one line.
 """
 
 import bisect
@@ -15,6 +26,7 @@ import collections
 import dataclasses
 import json
 import re
+import unicodedata
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -125,14 +137,8 @@ def _answer_matches_words(answer_text, answer_start, context):
   return bool(cleaned_answer_text) and actual_text.find(cleaned_answer_text) != -1
 
 
-def load_json(path):
-  """Loads a SQuAD JSON file and returns its `data` list.
-
-  A UTF-8 byte-order mark is accepted.
-
-  Raises:
-    SquadInputError: the file is missing, not UTF-8, not (complete) JSON, or has no `data` list.
-  """
+def _load(path):
+  """The parsed JSON of a SQuAD file (dict with a `data` list); errors as in `load_json`."""
   try:
     with open(path, "r", encoding="utf-8-sig") as f:
       dataset = json.load(f)
@@ -148,7 +154,85 @@ def load_json(path):
                           f"the file may be truncated, re-download or re-export it") from None
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
     raise SquadInputError(f"{path}: top level has no 'data' list; is this a SQuAD file?")
-  return dataset["data"]
+  return dataset
+
+
+_DECIMAL = re.compile(r"[0-9]+")
+
+
+def _context_form(context, start, text):
+  """The context's characters from `start` that equal `text` under NFC, or None."""
+  target = unicodedata.normalize("NFC", text)
+  # NFC and NFD forms of a text differ in length by at most a few marks per character.
+  for end in range(start + 1, min(len(context), start + 4 * len(text) + 4) + 1):
+    candidate = context[start:end]
+    if unicodedata.normalize("NFC", candidate) == target:
+      return candidate
+  return None
+
+
+def _normalize(data):
+  """Normalizes what is unambiguous in a `data` list, in place (module docstring).
+
+  Malformed parts are left for `read_squad`'s one-line errors.
+
+  Returns:
+    collections.Counter of what was normalized.
+  """
+  normalized = collections.Counter()
+  for article in data:
+    paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+    for paragraph in paragraphs if isinstance(paragraphs, list) else []:
+      context = paragraph.get("context") if isinstance(paragraph, dict) else None
+      qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
+      for qa in qas if isinstance(qas, list) else []:
+        if not isinstance(qa, dict):
+          continue
+        if type(qa.get("id")) is int:  # not bool, not float
+          qa["id"] = str(qa["id"])
+          normalized["id_number_as_string"] += 1
+        answers = qa.get("answers")
+        for answer in answers if isinstance(answers, list) else []:
+          if not isinstance(answer, dict):
+            continue
+          start = answer.get("answer_start")
+          if isinstance(start, str) and _DECIMAL.fullmatch(start):
+            answer["answer_start"] = start = int(start)
+            normalized["answer_start_string_as_int"] += 1
+          text = answer.get("text")
+          if (isinstance(context, str) and isinstance(text, str) and text and
+              type(start) is int and 0 <= start < len(context) and
+              context[start:start + len(text)] != text):
+            in_context = _context_form(context, start, text)
+            if in_context is not None and in_context != text:
+              answer["text"] = in_context
+              normalized["answer_text_in_context_form"] += 1
+  return normalized
+
+
+def load_dataset(path):
+  """Loads a SQuAD JSON file, normalizing what is unambiguous (module docstring).
+
+  A UTF-8 byte-order mark is accepted.
+
+  Returns:
+    (the `data` list, collections.Counter of what was normalized by kind).
+
+  Raises:
+    SquadInputError: the file is missing, not UTF-8, not (complete) JSON, or has no `data` list.
+  """
+  data = _load(path)["data"]
+  return data, _normalize(data)
+
+
+def load_json(path):
+  """Loads a SQuAD JSON file and returns its `data` list, normalized as `load_dataset` does (the
+  form every scorer call takes, so ids match the reader's).
+
+  Raises:
+    SquadInputError: as `load_dataset`.
+  """
+  return load_dataset(path)[0]
 
 
 def read_squad(path, is_training, max_examples=None, version_2_with_negative=False):
@@ -166,7 +250,7 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     A `SquadFile`. `skipped` counts skipped questions by reason: empty_context, no_answer,
     answer_empty (only whitespace), answer_start_out_of_range, answer_text_mismatch;
     `notes` counts kept questions worth knowing about: first_of_several_answers (training uses the
-    first), unanswerable (SQuAD 2.0).
+    first), unanswerable (SQuAD 2.0), and what `load_dataset` normalized.
 
   Raises:
     SquadInputError: a structural problem (one line naming the file, article, paragraph, question).
@@ -174,9 +258,9 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
   contexts = []
   examples = []
   skipped = collections.Counter()
-  notes = collections.Counter()
+  data, notes = load_dataset(path)
   seen_ids = {}
-  for a, article in enumerate(load_json(path)):
+  for a, article in enumerate(data):
     paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
     if not isinstance(paragraphs, list):
       title = article.get("title") if isinstance(article, dict) else None
@@ -197,7 +281,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
       for q, qa in enumerate(qas):
         qas_id, question = qa.get("id"), qa.get("question")
         if not isinstance(qas_id, str) or not isinstance(question, str):
-          raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question'")
+          raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
+                                f"integer id is read as its decimal string)")
         if qas_id in seen_ids:
           raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
                                 f"{seen_ids[qas_id]}); question ids must be unique")
@@ -226,7 +311,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
           if not isinstance(answer_text, str) or type(answer_start) is not int:
             raise SquadInputError(f"{where} question {q} ({qas_id}): first answer needs a string "
-                                  f"'text' and an integer 'answer_start'")
+                                  f"'text' and an integer 'answer_start' (or its decimal string), "
+                                  f"got {answer_start!r}")
           if not answer_text.strip():
             skipped["answer_empty"] += 1
             continue

@@ -216,7 +216,29 @@ def _align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
       break
   if t != len(tokens) or len(offsets) != len(tokens):
     return [(0, len(word))] * len(tokens)
-  return offsets
+  return _widen_over_removed(word, offsets, do_lower_case)
+
+
+def _widen_over_removed(word, offsets, do_lower_case):
+  """Token offsets that also cover the characters BasicTokenizer removes next to them.
+
+  A removed character (deleted: controls, format characters such as zero-width spaces and soft
+  hyphens, NUL, U+FFFD; or, with do_lower_case, a combining mark stripped after NFD) belongs to the
+  token before it, or when it starts a space-separated piece of the word, to the token after it.
+  So "cafe" + U+0301 gives the token "cafe" the offsets (0, 5): an answer cut from the offsets keeps
+  the accent. serving/tokenizer.py widens its offsets by the same rule.
+  """
+  removed = [_char_pieces(c, do_lower_case) in (_DELETED, ()) for c in word]
+  widened = []
+  previous_end = 0
+  for start, end in offsets:
+    while start > previous_end and removed[start - 1]:
+      start -= 1
+    while end < len(word) and removed[end]:
+      end += 1
+    widened.append((start, end))
+    previous_end = max(previous_end, end)
+  return widened
 
 
 @functools.lru_cache(maxsize=4)

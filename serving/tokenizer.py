@@ -70,6 +70,11 @@ class BertTextTokenizer(tf.Module):
       (normalized string [B], piece_start: int64 RaggedTensor [B, (characters of the input)], the
       byte offset in the normalized string where each input character's replacement begins).
     """
+    normalized, piece_start, _ = self._normalize_with_pieces(text)
+    return normalized, piece_start
+
+  def _normalize_with_pieces(self, text):
+    """`normalize`, plus each input character's replacement: string RaggedTensor [B, (chars)]."""
     chars = tf.strings.unicode_split(text, "UTF-8", errors="replace")
     flat = chars.flat_values
     piece = flat
@@ -83,7 +88,7 @@ class BertTextTokenizer(tf.Module):
     normalized = tf.strings.reduce_join(pieces, axis=1)
     piece_start = _exclusive_cumsum_per_row(
         chars.with_flat_values(tf.strings.length(piece, unit="BYTE")))
-    return normalized, tf.cast(piece_start, tf.int64)
+    return normalized, tf.cast(piece_start, tf.int64), pieces
 
   def tokenize_with_offsets(self, text):
     """Tokenizes string [B].
@@ -92,7 +97,7 @@ class BertTextTokenizer(tf.Module):
       (ids int32, start_chars int64, end_chars int64), RaggedTensors [B, (tokens)]; offsets are
       code points of the input, end exclusive.
     """
-    normalized, piece_start = self.normalize(text)
+    normalized, piece_start, pieces = self._normalize_with_pieces(text)
     ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
     # Character holding byte b of the normalized text: the last piece starting at or before b.
     sorted_starts = piece_start.to_tensor(default_value=tf.int64.max)
@@ -100,4 +105,38 @@ class BertTextTokenizer(tf.Module):
                                        out_type=tf.int64) - 1
     start_chars = tf.RaggedTensor.from_tensor(locate(starts), lengths=starts.row_lengths())
     end_chars = tf.RaggedTensor.from_tensor(locate(ends - 1) + 1, lengths=ends.row_lengths())
+    start_chars, end_chars = _widen_over_removed(pieces, start_chars, end_chars)
     return ids, start_chars, end_chars
+
+
+def _widen_over_removed(pieces, start_chars, end_chars):
+  """Token offsets that also cover the input characters normalization removed next to them.
+
+  preprocess/wordpiece.py's rule (`_widen_over_removed` there): a removed character (empty
+  replacement: deleted, or a combining mark stripped after NFD) belongs to the token before it, or,
+  when a space or the text's start comes before it, to the token after it. So an answer ending in
+  "cafe" + U+0301 keeps the accent.
+
+  Args:
+    pieces: string RaggedTensor [B, (characters)], each input character's replacement.
+    start_chars, end_chars: int64 RaggedTensors [B, (tokens)], code points, end exclusive.
+
+  Returns:
+    (start_chars, end_chars) widened, same shapes.
+  """
+  flat = pieces.flat_values
+  kept = tf.where(tf.strings.length(flat, unit="BYTE") > 0)[:, 0]  # int64 [K], sorted
+  is_space = tf.equal(flat, " ")
+  token_row = start_chars.value_rowids()
+  base = tf.gather(pieces.row_starts(), token_row)  # the row's first character, as a flat index
+  row_end = base + tf.gather(pieces.row_lengths(), token_row)
+  start, end = start_chars.flat_values + base, end_chars.flat_values + base
+  total = tf.shape(flat, out_type=tf.int64)[:1]
+  # End: the first kept character at or after it (at most the row's end).
+  next_kept = tf.gather(tf.concat([kept, total], 0), tf.searchsorted(kept, end, side="left"))
+  end = tf.minimum(next_kept, row_end)
+  # Start: just after the last kept character before it, when that one is a space or is missing.
+  previous = tf.gather(tf.concat([[-1], kept], 0), tf.searchsorted(kept, start, side="left"))
+  at_boundary = (previous < base) | tf.gather(is_space, tf.maximum(previous, 0))
+  start = tf.where(at_boundary, tf.maximum(previous + 1, base), start)
+  return start_chars.with_flat_values(start - base), end_chars.with_flat_values(end - base)

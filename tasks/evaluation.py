@@ -75,19 +75,21 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   answers = span_decoding.decode_all(
       windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
       n_best_size, max_answer_length)
-  ids = {i: squad.examples[i].qas_id for i in sorted(answers)}
+  # Every question of the file (the first --max_eval_examples) is predicted and scored, "" for
+  # those without windows (a context without tokens), as in SQuAD v1.1's scorer.
+  ids = squad_scoring.question_ids(dataset_json, max_eval_examples)
   if max_eval_examples is not None:
-    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids.values()))
+    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids))
+  final = span_decoding.final_predictions(
+      ids, {squad.examples[i].qas_id: answer for i, answer in answers.items()},
+      version_2_with_negative, null_score_diff_threshold)
+  predictions = final.texts
   if version_2_with_negative:
-    predictions = {ids[i]: span_decoding.null_answer(answers[i], null_score_diff_threshold)
-                   for i in ids}
-    null_odds = {ids[i]: answers[i].null_score_diff for i in ids}
-    results = squad_scoring.score_v2(dataset_json, predictions, null_odds,
-                                     {ids[i]: answers[i].text for i in ids})
+    results = squad_scoring.score_v2(dataset_json, predictions, final.null_odds,
+                                     final.best_non_null)
     results["null_score_diff_threshold"] = null_score_diff_threshold
-    artifacts.write_json(os.path.join(model_dir, "null_odds.json"), null_odds)
+    artifacts.write_json(os.path.join(model_dir, "null_odds.json"), final.null_odds)
   else:
-    predictions = {ids[i]: answers[i].text for i in ids}
     results = squad_scoring.score_v1(dataset_json, predictions)
   results["predict_seconds"] = time.time() - started
   artifacts.write_json(os.path.join(model_dir, "predictions.json"), predictions)

@@ -80,9 +80,28 @@ FATAL = [
     ("duplicate_id", squad(GOOD, dict(GOOD, qas=[qa("good", "Again?", [("tower", 34)])])),
      "article 0 paragraph 1 question 0: duplicate id 'good' (first at article 0 paragraph 0 "
      "question 0)"),
-    ("answer_start_string", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "34"}]}]}),
-     "question 0 (q): first answer needs a string 'text' and an integer 'answer_start'"),
+    ("answer_start_words", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "thirty"}]}]}),
+     "question 0 (q): first answer needs a string 'text' and an integer 'answer_start' (or its "
+     "decimal string), got 'thirty'"),
+    ("answer_start_fraction", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "34.5"}]}]}),
+     "got '34.5'"),
+    ("answer_start_float", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": 34.0}]}]}),
+     "got 34.0"),
+    ("id_float", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": 1.5, "question": "Q?", "answers": [{"text": "tower", "answer_start": 34}]}]}),
+     "question 0: needs string 'id' and 'question' (an integer id is read as its decimal string)"),
+    ("id_bool", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": True, "question": "Q?", "answers": [{"text": "tower", "answer_start": 34}]}]}),
+     "needs string 'id' and 'question'"),
+    # The number 7 and the string "7" are the same id once read: which one a prediction is for
+    # would be ambiguous.
+    ("id_number_and_string", squad(dict(GOOD, qas=[qa(7, "Who?", [("tower", 34)]),
+                                                   qa("7", "What?", [("tower", 34)])])),
+     "article 0 paragraph 0 question 1: duplicate id '7' (first at article 0 paragraph 0 "
+     "question 0)"),
     ("is_impossible_string", squad({"context": GOOD_CONTEXT, "qas": [
         dict(qa("q", "Q?", []), is_impossible="yes")]}), "'is_impossible' must be true or false"),
     ("empty_dataset", {"version": "1.1", "data": []}, "no usable train questions (no questions)"),
@@ -385,3 +404,85 @@ def test_records_of_an_older_format_are_refused_with_one_line(tmp_path):
     records.read_meta(str(tmp_path))
   assert "records of format 1 (this version reads 2); rerun `python preprocess/make_records.py" in (
       str(error.value))
+
+
+# ------------------------------------------------------------------------------------------------
+# Published files typed unlike the official ones: normalized when unambiguous, and counted.
+
+CAFE_NFD = "The cafe\u0301 by the harbour opened in 1999 and nobody closed it."
+ZOE_NFC = "Zo\u00eb ran the harbour cafe for forty years."
+PUBLISHED = squad(
+    {"context": CAFE_NFD, "qas": [
+        # integer id; answer text in NFC where the context has NFD
+        {"id": 101, "question": "What opened in 1999?",
+         "answers": [{"text": "caf\u00e9", "answer_start": 4}]},
+        # integer id; answer_start as a decimal string
+        {"id": 102, "question": "When did the cafe open?",
+         "answers": [{"text": "1999", "answer_start": str(CAFE_NFD.index("1999"))}]}]},
+    {"context": ZOE_NFC, "qas": [
+        # answer text in NFD where the context has NFC
+        {"id": "103", "question": "Who ran the cafe?",
+         "answers": [{"text": "Zoe\u0308", "answer_start": 0}]}]})
+
+
+def test_published_squad_files_are_normalized_and_counted(tmp_path):
+  path = write(tmp_path, "published.json", PUBLISHED)
+  read = squad_reader.read_squad(path, is_training=True)
+  assert [(e.qas_id, e.answer_text, e.answer_start) for e in read.examples] == [
+      ("101", "cafe\u0301", 4), ("102", "1999", 35), ("103", "Zo\u00eb", 0)]
+  normalized = {"id_number_as_string": 2, "answer_start_string_as_int": 1,
+                "answer_text_in_context_form": 2}
+  assert read.notes == normalized and read.skipped == {}
+  meta = run(tmp_path, "train", path, shards=1)
+  assert meta["splits"]["train"]["notes"] == normalized
+  assert meta["splits"]["train"]["skipped"] == {}
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "records"), meta, "train"),
+                                "train", SEQ)
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  for row, answer in enumerate(["caf\u00e9", "1999", "Zo\u00eb"]):  # the answers' own tokens
+    start, end = arrays["start_positions"][row], arrays["end_positions"][row]
+    assert (arrays["input_ids"][row][start:end + 1].tolist() ==
+            tokenizer.tokenize([answer])[0].ids.tolist())
+  # The scorer sees the same ids and answer texts as the reader.
+  data = squad_reader.load_json(path)
+  assert [qa["id"] for p in data[0]["paragraphs"] for qa in p["qas"]] == ["101", "102", "103"]
+  assert data[0]["paragraphs"][0]["qas"][0]["answers"][0]["text"] == "cafe\u0301"
+
+
+def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import train  # pylint: disable=g-import-not-at-top
+  path = write(tmp_path, "published.json", PUBLISHED)
+  out = str(tmp_path / "records")
+  meta = make_records.make_records({"eval": path}, settings(shards=1), out, 1)
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  year = int(tokenizer.tokenize(["1999"])[0].ids[0])
+
+  def model(inputs, training=False):
+    """Start and end logit 5 on "1999", 0 elsewhere."""
+    del training
+    logits = tf.cast(inputs["input_word_ids"] == year, tf.float32) * 5.0
+    return logits, logits
+
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  results = train.evaluate(model, out, meta, path, str(model_dir), 8, 20, 30)
+  predictions = json.loads((model_dir / "predictions.json").read_text())
+  assert list(predictions) == ["101", "102", "103"]
+  assert predictions["101"] == predictions["102"] == "1999"
+  right = 1 + (predictions["103"] == "Zo\u00eb")  # 102, and 103 if the tie picks its first word
+  assert results["num_questions"] == 3
+  assert results["exact_match"] == pytest.approx(100.0 * right / 3)
+
+
+def test_published_file_eval_features_equal_the_reference(tmp_path):
+  """The reference featurizes integer-id files too (its ids stay numbers; paired here as strings)."""
+  path = write(tmp_path, "published.json", PUBLISHED)
+  ours = compare_with_reference.run_ours(path, "eval", testutil.vocab_file(), True, SEQ, STRIDE,
+                                         QUERY, False, str(tmp_path / "records"), 1, in_process=True)
+  reference = reference_features.run_reference(path, False, testutil.vocab_file(), True, SEQ,
+                                               STRIDE, QUERY)
+  result = compare_with_reference.compare(ours, reference, False,
+                                          wordpiece.read_vocab(testutil.vocab_file()))
+  assert ours.qas_ids == reference.qas_ids == ["101", "102", "103"]
+  assert result.questions_both == 3 and result.identical == result.features_reference == 3

@@ -424,7 +424,7 @@ def test_read_squad_missing_file_and_no_data(tmp_path):
 @pytest.mark.parametrize("qas, message", [
     (["x"], "'qas' must be a list of question objects"),
     ([{"id": "q", "question": "Q?", "answers": ["abc"]}], "needs a string 'text'"),
-    ([{"id": "q", "question": "Q?", "answers": [{"text": "abc", "answer_start": "0"}]}],
+    ([{"id": "q", "question": "Q?", "answers": [{"text": "abc", "answer_start": "0x0"}]}],
      "an integer 'answer_start'"),
 ])
 def test_malformed_questions_are_one_line_errors(tmp_path, qas, message):

@@ -272,6 +272,71 @@ def test_graph_tokenizer_gives_the_reference_tokens(served):
     assert ends[i].numpy().tolist() == expected.end_chars.tolist(), texts[i]
 
 
+# Answers whose first or last word holds characters the normalizer removes (combining marks after
+# NFD, zero-width and control characters): the answer is the text as written, marks included.
+KEEP_EVERY_CHARACTER = [
+    ("Then the cafe\u0301 opened.", "cafe\u0301"),  # NFD, mark at the end of the word
+    ("Then the caf\u00e9 opened.", "caf\u00e9"),  # NFC
+    ("Then the \u0301cafe opened.", "\u0301cafe"),  # a lone mark at the start of the word
+    ("Then old Zu\u0308rich fell.", "Zu\u0308rich"),  # NFD, in the middle
+    ("Then old Z\u00fcrich fell.", "Z\u00fcrich"),  # NFC, in the middle
+    ("Then crème bru\u0302le\u0301e was served.", "crème bru\u0302le\u0301e"),  # two words
+    ("Then a \u200bcafe\u200b opened.", "\u200bcafe\u200b"),  # zero-width space at both ends
+    ("Then a cafe\u00ad\u0007, it said.", "cafe\u00ad\u0007"),  # soft hyphen + bell before ","
+]
+
+
+def _pointing_model(tokenizer, answer):
+  """Start logit 5 on the answer's first token id, end logit 5 on its last, 0 elsewhere."""
+  ids = tokenizer.tokenize([answer])[0].ids
+  def model(inputs, training=False):
+    del training
+    word_ids = inputs[span_model.INPUT_WORD_IDS]
+    return (tf.cast(word_ids == int(ids[0]), tf.float32) * 5.0,
+            tf.cast(word_ids == int(ids[-1]), tf.float32) * 5.0)
+  return model
+
+
+@pytest.mark.parametrize("context, answer", KEEP_EVERY_CHARACTER)
+def test_answers_keep_every_character(served, tmp_path, context, answer):
+  tokenizer = served["tokenizer"]
+  start = context.index(answer)
+  expected = (answer, start, start + len(answer))
+  model = _pointing_model(tokenizer, answer)
+  # Python path (make_records' tokenizer, span_decoding): what predictions.json holds.
+  query, passage = tokenizer.tokenize(["What?", context])
+  features = features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id,
+                                        tokenizer.sep_id, SEQ, STRIDE, QUERY)
+  logits = model({span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in features])})
+  windows = [span_decoding.WindowLogits(logits[0][i].numpy(), logits[1][i].numpy(),
+                                        np.array(f.token_start_char), np.array(f.token_end_char),
+                                        np.array(f.token_is_max_context))
+             for i, f in enumerate(features)]
+  python = span_decoding.decode_answer(windows, context)
+  assert (python.text, python.start_char, python.end_char) == expected
+  # Graph path (serve_text's computation).
+  module = serving_module.QAServingModule(model, testutil.vocab_file(), served["qa_config"])
+  out = module.answer(tf.constant(["What?"]), tf.constant([context]))
+  graph = (out["answer"].numpy()[0].decode(), int(out["start_char"].numpy()[0]),
+           int(out["end_char"].numpy()[0]))
+  assert graph == expected
+
+
+def test_removed_characters_stay_with_their_word_in_both_tokenizers(served):
+  """Token offsets on both paths, by hand: a removed character joins the token before it, or the
+  token after it when it starts a space-separated piece."""
+  texts = ["cafe\u0301", "caf\u00e9 x", "\u0301cafe", "a \u200bword\u200b b", "x\u00a0\u0301y\u0301",
+           "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by"]
+  expected = [[(0, 5)], [(0, 4), (5, 6)], [(0, 5)], [(0, 1), (2, 8), (9, 10)], [(0, 1), (2, 5)],
+              [(0, 2), (2, 3), (4, 6), (6, 7)], [(0, 4), (4, 6)], [], [(0, 1), (2, 4)]]
+  ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
+  for i, tokens in enumerate(served["tokenizer"].tokenize(texts)):
+    python = list(zip(tokens.start_chars.tolist(), tokens.end_chars.tolist()))
+    graph = list(zip(starts[i].numpy().tolist(), ends[i].numpy().tolist()))
+    assert python == graph == expected[i], texts[i]
+    assert ids[i].numpy().tolist() == tokens.ids.tolist()
+
+
 # ---- the SavedModel --------------------------------------------------------------------------
 
 
@@ -358,6 +423,38 @@ def test_null_answer_switch(served):
   (text, score), (empty, empty_score) = ask_with(-1e9)
   assert text == "" and score == pytest.approx(null, abs=1e-4)
   assert (empty, empty_score) == ("", float("-inf"))
+
+
+def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
+  """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
+  questions exactly as serving_default does: "" with the null score where null - best > threshold."""
+  rows = [(q, c) for q, c, _ in TAUGHT] + [
+      (TAUGHT[0][0], TAUGHT[1][1]), (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
+  questions, contexts = [q for q, _ in rows], [c for _, c in rows]
+  diffs = [a.null_score_diff for a in served["qa"].answers_with_serve_features(questions, contexts)]
+  finite = sorted(d for d in diffs if np.isfinite(d))
+  threshold = float(finite[len(finite) // 2]) - 1e-3  # about half the questions get ""
+  config = dict(served["qa_config"], version_2_with_negative=True,
+                null_score_diff_threshold=threshold)
+  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2"))
+  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2_features"),
+                serve_text=False)
+  qa = ask.SavedModelQA(str(tmp_path / "v2"))
+  features_only = ask.SavedModelQA(str(tmp_path / "v2_features"))
+  assert not features_only.has_serve_text
+  graph = qa.answers(questions, contexts)
+  python = qa.answers_with_serve_features(questions, contexts)
+  assert python == features_only.answers_with_serve_features(questions, contexts)
+  nulls = [d > threshold for d in diffs]
+  assert 2 <= sum(nulls) < len(rows) - 1  # both outcomes occur
+  for g, p, d, is_null in zip(graph, python, diffs, nulls):
+    assert (g.text, g.start_char, g.end_char) == (p.text, p.start_char, p.end_char)
+    assert g.score == pytest.approx(p.score, abs=1e-4)
+    if is_null:
+      assert (p.text, p.start_char, p.end_char) == ("", 0, 0)
+      assert p.score == (float("-inf") if d == float("inf") else pytest.approx(p.null_score))
+    else:
+      assert p.text != ""
 
 
 def test_saved_model_cli_lists_the_signatures(served):

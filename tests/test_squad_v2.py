@@ -150,18 +150,7 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   out = str(tmp_path / "records")
   settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, True)
   meta = make_records.make_records({"eval": v2_file}, settings, out, 1)
-  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
-  glass, beads = (int(tokenizer.tokenize([w])[0].ids[0]) for w in ("glass", "beads"))
-
-  def model(inputs, training=False):
-    """[CLS] logits 2 + 2 = 4 everywhere; "glass" .. "beads" = 5 + 5 = 10; all else 0."""
-    del training
-    ids = inputs["input_word_ids"]
-    first = tf.one_hot(tf.zeros_like(ids[:, 0]), tf.shape(ids)[1]) * 2.0
-    start = first + tf.cast(ids == glass, tf.float32) * 5.0
-    end = first + tf.cast(ids == beads, tf.float32) * 5.0
-    return start, end
-
+  model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
   results = evaluation.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
@@ -174,3 +163,119 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   assert results["exact"] == pytest.approx(40.0)  # v3 and v4 right
   assert results["HasAns_exact"] == pytest.approx(100 / 3) and results["NoAns_exact"] == 50.0
   assert json.loads((model_dir / "eval_results.json").read_text())["exact"] == results["exact"]
+
+
+# Paragraphs without a single token: whitespace only (the reader skips its questions) and only
+# characters the tokenizer deletes (zero-width space, soft hyphen, a control character).
+NO_TOKENS = [
+    {"context": " \n\t ", "qas": [{"id": "e1", "question": "Who painted it?", "is_impossible": False,
+                                   "answers": [{"text": "Ada", "answer_start": 0}]},
+                                  _qa("e2", "Who sold it?")]},
+    {"context": "\u200b\u00ad\u0007", "qas": [_qa("e3", "Who drew it?")]},
+]
+
+
+@pytest.mark.parametrize("version_2", [True, False])
+def test_every_question_is_predicted_and_scored(tmp_path, version_2):
+  """Questions whose context has no token get "" in predictions.json and count in the totals,
+  on SQuAD 2.0 (was: missing, total 5 instead of 8) as on v1.1."""
+  data = json.loads(json.dumps(V2))
+  data["data"][0]["paragraphs"][1:1] = NO_TOKENS  # between P1 and P2
+  if not version_2:  # v1.1 needs an answer everywhere
+    for paragraph in data["data"][0]["paragraphs"]:
+      for qa in paragraph["qas"]:
+        qa.pop("is_impossible")
+        qa["answers"] = qa["answers"] or [{"text": "mill", "answer_start": 0}]
+  path = tmp_path / "v2_no_tokens.json"
+  path.write_text(json.dumps(data))
+  out = str(tmp_path / "records")
+  settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, version_2)
+  meta = make_records.make_records({"eval": str(path)}, settings, out, 1)
+  assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  results = train.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8, 20, 30,
+                           version_2_with_negative=version_2)
+  predictions = json.loads((model_dir / "predictions.json").read_text())
+  assert list(predictions) == ["v1", "v2", "v3", "e1", "e2", "e3", "v4", "v5"]
+  assert [predictions[q] for q in ("e1", "e2", "e3")] == ["", "", ""]
+  if version_2:
+    assert predictions["v4"] == "Glass beads" and predictions["v1"] == ""
+    assert results["total"] == 8 and results["HasAns_total"] == 4 and results["NoAns_total"] == 4
+    # Right: v3, v4 and the unanswerable e2, e3 -> 4 of 8.
+    assert results["exact"] == pytest.approx(50.0)
+    null_odds = json.loads((model_dir / "null_odds.json").read_text())
+    assert [null_odds[q] for q in ("e1", "e2", "e3")] == [float("inf")] * 3
+    assert null_odds["v4"] == -6.0
+  else:
+    assert results["num_questions"] == 8
+    assert results["exact_match"] == pytest.approx(100 / 8)  # v4 only
+
+
+def _fixed_logit_model():
+  """[CLS] logits 2 + 2 = 4 everywhere; "glass" .. "beads" = 5 + 5 = 10; all else 0."""
+  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
+  glass, beads = (int(tokenizer.tokenize([w])[0].ids[0]) for w in ("glass", "beads"))
+
+  def model(inputs, training=False):
+    del training
+    ids = inputs["input_word_ids"]
+    first = tf.one_hot(tf.zeros_like(ids[:, 0]), tf.shape(ids)[1]) * 2.0
+    return (first + tf.cast(ids == glass, tf.float32) * 5.0,
+            first + tf.cast(ids == beads, tf.float32) * 5.0)
+
+  return model
+
+
+def _at_threshold(best_non_null, diffs, threshold):
+  """Predictions as span_decoding.null_answer makes them at `threshold`."""
+  return {q: "" if diffs[q] > threshold else text for q, text in best_non_null.items()}
+
+
+def test_best_threshold_when_no_answer_is_best(v2_file):
+  # Every span is wrong: leaving all blank (the unanswerable v3, v5 right: 2 of 5) is best. The
+  # official sweep reports 0.0, which answers v3 and v5 (diffs < 0): 0 of 5; -2.0 (smallest
+  # diff - 1) leaves them all blank.
+  dataset = squad_reader.load_json(v2_file)
+  best_non_null = {"v1": "the mill", "v2": "Elm", "v3": "Ada", "v4": "salt", "v5": "coast"}
+  diffs = {"v1": 0.5, "v2": 1.0, "v3": -1.0, "v4": 2.0, "v5": -0.5}
+  scores = squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, 0.0), diffs,
+                                  best_non_null)
+  assert scores["best_exact"] == scores["best_f1"] == pytest.approx(40.0)
+  assert scores["best_exact_thresh"] == scores["best_f1_thresh"] == -2.0
+  assert scores["exact"] == pytest.approx(0.0)  # at 0.0
+  again = squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, -2.0))
+  assert again["exact"] == again["f1"] == pytest.approx(40.0)
+
+
+def test_best_threshold_with_tied_differences(v2_file):
+  # v1 (right) and v3 (unanswerable, answered) share diff 0.0: no threshold answers one without
+  # the other, so the pair gains 1 - 1 = 0; the official one-at-a-time sweep would count v1 alone
+  # (3 of 5 at "0.0", which gives 2 of 5). Best: v2 (right) alone at -1.0 -> v2, v3, v5 = 3 of 5.
+  dataset = squad_reader.load_json(v2_file)
+  best_non_null = {"v1": "Ada Byron", "v2": "1901", "v3": "Ada", "v4": "salt", "v5": "coast"}
+  diffs = {"v1": 0.0, "v2": -1.0, "v3": 0.0, "v4": 1.0, "v5": 2.0}
+  scores = squad_scoring.score_v2(dataset, best_non_null, diffs)
+  assert scores["best_exact"] == pytest.approx(60.0) and scores["best_exact_thresh"] == -1.0
+  at_zero = squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, 0.0))
+  assert at_zero["exact"] == pytest.approx(60.0)  # v1, v2 right, v3 wrong, v5 right: also 3
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_threshold_reproduces_the_best_score(v2_file, seed):
+  """On random answers and tied differences: the reported threshold gives the reported score, and
+  no threshold gives more."""
+  rng = np.random.default_rng(seed)
+  dataset = squad_reader.load_json(v2_file)
+  choices = ["Ada Byron", "Byron", "1901", "in 1901", "Glass beads", "beads", "salt", "", "Elm"]
+  ids = squad_scoring.question_ids(dataset)
+  best_non_null = {q: str(rng.choice(choices)) for q in ids}
+  diffs = {q: float(rng.integers(-3, 3)) / 2 for q in ids}  # ties likely
+  scores = squad_scoring.score_v2(dataset, best_non_null, diffs)
+  for name in ("exact", "f1"):
+    again = squad_scoring.score_v2(
+        dataset, _at_threshold(best_non_null, diffs, scores[f"best_{name}_thresh"]))
+    assert again[name] == pytest.approx(scores[f"best_{name}"])
+    every = [squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, t))[name]
+             for t in [-10.0] + sorted(set(diffs.values()))]
+    assert scores[f"best_{name}"] == pytest.approx(max(every))

@@ -130,7 +130,8 @@ def run_reference(path, is_training, vocab_file, do_lower_case=True, max_seq_len
         "is_impossible")}
     arrays.update({name: np.zeros((0, max_seq_length), np.int32) for name in (
         "input_ids", "input_mask", "segment_ids", "token_is_max_context", "token_to_orig")})
-  result = ReferenceFeatures([e.qas_id for e in examples], arrays, seconds)
+  # Integer ids as squad_reader reads them (decimal strings), so questions pair up by id.
+  result = ReferenceFeatures([str(e.qas_id) for e in examples], arrays, seconds)
   if cached:
     os.makedirs(cache_dir, exist_ok=True)
     np.savez(cached + ".tmp.npz", qas_ids=np.asarray(result.qas_ids), seconds=seconds, **arrays)
