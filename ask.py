@@ -113,9 +113,10 @@ class SavedModelQA:
       end_logits = outputs["end_logits"].numpy()
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
-      windows = [span_decoding.WindowLogits(
+      windows = [span_decoding.real_window(
           start_logits[row + i], end_logits[row + i], np.array(f.token_start_char),
-          np.array(f.token_end_char), np.array(f.token_is_max_context)) for i, f in enumerate(fs)]
+          np.array(f.token_end_char), np.array(f.token_is_max_context), f.input_mask)
+                 for i, f in enumerate(fs)]
       row += len(fs)
       answer = span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
       # A SQuAD 2.0 export's null rule, as serve_text applies it.

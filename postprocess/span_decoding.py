@@ -1,12 +1,15 @@
 """Picks each question's answer span from the start/end logits of all its windows.
 
 The rule is google-research/bert run_squad.py `write_predictions` (tfm `squad_lib.postprocess_output`):
-per window, the `n_best_size` highest start and end logits are paired; a pair is kept when both tokens
+per window, the `n_best_size` highest start and end logits of its real positions are paired; a pair is kept when both tokens
 lie in the context, the start is in its max-context window, end >= start and the span has at most
 `max_answer_length` tokens; the answer is the kept pair with the largest start_logit + end_logit over
 all windows (first one on ties, in window/start/end order, as the reference's stable sort). Unlike the
 reference, which re-joins whitespace-split words and aligns them heuristically (`get_final_text`), the
-text is cut straight from the context with the tokens' character offsets, so it is an exact substring.
+text is cut straight from the context with the tokens' character offsets, so it is an exact substring,
+and padding positions are never candidates (the reference ranks the logits of all max_seq_length
+positions, so a padding logit could take one of the n_best slots): the answer is then the same
+whether a window was padded to max_seq_length or only to the longest window of its batch.
 
 SQuAD 2.0 (`version_2_with_negative`, same reference): each question also gets a null score, the
 minimum over its windows of start_logit[0] + end_logit[0] (the [CLS] token), and the answer is ""
@@ -21,7 +24,10 @@ import numpy as np
 
 @dataclasses.dataclass
 class WindowLogits:
-  """One eval feature's model output and offsets, all NumPy arrays of length max_seq_length.
+  """One eval feature's model output and offsets at its real positions (`real_window` cuts them).
+
+  All NumPy arrays of the window's real length (its input_mask's ones: [CLS] question [SEP] context
+  [SEP]); padding positions are left out so that they are never candidates.
 
   Attributes:
     start_logits, end_logits: float32 logits.
@@ -34,6 +40,23 @@ class WindowLogits:
   token_start_char: np.ndarray
   token_end_char: np.ndarray
   token_is_max_context: np.ndarray
+
+
+def real_window(start_logits, end_logits, token_start_char, token_end_char, token_is_max_context,
+                input_mask):
+  """A WindowLogits of one window's real positions.
+
+  Args:
+    start_logits, end_logits: float32 [seq] (any seq >= the window's real length).
+    token_start_char, token_end_char, token_is_max_context: int [seq] as WindowLogits.
+    input_mask: int [seq], 1 on real positions (a prefix), 0 on padding.
+
+  Returns:
+    A WindowLogits whose arrays are cut to sum(input_mask).
+  """
+  n = int(np.sum(input_mask))
+  return WindowLogits(start_logits[:n], end_logits[:n], token_start_char[:n], token_end_char[:n],
+                      token_is_max_context[:n])
 
 
 @dataclasses.dataclass

@@ -327,11 +327,23 @@ def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=1
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def eval_dataset(paths, max_seq_length, batch_size, max_examples=None):
-  """Eval batches in file order (deterministic), optionally only questions < max_examples.
+# Eval batches trimmed to their longest window group windows whose real lengths fall between the same
+# multiples of this many tokens (at most this much padding per window beyond its batch's longest).
+EVAL_LENGTH_STEP = 32
+
+
+def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True):
+  """Eval batches, optionally only questions < max_examples.
+
+  With `trim`, windows of similar real length (sum(input_mask), in steps of EVAL_LENGTH_STEP) are
+  batched together with tf.data's `bucket_by_sequence_length` and each batch's model inputs are cut
+  to its longest window: only padding is dropped. Batches then come in the order their length
+  groups fill, deterministic but not file order; `unique_ids` give the windows' order back. Without
+  `trim`, batches are in file order and max_seq_length wide.
 
   Returns:
-    A tf.data.Dataset of dicts of int32 tensors: the three model inputs, `token_start_char`,
+    A tf.data.Dataset of dicts of int32 tensors: the three model inputs [batch, seq] (seq =
+    max_seq_length, or the batch's longest window with `trim`), `token_start_char`,
     `token_end_char`, `token_is_max_context` [batch, max_seq_length], `unique_ids` and
     `example_index` [batch].
   """
@@ -341,5 +353,18 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None):
   if max_examples is not None:
     # Eval shards hold questions in order, so the wanted ones form a prefix.
     dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
-  dataset = dataset.batch(batch_size).map(_to_model_inputs)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  if not trim:
+    return dataset.batch(batch_size).map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+  boundaries = list(range(EVAL_LENGTH_STEP + 1, max_seq_length + 1, EVAL_LENGTH_STEP))
+  dataset = dataset.bucket_by_sequence_length(
+      lambda x: tf.reduce_sum(tf.cast(x["input_mask"], tf.int32)), boundaries,
+      [batch_size] * (len(boundaries) + 1), no_padding=True)
+
+  def cut_to_longest(batch):
+    batch = _to_model_inputs(batch)
+    length = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
+    for key in ("input_word_ids", "input_mask", "input_type_ids"):
+      batch[key] = batch[key][:, :length]
+    return batch
+
+  return dataset.map(cut_to_longest).prefetch(tf.data.AUTOTUNE)

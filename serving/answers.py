@@ -1,14 +1,15 @@
 """postprocess/span_decoding.py's answer choice as TensorFlow ops, and the answer text.
 
-Per window, the `n_best_size` largest start and end logits are paired (`tf.math.top_k`: largest
-first, lower index first on ties, like the stable argsort of `best_indexes`); a pair is kept when both
-tokens are in the context, the start is in its max-context window, end >= start and the span has at
-most `max_answer_length` tokens. A question's answer is its kept pair with the largest
-start_logit + end_logit over all its windows, the first one in (window, start rank, end rank) order
-on ties, which is the order span_decoding.decode_answer visits them in with its strict `>`. Scores
-are summed in float64 as Python does. SQuAD 2.0 (run_squad.py `write_predictions`): the null score
-is the minimum over windows of start_logits[0] + end_logits[0]; when
-`null - best > null_score_diff_threshold` the answer is empty (postprocess/span_decoding.null_answer).
+Per window, the `n_best_size` largest start and end logits of its real positions (input_mask 1) are
+paired (`tf.math.top_k`: largest first, lower index first on ties, like the stable argsort of
+`best_indexes`); a pair is kept when both tokens are in the context, the start is in its
+max-context window, end >= start and the span has at most `max_answer_length` tokens. A question's
+answer is its kept pair with the largest start_logit + end_logit over all its windows, the first one
+in (window, start rank, end rank) order on ties, which is the order span_decoding.decode_answer
+visits them in with its strict `>`. Scores are summed in float64 as Python does. SQuAD 2.0
+(run_squad.py `write_predictions`): the null score is the minimum over windows of
+start_logits[0] + end_logits[0]; when `null - best > null_score_diff_threshold` the answer is empty
+(postprocess/span_decoding.null_answer).
 """
 
 from typing import NamedTuple
@@ -38,10 +39,10 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
   """Chooses each question's answer span over all its windows.
 
   Args:
-    start_logits, end_logits: float32 [W, S] model outputs for `windows`.
+    start_logits, end_logits: float32 [W, S] model outputs for `windows` (any value at padding).
     windows: a serving.windows.Windows of the batch.
     batch_size: int32 scalar tensor B.
-    n_best_size: Python int, start and end candidates per window (capped at S).
+    n_best_size: Python int, start and end candidates per window.
     max_answer_length: Python int, longest span in tokens.
     version_2_with_negative: Python bool, allow the empty (null) answer.
     null_score_diff_threshold: Python float, the null answer's margin.
@@ -49,9 +50,13 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
   Returns:
     A `Spans` tuple.
   """
-  k = min(n_best_size, windows.token_start.shape[-1])
-  start_top, start_idx = tf.math.top_k(start_logits, k)  # [W, k]
-  end_top, end_idx = tf.math.top_k(end_logits, k)
+  # Padding is never a candidate (span_decoding.WindowLogits holds only a window's real positions):
+  # so the answer does not depend on how far a window was padded, here or in the Python path.
+  real = windows.input_mask > 0
+  no_logit = tf.constant(-float("inf"), tf.float32)
+  k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
+  start_top, start_idx = tf.math.top_k(tf.where(real, start_logits, no_logit), k)  # [W, k]
+  end_top, end_idx = tf.math.top_k(tf.where(real, end_logits, no_logit), k)
   in_context = windows.token_start >= 0
   start_ok = tf.gather(in_context & windows.token_is_max_context, start_idx, batch_dims=1)
   end_ok = tf.gather(in_context, end_idx, batch_dims=1)

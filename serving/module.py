@@ -10,9 +10,10 @@ Signatures (all batched along the first axis):
       In the graph: the reference's WordPiece tokens with code-point offsets (serving/tokenizer.py:
       BasicTokenizer's normalization per character, tensorflow-text's FastWordpiece with
       preprocess/wordpiece.py's model), windowing (serving/windows.py, identical to
-      preprocess/features.py), the model over all windows in chunks of `window_batch_size`, span
-      decoding (serving/answers.py, as postprocess/span_decoding.py), the answer cut from the
-      context.
+      preprocess/features.py, but only as wide as the longest window), the model over all windows
+      (one call, or chunks of `window_batch_size` windows of similar length, each at the length of
+      its longest window), span decoding (serving/answers.py, as postprocess/span_decoding.py),
+      the answer cut from the context.
   serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids`
       -> float32 [B, seq] `start_logits`, `end_logits`.
   serve_examples: tf.string [B] `examples`, serialized tf.train.Example with the TFRecord feature
@@ -143,27 +144,45 @@ class QAServingModule(FeatureServingModule):
     self.tokenizer = tokenizer_lib.BertTextTokenizer(vocab, qa_config["do_lower_case"])
 
   def window_logits(self, windows):
-    """Runs the model over all windows, `window_batch_size` at a time (bounds peak memory).
+    """Runs the model over all windows, each call at the length of its longest window.
+
+    One call when there are at most `window_batch_size` windows (no loop). More windows are sorted
+    by real length and run `window_batch_size` at a time (bounds peak memory; similar lengths
+    share a chunk), each chunk cut to its longest window, then put back in order.
 
     Returns:
-      (start_logits, end_logits), float32 [W, max_seq_length].
+      (start_logits, end_logits), float32 [W, S] (S as `windows`); -inf beyond a chunk's length.
     """
+    ids, mask, types = windows.input_word_ids, windows.input_mask, windows.input_type_ids
     chunk = self._config["window_batch_size"]
-    seq = self._config["max_seq_length"]
-    total = tf.shape(windows.input_word_ids)[0]
-    num_chunks = (total + chunk - 1) // chunk
+    total = tf.shape(ids)[0]
+    width = tf.shape(ids)[1]
 
-    def body(i, starts, ends):
-      part = slice(i * chunk, tf.minimum((i + 1) * chunk, total))
-      start, end = self._logits(windows.input_word_ids[part], windows.input_mask[part],
-                                windows.input_type_ids[part])
-      return i + 1, starts.write(i, start), ends.write(i, end)
+    def all_at_once():  # `windows` are already as wide as their longest
+      return self._logits(ids, mask, types)
 
-    empty = lambda: tf.TensorArray(tf.float32, size=num_chunks, infer_shape=False,
-                                   element_shape=tf.TensorShape([None, seq]))
-    _, starts, ends = tf.while_loop(lambda i, *_: i < num_chunks, body,
-                                    (tf.constant(0), empty(), empty()))
-    return starts.concat(), ends.concat()
+    def in_chunks():
+      lengths = tf.reduce_sum(mask, axis=1)
+      order = tf.argsort(lengths, stable=True)
+      sorted_lengths = tf.gather(lengths, order)
+      num_chunks = (total + chunk - 1) // chunk
+
+      def body(i, starts, ends):
+        rows = order[i * chunk:tf.minimum((i + 1) * chunk, total)]
+        length = tf.reduce_max(sorted_lengths[i * chunk:tf.minimum((i + 1) * chunk, total)])
+        cut = lambda x: tf.gather(x, rows)[:, :length]
+        pad = lambda x: tf.pad(x, [[0, 0], [0, width - length]], constant_values=-float("inf"))
+        start, end = self._logits(cut(ids), cut(mask), cut(types))
+        return i + 1, starts.write(i, pad(start)), ends.write(i, pad(end))
+
+      empty = lambda: tf.TensorArray(tf.float32, size=num_chunks, infer_shape=False,
+                                     element_shape=tf.TensorShape([None, None]))
+      _, starts, ends = tf.while_loop(lambda i, *_: i < num_chunks, body,
+                                      (tf.constant(0), empty(), empty()))
+      unsort = tf.math.invert_permutation(order)
+      return tf.gather(starts.concat(), unsort), tf.gather(ends.concat(), unsort)
+
+    return tf.cond(total <= chunk, all_at_once, in_chunks)
 
   def make_windows(self, question, context):
     """Tokenizes string [B] questions and contexts and windows them (serving/windows.py).
@@ -171,22 +190,27 @@ class QAServingModule(FeatureServingModule):
     Returns:
       A serving.windows.Windows whose token offsets are code points of the context.
     """
-    query_ids = self.tokenizer.tokenize_with_offsets(question)[0]
-    context_ids, starts, ends = self.tokenizer.tokenize_with_offsets(context)
-    return windows_lib.make_windows(
-        query_ids, context_ids, starts, ends, self._cls_id, self._sep_id,
-        self._config["max_seq_length"], self._config["doc_stride"],
-        self._config["max_query_length"])
+    batch_size = tf.shape(question)[0]
+    with tf.name_scope("tokenize"):
+      # One tokenizer pass over questions and contexts: its ops cost more per call than per string.
+      ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.concat([question, context], 0))
+    with tf.name_scope("windows"):
+      return windows_lib.make_windows(
+          ids[:batch_size], ids[batch_size:], starts[batch_size:], ends[batch_size:], self._cls_id,
+          self._sep_id, self._config["max_seq_length"], self._config["doc_stride"],
+          self._config["max_query_length"])
 
   def answer(self, question, context):
     """serve_text's computation (callable eagerly too); see the module docstring."""
     windows = self.make_windows(question, context)
-    start_logits, end_logits = self.window_logits(windows)
-    spans = answers.best_spans(
-        start_logits, end_logits, windows, tf.shape(question)[0], self._config["n_best_size"],
-        self._config["max_answer_length"], self._config["version_2_with_negative"],
-        self._config["null_score_diff_threshold"])
-    text, start_char, end_char = answers.char_span_to_text(context, spans.start, spans.end)
+    with tf.name_scope("encoder"):
+      start_logits, end_logits = self.window_logits(windows)
+    with tf.name_scope("decode"):
+      spans = answers.best_spans(
+          start_logits, end_logits, windows, tf.shape(question)[0], self._config["n_best_size"],
+          self._config["max_answer_length"], self._config["version_2_with_negative"],
+          self._config["null_score_diff_threshold"])
+      text, start_char, end_char = answers.char_span_to_text(context, spans.start, spans.end)
     return {"answer": text, "start_char": start_char, "end_char": end_char,
             "score": tf.cast(spans.score, tf.float32)}
 

@@ -9,14 +9,15 @@ is google-research/bert run_squad.py's (`convert_examples_to_features`, `_check_
   * windows hold at most `max_doc = max_seq_length - q - 3` context tokens; window j starts at
     token j * min(max_doc, doc_stride), and the last one is the first that reaches the end, so a
     context of n > 0 tokens has ceil(max(n - max_doc, 0) / step) + 1 windows and an empty one none;
-  * `[CLS] question [SEP] window [SEP]`, zero-padded to max_seq_length; segment ids 1 on
-    `window [SEP]`;
+  * `[CLS] question [SEP] window [SEP]`, zero-padded; segment ids 1 on `window [SEP]`;
   * a token's max-context window maximizes min(left, right) + 0.01 * window length, first window
     on ties. Computed here for all tokens at once with segment max/min over the token's copies
     instead of run_squad.py's loop, in float64 with the same expression, so ties fall the same way.
 
 Everything is vectorized over the batch: the windows of all questions are concatenated, with
-`example_index` saying whose each is.
+`example_index` saying whose each is. The windows are only as wide as the longest of them (its real
+tokens, at most max_seq_length): the features' positions beyond it are padding (mask 0) in every
+window, so they are left out instead of computed and thrown away.
 """
 
 from typing import NamedTuple
@@ -25,7 +26,10 @@ import tensorflow as tf
 
 
 class Windows(NamedTuple):
-  """All windows of a batch of questions, W of them, each of S = max_seq_length positions.
+  """All windows of a batch of questions, W of them, each of S positions.
+
+  S is the real length (`sum(input_mask)`) of the longest window, at most max_seq_length (1 when
+  there is no window); a window's positions are those of preprocess/features.py's feature cut to S.
 
   Attributes:
     input_word_ids, input_mask, input_type_ids: int32 [W, S] model inputs.
@@ -83,7 +87,10 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
   win_start = window_in_example[:, None] * column(step)
   win_len = tf.minimum(column(num_tokens) - win_start, column(max_doc))
   q_len = column(query_len)
-  t = tf.range(max_seq_length)[None, :]
+  # [W, 1] real positions of each window; S (>= 1) the longest.
+  window_length = q_len + win_len + 3
+  width = tf.reduce_max(tf.concat([tf.reshape(window_length, [-1]), [1]], axis=0))
+  t = tf.range(width)[None, :]
 
   doc_offset = q_len + 2
   is_query = (t >= 1) & (t <= q_len)
@@ -107,7 +114,7 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
       t == 0, cls_id, tf.where(
           is_query, tf.gather(query_flat, query_index), tf.where(
               is_sep, sep_id, tf.where(is_context, tf.gather(context_flat, token_index), 0))))
-  input_mask = tf.cast(t < doc_offset + win_len + 1, tf.int32)
+  input_mask = tf.cast(t < window_length, tf.int32)
   input_type_ids = tf.cast(is_context | (t == doc_offset + win_len), tf.int32)
   token_start = tf.where(is_context, tf.gather(_padded_flat_values(context_starts, -1), token_index),
                          tf.constant(-1, tf.int64))

@@ -21,12 +21,13 @@ from tasks.errors import UsageError
 
 
 def predict(model, dataset):
-  """Runs the model over eval batches.
+  """Runs the model over eval batches (of any width: records.eval_dataset trims them).
 
   Returns:
-    {example index: [span_decoding.WindowLogits, ...]} in window order.
+    {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
+    order the batches came in).
   """
-  predict_step = tf.function(lambda inputs: model(inputs, training=False))
+  predict_step = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
   windows = collections.defaultdict(list)
   progress = tf_keras.utils.Progbar(None, unit_name="batch")
   for batch in dataset:
@@ -34,11 +35,12 @@ def predict(model, dataset):
     arrays = {k: v.numpy() for k, v in batch.items()}
     start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
     for i, example_index in enumerate(arrays["example_index"]):
-      windows[int(example_index)].append(span_decoding.WindowLogits(
+      windows[int(example_index)].append((int(arrays["unique_ids"][i]), span_decoding.real_window(
           start_logits[i], end_logits[i], arrays["token_start_char"][i],
-          arrays["token_end_char"][i], arrays["token_is_max_context"][i]))
+          arrays["token_end_char"][i], arrays["token_is_max_context"][i], arrays["input_mask"][i])))
     progress.add(1)
-  return dict(windows)
+  return {index: [w for _, w in sorted(found, key=lambda pair: pair[0])]
+          for index, found in windows.items()}
 
 
 def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,

@@ -12,9 +12,11 @@ import tensorflow as tf
 
 from model import bert_config as bert_config_lib
 from model import span_model
+from postprocess import span_decoding
 from postprocess import squad_scoring
 from preprocess import records
 from preprocess import squad_reader
+from tasks import evaluation
 from tests import testutil
 
 NUM_TRAIN, NUM_DEV = 48, 40
@@ -90,6 +92,36 @@ def test_predictions_and_official_scores(run):
   assert results["f1"] == pytest.approx(rescored["f1"])
   assert f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}" in run["train_log"]
   assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
+
+
+def test_trimmed_eval_batches_predict_what_padded_batches_predict(run):
+  """predictions.json (eval batches cut to their longest window) equals a run padded to SEQ."""
+  meta = records.read_meta(run["records"])
+  paths = records.shard_paths(run["records"], meta, "eval")
+  batches = list(records.eval_dataset(paths, SEQ, 16))
+  widths = [int(b["input_word_ids"].shape[1]) for b in batches]
+  assert min(widths) < SEQ and len(set(widths)) > 1  # really trimmed, to different lengths
+  for batch in batches:  # each batch is exactly as wide as its longest window
+    mask = batch["input_mask"].numpy()
+    assert mask.sum(axis=1).max() == mask.shape[1]
+  with open(run["config"]) as f:
+    model, _ = span_model.build_span_model(bert_config_lib.BertConfig.from_dict(json.load(f)))
+  # ckpt-4 made predictions.json (the resume test may add later checkpoints).
+  tf.train.Checkpoint(model=model).read(os.path.join(run["model"], "ckpt-4")).expect_partial()
+  trimmed = evaluation.predict(model, records.eval_dataset(paths, SEQ, 16))
+  padded = evaluation.predict(model, records.eval_dataset(paths, SEQ, 16, trim=False))
+  assert sorted(trimmed) == sorted(padded) == list(range(NUM_DEV))
+  for index, windows in padded.items():
+    assert len(trimmed[index]) == len(windows)
+    for got, expected in zip(trimmed[index], windows):  # same windows, in the same order
+      np.testing.assert_array_equal(got.token_start_char, expected.token_start_char)
+      np.testing.assert_allclose(got.start_logits, expected.start_logits, atol=1e-5)
+      np.testing.assert_allclose(got.end_logits, expected.end_logits, atol=1e-5)
+  squad = squad_reader.read_squad(run["dev"], is_training=False)
+  answers = span_decoding.decode_all(
+      padded, {i: squad.contexts[squad.examples[i].paragraph_index] for i in padded})
+  with open(os.path.join(run["model"], "predictions.json")) as f:
+    assert json.load(f) == {squad.examples[i].qas_id: a.text for i, a in answers.items()}
 
 
 def test_training_resumes_from_the_latest_checkpoint(run):

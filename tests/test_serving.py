@@ -161,16 +161,20 @@ def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride,
 
 
 def _assert_windows_equal(windows, features):
-  """`windows` (serving) hold exactly `features` (preprocess) in order."""
+  """`windows` (serving) hold exactly `features` (preprocess) in order, cut to the longest window."""
   assert windows.input_word_ids.shape[0] == len(features)
-  np.testing.assert_array_equal(windows.input_word_ids.numpy(), [f.input_ids for f in features])
-  np.testing.assert_array_equal(windows.input_mask.numpy(), [f.input_mask for f in features])
-  np.testing.assert_array_equal(windows.input_type_ids.numpy(), [f.segment_ids for f in features])
+  width = max([sum(f.input_mask) for f in features], default=1)
+  assert windows.input_word_ids.shape[1] == width
+  cut = lambda key: [getattr(f, key)[:width] for f in features]
+  np.testing.assert_array_equal(windows.input_word_ids.numpy(), cut("input_ids"))
+  np.testing.assert_array_equal(windows.input_mask.numpy(), cut("input_mask"))
+  np.testing.assert_array_equal(windows.input_type_ids.numpy(), cut("segment_ids"))
   np.testing.assert_array_equal(windows.token_is_max_context.numpy().astype(int),
-                                [f.token_is_max_context for f in features])
-  starts, ends = windows.token_start.numpy(), windows.token_end.numpy()
-  np.testing.assert_array_equal(starts, [f.token_start_char for f in features])
-  np.testing.assert_array_equal(ends, [f.token_end_char for f in features])
+                                cut("token_is_max_context"))
+  np.testing.assert_array_equal(windows.token_start.numpy(), cut("token_start_char"))
+  np.testing.assert_array_equal(windows.token_end.numpy(), cut("token_end_char"))
+  for f in features:  # what was cut off is padding
+    assert not any(f.input_mask[width:]) and not any(f.input_ids[width:])
 
 
 def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
@@ -196,9 +200,9 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
 def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_length,
                    version_2_with_negative=False, null_score_diff_threshold=0.0):
   """span_decoding.decode_answer, plus run_squad.py's null-answer rule for SQuAD 2.0."""
-  windows = [span_decoding.WindowLogits(s, e, np.array(f.token_start_char),
-                                        np.array(f.token_end_char),
-                                        np.array(f.token_is_max_context))
+  windows = [span_decoding.real_window(s, e, np.array(f.token_start_char),
+                                       np.array(f.token_end_char),
+                                       np.array(f.token_is_max_context), f.input_mask)
              for f, s, e in zip(features, start_logits, end_logits)]
   best = span_decoding.decode_answer(windows, "x" * 1000, n_best_size, max_answer_length)
   if version_2_with_negative and windows:
@@ -220,14 +224,14 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
   seq, stride, max_query = 24, 5, 6
   queries, contexts = _synthetic_batch(rng, 30, 8, 60)
   offsets, windows = _synthetic_windows(queries, contexts, seq, stride, max_query)
-  num_windows = windows.input_word_ids.shape[0]
+  num_windows, width = windows.input_word_ids.shape
   # Small integers make many exact ties, which must fall the same way as in Python.
   if integer_logits:
-    start_logits = rng.randint(-3, 4, size=(num_windows, seq)).astype(np.float32)
-    end_logits = rng.randint(-3, 4, size=(num_windows, seq)).astype(np.float32)
+    start_logits = rng.randint(-3, 4, size=(num_windows, width)).astype(np.float32)
+    end_logits = rng.randint(-3, 4, size=(num_windows, width)).astype(np.float32)
   else:
-    start_logits = rng.normal(size=(num_windows, seq)).astype(np.float32)
-    end_logits = rng.normal(size=(num_windows, seq)).astype(np.float32)
+    start_logits = rng.normal(size=(num_windows, width)).astype(np.float32)
+    end_logits = rng.normal(size=(num_windows, width)).astype(np.float32)
   spans = answers.best_spans(tf.constant(start_logits), tf.constant(end_logits), windows,
                              tf.constant(len(queries)), n_best_size, max_answer_length,
                              version_2, threshold)

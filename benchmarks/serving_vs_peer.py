@@ -1,0 +1,173 @@
+r"""serve_text against Hugging Face's question-answering pipeline, back to back in one run.
+
+  python benchmarks/serving_vs_peer.py --export_dir=export \
+      --peer_python=/tmp/peer52/bin/python --peer_model=<save_pretrained folder> \
+      [--peer_script=../shared/peer/bench_serve.py] [--runs=2] [--calls=20]
+
+The peer is ../shared/peer/bench_serve.py (transformers 5.2.0 on PyTorch CPU, set up as its README
+says), run as a subprocess with its own interpreter: never imported. Each run measures ours, then
+the peer, on the same inputs, and prints one table with ratios; --runs such runs alternate so that
+load from other processes hits both alike, and the load average is printed with each.
+
+The inputs are the peer script's own (`pick_cases`, rebuilt here and checked against the lengths it
+reports): one question on a ~100-character context (the first dev sentence of 90-110 characters
+holding its answer), on the dev paragraph closest to 1,000 characters, and on consecutive dev
+paragraphs joined up to >= 10,000 characters; then 32 questions on the 32 dev paragraphs closest to
+1,000 characters. Ours: `serving_default` of the SavedModel through ask.SavedModelQA (3 warm-up
+calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3). The peer:
+the same, with its pipeline at batch_size 1, 8 and 32; its best questions/s is the one compared.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
+import numpy as np
+
+import ask
+from flags import definitions
+
+definitions.define_squad_file_flags()  # --export_dir comes with ask.py
+flags.DEFINE_string("peer_python", "/tmp/peer52/bin/python", "Interpreter of the peer's venv.")
+flags.DEFINE_string("peer_script", None, "bench_serve.py (default ../shared/peer/ beside the repo).")
+flags.DEFINE_string("peer_model", None, "BertForQuestionAnswering save_pretrained folder.")
+flags.DEFINE_integer("runs", 2, "Ours-then-peer runs.")
+flags.DEFINE_integer("calls", 20, "Timed calls per context length.")
+FLAGS = flags.FLAGS
+
+CASES = ("ctx~100", "ctx~1000", "ctx~10000")
+BATCH = 32
+
+
+def pick_cases(predict_file):
+  """The peer's inputs: {case: (question, context)}, and 32 questions and their contexts.
+
+  As ../shared/peer/bench_serve.py `pick_cases` chooses them from the SQuAD file (unique paragraphs
+  in file order with their first question; first gold answers).
+  """
+  with open(predict_file, encoding="utf-8") as f:
+    articles = json.load(f)["data"]
+  examples = [(qa["question"], paragraph["context"], qa["answers"][0]["answer_start"],
+               qa["answers"][0]["text"])
+              for article in articles for paragraph in article["paragraphs"]
+              for qa in paragraph["qas"]]
+  paragraphs, seen = [], set()
+  for example in examples:
+    if example[1] not in seen:
+      seen.add(example[1])
+      paragraphs.append(example)
+  mid = min(paragraphs, key=lambda e: abs(len(e[1]) - 1000))
+  short = None
+  for question, context, answer_start, answer in examples:
+    pos = 0
+    for sentence in re.split(r"(?<=[.!?])\s+", context):
+      start = context.find(sentence, pos)
+      pos = start + len(sentence)
+      if (90 <= len(sentence) <= 110 and start <= answer_start < start + len(sentence)
+          and answer in sentence):
+        short = (question, sentence)
+        break
+    if short:
+      break
+  first = next(i for i, e in enumerate(paragraphs) if len(e[1]) >= 600)
+  parts, total = [], 0
+  for example in paragraphs[first:]:
+    parts.append(example[1])
+    total += len(example[1]) + 1
+    if total >= 10000:
+      break
+  cases = {"ctx~100": short, "ctx~1000": mid[:2],
+           "ctx~10000": (paragraphs[first][0], " ".join(parts))}
+  batch = sorted(paragraphs, key=lambda e: abs(len(e[1]) - 1000))[:BATCH]
+  return cases, [e[0] for e in batch], [e[1] for e in batch]
+
+
+def measure_ours(qa, cases, questions, contexts):
+  """{case: (p50 ms, p95 ms, windows)}, questions/s at batch 32."""
+  result = {}
+  for name in CASES:
+    question, context = cases[name]
+    for _ in range(3):
+      qa.answers([question], [context])
+    times = []
+    for _ in range(FLAGS.calls):
+      started = time.perf_counter()
+      qa.answers([question], [context])
+      times.append(1000 * (time.perf_counter() - started))
+    result[name] = (np.percentile(times, 50), np.percentile(times, 95),
+                    len(qa.features(question, context)))
+  qa.answers(questions[:4], contexts[:4])
+  reps = []
+  for _ in range(3):
+    started = time.perf_counter()
+    qa.answers(questions, contexts)
+    reps.append(time.perf_counter() - started)
+  return result, len(questions) / float(np.median(reps))
+
+
+def measure_peer(peer_script):
+  """Runs bench_serve.py; returns its JSON results."""
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "peer.json")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    subprocess.run([FLAGS.peer_python, peer_script, "--model", FLAGS.peer_model, "--calls",
+                    str(FLAGS.calls), "--json", out], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    with open(out) as f:
+      return json.load(f)
+
+
+def main(argv):
+  del argv
+  if not FLAGS.peer_model:
+    sys.exit("serving_vs_peer.py: --peer_model (a BertForQuestionAnswering folder) is required")
+  peer_script = FLAGS.peer_script or os.path.join(
+      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "peer",
+      "bench_serve.py")
+  if not os.path.exists(peer_script):
+    sys.exit(f"serving_vs_peer.py: no peer script at {peer_script}; pass --peer_script")
+  predict_file = FLAGS.predict_file or definitions.default_squad_file(
+      definitions.PREDICT_FILE_NAMES)
+  cases, questions, contexts = pick_cases(predict_file)
+  qa = ask.SavedModelQA(FLAGS.export_dir)
+  print(f"ours: SavedModel {FLAGS.export_dir} (max_seq_length {qa.config['max_seq_length']}, "
+        f"doc_stride {qa.config['doc_stride']}); peer: {peer_script} with {FLAGS.peer_python}; "
+        f"{FLAGS.calls} calls per length; {os.cpu_count()} CPUs")
+  for run in range(FLAGS.runs):
+    load_start = os.getloadavg()
+    ours, ours_qps = measure_ours(qa, cases, questions, contexts)
+    load_mid = os.getloadavg()
+    peer = measure_peer(peer_script)
+    load_end = os.getloadavg()
+    print(f"\nrun {run + 1}: load average (1 min) {load_start[0]:.1f} before ours, "
+          f"{load_mid[0]:.1f} before the peer, {load_end[0]:.1f} after "
+          f"(torch {peer['torch']}, transformers {peer['transformers']}, {peer['threads']} threads)")
+    print(f"| measure | ours | HF pipeline | ours / HF |")
+    print(f"|---|---|---|---|")
+    for name in CASES:
+      question, context = cases[name]
+      theirs = peer["latency"][name]
+      if theirs["context_chars"] != len(context) or theirs["question"] != question:
+        sys.exit(f"serving_vs_peer.py: the peer's {name} input is not ours "
+                 f"({theirs['context_chars']} vs {len(context)} characters)")
+      for stat, index in (("p50", 0), ("p95", 1)):
+        mine = ours[name][index]
+        print(f"| {stat}, {len(context):,} chars ({ours[name][2]} vs {theirs['windows_384_128']} "
+              f"windows) | {mine:.1f} ms | {theirs[stat + '_ms']:.1f} ms | "
+              f"{mine / theirs[stat + '_ms']:.2f} |")
+    best = max(peer["batch"].values(), key=lambda r: r["questions_per_s"])
+    print(f"| questions/s, {BATCH} questions on ~1,000 chars | {ours_qps:.1f} (one call) | "
+          f"{best['questions_per_s']:.1f} (batch_size {best['batch_size']}) | "
+          f"{ours_qps / best['questions_per_s']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)
