@@ -14,13 +14,13 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
+from flags import command_line
 from flags import definitions
 from postprocess import span_decoding
 from preprocess import features as features_lib
@@ -152,4 +152,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -26,7 +26,6 @@ import os
 import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
@@ -35,6 +34,7 @@ import tf_keras
 from official.nlp import optimization
 from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: no public API
 
+from flags import command_line
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
@@ -601,4 +601,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)
