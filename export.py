@@ -48,7 +48,6 @@ definitions.define_model_flags()
 definitions.define_export_flags()
 FLAGS = flags.FLAGS
 
-QA_CONFIG_FILE = "qa_config.json"  # written by train.py into --model_dir
 EXTRA_DIR = "assets.extra"
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
@@ -84,7 +83,7 @@ def export(model, vocab_file, qa_config, export_dir, serve_text=True, max_positi
     shutil.rmtree(temp_dir)
   tf.saved_model.save(module, temp_dir, signatures=module.signatures())
   os.makedirs(os.path.join(temp_dir, EXTRA_DIR), exist_ok=True)
-  with open(os.path.join(temp_dir, EXTRA_DIR, QA_CONFIG_FILE), "w") as f:
+  with open(os.path.join(temp_dir, EXTRA_DIR, checkpoints.QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
@@ -105,30 +104,48 @@ def decoding_config(saved_config):
 
 
 def run():
-  """export.py's job from FLAGS."""
-  saved = os.path.join(FLAGS.model_dir, QA_CONFIG_FILE)
-  latest = tf.train.latest_checkpoint(FLAGS.model_dir) if tf.io.gfile.isdir(FLAGS.model_dir) else None
-  if latest and tf.io.gfile.exists(saved):
-    with tf.io.gfile.GFile(saved) as f:
-      qa_config = json.load(f)
+  """export.py's job from FLAGS.
+
+  What it exports follows train.py's rule (`checkpoints.decide_start`): the latest checkpoint of
+  --model_dir, unless --init_checkpoint names another start (refused when --model_dir holds a
+  checkpoint). --init_checkpoint without --model_dir exports that checkpoint, whatever the default
+  ./model_out holds, with the settings recorded beside it (a --model_dir's qa_config.json) or
+  make_records.py's defaults.
+  """
+  model_dir = FLAGS.model_dir if FLAGS["model_dir"].present or not FLAGS.init_checkpoint else None
+  if model_dir is None and tf.io.gfile.isdir(FLAGS.model_dir):
+    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
+                 "--model_dir=%s alone to export that one)", FLAGS.init_checkpoint,
+                 FLAGS.model_dir, FLAGS.model_dir)
+  start = checkpoints.decide_start(model_dir, FLAGS.init_checkpoint)
+  if start.resume:
+    qa_config = checkpoints.read_qa_config(model_dir)
+    if not qa_config:
+      raise ValueError(f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
+                       f"{checkpoints.QA_CONFIG_FILE} (train.py writes it with the first "
+                       f"checkpoint); export it with --init_checkpoint={start.resume} "
+                       f"--bert_config_file=... --vocab_file=... instead")
     config = bert_config_lib.BertConfig(**qa_config["bert_config"])
     vocab_file = FLAGS.vocab_file or qa_config["vocab_file"]
-  elif FLAGS.init_checkpoint:
+  elif start.init_checkpoint:
     config_file, vocab_file = checkpoints.resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
+        start.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
     if not config_file or not vocab_file:
       raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
     config = bert_config_lib.BertConfig.from_json_file(config_file)
-    qa_config = dict(DEFAULT_FEATURIZATION, do_lower_case=FLAGS.do_lower_case)
+    # A --model_dir given as --init_checkpoint keeps the featurization it was trained with.
+    saved = checkpoints.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
+    qa_config = {**DEFAULT_FEATURIZATION, "do_lower_case": FLAGS.do_lower_case, **saved}
   else:
     raise ValueError(f"--model_dir={FLAGS.model_dir} has no trained checkpoint and no "
                      f"--init_checkpoint was given; run train.py first")
   model, _ = span_model.build_span_model(config)
-  if latest:
-    tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
-    logging.info("exporting %s", latest)
+  if start.resume:
+    tf.train.Checkpoint(model=model).read(start.resume).expect_partial(
+        ).assert_existing_objects_matched()
+    logging.info("%s", start.describe("exporting"))
   else:
-    report = checkpoints.initialize_from(model, FLAGS.init_checkpoint)
+    report = checkpoints.initialize_from(model, start.init_checkpoint)
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")

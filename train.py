@@ -20,6 +20,7 @@ training stops with the same diagnosis and leaves the last checkpoint as it was.
 """
 
 import collections
+import functools
 import json
 import math
 import os
@@ -52,9 +53,6 @@ definitions.define_model_flags()
 definitions.define_train_flags()
 definitions.define_memory_use_flags()
 FLAGS = flags.FLAGS
-
-QA_CONFIG_FILE = "qa_config.json"  # in --model_dir: what export.py needs to rebuild the model
-
 
 class UsageError(ValueError):
   """A problem with flags or inputs; main() prints its one-line message and exits non-zero."""
@@ -318,37 +316,46 @@ def _oom_summary(message):
 
 
 def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
-          save_checkpoints_steps=1000, init_checkpoint=None, accumulation_steps=1,
-          jit_compile=False, float32_weight_gradients=True):
+          save_checkpoints_steps=1000, start=None, accumulation_steps=1,
+          jit_compile=False, float32_weight_gradients=True, qa_config=None):
   """Runs the training loop until the optimizer has taken `num_train_steps` steps.
 
-  Resumes from the latest checkpoint in `model_dir` (model and optimizer state, step count); only
-  without one are the weights initialized from `init_checkpoint`. Saves every
-  `save_checkpoints_steps` steps and at the end; writes loss and learning rate to TensorBoard under
-  `model_dir/train`. `batch_size` is the features per optimizer step (the dataset's batch);
-  `accumulation_steps`, `jit_compile` and `float32_weight_gradients` go to `make_train_step`.
+  Starts as `start` (a `checkpoints.decide_start` decision; default: resume `model_dir`'s latest
+  checkpoint, model and optimizer state and step count, or random weights). Saves every
+  `save_checkpoints_steps` steps and at the end, writing `qa_config` (a dict) to
+  `model_dir/qa_config.json` just before the first save; writes loss and learning rate to
+  TensorBoard under `model_dir/train`. `batch_size` is the features per optimizer step (the
+  dataset's batch); `accumulation_steps`, `jit_compile` and `float32_weight_gradients` go to
+  `make_train_step`.
 
   Returns:
-    {"steps": steps run now, "final_loss": float, "examples_per_second": float}.
+    {"steps": steps run now, "final_loss": float, "examples_per_second": float, or None when it
+    cannot be measured (fewer than two steps: the first one's time includes tracing)}.
 
   Raises:
     OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError (message: the tensor that
       did not fit and the last checkpoint, which is left as it was).
   """
+  start = start or checkpoints.decide_start(model_dir, None)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-  manager = tf.train.CheckpointManager(checkpoint, model_dir, max_to_keep=3)
-  if manager.latest_checkpoint:
-    checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-    logging.info("resumed from %s at step %d", manager.latest_checkpoint,
-                 int(optimizer.iterations))
-  elif init_checkpoint:
-    logging.info("initialized from %s", checkpoints.initialize_from(model, init_checkpoint))
+  write_qa_config = qa_config and functools.partial(
+      _write_json, os.path.join(model_dir, checkpoints.QA_CONFIG_FILE), qa_config)
+  manager = checkpoints.ModelDirCheckpointManager(checkpoint, model_dir, write_qa_config,
+                                                  max_to_keep=3)
+  if start.resume:
+    restored = checkpoint.restore(start.resume)
+    restored.assert_existing_objects_matched()
+    logging.info("%s", start.describe("resumed from", int(optimizer.iterations)))
+  elif start.init_checkpoint:
+    logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
   else:
     logging.warning("no --init_checkpoint: the encoder starts from random weights")
   start_step = int(optimizer.iterations)
   if start_step >= num_train_steps:
+    if start.resume:  # no step runs, so the optimizer's slots are never built to take their values
+      restored.expect_partial()
     logging.info("already trained %d of %d steps", start_step, num_train_steps)
-    return {"steps": 0, "final_loss": float("nan"), "examples_per_second": 0.0}
+    return {"steps": 0, "final_loss": float("nan"), "examples_per_second": None}
   train_step = make_train_step(model, optimizer, accumulation_steps, jit_compile,
                                float32_weight_gradients)
   writer = tf.summary.create_file_writer(os.path.join(model_dir, "train"))
@@ -379,8 +386,10 @@ def train(model, dataset, optimizer, model_dir, num_train_steps, batch_size,
     if step % save_checkpoints_steps == 0 or step == num_train_steps:
       manager.save(checkpoint_number=step)
   elapsed = time.time() - started
-  rate = (step - first_step) * batch_size / elapsed if elapsed > 0 and step > first_step else 0.0
-  logging.info("trained steps %d..%d: final loss %.4f, %.2f examples/s", start_step, step, loss, rate)
+  rate = (step - first_step) * batch_size / elapsed if elapsed > 0 and step > first_step else None
+  logging.info("trained steps %d..%d: final loss %.4f, %s", start_step, step, loss,
+               "speed n/a (one step, whose time includes tracing)" if rate is None
+               else f"{rate:.2f} examples/s")
   return {"steps": step - start_step, "final_loss": loss, "examples_per_second": rate}
 
 
@@ -503,12 +512,11 @@ def run():
   policy = set_precision_policy(mixed=FLAGS.gpu)
   tf_keras.utils.set_random_seed(FLAGS.seed)
   meta = records.read_meta(FLAGS.records_dir)
+  start = checkpoints.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
   config_file, vocab_file = checkpoints.resolve_model_files(
       FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
-  saved = os.path.join(FLAGS.model_dir, QA_CONFIG_FILE)
-  if not config_file and tf.io.gfile.exists(saved):
-    with tf.io.gfile.GFile(saved) as f:
-      config_file = json.load(f)["bert_config_file"]
+  if not config_file:
+    config_file = checkpoints.read_qa_config(FLAGS.model_dir).get("bert_config_file")
   if not config_file:
     raise UsageError("--bert_config_file is required (or an --init_checkpoint with a config beside it)")
   if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
@@ -519,16 +527,17 @@ def run():
     raise UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but the "
                      f"encoder has {config.max_position_embeddings} positions")
   tf.io.gfile.makedirs(FLAGS.model_dir)
-  _write_json(saved, {"bert_config_file": os.path.abspath(config_file),
-                      "bert_config": config.to_dict(),
-                      "vocab_file": os.path.abspath(meta["flags"]["vocab_file"]),
-                      **{k: meta["flags"][k] for k in ("do_lower_case", "max_seq_length",
-                                                       "doc_stride", "max_query_length")},
-                      # export.py bakes these into serve_text's null-answer rule.
-                      "version_2_with_negative": bool(
-                          FLAGS.version_2_with_negative or
-                          meta["flags"].get("version_2_with_negative", False)),
-                      "null_score_diff_threshold": FLAGS.null_score_diff_threshold})
+  qa_config = {"bert_config_file": os.path.abspath(config_file),
+               "bert_config": config.to_dict(),
+               "vocab_file": os.path.abspath(meta["flags"]["vocab_file"]),
+               **{k: meta["flags"][k] for k in ("do_lower_case", "max_seq_length",
+                                                "doc_stride", "max_query_length")},
+               # export.py bakes these into serve_text's null-answer rule.
+               "version_2_with_negative": bool(
+                   FLAGS.version_2_with_negative or
+                   meta["flags"].get("version_2_with_negative", False)),
+               "null_score_diff_threshold": FLAGS.null_score_diff_threshold,
+               **start.recorded}
   model, _ = span_model.build_span_model(config)
   logging.info("model: %d parameters, policy %s", model.count_params(), policy)
   if FLAGS.do_train:
@@ -547,8 +556,9 @@ def run():
                                     max_seq_length, plan.effective_batch_size, seed=FLAGS.seed)
     try:
       stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, plan.effective_batch_size,
-                    FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint, plan.accumulation_steps,
-                    jit_compile=xla, float32_weight_gradients=FLAGS.float32_weight_gradients)
+                    FLAGS.save_checkpoints_steps, start, plan.accumulation_steps,
+                    jit_compile=xla, float32_weight_gradients=FLAGS.float32_weight_gradients,
+                    qa_config=qa_config)
     except OutOfMemoryError as e:
       raise OutOfMemoryError(f"{e}\n" + memory.diagnosis(
           config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
@@ -558,12 +568,11 @@ def run():
                  effective_batch_size=plan.effective_batch_size, xla=bool(xla))
     _write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
   else:
-    latest = tf.train.latest_checkpoint(FLAGS.model_dir)
-    if latest:
-      tf.train.Checkpoint(model=model).read(latest).expect_partial()
-      logging.info("predicting with %s", latest)
-    elif FLAGS.init_checkpoint:
-      logging.info("predicting with %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
+    if start.resume:
+      tf.train.Checkpoint(model=model).read(start.resume).expect_partial()
+      logging.info("%s", start.describe("predicting with"))
+    elif start.init_checkpoint:
+      logging.info("predicting with %s", checkpoints.initialize_from(model, start.init_checkpoint))
     else:
       raise UsageError(f"--do_train=false needs a checkpoint in --model_dir={FLAGS.model_dir} "
                        f"or an --init_checkpoint")
