@@ -20,10 +20,11 @@ _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False
 
 def program_name(argv0=None):
   """How messages name the command: "train.py", or "model.memory" under `python -m model.memory`."""
+  argv0 = argv0 or sys.argv[0]
   spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-  if spec is not None and spec.name and spec.name != "__main__":
-    return spec.name
-  return os.path.basename(argv0 or sys.argv[0])
+  if spec is not None and spec.origin and os.path.abspath(argv0) == spec.origin:
+    return spec.name  # python -m: argv[0] is the module's file
+  return os.path.basename(argv0)
 
 
 def _flag_token(token, flag_values):
