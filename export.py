@@ -103,21 +103,19 @@ def decoding_config(saved_config):
           "window_batch_size": FLAGS.window_batch_size}
 
 
-def run():
-  """export.py's job from FLAGS.
+def model_settings(start, model_dir):
+  """The encoder config, vocab and qa_config of what `start` (a `checkpoints.Start`) exports.
 
-  What it exports follows train.py's rule (`checkpoints.decide_start`): the latest checkpoint of
-  --model_dir, unless --init_checkpoint names another start (refused when --model_dir holds a
-  checkpoint). --init_checkpoint without --model_dir exports that checkpoint, whatever the default
-  ./model_out holds, with the settings recorded beside it (a --model_dir's qa_config.json) or
-  make_records.py's defaults.
+  A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
+  beside it when it is a --model_dir of this tool, else with make_records.py's default
+  featurization and --do_lower_case.
+
+  Returns:
+    (bert_config_lib.BertConfig, vocab file path, qa_config dict).
+
+  Raises:
+    ValueError: the files needed are missing (one line).
   """
-  model_dir = FLAGS.model_dir if FLAGS["model_dir"].present or not FLAGS.init_checkpoint else None
-  if model_dir is None and tf.io.gfile.isdir(FLAGS.model_dir):
-    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
-                 "--model_dir=%s alone to export that one)", FLAGS.init_checkpoint,
-                 FLAGS.model_dir, FLAGS.model_dir)
-  start = checkpoints.decide_start(model_dir, FLAGS.init_checkpoint)
   if start.resume:
     qa_config = checkpoints.read_qa_config(model_dir)
     if not qa_config:
@@ -125,20 +123,36 @@ def run():
                        f"{checkpoints.QA_CONFIG_FILE} (train.py writes it with the first "
                        f"checkpoint); export it with --init_checkpoint={start.resume} "
                        f"--bert_config_file=... --vocab_file=... instead")
-    config = bert_config_lib.BertConfig(**qa_config["bert_config"])
-    vocab_file = FLAGS.vocab_file or qa_config["vocab_file"]
-  elif start.init_checkpoint:
-    config_file, vocab_file = checkpoints.resolve_model_files(
-        start.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
-    if not config_file or not vocab_file:
-      raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
-    config = bert_config_lib.BertConfig.from_json_file(config_file)
-    # A --model_dir given as --init_checkpoint keeps the featurization it was trained with.
-    saved = checkpoints.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
-    qa_config = {**DEFAULT_FEATURIZATION, "do_lower_case": FLAGS.do_lower_case, **saved}
-  else:
+    return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
+            FLAGS.vocab_file or qa_config["vocab_file"], qa_config)
+  if not start.init_checkpoint:
     raise ValueError(f"--model_dir={FLAGS.model_dir} has no trained checkpoint and no "
                      f"--init_checkpoint was given; run train.py first")
+  config_file, vocab_file = checkpoints.resolve_model_files(
+      start.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
+  if not config_file or not vocab_file:
+    raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
+  saved = checkpoints.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
+  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
+          {**DEFAULT_FEATURIZATION, "do_lower_case": FLAGS.do_lower_case, **saved})
+
+
+def run():
+  """export.py's job from FLAGS.
+
+  What it exports follows train.py's rule (`checkpoints.decide_start`): the latest checkpoint of
+  --model_dir, unless --init_checkpoint names another start (refused when --model_dir holds a
+  checkpoint). --init_checkpoint without --model_dir exports that checkpoint, whatever the default
+  ./model_out holds.
+  """
+  given = not FLAGS["model_dir"].using_default_value
+  model_dir = FLAGS.model_dir if given or not FLAGS.init_checkpoint else None
+  if model_dir is None and tf.io.gfile.isdir(FLAGS.model_dir):
+    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
+                 "--model_dir=%s alone to export that one)", FLAGS.init_checkpoint,
+                 FLAGS.model_dir, FLAGS.model_dir)
+  start = checkpoints.decide_start(model_dir, FLAGS.init_checkpoint)
+  config, vocab_file, qa_config = model_settings(start, model_dir)
   model, _ = span_model.build_span_model(config)
   if start.resume:
     tf.train.Checkpoint(model=model).read(start.resume).expect_partial(

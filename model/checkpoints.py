@@ -177,9 +177,7 @@ def latest_checkpoint(folder, flag="model_dir"):
   state = tf.train.get_checkpoint_state(folder) if tf.io.gfile.isdir(folder) else None
   if state is None or not state.model_checkpoint_path:
     return None
-  prefix = state.model_checkpoint_path
-  if not os.path.isabs(prefix):
-    prefix = os.path.join(folder, prefix)
+  prefix = state.model_checkpoint_path  # get_checkpoint_state joins a relative one to `folder`
   if tf.io.gfile.exists(prefix + ".index"):
     return prefix
   others = sorted(os.path.basename(p)[:-len(".index")]
