@@ -12,13 +12,13 @@ character offsets.
 
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
+from flags import command_line
 from flags import definitions
 from postprocess import span_decoding
 from preprocess import features as features_lib
@@ -155,4 +155,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

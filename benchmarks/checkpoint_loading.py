@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
 
+from flags import command_line
 from model import bert_config as bert_config_lib
 from model import checkpoints
 from model import convert_checkpoint
@@ -74,4 +74,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -23,11 +23,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
 
 import ask
+from flags import command_line
 from flags import definitions
 from postprocess import squad_scoring
 from preprocess import squad_reader
@@ -106,4 +106,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -22,12 +22,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 from absl import logging
 import numpy as np
 
 import ask
+from flags import command_line
 from flags import definitions
 from preprocess import squad_reader
 
@@ -124,4 +124,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -2,7 +2,7 @@
 
 Names follow google-research/bert `run_squad.py` and tf-models-official (`max_seq_length`, `doc_stride`,
 `vocab_file`, ...), so commands written for those tools read the same here. An entry point calls the
-`define_*` functions it needs once, at import time, before `absl.app.run`.
+`define_*` functions it needs once, at import time, before `flags.command_line.run` (absl.app.run).
 
 Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see `default_squad_file`.
 """

@@ -22,11 +22,11 @@ import os
 import shutil
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from flags import command_line
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
@@ -112,4 +112,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -796,7 +796,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  from absl import app  # pylint: disable=g-import-not-at-top
+  from flags import command_line  # pylint: disable=g-import-not-at-top
   from flags import definitions  # pylint: disable=g-import-not-at-top
   definitions.define_memory_flags()
-  app.run(main)
+  command_line.run(main)

@@ -40,12 +40,12 @@ import traceback
 # live one level up (also reachable through `pip install -e .`).
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from flags import command_line
 from flags import definitions
 from preprocess import features as features_lib
 from preprocess import records
@@ -478,4 +478,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -38,7 +38,7 @@ def read_json(path):
 
 
 def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
-                    version_2_with_negative, null_score_diff_threshold):
+                    version_2_with_negative, null_score_diff_threshold, recorded=None):
   """Writes --model_dir/qa_config.json.
 
   Args:
@@ -48,6 +48,8 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
     records_flags: meta.json's "flags" of the records (vocab_file and FEATURIZATION_KEYS).
     version_2_with_negative, null_score_diff_threshold: the SQuAD 2.0 decoding rule export.py
       bakes into serve_text.
+    recorded: where the --model_dir started (`model.checkpoints.Start.recorded`, e.g.
+      {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
   """
   write_json(os.path.join(model_dir, QA_CONFIG_FILE), {
       "bert_config_file": os.path.abspath(bert_config_file),
@@ -55,7 +57,8 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
       "vocab_file": os.path.abspath(records_flags["vocab_file"]),
       **{k: records_flags[k] for k in FEATURIZATION_KEYS},
       "version_2_with_negative": bool(version_2_with_negative),
-      "null_score_diff_threshold": null_score_diff_threshold})
+      "null_score_diff_threshold": null_score_diff_threshold,
+      **(recorded or {})})
 
 
 def read_qa_config(folder):

@@ -23,6 +23,7 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
+from model import checkpoints
 from tasks import optimization
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
@@ -55,6 +56,7 @@ class QATrainer(orbit.StandardTrainer):
     self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
     self._loop_started = None
     self._loop_start_step = 0
+    self._loops = 0  # loops run in this process
     self.last_output = {}  # train_loop_end's figures of the last loop
     # The dataset is set after the controller has restored the step (see `train`).
     super().__init__(train_dataset=None,
@@ -77,8 +79,11 @@ class QATrainer(orbit.StandardTrainer):
     elapsed = time.time() - self._loop_started
     steps = step - self._loop_start_step
     self.last_output = {
-        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1),
-        "examples_per_second": steps * self.global_batch_size / elapsed if elapsed else 0.0}
+        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)}
+    # A process's first loop includes tracing; a one-step first loop measures nothing but that.
+    if elapsed and (self._loops or steps > 1):
+      self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
+    self._loops += 1
     return self.last_output
 
 
@@ -148,7 +153,7 @@ def worker_dir(model_dir, is_chief):
 
 def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
           save_checkpoints_steps, steps_per_loop, is_chief, cluster_resolver=None,
-          restore_fn=None):
+          restore_fn=None, start=None, before_first_save=None):
   """Trains to `num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
@@ -164,25 +169,44 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     cluster_resolver: for the preemption handler (multi-worker); default: this process alone.
     restore_fn: called with the checkpoint path when resuming (before the controller restores),
       e.g. to check the schedule; may raise.
+    start: the `model.checkpoints.Start` decided for this run (for the log line: which flag a
+      resume ignores); default: resume --model_dir's latest checkpoint.
+    before_first_save: a function of no arguments run just before the first checkpoint is saved
+      (train.py writes qa_config.json there, so a run failing before leaves none).
 
   Returns:
     {"steps": steps run now, "start_step", "end_step"} plus the last loop's "loss",
-    "learning_rate" and "examples_per_second".
+    "learning_rate" and "examples_per_second" (None when that loop was this process's first and
+    ran one step: its time is mostly tracing).
 
   Raises:
     OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError; the last checkpoint is left
       as it was.
   """
-  latest = tf.train.latest_checkpoint(model_dir)
+  start = start or checkpoints.decide_start(model_dir, None)
+  latest = start.resume
   if latest and restore_fn:
     restore_fn(latest)
   with worker_dir(model_dir, is_chief) as write_dir:
-    if latest and not is_chief:  # the controller restores from write_dir, which is empty here
-      checkpoint.restore(latest).assert_existing_objects_matched()
+    # Restored here, not by the controller: on other workers it restores from write_dir, which is
+    # empty, and with nothing left to train the optimizer's slots are never built, so the restore
+    # must be marked partial to keep TensorFlow from warning about unrestored values.
+    restored = checkpoint.restore(latest) if latest else None
+    start_step = int(trainer.optimizer.iterations.numpy())
+    if latest:
+      logging.info("%s", start.describe("resumed from", start_step))
+    if start_step >= num_train_steps:
+      if restored:
+        restored.expect_partial()
+      logging.info("already trained %d of %d steps", start_step, num_train_steps)
+      return {"steps": 0, "start_step": start_step, "end_step": start_step}
+    if restored:
+      restored.assert_existing_objects_matched()
     # No checkpoint_interval: the controller would save after the first loop and then every
     # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
     # end, and the loops are cut to end on those steps.
-    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=3)
+    manager = checkpoints.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
+                                                    max_to_keep=3)
     global_step = trainer.optimizer.iterations
     actions = [
         SaveAtMultiples(manager, global_step, save_checkpoints_steps, num_train_steps),
@@ -196,12 +220,6 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         checkpoint_manager=manager, train_actions=actions,
         summary_dir=os.path.join(write_dir, "train") if is_chief else None,
         summary_interval=steps_per_loop if is_chief else None)
-    start_step = int(trainer.optimizer.iterations.numpy())
-    if start_step:
-      logging.info("resumed from %s at step %d of %d", latest, start_step, num_train_steps)
-    if start_step >= num_train_steps:
-      logging.info("already trained %d of %d steps", start_step, num_train_steps)
-      return {"steps": 0, "start_step": start_step, "end_step": start_step}
     trainer.train_dataset = strategy.distribute_datasets_from_function(
         lambda context: dataset_fn(context, start_step))
     try:
@@ -212,8 +230,10 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
           f"({_oom_summary(e.message)}); the last checkpoint is "
           f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     end_step = int(trainer.optimizer.iterations.numpy())
-    logging.info("trained steps %d..%d: final loss %.4f, %.2f examples/s (last loop)", start_step,
-                 end_step, trainer.last_output.get("loss", float("nan")),
-                 trainer.last_output.get("examples_per_second", 0.0))
+    rate = trainer.last_output.get("examples_per_second")
+    logging.info("trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
+                 trainer.last_output.get("loss", float("nan")),
+                 "speed n/a (one step, whose time includes tracing)" if rate is None
+                 else f"{rate:.2f} examples/s (last loop)")
   return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
-          **trainer.last_output}
+          "examples_per_second": None, **trainer.last_output}

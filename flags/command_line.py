@@ -1,0 +1,112 @@
+"""Runs an entry point's `main` after absl has parsed its flags, with nothing left over.
+
+absl reads `--do_train False` as the boolean flag `--do_train` (a boolean flag takes no separate
+value) followed by the positional argument "False", and `main(argv)` used to drop the positionals:
+the command ran with the flag TRUE, the opposite of what was typed. None of this project's commands
+takes positional arguments, so every entry point calls `run(main)`, which stops on any leftover
+argument with one line naming it and the spelling that means what was typed
+(`--do_train=false` or `--nodo_train`). absl's own parsing errors (an unknown flag, a bad value)
+become one line too, instead of absl's two-line "FATAL Flags parsing error".
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+_BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def program_name(argv0=None):
+  """How messages name the command: "train.py", or "model.memory" under `python -m model.memory`."""
+  argv0 = argv0 or sys.argv[0]
+  spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+  if spec is not None and spec.origin and os.path.abspath(argv0) == spec.origin:
+    return spec.name  # python -m: argv[0] is the module's file
+  return os.path.basename(argv0)
+
+
+def _flag_token(token, flag_values):
+  """(the flag, whether the token holds its value) for a "--name[=value]" token, else (None, _).
+
+  `--noname` (absl's spelling of a false boolean) resolves to the flag `name`.
+  """
+  if not token.startswith("-") or token in ("-", "--"):
+    return None, False
+  name, has_value = token.lstrip("-").split("=", 1)[0], "=" in token
+  if name in flag_values:
+    return flag_values[name], has_value
+  if name.startswith("no") and name[2:] in flag_values and flag_values[name[2:]].boolean:
+    return flag_values[name[2:]], has_value
+  return None, has_value
+
+
+def stray_argument(argv, flag_values=flags.FLAGS):
+  """The first argument of `argv` (argv[0] is the program) that is neither a flag nor its value.
+
+  Returns:
+    (the argument, the token just before it or None), or None when there is no such argument.
+    After "--" every argument is positional (absl stops parsing there).
+  """
+  previous = None
+  i = 1
+  while i < len(argv):
+    token = argv[i]
+    if token == "--":
+      return (argv[i + 1], token) if i + 1 < len(argv) else None
+    flag, has_value = _flag_token(token, flag_values)
+    if token.startswith("-") and token != "-":
+      # A non-boolean "--name value" takes the next argument as its value, as absl does.
+      takes_next = flag is not None and not flag.boolean and not has_value and i + 1 < len(argv)
+      previous = argv[i + 1] if takes_next else token
+      i += 2 if takes_next else 1
+      continue
+    return token, previous
+  return None
+
+
+def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
+  """One line saying why `argument` is refused and what to type instead.
+
+  Args:
+    argument: the leftover positional argument (str).
+    previous: the command-line token before it (str or None).
+  """
+  flag = _flag_token(previous, flag_values)[0] if previous else None
+  if flag is not None and flag.boolean and "=" not in previous:
+    name = flag.name
+    value = _BOOLEAN_WORDS.get(argument.lower())
+    if value is None:
+      return (f"unexpected argument {argument!r} after {previous}: a boolean flag takes no "
+              f"separate value; write --{name}, --no{name} or --{name}=true|false")
+    meant = f"--{name}=true or --{name}" if value else f"--{name}=false or --no{name}"
+    return (f"unexpected argument {argument!r} after {previous}: a boolean flag takes no "
+            f"separate value (this would have run with {previous} alone); write {meant}")
+  return (f"unexpected argument {argument!r}: this command takes no positional arguments; "
+          f"flags are written --name=value")
+
+
+def parse_flags(argv, flag_values=flags.FLAGS):
+  """absl `flags_parser` for `app.run`: parses `argv`, exits with one line on any problem.
+
+  Returns:
+    [argv[0]]: no positional argument is ever passed on to `main`.
+
+  Raises:
+    SystemExit: (status 1, message on stderr) an absl parsing error, or an argument left over.
+  """
+  program = program_name(argv[0] if argv else None)
+  try:
+    leftover = flag_values(argv)[1:]
+  except flags.Error as e:
+    sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpshort lists the flags)")
+  if leftover:
+    stray = stray_argument(argv, flag_values) or (leftover[0], None)
+    sys.exit(f"{program}: {stray_argument_message(*stray, flag_values)}")
+  return argv[:1]
+
+
+def run(main):
+  """`absl.app.run(main)` with `parse_flags`: the one way this project's commands start."""
+  app.run(main, flags_parser=parse_flags)

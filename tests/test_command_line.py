@@ -1,0 +1,152 @@
+"""A command line means what the user typed: leftover arguments stop every command with one line.
+
+absl reads `--do_train False` as `--do_train` plus a positional "False"; before flags/command_line.py
+every entry point dropped the positional and ran with the flag true (issue 12, section 1).
+"""
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import flags
+
+from flags import command_line
+from tests import testutil
+
+
+@pytest.fixture
+def flag_values():
+  """A private FlagValues with the kinds of flag the entry points define."""
+  values = flags.FlagValues()
+  flags.DEFINE_bool("do_train", True, "", flag_values=values)
+  flags.DEFINE_bool("version_2_with_negative", False, "", flag_values=values)
+  flags.DEFINE_integer("max_steps", None, "", flag_values=values)
+  flags.DEFINE_string("model_dir", "model_out", "", flag_values=values)
+  return values
+
+
+def refusal(argv, flag_values):
+  """The one line `parse_flags` exits with (SystemExit's message), or None when it accepts."""
+  try:
+    command_line.parse_flags(argv, flag_values)
+  except SystemExit as e:
+    return str(e.code)
+  return None
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--do_train", "False"],
+     "unexpected argument 'False' after --do_train: a boolean flag takes no separate value (this "
+     "would have run with --do_train alone); write --do_train=false or --nodo_train"),
+    (["--version_2_with_negative", "false"],
+     "unexpected argument 'false' after --version_2_with_negative: a boolean flag takes no "
+     "separate value (this would have run with --version_2_with_negative alone); write "
+     "--version_2_with_negative=false or --noversion_2_with_negative"),
+    (["--max_steps=3", "-do_train", "0"],
+     "unexpected argument '0' after -do_train: a boolean flag takes no separate value (this would "
+     "have run with -do_train alone); write --do_train=false or --nodo_train"),
+    (["--nodo_train", "True"],
+     "unexpected argument 'True' after --nodo_train: a boolean flag takes no separate value (this "
+     "would have run with --nodo_train alone); write --do_train=true or --do_train"),
+    (["--do_train", "yes"],
+     "unexpected argument 'yes' after --do_train: a boolean flag takes no separate value; write "
+     "--do_train, --nodo_train or --do_train=true|false"),
+    # A non-boolean flag takes the next argument as its value, so "False" is the stray one here.
+    (["--max_steps", "5", "False"],
+     "unexpected argument 'False': this command takes no positional arguments; flags are written "
+     "--name=value"),
+    (["records"],
+     "unexpected argument 'records': this command takes no positional arguments; flags are written "
+     "--name=value"),
+    (["--do_train=false", "--", "--max_steps=2"],
+     "unexpected argument '--max_steps=2': this command takes no positional arguments; flags are "
+     "written --name=value"),
+])
+def test_leftover_argument_is_refused_with_the_right_spelling(argv, line, flag_values):
+  assert refusal(["train.py", *argv], flag_values) == f"train.py: {line}"
+
+
+@pytest.mark.parametrize("argv, do_train, max_steps, model_dir", [
+    (["--do_train=false"], False, None, "model_out"),
+    (["--nodo_train"], False, None, "model_out"),
+    (["--do_train"], True, None, "model_out"),
+    (["--max_steps", "5", "--model_dir", "out"], True, 5, "out"),
+    (["--model_dir", "--weird"], True, None, "--weird"),  # absl: a string flag takes the next word
+])
+def test_flags_that_mean_what_they_say_are_accepted(argv, do_train, max_steps, model_dir,
+                                                    flag_values):
+  assert refusal(["train.py", *argv], flag_values) is None
+  assert (flag_values.do_train, flag_values.max_steps, flag_values.model_dir) == (
+      do_train, max_steps, model_dir)
+
+
+def test_absl_errors_are_one_line(flag_values):
+  assert refusal(["train.py", "--max_step=5"], flag_values) == (
+      "train.py: Unknown command line flag 'max_step'. Did you mean: max_steps ? "
+      "(--helpshort lists the flags)")
+  assert refusal(["train.py", "--max_steps=five"], flag_values) == (
+      "train.py: flag --max_steps=five: invalid literal for int() with base 10: 'five' "
+      "(--helpshort lists the flags)")
+
+
+def main_blocks():
+  """{path: source of its `if __name__ == "__main__":` block} for every .py file of the project."""
+  blocks = {}
+  for folder, dirs, files in os.walk(testutil.REPO):
+    dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("tests", "build")]
+    for name in files:
+      if not name.endswith(".py"):
+        continue
+      path = os.path.join(folder, name)
+      with open(path, encoding="utf-8") as f:
+        source = f.read()
+      for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+          blocks[os.path.relpath(path, testutil.REPO)] = ast.unparse(node)
+  return blocks
+
+
+def test_every_absl_entry_point_starts_through_command_line_run():
+  blocks = main_blocks()
+  absl_entry_points = sorted(p for p, block in blocks.items() if "command_line.run(main)" in block)
+  assert absl_entry_points == [
+      "ask.py", "benchmarks/checkpoint_loading.py", "benchmarks/serving_agreement.py",
+      "benchmarks/serving_latency.py", "export.py", "model/convert_checkpoint.py",
+      "model/memory.py", "preprocess/make_records.py", "train.py"]
+  # The rest parse with argparse, which refuses unknown arguments itself, or are TensorFlow's
+  # saved_model_cli (tools/saved_model_cli.py runs it unchanged); none calls absl's app.run.
+  for path, block in blocks.items():
+    assert "app.run" not in block, path
+
+
+def test_commands_refuse_a_stray_false(tmp_path):
+  """The issue's inputs, as typed, through the real commands (run side by side)."""
+  commands = {
+      "train": (["train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
+                 "--do_train", "False"],
+                "train.py: unexpected argument 'False' after --do_train: a boolean flag takes no "
+                "separate value (this would have run with --do_train alone); write "
+                "--do_train=false or --nodo_train"),
+      "make_records": (["preprocess/make_records.py", f"--output_dir={tmp_path}/records",
+                        "--version_2_with_negative", "False", "--do_lower_case", "False"],
+                       "make_records.py: unexpected argument 'False' after "
+                       "--version_2_with_negative: a boolean flag takes no separate value (this "
+                       "would have run with --version_2_with_negative alone); write "
+                       "--version_2_with_negative=false or --noversion_2_with_negative"),
+      "memory": (["-m", "model.memory", "--max_seq_length=128", "384"],
+                 "model.memory: unexpected argument '384': this command takes no positional "
+                 "arguments; flags are written --name=value"),
+  }
+  procs = {name: subprocess.Popen([sys.executable, *argv], cwd=testutil.REPO, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+           for name, (argv, _) in commands.items()}
+  for name, proc in procs.items():
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, (name, stderr[-2000:])
+    assert stdout == ""
+    assert stderr.strip().splitlines()[-1] == commands[name][1]
+    assert "Traceback" not in stderr
+  assert os.listdir(tmp_path) == []  # nothing written: no records, no model_dir

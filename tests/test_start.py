@@ -1,0 +1,286 @@
+"""Where a run starts: --init_checkpoint wins or the command refuses; clean --model_dir outcomes.
+
+Issue 12, section 1: train.py resumed a --model_dir and export.py exported ./model_out while
+--init_checkpoint named something else, without a word; a failed run left qa_config.json behind; a
+`checkpoint` file naming a deleted checkpoint gave a traceback; a run with nothing left to train
+printed TensorFlow's unrestored-values warnings; one step reported 0.00 examples/s.
+"""
+
+import gc
+import json
+import logging as std_logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+from absl.testing import flagsaver
+
+from model import bert_config as bert_config_lib
+from model import checkpoints
+from model import span_model
+from tasks import artifacts
+from tasks import question_answering
+from tasks import trainer as trainer_lib
+from tests import testutil
+
+SEQ = 32
+
+
+def tiny_config(**overrides):
+  return bert_config_lib.BertConfig.from_dict(dict(testutil.TINY_BERT_CONFIG, **overrides))
+
+
+def save_steps(folder, *steps):
+  """A --model_dir as tf.train.CheckpointManager leaves it: ckpt-<step> for each step."""
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), str(folder),
+                                       max_to_keep=None)
+  for step in steps:
+    manager.save(checkpoint_number=step)
+  return str(folder)
+
+
+def write_qa_config(folder, **entries):
+  with open(os.path.join(folder, artifacts.QA_CONFIG_FILE), "w") as f:
+    json.dump(entries, f)
+
+
+@pytest.fixture
+def init_and_model_dir(tmp_path):
+  """An --init_checkpoint (TF2 folder, latest init/ckpt-7) and a --model_dir that started from it."""
+  init = save_steps(tmp_path / "init", 7)
+  model_dir = save_steps(tmp_path / "model_out", 2, 4)
+  write_qa_config(model_dir, init_checkpoint=os.path.realpath(os.path.join(init, "ckpt-7")))
+  return init, model_dir
+
+
+def test_a_new_model_dir_starts_from_the_init_checkpoint(tmp_path, init_and_model_dir):
+  init, _ = init_and_model_dir
+  expected = checkpoints.Start(init_checkpoint=init, recorded={
+      "init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))})
+  assert checkpoints.decide_start(str(tmp_path / "new"), init) == expected
+  assert checkpoints.decide_start(None, init) == expected  # export.py given only --init_checkpoint
+  assert checkpoints.decide_start(str(tmp_path / "new"), None) == checkpoints.Start(
+      recorded={"init_checkpoint": None})
+  # An HF folder is recorded as the real folder.
+  assert checkpoints.decide_start(str(tmp_path / "new"), testutil.minilm_dir() + "/").recorded == {
+      "init_checkpoint": os.path.realpath(testutil.minilm_dir())}
+
+
+def test_rerunning_the_same_command_resumes_and_says_the_flag_is_ignored(init_and_model_dir):
+  init, model_dir = init_and_model_dir
+  latest = os.path.join(model_dir, "ckpt-4")
+  recorded = {"init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))}
+  for named in (init, init + "/", os.path.join(init, "ckpt-7"), os.path.join(init, "ckpt-7.index")):
+    start = checkpoints.decide_start(model_dir, named)
+    assert start == checkpoints.Start(resume=latest, recorded=recorded, ignored=(
+        f"--init_checkpoint={named} is ignored: --model_dir={model_dir} started from it and holds "
+        f"the training since (pass a new --model_dir to start again from it)"))
+  assert start.describe("resumed from", 4) == (
+      f"resumed from {latest} at step 4; --init_checkpoint={named} is ignored: "
+      f"--model_dir={model_dir} started from it and holds the training since (pass a new "
+      f"--model_dir to start again from it)")
+  # Without --init_checkpoint, or naming the --model_dir itself: resume, nothing ignored.
+  for named in (None, model_dir, latest):
+    assert checkpoints.decide_start(model_dir, named) == checkpoints.Start(resume=latest,
+                                                                           recorded=recorded)
+
+
+def test_another_init_checkpoint_is_refused_in_one_line(tmp_path, init_and_model_dir):
+  init, model_dir = init_and_model_dir
+  other = save_steps(tmp_path / "other", 1)
+  with pytest.raises(checkpoints.CheckpointError) as error:
+    checkpoints.decide_start(model_dir, other)
+  assert str(error.value) == (
+      f"--model_dir={model_dir} already holds ckpt-4, which started from "
+      f"{os.path.realpath(init)}/ckpt-7, and --init_checkpoint={other} names another start; pass "
+      f"a new --model_dir to start from it, or drop --init_checkpoint to continue ckpt-4")
+  # An older checkpoint of the same --model_dir is another start too.
+  with pytest.raises(checkpoints.CheckpointError, match="names another start"):
+    checkpoints.decide_start(model_dir, os.path.join(model_dir, "ckpt-2"))
+  write_qa_config(model_dir, init_checkpoint=None)
+  with pytest.raises(checkpoints.CheckpointError, match=", which started from random weights, "):
+    checkpoints.decide_start(model_dir, init)
+  os.remove(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))  # a --model_dir of an older version
+  with pytest.raises(checkpoints.CheckpointError) as error:
+    checkpoints.decide_start(model_dir, init)
+  assert str(error.value).startswith(
+      f"--model_dir={model_dir} already holds ckpt-4, whose start is not recorded, and "
+      f"--init_checkpoint={init} names another start")
+
+
+def test_a_checkpoint_file_naming_a_deleted_checkpoint_is_one_line(init_and_model_dir):
+  _, model_dir = init_and_model_dir
+  for name in os.listdir(model_dir):
+    if name.startswith("ckpt-4."):
+      os.remove(os.path.join(model_dir, name))
+  message = (f"--model_dir={model_dir}: its 'checkpoint' file names ckpt-4, whose files are gone "
+             f"(ckpt-2 still there); delete {model_dir}/checkpoint to start afresh, or edit it to "
+             f"name a checkpoint that exists")
+  with pytest.raises(checkpoints.CheckpointError) as error:
+    checkpoints.decide_start(model_dir, None)
+  assert str(error.value) == message
+  with pytest.raises(checkpoints.CheckpointError) as error:  # the same folder as --init_checkpoint
+    checkpoints.checkpoint_prefix(model_dir)
+  assert str(error.value) == message.replace("--model_dir=", "--init_checkpoint=")
+
+
+def test_manager_calls_before_first_save_once_before_the_first_checkpoint(tmp_path):
+  calls = []
+
+  def before_first_save():
+    calls.append(tf.train.latest_checkpoint(str(tmp_path)))
+
+  manager = checkpoints.ModelDirCheckpointManager(
+      tf.train.Checkpoint(v=tf.Variable(1.0)), str(tmp_path), before_first_save, max_to_keep=3)
+  manager.save(checkpoint_number=1)
+  manager.save(checkpoint_number=2)
+  assert calls == [None]
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+
+
+def synthetic_dataset(config, batch_size):
+  rng = np.random.default_rng(0)
+  batch = {
+      "input_word_ids": rng.integers(1000, config.vocab_size, (batch_size, SEQ)).astype(np.int32),
+      "input_mask": np.ones((batch_size, SEQ), np.int32),
+      "input_type_ids": np.repeat([[0] * 8 + [1] * (SEQ - 8)], batch_size, 0).astype(np.int32),
+      "start_positions": rng.integers(8, SEQ, batch_size).astype(np.int32),
+      "end_positions": rng.integers(8, SEQ, batch_size).astype(np.int32)}
+  return tf.data.Dataset.from_tensors(batch).repeat()
+
+
+def make_task(config, steps):
+  question_answering.set_precision_policy(mixed=False)
+  tf.keras.utils.set_random_seed(3)
+  return question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
+      bert_config=config, max_seq_length=SEQ, per_replica_batch_size=4, learning_rate=1e-3,
+      num_train_steps=steps, warmup_proportion=0.0))
+
+
+def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
+  """train.py's train() on one device with a synthetic batch: initialize as `start` says, then
+  the orbit loop writing `qa_config` with the first checkpoint."""
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  task = make_task(config, steps)
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = task.create_optimizer()
+    checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
+  if not start.resume and start.init_checkpoint:
+    checkpoints.initialize_from(model, start.init_checkpoint)
+  trainer = trainer_lib.QATrainer(strategy, replica_step or task.replica_step(model, optimizer),
+                                  optimizer, 4)
+  return trainer_lib.train(
+      strategy, trainer, checkpoint, model_dir, steps,
+      lambda context, skip: synthetic_dataset(config, 4).skip(skip), 1, 1, True, start=start,
+      before_first_save=lambda: artifacts.write_json(
+          os.path.join(model_dir, artifacts.QA_CONFIG_FILE), qa_config))
+
+
+@pytest.fixture
+def tiny_init(tmp_path):
+  """A TF2 checkpoint of the tiny span model (what a --model_dir of this tool holds)."""
+  config = tiny_config()
+  model = make_task(config, 1).build_model()
+  prefix = tf.train.Checkpoint(model=model).save(str(tmp_path / "init" / "ckpt"))
+  return config, str(tmp_path / "init"), prefix
+
+
+def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
+  config, init, prefix = tiny_init
+  model_dir = str(tmp_path / "model_out")
+  start = checkpoints.decide_start(model_dir, init)
+  with caplog.at_level(std_logging.INFO):
+    stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": SEQ, **start.recorded})
+  assert stats["steps"] == 1 and stats["examples_per_second"] is None
+  assert "trained steps 0..1: final loss" in caplog.text
+  assert "speed n/a (one step, whose time includes tracing)" in caplog.text
+  assert "examples/s" not in caplog.text
+  assert artifacts.read_qa_config(model_dir) == {"max_seq_length": SEQ,
+                                                 "init_checkpoint": os.path.realpath(prefix)}
+  caplog.clear()
+  # The same command again: nothing left to train, and TensorFlow has nothing to warn about.
+  start = checkpoints.decide_start(model_dir, init)
+  with caplog.at_level(std_logging.INFO):
+    stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": 999, **start.recorded})
+    gc.collect()  # the checkpoint's deferred restorations warn when collected
+  assert stats == {"steps": 0, "start_step": 1, "end_step": 1}
+  assert (f"resumed from {model_dir}/ckpt-1 at step 1; --init_checkpoint={init} is ignored: "
+          f"--model_dir={model_dir} started from it") in caplog.text
+  assert "already trained 1 of 1 steps" in caplog.text
+  assert "unrestored" not in caplog.text and "could not be found" not in caplog.text
+  assert artifacts.read_qa_config(model_dir)["max_seq_length"] == SEQ  # no new checkpoint
+
+
+def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):
+  config, init, _ = tiny_init
+  # A starting checkpoint that does not fit the model.
+  model_dir = str(tmp_path / "mismatch")
+  with pytest.raises(checkpoints.CheckpointError, match=r"needs \(96,\)"):
+    run_trainer(tiny_config(intermediate_size=96), model_dir, 2,
+                checkpoints.decide_start(model_dir, init), {"max_seq_length": SEQ})
+  assert not os.path.exists(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))
+  # Out of memory in the first step.
+  model_dir = str(tmp_path / "oom")
+
+  def out_of_memory_step(unused_batch):
+    raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+  with pytest.raises(trainer_lib.OutOfMemoryError, match="none \\(nothing saved yet\\)"):
+    run_trainer(config, model_dir, 2, checkpoints.decide_start(model_dir, init),
+                {"max_seq_length": SEQ}, replica_step=out_of_memory_step)
+  assert not os.path.exists(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))
+  assert not tf.train.latest_checkpoint(model_dir)
+
+
+def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
+  import export  # pylint: disable=g-import-not-at-top
+  config = tiny_config()
+  config_file = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  # ./model_out: a trained --model_dir (featurized at seq 64); init/: a tfm encoder checkpoint.
+  trained = make_task(config, 1).build_model()
+  tf.train.CheckpointManager(tf.train.Checkpoint(model=trained), str(tmp_path / "model_out"),
+                             max_to_keep=1).save(checkpoint_number=3)
+  write_qa_config(str(tmp_path / "model_out"), bert_config_file=config_file,
+                  bert_config=config.to_dict(),
+                  vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64,
+                  doc_stride=32, max_query_length=16)
+  tf.keras.utils.set_random_seed(11)
+  encoder = span_model.build_encoder(config)
+  tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "init" / "bert_model.ckpt"))
+  shutil.copy(config_file, tmp_path / "init" / "bert_config.json")
+  shutil.copy(testutil.vocab_file(), tmp_path / "init" / "vocab.txt")
+  monkeypatch.chdir(tmp_path)
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), export_dir="export",
+                           serve_text=False):
+    flags.FLAGS["model_dir"].using_default_value = True  # as when --model_dir is not typed
+    assert flags.FLAGS.model_dir == "model_out"
+    with caplog.at_level(std_logging.INFO, logger="absl"):
+      export.run()
+  assert (f"exporting --init_checkpoint={tmp_path}/init, not the default --model_dir=model_out"
+          in caplog.text)
+  assert "the span head is untrained" in caplog.text
+  with open(tmp_path / "export" / "assets.extra" / "qa_config.json") as f:
+    assert json.load(f)["max_seq_length"] == 384  # make_records.py's default, not model_out's 64
+  # The exported encoder is init's, not model_out's.
+  exported = tf.train.load_checkpoint(str(tmp_path / "export" / "variables" / "variables"))
+  word_embeddings = exported.get_tensor("model/variables/0/.ATTRIBUTES/VARIABLE_VALUE")
+  np.testing.assert_array_equal(word_embeddings, encoder.get_embedding_table().numpy())
+  assert not np.array_equal(word_embeddings,
+                            trained.labeler.checkpoint_items["encoder"].get_embedding_table())
+  # A --model_dir given as --init_checkpoint keeps its recorded featurization.
+  with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "model_out")):
+    start = checkpoints.decide_start(None, str(tmp_path / "model_out"))
+    _, vocab_file, qa_config = export.model_settings(start, None)
+  assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
+  # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.
+  with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), model_dir="model_out",
+                           export_dir="export3"):
+    with pytest.raises(checkpoints.CheckpointError, match="names another start"):
+      export.run()
+  assert not os.path.exists(tmp_path / "export3")
