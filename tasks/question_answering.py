@@ -36,7 +36,12 @@ def set_precision_policy(mixed):
   return policy
 
 
-def span_loss(start_positions, end_positions, start_logits, end_logits, global_batch_size=None):
+# Logit given to padding positions in the loss: exp(-1e9 - max) is exactly 0 in float32.
+_PADDING_LOGIT = -1e9
+
+
+def span_loss(start_positions, end_positions, start_logits, end_logits, global_batch_size=None,
+              input_mask=None):
   """(CE(start) + CE(end)) / 2 summed over the examples given, divided by the global batch.
 
   run_squad.py's loss with `tf.nn.compute_average_loss` semantics: on one device without
@@ -48,14 +53,24 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, global_b
     start_logits, end_logits: [batch, seq] logits (cast to float32 here).
     global_batch_size: the number of examples the mean is over; default: the examples given times
       the replicas in sync.
+    input_mask: optional int [batch, seq]: the softmax runs over the positions with mask 1 only
+      (padding is never an answer). With it the loss and its gradients do not depend on how far
+      a batch is padded, so length-bucketed batches train exactly like fully padded ones;
+      run_squad.py's softmax also covers padding.
 
   Returns:
     A float32 scalar.
   """
-  start = tf_keras.losses.sparse_categorical_crossentropy(
-      start_positions, tf.cast(start_logits, tf.float32), from_logits=True)
-  end = tf_keras.losses.sparse_categorical_crossentropy(
-      end_positions, tf.cast(end_logits, tf.float32), from_logits=True)
+  start_logits = tf.cast(start_logits, tf.float32)
+  end_logits = tf.cast(end_logits, tf.float32)
+  if input_mask is not None:
+    real = input_mask > 0
+    start_logits = tf.where(real, start_logits, _PADDING_LOGIT)
+    end_logits = tf.where(real, end_logits, _PADDING_LOGIT)
+  start = tf_keras.losses.sparse_categorical_crossentropy(start_positions, start_logits,
+                                                          from_logits=True)
+  end = tf_keras.losses.sparse_categorical_crossentropy(end_positions, end_logits,
+                                                        from_logits=True)
   return tf.nn.compute_average_loss((start + end) / 2.0, global_batch_size=global_batch_size)
 
 
@@ -111,14 +126,14 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
       with float32_gradients.override_weight_gradients():
         start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
-                       global_batch_size)
+                       global_batch_size, batch["input_mask"])
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       grads = float32_gradients.traced_gradients(scaled, variables)
     else:
       with tf.GradientTape() as tape:
         start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
         loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
-                         end_logits, global_batch_size)
+                         end_logits, global_batch_size, batch["input_mask"])
         scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       grads = tape.gradient(scaled, variables)
     if loss_scaled:
@@ -202,6 +217,8 @@ class QATaskConfig:
     jit_compile: XLA for the gradient computation.
     float32_weight_gradients: see `make_gradient_fn`.
     seed: shuffling seed of the input (the same on every worker).
+    length_buckets: padded lengths of length-bucketed batches (records.length_bucket_boundaries),
+      or None: every batch padded to max_seq_length.
   """
   bert_config: object
   max_seq_length: int
@@ -215,6 +232,7 @@ class QATaskConfig:
   jit_compile: bool = False
   float32_weight_gradients: bool = True
   seed: Optional[int] = None
+  length_buckets: Optional[tuple] = None
 
 
 class QuestionAnsweringTask:
@@ -267,7 +285,8 @@ class QuestionAnsweringTask:
                        f"rerun make_records.py with --num_shards={pipelines} or more")
     dataset = records.train_dataset(paths=files[index::pipelines],
                                     max_seq_length=self.config.max_seq_length,
-                                    batch_size=self.replica_batch_size, seed=self.config.seed)
+                                    batch_size=self.replica_batch_size, seed=self.config.seed,
+                                    length_buckets=self.config.length_buckets)
     if skip_steps:
       dataset = dataset.skip(skip_steps * replicas_here)
     return dataset
@@ -275,7 +294,7 @@ class QuestionAnsweringTask:
   def build_losses(self, labels, model_outputs, global_batch_size=None):
     """`span_loss` of (start_logits, end_logits) against labels' start/end_positions."""
     return span_loss(labels["start_positions"], labels["end_positions"], *model_outputs,
-                     global_batch_size=global_batch_size)
+                     global_batch_size=global_batch_size, input_mask=labels.get("input_mask"))
 
   def replica_step(self, model, optimizer):
     """The per-replica train step (`make_replica_step`) with this task's settings."""
