@@ -74,7 +74,12 @@ def set_precision_policy(mixed):
   return policy
 
 
-def span_loss(start_positions, end_positions, start_logits, end_logits, batch_size=None):
+# Logit given to padding positions in the loss: exp(-1e9 - max) is exactly 0 in float32.
+_PADDING_LOGIT = -1e9
+
+
+def span_loss(start_positions, end_positions, start_logits, end_logits, batch_size=None,
+              input_mask=None):
   """Mean over the batch of (CE(start) + CE(end)) / 2, in float32 (run_squad.py's loss).
 
   Args:
@@ -82,14 +87,24 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, batch_si
     start_logits, end_logits: [batch, seq] logits (cast to float32 here).
     batch_size: divide the sum over these examples by this many instead (a micro-batch's share
       of a larger batch's mean: see `make_gradient_fn`); default: the examples given.
+    input_mask: optional int [batch, seq]: the softmax runs over the positions with mask 1 only
+      (padding is never an answer). With it the loss and its gradients do not depend on how far
+      a batch is padded, so length-bucketed batches train exactly like fully padded ones;
+      run_squad.py's softmax also covers padding.
 
   Returns:
     A float32 scalar.
   """
-  start = tf_keras.losses.sparse_categorical_crossentropy(
-      start_positions, tf.cast(start_logits, tf.float32), from_logits=True)
-  end = tf_keras.losses.sparse_categorical_crossentropy(
-      end_positions, tf.cast(end_logits, tf.float32), from_logits=True)
+  start_logits = tf.cast(start_logits, tf.float32)
+  end_logits = tf.cast(end_logits, tf.float32)
+  if input_mask is not None:
+    real = input_mask > 0
+    start_logits = tf.where(real, start_logits, _PADDING_LOGIT)
+    end_logits = tf.where(real, end_logits, _PADDING_LOGIT)
+  start = tf_keras.losses.sparse_categorical_crossentropy(start_positions, start_logits,
+                                                          from_logits=True)
+  end = tf_keras.losses.sparse_categorical_crossentropy(end_positions, end_logits,
+                                                        from_logits=True)
   if batch_size is None:
     return tf.reduce_mean((start + end) / 2.0)
   return tf.reduce_sum((start + end) / 2.0) / tf.cast(batch_size, tf.float32)
@@ -235,7 +250,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
       with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
         start_logits, end_logits = model(model_inputs(batch), training=True)
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
-                       batch_size)
+                       batch_size, batch["input_mask"])
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       overridden = _OVERRIDDEN_WEIGHT_INPUTS[0]
       grads = tf.gradients(scaled, variables)
@@ -247,7 +262,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
       with tf.GradientTape() as tape:
         start_logits, end_logits = model(model_inputs(batch), training=True)
         loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
-                         end_logits, batch_size)
+                         end_logits, batch_size, batch["input_mask"])
         scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       grads = tape.gradient(scaled, variables)
     if loss_scaled:
@@ -294,7 +309,9 @@ def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False,
   gradient_fn = make_gradient_fn(model, optimizer, accumulation_steps, float32_weight_gradients)
   variables = trained_variables(model)
 
-  @tf.function(jit_compile=jit_compile)
+  # Length-bucketed batches differ in their seq dimension: reduce_retracing traces once more with
+  # seq None at the second shape, then never again (under XLA, one compilation per bucket length).
+  @tf.function(jit_compile=jit_compile, reduce_retracing=True)
   def train_step(batch):
     loss, grads = gradient_fn(batch)
     optimizer.apply_gradients(zip(grads, variables))
@@ -495,6 +512,22 @@ def plan_memory(config, max_seq_length, policy, device):
   return plan
 
 
+def train_length_buckets(max_seq_length):
+  """--length_buckets resolved for the records: a tuple of padded lengths, or None (off).
+
+  Raises:
+    UsageError: a boundary above the records' max_seq_length.
+  """
+  if FLAGS.length_buckets is None:
+    return None
+  try:
+    return records.length_bucket_boundaries(
+        max_seq_length, None if FLAGS.length_buckets == "auto" else FLAGS.length_buckets)
+  except ValueError as e:
+    raise UsageError(f"--length_buckets: {e}; the records were made with "
+                     f"make_records.py --max_seq_length={max_seq_length}") from None
+
+
 def run():
   """train.py's job from FLAGS; returns the eval results (or None without --do_predict)."""
   if FLAGS.gpu and not tf.config.list_physical_devices("GPU"):
@@ -543,8 +576,12 @@ def run():
     steps = num_train_steps_for(meta, plan.effective_batch_size, FLAGS.num_train_epochs,
                                 FLAGS.max_steps)
     optimizer = create_optimizer(FLAGS.learning_rate, steps, FLAGS.warmup_proportion, FLAGS.gpu)
+    # The planner counts max_seq_length, the largest bucket's length: every batch fits.
+    length_buckets = train_length_buckets(max_seq_length)
+    logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
     dataset = records.train_dataset(records.shard_paths(FLAGS.records_dir, meta, records.TRAIN_SPLIT),
-                                    max_seq_length, plan.effective_batch_size, seed=FLAGS.seed)
+                                    max_seq_length, plan.effective_batch_size, seed=FLAGS.seed,
+                                    length_buckets=length_buckets)
     try:
       stats = train(model, dataset, optimizer, FLAGS.model_dir, steps, plan.effective_batch_size,
                     FLAGS.save_checkpoints_steps, FLAGS.init_checkpoint, plan.accumulation_steps,
@@ -555,7 +592,8 @@ def run():
           headline="out of memory")) from None
     stats.update(train_batch_size=plan.micro_batch_size,
                  gradient_accumulation_steps=plan.accumulation_steps,
-                 effective_batch_size=plan.effective_batch_size, xla=bool(xla))
+                 effective_batch_size=plan.effective_batch_size, xla=bool(xla),
+                 length_buckets=list(length_buckets or []))
     _write_json(os.path.join(FLAGS.model_dir, "train_results.json"), stats)
   else:
     latest = tf.train.latest_checkpoint(FLAGS.model_dir)
