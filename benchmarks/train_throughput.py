@@ -9,8 +9,9 @@ all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: our
 384), optionally ours bucketed under XLA, then the peer's `bench_train_real.py` (transformers +
 PyTorch CPU, same MiniLM weights: full padding, dynamic padding, `group_by_length`), all at batch
 16 in float32. Ours runs `train.make_train_step` on `records.train_dataset` batches (the
-MiniLM weights loaded as train.py loads them); the first `--warmup` steps, and under XLA the first
-step of every new length (its compilation), are not timed. The table gives examples/s, the mean
+MiniLM weights loaded as train.py loads them); the first `--warmup` steps, a step that traced
+(`reduce_retracing` traces again at the second length) and under XLA the first step of every new
+length (its compilation) are not timed. The table gives examples/s, the mean
 padded length of the timed batches and the ratio to the peer's best configuration of the same
 run, with the machine's load average (`/proc/loadavg`) before each row: the machine is shared, so
 compare rows of one run, never runs of different days.
@@ -66,10 +67,12 @@ def child(args):
     length = int(batch["input_word_ids"].shape[1])
     new_shape = length not in shapes
     shapes.add(length)
+    traces = step.experimental_get_tracing_count()
     started = time.perf_counter()
     float(step(batch))
     elapsed = time.perf_counter() - started
-    if i >= args.warmup and not (args.xla and new_shape):
+    traced = step.experimental_get_tracing_count() != traces  # e.g. seq None at the 2nd shape
+    if i >= args.warmup and not traced and not (args.xla and new_shape):
       times.append(elapsed)
       lengths.append(length)
   print(json.dumps({"examples_per_s": args.batch * len(times) / sum(times),
