@@ -120,6 +120,22 @@ def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
   return max(1, int(num_features * num_train_epochs / batch_size))
 
 
+def train_length_buckets(max_seq_length):
+  """--length_buckets resolved for the records: a tuple of padded lengths, or None (off).
+
+  Raises:
+    UsageError: a boundary above the records' max_seq_length.
+  """
+  if FLAGS.length_buckets is None:
+    return None
+  try:
+    return records.length_bucket_boundaries(
+        max_seq_length, None if FLAGS.length_buckets == "auto" else FLAGS.length_buckets)
+  except ValueError as e:
+    raise UsageError(f"--length_buckets: {e}; the records were made with "
+                     f"make_records.py --max_seq_length={max_seq_length}") from None
+
+
 def train(strategy, config, meta, policy, start, write_qa_config):
   """Fine-tunes under `strategy` from `start` (a `checkpoints.Start`); returns the model (trained
   or restored) and the run's figures. `write_qa_config` (no arguments) runs just before the first
@@ -135,13 +151,17 @@ def train(strategy, config, meta, policy, start, write_qa_config):
                "XLA %s; %d steps; planner: %s of %s per replica", global_batch, replicas,
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
                steps, memory.format_bytes(plan.estimate.total), device.description)
+  # The planner counts max_seq_length, the largest bucket's length: every batch fits.
+  length_buckets = train_length_buckets(max_seq_length)
+  logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
   task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
       bert_config=config, max_seq_length=max_seq_length,
       train_files=tuple(records.shard_paths(FLAGS.records_dir, meta, records.TRAIN_SPLIT)),
       per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
       learning_rate=FLAGS.learning_rate, num_train_steps=steps,
       warmup_proportion=FLAGS.warmup_proportion, mixed=FLAGS.gpu, jit_compile=xla,
-      float32_weight_gradients=FLAGS.float32_weight_gradients, seed=FLAGS.seed))
+      float32_weight_gradients=FLAGS.float32_weight_gradients, seed=FLAGS.seed,
+      length_buckets=length_buckets))
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
@@ -167,7 +187,8 @@ def train(strategy, config, meta, policy, start, write_qa_config):
   stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,
                gradient_accumulation_steps=plan.accumulation_steps,
                effective_batch_size=global_batch, xla=bool(xla),
-               distribution_strategy=type(strategy).__name__)
+               distribution_strategy=type(strategy).__name__,
+               length_buckets=list(length_buckets or []))
   return model, stats
 
 

@@ -148,6 +148,7 @@ def define_train_flags():
   DEFINE_bool("do_train", True, "Fine-tune on the train shards.")
   DEFINE_bool("do_predict", True, "Predict the eval shards and score them.")
   define_train_batch_size(32)
+  define_length_buckets()
   DEFINE_integer("predict_batch_size", 64, "Features per prediction step.")
   DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
   DEFINE_float("num_train_epochs", 2.0, "Passes over the train features.")
@@ -279,6 +280,60 @@ def define_train_batch_size(default):
         "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
         "model/memory.py says fits one device (90 % of its usable memory), with gradient "
         "accumulation keeping --effective_batch_size.", serializer=flags.ArgumentSerializer())
+
+
+class _LengthBucketsParser(flags.ArgumentParser):
+  """Parses --length_buckets: "auto" (also a bare --length_buckets), "false" (--nolength_buckets)
+  or comma-separated increasing token counts; gives "auto", None or a tuple of ints."""
+  syntactic_help = "'auto', or increasing token counts separated by commas, e.g. 64,128,256"
+
+  def parse(self, argument):
+    if argument is None or isinstance(argument, tuple):
+      return argument
+    text = str(argument).strip().lower()
+    if text in ("auto", "true"):
+      return "auto"
+    if text in ("false", "none", ""):
+      return None
+    try:
+      values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+      raise ValueError(f"expected 'auto' or token counts like 64,128,256, got {argument!r}") from None
+    if any(v < 1 for v in values) or any(a >= b for a, b in zip(values, values[1:])):
+      raise ValueError(f"expected increasing positive token counts, got {argument!r}")
+    return values
+
+  def flag_type(self):
+    return "'auto' or int list"
+
+
+class _LengthBucketsFlag(flags.Flag):
+  """A flag with a value that also has the --noname form (absl offers that to booleans only)."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, boolean=True, **kwargs)
+
+  def _serialize(self, value):
+    if value is None:
+      return f"--no{self.name}"
+    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
+    return f"--{self.name}={text}"
+
+
+def define_length_buckets():
+  """--length_buckets / --nolength_buckets: bucket training windows by real length.
+
+  A flag with a value that also takes absl's boolean --noname form, so --nolength_buckets works
+  while --length_buckets=64,128,256 names the boundaries.
+  """
+  if "length_buckets" not in flags.FLAGS:
+    flags.DEFINE_flag(_LengthBucketsFlag(
+        _LengthBucketsParser(), None, "length_buckets", "auto",
+        "Train on batches of windows of similar real length (sum of input_mask), each padded only "
+        "to its bucket's boundary: increasing token counts (max_seq_length is added as the last), "
+        "or 'auto': every multiple of 64 below max_seq_length, then max_seq_length. A step's "
+        "whole batch (all accumulation micro-batches) comes from one bucket. "
+        "--nolength_buckets pads every batch to max_seq_length."))
 
 
 def define_memory_use_flags():

@@ -309,21 +309,117 @@ def _to_model_inputs(batch):
   return features
 
 
-def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000):
-  """Endless shuffled training batches: file list -> interleave -> shuffle -> batch -> prefetch.
+# Default --length_buckets: boundaries at every multiple of this many tokens up to max_seq_length.
+# Measured on SQuAD v1.1 train at 384 (BUILD.md, "Length-bucketed training"): 64 keeps 85 % of the
+# padded tokens real (45 % unbucketed) with 6 shapes; 32 reaches 92 % but doubles the shapes.
+LENGTH_BUCKET_STEP = 64
+
+
+def length_bucket_boundaries(max_seq_length, boundaries=None):
+  """The padded lengths of the training buckets, ending at `max_seq_length`.
+
+  Args:
+    max_seq_length: tokens per record.
+    boundaries: increasing positive ints <= max_seq_length (max_seq_length is added when
+      missing, so every window has a bucket), or None: the multiples of LENGTH_BUCKET_STEP below
+      max_seq_length, then max_seq_length.
+
+  Returns:
+    A tuple of increasing ints; a window of n real tokens goes to the first boundary >= n.
+
+  Raises:
+    ValueError: a boundary is not a positive int, not increasing, or above max_seq_length.
+  """
+  if boundaries is None:
+    boundaries = range(LENGTH_BUCKET_STEP, max_seq_length, LENGTH_BUCKET_STEP)
+  boundaries = [int(b) for b in boundaries]
+  if any(b < 1 for b in boundaries) or any(a >= b for a, b in zip(boundaries, boundaries[1:])):
+    raise ValueError(f"length buckets {boundaries} are not increasing positive lengths")
+  if boundaries and boundaries[-1] > max_seq_length:
+    raise ValueError(f"length bucket {boundaries[-1]} is longer than the records' max_seq_length "
+                     f"{max_seq_length}")
+  if not boundaries or boundaries[-1] < max_seq_length:
+    boundaries.append(max_seq_length)
+  return tuple(boundaries)
+
+
+def bucket_by_length(features, batch_size, boundaries, drop_remainder=True):
+  """Batches features of similar real length, each batch trimmed to its bucket's boundary.
+
+  tf.data's `group_by_window` keyed by bucket (what `Dataset.bucket_by_sequence_length` does,
+  but on fixed-length records: that op pads variable-length elements and its boundaries are
+  exclusive). A window of n = sum(input_mask) real tokens goes to the first boundary >= n; a
+  bucket emits a batch when it holds `batch_size` features, so batches come out in the order
+  buckets fill and the result is a deterministic function of the input order. Trimming drops
+  only padding (every position >= n has input_mask 0 and id 0), and start/end positions < n.
+
+  Args:
+    features: a Dataset of single parsed features (int32 `input_word_ids`, `input_mask`,
+      `input_type_ids` [max_seq_length], scalars for the other keys).
+    batch_size: features per batch (all from one bucket).
+    boundaries: `length_bucket_boundaries(...)`.
+    drop_remainder: True for endless input; False emits each bucket's last, partial batch when
+      finite input ends.
+
+  Returns:
+    A Dataset of batches: the sequence keys int32 [batch_size, boundary] (static shape
+    [batch_size, None]), the others [batch_size].
+  """
+  limits = tf.constant(boundaries, tf.int32)
+
+  def bucket(feature):
+    length = tf.reduce_sum(feature["input_mask"])
+    return tf.cast(tf.searchsorted(limits, length[None], side="left")[0], tf.int64)
+
+  def batch_and_trim(key, window):
+    length = limits[key]
+    return window.batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda batch: {k: v[:, :length] if k in _SEQUENCE_INPUTS else v for k, v in batch.items()})
+
+  return features.group_by_window(bucket, batch_and_trim, window_size=batch_size)
+
+
+_SEQUENCE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000,
+                  length_buckets=None, num_epochs=None):
+  """Shuffled training batches: file list -> interleave -> shuffle -> batch -> prefetch.
+
+  Args:
+    paths: train shard paths.
+    max_seq_length: tokens per record.
+    batch_size: features per batch (per optimizer step: all accumulation micro-batches of a step
+      come from one batch, so from one bucket).
+    seed: shuffling seed; with a seed the batches are deterministic.
+    shuffle_buffer: features in tf.data's shuffle buffer.
+    length_buckets: None pads every batch to max_seq_length; else increasing boundaries
+      (`length_bucket_boundaries`) and each batch holds windows of one bucket, trimmed to its
+      boundary (`bucket_by_length`).
+    num_epochs: None repeats forever (training); N passes over the records, then ends with
+      partial batches (each bucket's last) so that every feature comes out exactly N times.
 
   Returns:
     A tf.data.Dataset of dicts of int32 tensors: `input_word_ids`, `input_mask`, `input_type_ids`
-    [batch, max_seq_length] and `unique_ids`, `start_positions`, `end_positions` [batch].
+    [batch, seq] (seq = max_seq_length, or the batch's bucket boundary) and `unique_ids`,
+    `start_positions`, `end_positions` [batch].
   """
   spec = feature_spec(TRAIN_SPLIT, max_seq_length)
-  files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=seed).repeat()
+  files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=seed)
+  files = files.repeat(num_epochs)
   dataset = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), 4),
                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
   dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-  dataset = dataset.batch(batch_size, drop_remainder=True)
-  dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_example(x, spec)),
-                        num_parallel_calls=tf.data.AUTOTUNE)
+  complete = num_epochs is None  # endless input: only full batches
+  if length_buckets is None:
+    dataset = dataset.batch(batch_size, drop_remainder=complete)
+    dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_example(x, spec)),
+                          num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_single_example(x, spec)),
+                          num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = bucket_by_length(dataset, batch_size,
+                               length_bucket_boundaries(max_seq_length, length_buckets), complete)
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 

@@ -1,0 +1,172 @@
+"""Length-bucketed training batches (--length_buckets): exact shapes, each feature once per epoch,
+determinism, and trimming changes nothing but cost (logits, loss, gradients)."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from flags import definitions
+from model import bert_config as bert_config_lib
+from model import span_model
+from preprocess import make_records
+from preprocess import records
+from tasks import optimization
+from tasks import question_answering
+from tests import testutil
+
+NUM_QUESTIONS = 160
+SEQ, STRIDE, QUERY = 384, 128, 64
+BUCKETS = (64, 128, 192, 256, 320, 384)
+BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def train_records(tmp_path_factory):
+  """Train records of the first real SQuAD questions at 384/128/64; (shard paths, all features)."""
+  tmp = tmp_path_factory.mktemp("buckets")
+  source = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_QUESTIONS)
+  settings = make_records.Settings(testutil.vocab_file(), True, SEQ, STRIDE, QUERY, 2, False)
+  meta = make_records.make_records({records.TRAIN_SPLIT: source}, settings, str(tmp / "records"), 1)
+  paths = records.shard_paths(str(tmp / "records"), meta, records.TRAIN_SPLIT)
+  return paths, records.read_records(paths, records.TRAIN_SPLIT, SEQ)
+
+
+def batches(dataset, count=None):
+  return [{k: v.numpy() for k, v in b.items()} for b in dataset.take(count or -1)]
+
+
+def test_default_boundaries_and_errors():
+  assert records.length_bucket_boundaries(384) == BUCKETS
+  assert records.length_bucket_boundaries(128) == (64, 128)
+  assert records.length_bucket_boundaries(100) == (64, 100)
+  assert records.length_bucket_boundaries(384, (100, 200)) == (100, 200, 384)
+  assert records.length_bucket_boundaries(384, BUCKETS) == BUCKETS
+  with pytest.raises(ValueError, match="length bucket 512 is longer than the records' "
+                                       "max_seq_length 384"):
+    records.length_bucket_boundaries(384, (128, 512))
+  with pytest.raises(ValueError, match="not increasing"):
+    records.length_bucket_boundaries(384, (128, 128))
+
+
+def test_flag_forms():
+  parser = definitions._LengthBucketsParser()  # pylint: disable=protected-access
+  assert parser.parse("auto") == "auto" and parser.parse("true") == "auto"  # bare --length_buckets
+  assert parser.parse("false") is None  # --nolength_buckets
+  assert parser.parse("64, 128,384") == (64, 128, 384)
+  for bad in ("128,64", "0,64", "64,x"):
+    with pytest.raises(ValueError):
+      parser.parse(bad)
+
+
+def test_one_epoch_holds_every_feature_once_trimmed_to_its_bucket(train_records):
+  paths, features = train_records
+  lengths = features["input_mask"].sum(axis=1)
+  assert len(lengths) > 3 * BATCH and len(set(np.searchsorted(BUCKETS, lengths))) >= 4
+  row_of = {int(u): i for i, u in enumerate(features["unique_ids"])}
+  seen = collections.Counter()
+  partial = collections.Counter()
+  for batch in batches(records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS,
+                                             num_epochs=1)):
+    seq = batch["input_word_ids"].shape[1]
+    bucket = BUCKETS.index(seq)  # the batch is padded exactly to a boundary
+    rows = [row_of[int(u)] for u in batch["unique_ids"]]
+    lower = BUCKETS[bucket - 1] if bucket else 0
+    assert all(lower < lengths[r] <= seq for r in rows)  # all from that bucket
+    if len(rows) < BATCH:
+      partial[seq] += 1
+    for key, name in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
+                      ("input_type_ids", "segment_ids")):
+      np.testing.assert_array_equal(batch[key], features[name][rows, :seq])
+      assert not features[name][rows, seq:].any()  # only padding was cut
+    for key in ("start_positions", "end_positions"):
+      np.testing.assert_array_equal(batch[key], features[key][rows])
+    seen.update(int(u) for u in batch["unique_ids"])
+  assert sorted(seen) == sorted(row_of) and set(seen.values()) == {1}
+  assert max(partial.values()) == 1  # at most one (the last) partial batch per bucket
+
+
+def test_endless_batches_are_full_and_deterministic_with_a_seed(train_records):
+  paths, features = train_records
+  count = 3 * len(features["unique_ids"]) // BATCH  # three epochs' worth
+
+  def run(seed):
+    return batches(records.train_dataset(paths, SEQ, BATCH, seed=seed, length_buckets=BUCKETS),
+                   count)
+
+  first, again, other = run(11), run(11), run(12)
+  shapes = {b["input_word_ids"].shape for b in first}
+  assert shapes <= {(BATCH, s) for s in BUCKETS} and len(shapes) >= 4  # full batches only
+  for a, b in zip(first, again):
+    assert a.keys() == b.keys()
+    for key in a:
+      np.testing.assert_array_equal(a[key], b[key])
+  assert [list(b["unique_ids"]) for b in first] != [list(b["unique_ids"]) for b in other]
+  padded = batches(records.train_dataset(paths, SEQ, BATCH, seed=11), 2)
+  assert {b["input_word_ids"].shape for b in padded} == {(BATCH, SEQ)}  # --nolength_buckets
+
+
+def _tiny_model():
+  config = bert_config_lib.BertConfig.from_dict(dict(
+      testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  tf_keras.utils.set_random_seed(3)
+  model, _ = span_model.build_span_model(config)
+  return model
+
+
+def test_trimming_changes_nothing_but_cost(train_records):
+  """One real batch trimmed to its bucket vs the same batch padded to 384: same logits on real
+  tokens, loss and gradients (float32, dropout off), one pass and two accumulated passes."""
+  question_answering.set_precision_policy(mixed=False)
+  paths, _ = train_records
+  trimmed = next(b for b in records.train_dataset(paths, SEQ, BATCH, seed=5,
+                                                   length_buckets=BUCKETS)
+                 if b["input_word_ids"].shape[1] <= SEQ // 2)
+  seq = trimmed["input_word_ids"].shape[1]
+  padded = {k: tf.pad(v, [[0, 0], [0, SEQ - seq]]) if v.shape.rank == 2 else v
+            for k, v in trimmed.items()}
+  model = _tiny_model()
+  real = trimmed["input_mask"].numpy() > 0
+  for short, full in zip(model(span_model.model_inputs(trimmed)),
+                         model(span_model.model_inputs(padded))):
+    np.testing.assert_allclose(short.numpy()[real], full.numpy()[:, :seq][real], rtol=1e-5,
+                               atol=1e-5)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  for steps in (1, 2):
+    gradient_fn = tf.function(question_answering.make_gradient_fn(model, optimizer, steps),
+                              reduce_retracing=True)
+    loss_short, grads_short = gradient_fn(trimmed)
+    loss_full, grads_full = gradient_fn(padded)
+    assert float(loss_short) == pytest.approx(float(loss_full), rel=1e-6)
+    assert float(loss_short) > 1.0  # a real loss, not a degenerate one
+    grads_short = [tf.convert_to_tensor(g).numpy() for g in grads_short]
+    grads_full = [tf.convert_to_tensor(g).numpy() for g in grads_full]
+    # Some gradients are 0 in exact arithmetic (e.g. the key bias: softmax ignores a constant)
+    # and only rounding noise here, so every tolerance is relative to the largest gradient.
+    scale = max(np.abs(g).max() for g in grads_full)
+    for variable, short, full in zip(question_answering.trained_variables(model), grads_short, grads_full):
+      if "position_embedding" in variable.name:  # positions >= seq get exactly nothing
+        assert not full[seq:].any()
+        short, full = short[:seq], full[:seq]
+      np.testing.assert_allclose(short, full, rtol=1e-4, atol=1e-6 * scale, err_msg=variable.name)
+
+
+def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
+  question_answering.set_precision_policy(mixed=False)
+  paths, _ = train_records
+  model = _tiny_model()
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  step = question_answering.make_train_step(model, optimizer, accumulation_steps=2)
+  shapes, traces = set(), None
+  for batch in records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS):
+    loss = float(step(batch))
+    assert np.isfinite(loss)
+    shapes.add(batch["input_word_ids"].shape[1])
+    if len(shapes) == 2 and traces is None:
+      traces = step.experimental_get_tracing_count()  # the first shape, then seq None
+    if len(shapes) == 4:
+      break
+  assert step.experimental_get_tracing_count() == traces  # no trace for the later shapes
+  assert int(optimizer.iterations) >= 4
