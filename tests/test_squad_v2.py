@@ -194,8 +194,8 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = train.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8, 20, 30,
-                           version_2_with_negative=version_2)
+  results = evaluation.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8,
+                                20, 30, version_2_with_negative=version_2)
   predictions = json.loads((model_dir / "predictions.json").read_text())
   assert list(predictions) == ["v1", "v2", "v3", "e1", "e2", "e3", "v4", "v5"]
   assert [predictions[q] for q in ("e1", "e2", "e3")] == ["", "", ""]
