@@ -154,7 +154,7 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   model_dir = tmp_path / "model"
   model_dir.mkdir()
   results = evaluation.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
-                           version_2_with_negative=True, null_score_diff_threshold=0.0)
+                                version_2_with_negative=True, null_score_diff_threshold=0.0)
   predictions = json.loads((model_dir / "predictions.json").read_text())
   null_odds = json.loads((model_dir / "null_odds.json").read_text())
   # P1: null 4 - best span 0 = 4 > 0 -> ""; P2: 4 - 10 = -6 -> "Glass beads".
