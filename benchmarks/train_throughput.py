@@ -29,7 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = memory_cpu.REPO
-DEFAULT_PEER = os.path.join(os.path.dirname(REPO), "shared", "peer", "bench_train_real.py")
+# The peer's scripts: ../shared/peer beside the repository (this workplace), or $PEER_DIR.
+DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
+                                                                    "peer")), "bench_train_real.py")
 OURS = (("ours, length buckets", "auto", False), ("ours, padded to 384", "none", False))
 OURS_XLA = ("ours, length buckets, XLA", "auto", True)
 PEER_NAMES = {"full": "HF full padding", "dynamic": "HF dynamic padding",
@@ -163,6 +165,9 @@ def main():
   if args.peer_python and not os.path.exists(args.peer_python):
     sys.exit(f"--peer_python={args.peer_python}: not found; set up the peer's venv as in "
              f"{os.path.dirname(args.peer_script)}/README.md, or pass --peer_python=''")
+  if args.peer_python and not os.path.exists(args.peer_script):
+    sys.exit(f"--peer_script={args.peer_script}: not found; pass the peer's bench_train_real.py "
+             f"(or set $PEER_DIR)")
   runs = []
   for index in range(1, args.runs + 1):
     print(f"run {index} (load {load()}, {time.strftime('%H:%M:%S')})", flush=True)
