@@ -423,19 +423,19 @@ def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=1
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-# Eval batches trimmed to their longest window group windows whose real lengths fall between the same
-# multiples of this many tokens (at most this much padding per window beyond its batch's longest).
-EVAL_LENGTH_STEP = 32
+# Eval batches trimmed to their longest window: windows are sorted by real length within pools of
+# this many batches read in file order (a pool's batches then hold windows of similar length).
+EVAL_POOL_BATCHES = 16
 
 
 def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True):
   """Eval batches, optionally only questions < max_examples.
 
-  With `trim`, windows of similar real length (sum(input_mask), in steps of EVAL_LENGTH_STEP) are
-  batched together with tf.data's `bucket_by_sequence_length` and each batch's model inputs are cut
-  to its longest window: only padding is dropped. Batches then come in the order their length
-  groups fill, deterministic but not file order; `unique_ids` give the windows' order back. Without
-  `trim`, batches are in file order and max_seq_length wide.
+  With `trim`, the records are read in pools of EVAL_POOL_BATCHES * batch_size windows (file
+  order), each pool is sorted by real length (sum(input_mask); stable) and split into batches, and
+  each batch's model inputs are cut to its longest window: only padding is dropped, and all the work
+  is per pool or per batch, none per window. Batches are then not in file order; `unique_ids` give
+  the windows' order back. Without `trim`, batches are in file order and max_seq_length wide.
 
   Returns:
     A tf.data.Dataset of dicts of int32 tensors: the three model inputs [batch, seq] (seq =
@@ -451,16 +451,22 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
     dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
   if not trim:
     return dataset.batch(batch_size).map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
-  boundaries = list(range(EVAL_LENGTH_STEP + 1, max_seq_length + 1, EVAL_LENGTH_STEP))
-  dataset = dataset.bucket_by_sequence_length(
-      lambda x: tf.reduce_sum(tf.cast(x["input_mask"], tf.int32)), boundaries,
-      [batch_size] * (len(boundaries) + 1), no_padding=True)
 
-  def cut_to_longest(batch):
-    batch = _to_model_inputs(batch)
-    length = tf.reduce_max(tf.reduce_sum(batch["input_mask"], axis=1))
-    for key in ("input_word_ids", "input_mask", "input_type_ids"):
-      batch[key] = batch[key][:, :length]
-    return batch
+  def sorted_by_length(pool):
+    order = tf.argsort(tf.reduce_sum(pool["input_mask"], axis=1), stable=True)
+    return {k: tf.gather(v, order) for k, v in _to_model_inputs(pool).items()}
 
-  return dataset.map(cut_to_longest).prefetch(tf.data.AUTOTUNE)
+  def batches(pool):
+    size = tf.shape(pool["unique_ids"], out_type=tf.int64)[0]
+
+    def batch(i):
+      rows = {k: v[i * batch_size:(i + 1) * batch_size] for k, v in pool.items()}
+      length = tf.reduce_max(tf.reduce_sum(rows["input_mask"], axis=1))
+      for key in ("input_word_ids", "input_mask", "input_type_ids"):
+        rows[key] = rows[key][:, :length]
+      return rows
+
+    return tf.data.Dataset.range((size + batch_size - 1) // batch_size).map(batch)
+
+  dataset = dataset.batch(EVAL_POOL_BATCHES * batch_size).map(sorted_by_length)
+  return dataset.flat_map(batches).prefetch(tf.data.AUTOTUNE)

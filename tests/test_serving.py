@@ -194,6 +194,25 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
   _assert_windows_equal(windows, [f for fs in expected for f in fs])
 
 
+@pytest.mark.parametrize("window_batch_size", [5, 1000])
+def test_window_logits_in_chunks_equal_one_padded_call(served, window_batch_size):
+  """Chunks of similar length, each cut to its longest window, give the padded model's logits."""
+  qa_config = dict(served["qa_config"], window_batch_size=window_batch_size)
+  module = serving_module.QAServingModule(served["model"], testutil.vocab_file(), qa_config)
+  questions, contexts = _dev_slice(NUM_DEV)
+  windows = module.make_windows(tf.constant(questions), tf.constant(contexts))
+  start_logits, end_logits = module.window_logits(windows)
+  pad = lambda x: tf.pad(x, [[0, 0], [0, SEQ - x.shape[1]]])  # as make_records.py pads
+  expected = served["model"]({span_model.INPUT_WORD_IDS: pad(windows.input_word_ids),
+                              span_model.INPUT_MASK: pad(windows.input_mask),
+                              span_model.INPUT_TYPE_IDS: pad(windows.input_type_ids)},
+                             training=False)
+  mask = windows.input_mask.numpy().astype(bool)
+  assert windows.input_word_ids.shape[0] > 2 * 5 and not mask.all()  # several chunks, some padding
+  for got, want in zip((start_logits, end_logits), expected):
+    np.testing.assert_allclose(got.numpy()[mask], want.numpy()[:, :mask.shape[1]][mask], atol=1e-5)
+
+
 # ---- span decoding: the contract with postprocess/span_decoding.py -------------------------------
 
 
