@@ -21,11 +21,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
+from flags import command_line
 from flags import definitions
 from model import bert_config as bert_config_lib
 from model import checkpoints
@@ -117,4 +117,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

@@ -28,11 +28,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 
 import ask
+from flags import command_line
 from flags import definitions
 
 definitions.define_squad_file_flags()  # --export_dir comes with ask.py
@@ -170,4 +170,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

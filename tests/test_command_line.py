@@ -112,9 +112,10 @@ def test_every_absl_entry_point_starts_through_command_line_run():
   blocks = main_blocks()
   absl_entry_points = sorted(p for p, block in blocks.items() if "command_line.run(main)" in block)
   assert absl_entry_points == [
-      "ask.py", "benchmarks/checkpoint_loading.py", "benchmarks/serving_agreement.py",
-      "benchmarks/serving_latency.py", "export.py", "model/convert_checkpoint.py",
-      "model/memory.py", "preprocess/make_records.py", "train.py"]
+      "ask.py", "benchmarks/checkpoint_loading.py", "benchmarks/prediction_throughput.py",
+      "benchmarks/serving_agreement.py", "benchmarks/serving_latency.py",
+      "benchmarks/serving_profile.py", "benchmarks/serving_vs_peer.py", "export.py",
+      "model/convert_checkpoint.py", "model/memory.py", "preprocess/make_records.py", "train.py"]
   # The rest parse with argparse, which refuses unknown arguments itself, or are TensorFlow's
   # saved_model_cli (tools/saved_model_cli.py runs it unchanged); none calls absl's app.run.
   for path, block in blocks.items():
