@@ -127,6 +127,9 @@ def build_step(config, batch_size, seq_length):
 
 
 def child(args):
+  # In TF1 graph mode the CPU device reports allocator stats (get_memory_info) only when its
+  # allocator is TF's BFC allocator; without it the peak comes back unavailable.
+  os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import dataclasses  # pylint: disable=g-import-not-at-top
   from model import memory  # pylint: disable=g-import-not-at-top
