@@ -134,7 +134,8 @@ def test_training_resumes_from_the_latest_checkpoint(run):
   assert ("was trained on a learning-rate schedule of 4 steps, this run asks for 6; resume with "
           "--max_steps=4" in log)
   ckpt_2 = os.path.join(run["model"], "ckpt-2")
-  tf.train.update_checkpoint_state(run["model"], ckpt_2, all_model_checkpoint_paths=[ckpt_2])
+  tf.compat.v1.train.update_checkpoint_state(run["model"], ckpt_2,
+                                             all_model_checkpoint_paths=[ckpt_2])
   _, log = testutil.run_cli("train.py", "--max_steps=4", *common)
   assert "resumed from" in log and "at step 2" in log
   assert "trained steps 2..4" in log
