@@ -193,7 +193,8 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   config, init, prefix = tiny_init
   model_dir = str(tmp_path / "model_out")
   start = checkpoints.decide_start(model_dir, init)
-  with caplog.at_level(std_logging.INFO):
+  # absl's logger level follows --verbosity once flags are parsed (WARNING): set it too.
+  with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": SEQ, **start.recorded})
   assert stats["steps"] == 1 and stats["examples_per_second"] is None
   assert "trained steps 0..1: final loss" in caplog.text
@@ -204,7 +205,7 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   caplog.clear()
   # The same command again: nothing left to train, and TensorFlow has nothing to warn about.
   start = checkpoints.decide_start(model_dir, init)
-  with caplog.at_level(std_logging.INFO):
+  with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": 999, **start.recorded})
     gc.collect()  # the checkpoint's deferred restorations warn when collected
   assert stats == {"steps": 0, "start_step": 1, "end_step": 1}
