@@ -175,15 +175,11 @@ class Processes:
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("distribution")
-  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", 48)
-  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
-                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
-                   "--doc_stride=32", "--max_query_length=16", "--num_shards=2",
-                   f"--output_dir={tmp / 'records'}")
+  records_dir = testutil.make_train_records(tmp, 48, num_shards=2)
   config = tmp / "tiny.json"
   config.write_text(json.dumps(dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0,
                                     attention_probs_dropout_prob=0.0)))
-  return {"tmp": tmp, "records": str(tmp / "records"), "config": str(config)}
+  return {"tmp": tmp, "records": records_dir, "config": str(config)}
 
 
 def run_command(data, model_dir, strategy, *runs, num_cpu_devices=1):

@@ -516,13 +516,8 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_records(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("memory_records")
-  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", 24)
-  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
-                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
-                   "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
-                   f"--output_dir={tmp / 'records'}")
-  return {"records": str(tmp / "records"), "config": testutil.write_tiny_config(tmp / "tiny.json"),
-          "tmp": tmp}
+  return {"records": testutil.make_train_records(tmp, 24),
+          "config": testutil.write_tiny_config(tmp / "tiny.json"), "tmp": tmp}
 
 
 def train_cli(records, model_dir, *args, expect_ok=True):

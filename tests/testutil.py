@@ -77,3 +77,16 @@ def write_squad_articles(source, destination, article_indices):
     json.dump({"version": dataset.get("version", "1.1"),
                "data": [dataset["data"][i] for i in article_indices]}, f)
   return str(destination)
+
+
+def make_train_records(tmp, num_questions, num_shards=1):
+  """make_records.py on the first `num_questions` of the real train file at 64/32/16 tokens.
+
+  Returns:
+    The records folder (str), `tmp`/records.
+  """
+  train_file = write_squad_slice(TRAIN_FILE, tmp / "train.json", num_questions)
+  run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+          f"--vocab_file={vocab_file()}", "--max_seq_length=64", "--doc_stride=32",
+          "--max_query_length=16", f"--num_shards={num_shards}", f"--output_dir={tmp / 'records'}")
+  return str(tmp / "records")
