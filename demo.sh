@@ -5,14 +5,14 @@
 #
 #   SQUAD_DIR=<folder with train-v1.1.json and dev-v1.1.json> bash demo.sh
 #
-# Knobs (environment): DEMO_OUT (default demo_out), DEMO_STEPS (160), DEMO_BATCH (16),
+# Knobs (environment): DEMO_OUT (default demo_out), DEMO_STEPS (320), DEMO_BATCH (16),
 # DEMO_EVAL_QUESTIONS (1000).
 set -euo pipefail
 cd "$(dirname "$0")"
 export SQUAD_DIR="${SQUAD_DIR:-data/squad}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-1}"  # TensorFlow C++ INFO lines are noise here
 OUT="${DEMO_OUT:-demo_out}"
-STEPS="${DEMO_STEPS:-160}"
+STEPS="${DEMO_STEPS:-320}"
 BATCH="${DEMO_BATCH:-16}"
 EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"
 started=$(date +%s)
