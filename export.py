@@ -3,6 +3,8 @@ r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
   python export.py --model_dir=model_out --export_dir=export
   python export.py --init_checkpoint=<any --init_checkpoint kind> --export_dir=export
       # warns when the checkpoint has no fine-tuned span head (run_squad.py / HF qa_outputs)
+  python export.py --model_dir=model_out --export_dir=export --doc_stride=256
+      # serve_text steps context windows by 256 tokens instead of training's doc_stride
 
 Signatures (serving/module.py has the details):
   serving_default = serve_text: tf.string [batch] `question`, `context` -> `answer` tf.string,
@@ -104,6 +106,28 @@ def decoding_config(saved_config):
           "window_batch_size": FLAGS.window_batch_size}
 
 
+def serving_config(saved_config):
+  """The qa_config baked into the export: `saved_config`'s featurization (its doc_stride replaced
+  by --doc_stride when given) and the decoding settings of `decoding_config`.
+
+  Args:
+    saved_config: dict with serving.module.FEATURIZATION_KEYS (tokens; train.py's qa_config.json or
+      DEFAULT_FEATURIZATION), plus optionally its SQuAD 2.0 settings.
+
+  Raises:
+    ValueError: --doc_stride is not positive (one line).
+  """
+  featurization = {k: saved_config[k] for k in serving_module.FEATURIZATION_KEYS}
+  if not FLAGS["doc_stride"].using_default_value:  # typed (or set by flagsaver in tests)
+    if FLAGS.doc_stride <= 0:
+      raise ValueError(f"--doc_stride={FLAGS.doc_stride}: the window step must be a positive "
+                       f"number of tokens (training used {featurization['doc_stride']})")
+    logging.info("serve_text steps windows by %d tokens (training's records: %d)",
+                 FLAGS.doc_stride, featurization["doc_stride"])
+    featurization["doc_stride"] = FLAGS.doc_stride
+  return dict(featurization, **decoding_config(saved_config))
+
+
 def model_settings(start, model_dir):
   """The encoder config, vocab and qa_config of what `start` (a `checkpoints.Start`) exports.
 
@@ -164,9 +188,7 @@ def run():
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
-  qa_config = dict({k: qa_config[k] for k in serving_module.FEATURIZATION_KEYS},
-                   **decoding_config(qa_config))
-  export(model, vocab_file, qa_config, FLAGS.export_dir, FLAGS.serve_text,
+  export(model, vocab_file, serving_config(qa_config), FLAGS.export_dir, FLAGS.serve_text,
          config.max_position_embeddings)
 
 

@@ -1,22 +1,33 @@
 r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same answers?
+And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
 
   python benchmarks/prediction_throughput.py --records_dir=records --model_dir=model_out \
       [--predict_batch_size=64] [--max_eval_examples=N] [--passes=2]
   python benchmarks/prediction_throughput.py --records_dir=records --init_checkpoint=<HF folder>
+  python benchmarks/prediction_throughput.py --records_dir=records --init_checkpoint=<HF folder> \
+      --configurations=trimmed,peer_sorted --peer_python=/tmp/peer/bin/python \
+      --peer_model=<BertForQuestionAnswering folder>
 
 The model is the latest checkpoint of --model_dir (its qa_config.json gives the config), or
 --init_checkpoint (any kind train.py takes; for speed alone the weights do not matter). Each pass
-predicts the eval records twice with tasks/evaluation.py's `predict`: padded (every batch
-max_seq_length wide, file order: records.eval_dataset(trim=False)) and trimmed (windows grouped by
-length, each batch cut to its longest window: the default), alternately, so load from other
-processes hits both alike; before the passes each runs --warmup_batches batches untimed (tracing).
-Prints windows/s of both and their ratio per pass, the real and padded tokens per window, and how
-many answers differ (decoded with postprocess/span_decoding.py; expected: none).
+times every one of --configurations in turn, so load from other processes hits them alike:
+  padded: tasks/evaluation.py's `predict` with every batch max_seq_length wide, in file order
+      (records.eval_dataset(trim=False));
+  trimmed: the same with windows grouped by length and each batch cut to its longest window (the
+      default of train.py's prediction);
+  peer_padded, peer_sorted: benchmarks/peer_prediction.py run with --peer_python (never imported):
+      run_qa.py's featurization of the same first questions, forward passes padded to 384 in file
+      order, or sorted by length and padded to each batch's longest (the peer at its best).
+Before the passes our configurations run --warmup_batches batches untimed (tracing), and so does
+the peer. Prints windows/s and questions/s (the windows differ: HF's stride is an overlap) per pass,
+with ratios to the first configuration, the real and padded tokens per window, and, with padded
+and trimmed both timed, how many answers differ (postprocess/span_decoding.py; expected: none).
 """
-
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,9 +54,18 @@ flags.DEFINE_string("init_checkpoint", None, "Or any --init_checkpoint kind (HF 
 flags.DEFINE_string("bert_config_file", None, "With --init_checkpoint, when not beside it.")
 flags.DEFINE_integer("predict_batch_size", 64, "Windows per prediction batch.")
 flags.DEFINE_integer("max_eval_examples", None, "Only the first N questions.")
-flags.DEFINE_integer("passes", 2, "Padded + trimmed passes.")
+flags.DEFINE_integer("passes", 2, "Passes, each timing every configuration.")
 flags.DEFINE_integer("warmup_batches", 3, "Untimed batches per configuration before the passes.")
+flags.DEFINE_list("configurations", "padded,trimmed",
+                  "What each pass times, in order: padded, trimmed, peer_padded, peer_sorted.")
+flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (peer_* configurations).")
+flags.DEFINE_string("peer_model", None, "The peer's BertForQuestionAnswering folder (peer_*).")
+flags.DEFINE_string("peer_dir", None, "../shared/peer (its qa_common.py); default: beside the repo.")
 FLAGS = flags.FLAGS
+
+OURS = ("padded", "trimmed")
+PEER = ("peer_padded", "peer_sorted")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_model():
@@ -64,13 +84,36 @@ def load_model():
   return model
 
 
+def measure_peer(predict_file, orders):
+  """Runs benchmarks/peer_prediction.py with --peer_python; returns its JSON (see there)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "peer.json")
+    subprocess.run([FLAGS.peer_python, os.path.join(REPO, "benchmarks", "peer_prediction.py"),
+                    "--model", FLAGS.peer_model, "--predict_file", predict_file,
+                    "--peer_dir", FLAGS.peer_dir or os.path.join(REPO, "..", "shared", "peer"),
+                    "--orders", *orders, "--max_questions", str(FLAGS.max_eval_examples or 0),
+                    "--batch", str(FLAGS.predict_batch_size),
+                    "--warmup_batches", str(FLAGS.warmup_batches), "--json", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+      return json.load(f)
+
+
 def main(argv):
   del argv
   if not FLAGS.records_dir or not (FLAGS.model_dir or FLAGS.init_checkpoint):
     sys.exit("prediction_throughput.py: give --records_dir and --model_dir or --init_checkpoint")
+  unknown = [c for c in FLAGS.configurations if c not in OURS + PEER]
+  if unknown or not FLAGS.configurations:
+    sys.exit(f"prediction_throughput.py: --configurations={','.join(FLAGS.configurations)}: "
+             f"choose from {', '.join(OURS + PEER)}")
+  if any(c in PEER for c in FLAGS.configurations) and not (FLAGS.peer_python and FLAGS.peer_model):
+    sys.exit("prediction_throughput.py: the peer_* configurations need --peer_python and "
+             "--peer_model")
   meta = records.read_meta(FLAGS.records_dir)
   seq = meta["flags"]["max_seq_length"]
   paths = records.shard_paths(FLAGS.records_dir, meta, records.EVAL_SPLIT)
+  predict_file = FLAGS.predict_file or meta["splits"][records.EVAL_SPLIT]["input_file"]
   model = load_model()
   datasets = {
       "padded": lambda: records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
@@ -78,30 +121,51 @@ def main(argv):
       "trimmed": lambda: records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
                                               FLAGS.max_eval_examples),
   }
+  datasets = {name: datasets[name] for name in FLAGS.configurations if name in OURS}
+  peer_orders = [c[len("peer_"):] for c in FLAGS.configurations if c in PEER]
   widths = [int(b["input_mask"].shape[1]) * int(b["input_mask"].shape[0])
-            for b in datasets["trimmed"]()]
-  real = sum(int(b["input_mask"].numpy().sum()) for b in datasets["padded"]())
-  num_windows = sum(int(b["input_mask"].shape[0]) for b in datasets["padded"]())
+            for b in records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
+                                          FLAGS.max_eval_examples)]
+  masks = [b["input_mask"].numpy() for b in records.eval_dataset(
+      paths, seq, FLAGS.predict_batch_size, FLAGS.max_eval_examples, trim=False)]
+  real, num_windows = sum(int(m.sum()) for m in masks), sum(len(m) for m in masks)
   for make in datasets.values():  # trace the predict step's shapes outside the timed passes
     evaluation.predict(model, make().take(FLAGS.warmup_batches))
 
-  print(f"{num_windows} eval windows at max_seq_length {seq}, batch {FLAGS.predict_batch_size}: "
-        f"real tokens per window {real / num_windows:.1f}, trimmed batches "
-        f"{sum(widths) / num_windows:.1f} wide, padded {seq}")
+  print(f"ours: {num_windows} eval windows at max_seq_length {seq}, batch "
+        f"{FLAGS.predict_batch_size}: real tokens per window {real / num_windows:.1f}, trimmed "
+        f"batches {sum(widths) / num_windows:.1f} wide, padded {seq}")
   print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
-  print(f"{'pass':>4} | {'padded windows/s':>16} | {'trimmed windows/s':>17} | trimmed/padded")
-  windows = {}
+  first = FLAGS.configurations[0]
+  print(" | ".join(["pass"] + [f"{c} windows/s, questions/s" for c in FLAGS.configurations]
+                   + [f"questions/s / {first}"]))
+  windows, num_questions = {}, None
   for p in range(FLAGS.passes):
     rates = {}
     for name, make in datasets.items():
       started = time.perf_counter()
       windows[name] = evaluation.predict(model, make())
-      rates[name] = num_windows / (time.perf_counter() - started)
-    print(f"{p + 1:>4} | {rates['padded']:16.2f} | {rates['trimmed']:17.2f} | "
-          f"{rates['trimmed'] / rates['padded']:.2f}x", flush=True)
+      seconds = time.perf_counter() - started
+      num_questions = len(windows[name])
+      rates[name] = (num_windows / seconds, num_questions / seconds)
+    if peer_orders:
+      peer = measure_peer(predict_file, peer_orders)
+      for order in peer_orders:
+        rates["peer_" + order] = (peer[order]["windows_per_s"],
+                                  peer["questions"] / peer[order]["seconds"])
+      if p == 0:
+        print(f"peer: torch {peer['torch']}, transformers {peer['transformers']}, "
+              f"{peer['threads']} threads; {peer[peer_orders[0]]['windows']} windows for "
+              f"{peer['questions']} questions, real tokens per window "
+              f"{peer['real_tokens_per_window']:.1f}, sorted batches "
+              f"{peer.get('sorted', {}).get('width', float('nan')):.1f} wide")
+    cells = [f"{rates[c][0]:.2f}, {rates[c][1]:.2f}" for c in FLAGS.configurations]
+    ratios = [f"{c} {rates[c][1] / rates[first][1]:.2f}x" for c in FLAGS.configurations[1:]]
+    print(" | ".join([f"{p + 1}"] + cells + [", ".join(ratios)]), flush=True)
   print(f"load average at the end: {os.getloadavg()}")
+  if len(windows) < 2:
+    return
 
-  predict_file = FLAGS.predict_file or meta["splits"][records.EVAL_SPLIT]["input_file"]
   squad = squad_reader.read_squad(predict_file, is_training=False)
   contexts = {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows["padded"]}
   answers = {name: span_decoding.decode_all(w, contexts) for name, w in windows.items()}

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from absl import flags
+from absl.testing import flagsaver
 
 import ask
 import export
@@ -383,6 +385,38 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
     assert got.score == pytest.approx(expected.score, abs=1e-4)
     assert context[got.start_char:got.end_char] == got.text
   assert [a.text for a in batched[-len(TAUGHT):]] == [a for _, _, a in TAUGHT]
+
+
+def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
+  """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
+  and ask.py's Python path reads the same step from the exported qa_config.json."""
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()  # defaults for the decoding flags
+  assert export.serving_config(served["qa_config"]) == served["qa_config"]  # not typed: training's
+  with flagsaver.flagsaver(doc_stride=2 * STRIDE):
+    config = export.serving_config(served["qa_config"])
+  assert config == dict(served["qa_config"], doc_stride=2 * STRIDE)
+  with flagsaver.flagsaver(doc_stride=0):
+    with pytest.raises(ValueError, match=r"--doc_stride=0: .* positive .* \(training used 64\)"):
+      export.serving_config(served["qa_config"])
+  export_dir = str(tmp_path / "step")
+  export.export(served["model"], testutil.vocab_file(), config, export_dir)
+  qa = ask.SavedModelQA(export_dir)
+  assert qa.config["doc_stride"] == 2 * STRIDE
+  questions, contexts = _dev_slice(NUM_DEV)
+  contexts = [f"{c} {c}" for c in contexts]  # ~300 tokens: several windows at either step
+  windows = [sum(len(asked.features(q, c)) for q, c in zip(questions, contexts))
+             for asked in (served["qa"], qa)]
+  assert windows[1] < windows[0]
+  batched = qa.answers(questions, contexts)
+  for question, context, got in zip(questions, contexts, batched):
+    expected = qa.answer_with_serve_features(question, context)
+    assert (got.text, got.start_char, got.end_char) == (
+        expected.text, expected.start_char, expected.end_char), question
+    assert got.score == pytest.approx(expected.score, abs=1e-4)
+  # The step changed what the model saw: some scores differ from the training-step export's.
+  at_training_step = served["qa"].answers(questions, contexts)
+  assert any(abs(a.score - b.score) > 1e-3 for a, b in zip(batched, at_training_step))
 
 
 def test_odd_rows_all_get_answers(served):
