@@ -80,7 +80,10 @@ def main(argv):
   del argv
   predict_file = FLAGS.predict_file or definitions.default_squad_file(
       definitions.PREDICT_FILE_NAMES)
-  squad = squad_reader.read_squad(predict_file, is_training=False)
+  try:
+    squad = squad_reader.read_squad(predict_file, is_training=False)
+  except squad_reader.SquadInputError as e:
+    sys.exit(f"serving_profile.py: {e} (set SQUAD_DIR or pass --predict_file)")
   module = build_module(FLAGS.model, FLAGS.max_seq_length)
   config = module._config  # pylint: disable=protected-access
 
