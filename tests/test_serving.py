@@ -372,11 +372,9 @@ def test_the_tiny_model_learned_its_lessons(served):
     assert qa.answer_with_serve_features(question, context).text == answer
 
 
-def test_serve_text_equals_python_postprocessing_on_real_dev(served):
-  qa = served["qa"]
-  questions, contexts = _dev_slice(NUM_DEV)
-  questions += [q for q, _, _ in TAUGHT]
-  contexts += [c for _, c, _ in TAUGHT]
+def _serve_text_equals_python_decoding(qa, questions, contexts):
+  """Asserts serve_text's answers (one batched call) are ask.py's serve_features path's; returns
+  them."""
   batched = qa.answers(questions, contexts)
   for question, context, got in zip(questions, contexts, batched):
     expected = qa.answer_with_serve_features(question, context)
@@ -384,6 +382,15 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
         expected.text, expected.start_char, expected.end_char), question
     assert got.score == pytest.approx(expected.score, abs=1e-4)
     assert context[got.start_char:got.end_char] == got.text
+  return batched
+
+
+def test_serve_text_equals_python_postprocessing_on_real_dev(served):
+  qa = served["qa"]
+  questions, contexts = _dev_slice(NUM_DEV)
+  questions += [q for q, _, _ in TAUGHT]
+  contexts += [c for _, c, _ in TAUGHT]
+  batched = _serve_text_equals_python_decoding(qa, questions, contexts)
   assert [a.text for a in batched[-len(TAUGHT):]] == [a for _, _, a in TAUGHT]
 
 
@@ -408,12 +415,7 @@ def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   windows = [sum(len(asked.features(q, c)) for q, c in zip(questions, contexts))
              for asked in (served["qa"], qa)]
   assert windows[1] < windows[0]
-  batched = qa.answers(questions, contexts)
-  for question, context, got in zip(questions, contexts, batched):
-    expected = qa.answer_with_serve_features(question, context)
-    assert (got.text, got.start_char, got.end_char) == (
-        expected.text, expected.start_char, expected.end_char), question
-    assert got.score == pytest.approx(expected.score, abs=1e-4)
+  batched = _serve_text_equals_python_decoding(qa, questions, contexts)
   # The step changed what the model saw: some scores differ from the training-step export's.
   at_training_step = served["qa"].answers(questions, contexts)
   assert any(abs(a.score - b.score) > 1e-3 for a, b in zip(batched, at_training_step))
