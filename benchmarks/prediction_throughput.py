@@ -23,6 +23,7 @@ the peer. Prints windows/s and questions/s (the windows differ: HF's stride is a
 with ratios to the first configuration, the real and padded tokens per window, and, with padded
 and trimmed both timed, how many answers differ (postprocess/span_decoding.py; expected: none).
 """
+
 import json
 import os
 import subprocess
@@ -107,27 +108,29 @@ def main(argv):
   if unknown or not FLAGS.configurations:
     sys.exit(f"prediction_throughput.py: --configurations={','.join(FLAGS.configurations)}: "
              f"choose from {', '.join(OURS + PEER)}")
-  if any(c in PEER for c in FLAGS.configurations) and not (FLAGS.peer_python and FLAGS.peer_model):
-    sys.exit("prediction_throughput.py: the peer_* configurations need --peer_python and "
-             "--peer_model")
+  peer_flags = [f"--{n}" for n in ("peer_python", "peer_model", "peer_dir") if FLAGS[n].present]
+  if any(c in PEER for c in FLAGS.configurations):
+    if not (FLAGS.peer_python and FLAGS.peer_model):
+      sys.exit("prediction_throughput.py: the peer_* configurations need --peer_python and "
+               "--peer_model")
+  elif peer_flags:
+    sys.exit(f"prediction_throughput.py: {', '.join(peer_flags)} given but no peer_* entry in "
+             f"--configurations; add peer_sorted or peer_padded")
   meta = records.read_meta(FLAGS.records_dir)
   seq = meta["flags"]["max_seq_length"]
   paths = records.shard_paths(FLAGS.records_dir, meta, records.EVAL_SPLIT)
   predict_file = FLAGS.predict_file or meta["splits"][records.EVAL_SPLIT]["input_file"]
   model = load_model()
-  datasets = {
-      "padded": lambda: records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
-                                             FLAGS.max_eval_examples, trim=False),
-      "trimmed": lambda: records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
-                                              FLAGS.max_eval_examples),
-  }
-  datasets = {name: datasets[name] for name in FLAGS.configurations if name in OURS}
+  def eval_dataset(trim):
+    return records.eval_dataset(paths, seq, FLAGS.predict_batch_size, FLAGS.max_eval_examples,
+                                trim=trim)
+
+  datasets = {name: lambda trim=(name == "trimmed"): eval_dataset(trim)
+              for name in FLAGS.configurations if name in OURS}
   peer_orders = [c[len("peer_"):] for c in FLAGS.configurations if c in PEER]
   widths = [int(b["input_mask"].shape[1]) * int(b["input_mask"].shape[0])
-            for b in records.eval_dataset(paths, seq, FLAGS.predict_batch_size,
-                                          FLAGS.max_eval_examples)]
-  masks = [b["input_mask"].numpy() for b in records.eval_dataset(
-      paths, seq, FLAGS.predict_batch_size, FLAGS.max_eval_examples, trim=False)]
+            for b in eval_dataset(trim=True)]
+  masks = [b["input_mask"].numpy() for b in eval_dataset(trim=False)]
   real, num_windows = sum(int(m.sum()) for m in masks), sum(len(m) for m in masks)
   for make in datasets.values():  # trace the predict step's shapes outside the timed passes
     evaluation.predict(model, make().take(FLAGS.warmup_batches))
@@ -139,15 +142,14 @@ def main(argv):
   first = FLAGS.configurations[0]
   print(" | ".join(["pass"] + [f"{c} windows/s, questions/s" for c in FLAGS.configurations]
                    + [f"questions/s / {first}"]))
-  windows, num_questions = {}, None
+  windows = {}
   for p in range(FLAGS.passes):
     rates = {}
     for name, make in datasets.items():
       started = time.perf_counter()
       windows[name] = evaluation.predict(model, make())
       seconds = time.perf_counter() - started
-      num_questions = len(windows[name])
-      rates[name] = (num_windows / seconds, num_questions / seconds)
+      rates[name] = (num_windows / seconds, len(windows[name]) / seconds)
     if peer_orders:
       peer = measure_peer(predict_file, peer_orders)
       for order in peer_orders:
