@@ -1,0 +1,67 @@
+"""model/attention.py: tfm's attention with the query-first score einsum is in every model we
+build, and computes what tf_keras's own MultiHeadAttention computes (logits and gradients)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from model import attention
+from model import bert_config as bert_config_lib
+from model import span_model
+from tests import testutil
+
+KEY_FIRST = "aecd,abcd->acbe"  # tf_keras 2.20's score equation for [B, seq, heads, size] inputs
+QUERY_FIRST = "abcd,aecd->acbe"
+
+
+def test_query_first_equation_swaps_the_operands():
+  assert attention.query_first_equation(KEY_FIRST) == QUERY_FIRST
+  with pytest.raises(ValueError, match="two-operand"):
+    attention.query_first_equation("abc->acb")
+
+
+def _score_equations(model, inputs):
+  graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(inputs).graph
+  return sorted({op.get_attr("equation").decode() for op in graph.get_operations()
+                 if op.type == "Einsum" and "self_attention/einsum/" in op.name})
+
+
+def _logits_and_gradients(model, inputs, positions):
+  @tf.function
+  def run(x):
+    with tf.GradientTape() as tape:
+      start, end = model(x, training=False)
+      loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(positions, start) +
+                           tf.nn.sparse_softmax_cross_entropy_with_logits(positions, end))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return start, end, [tf.convert_to_tensor(g) for g in gradients if g is not None]  # no pooler
+  start, end, gradients = run(inputs)
+  return [start.numpy(), end.numpy()] + [g.numpy() for g in gradients]
+
+
+def test_built_models_use_query_first_attention_with_the_same_results():
+  config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  model, _ = span_model.build_span_model(config)
+  layers = [l for l in model.submodules if isinstance(l, tf_keras.layers.MultiHeadAttention)]
+  assert len(layers) == config.num_hidden_layers
+  assert all(type(l) is attention.QueryFirstMultiHeadAttention for l in layers)  # pylint: disable=unidiomatic-typecheck
+
+  rng = np.random.default_rng(0)
+  lengths = np.array([40, 64, 23])  # padding in two of the three rows exercises the mask
+  mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
+  inputs = {"input_word_ids": tf.constant(rng.integers(1000, 20000, (3, 64)) * mask, tf.int32),
+            "input_mask": tf.constant(mask),
+            "input_type_ids": tf.constant((np.arange(64)[None, :] > 10) * mask, tf.int32)}
+  positions = tf.constant([5, 30, 12])
+  assert _score_equations(model, inputs) == [QUERY_FIRST]
+  ours = _logits_and_gradients(model, inputs, positions)
+
+  for layer in layers:  # back to tf_keras's own class, same weights
+    layer.__class__ = tf_keras.layers.MultiHeadAttention
+  assert _score_equations(model, inputs) == [KEY_FIRST]
+  theirs = _logits_and_gradients(model, inputs, positions)
+  assert len(ours) == len(theirs) > 2 + 4 * config.num_hidden_layers
+  for a, b in zip(ours, theirs):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+  assert np.abs(ours[0]).max() > 0.01 and np.abs(ours[-1]).max() > 0  # real values were compared
