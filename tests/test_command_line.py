@@ -112,7 +112,8 @@ def test_every_absl_entry_point_starts_through_command_line_run():
   blocks = main_blocks()
   absl_entry_points = sorted(p for p, block in blocks.items() if "command_line.run(main)" in block)
   assert absl_entry_points == [
-      "ask.py", "benchmarks/checkpoint_loading.py", "benchmarks/prediction_throughput.py",
+      "ask.py", "benchmarks/attention_order.py", "benchmarks/checkpoint_loading.py",
+      "benchmarks/prediction_throughput.py",
       "benchmarks/serving_agreement.py", "benchmarks/serving_latency.py",
       "benchmarks/serving_profile.py", "benchmarks/serving_vs_peer.py", "export.py",
       "model/convert_checkpoint.py", "model/memory.py", "preprocess/make_records.py", "train.py"]
