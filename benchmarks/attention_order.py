@@ -31,6 +31,7 @@ from model import checkpoints
 from model import span_model
 from tasks import optimization
 from tasks import question_answering
+from tests import test_distribution
 from tests import testutil
 
 flags.DEFINE_integer("repeats", 5, "Timed calls per case and class.")
@@ -41,16 +42,6 @@ CLASSES = {"key-first (tf_keras)": tf_keras.layers.MultiHeadAttention,
 # (label, batch, tokens, train step?)
 CASES = (("forward", 1, 256, False), ("forward", 15, 384, False), ("forward", 64, 176, False),
          ("train step", 16, 192, True))
-
-
-def random_batch(rng, batch, tokens):
-  """int32 [batch, tokens] model inputs (no padding) and start/end positions [batch]."""
-  return {span_model.INPUT_WORD_IDS: tf.constant(rng.integers(1000, 20000, (batch, tokens)),
-                                                 tf.int32),
-          span_model.INPUT_MASK: tf.ones((batch, tokens), tf.int32),
-          span_model.INPUT_TYPE_IDS: tf.zeros((batch, tokens), tf.int32),
-          "start_positions": tf.constant(rng.integers(0, tokens, batch), tf.int32),
-          "end_positions": tf.constant(rng.integers(0, tokens, batch), tf.int32)}
 
 
 def main(argv):
@@ -70,13 +61,12 @@ def main(argv):
       name: (tf.function(lambda b: model(span_model.model_inputs(b), training=False)),
              question_answering.make_train_step(model, optimizer))
       for name in CLASSES}
-  rng = np.random.default_rng(0)
   print(f"MiniLM-L6, float32, {len(layers)} attention layers; median of {FLAGS.repeats} calls (ms); "
         f"load average {os.getloadavg()} on {os.cpu_count()} CPUs")
   print("| case | " + " | ".join(CLASSES) + " | query-first / key-first |")
   print("|---|---|---|---|")
   for label, batch_size, tokens, train in CASES:
-    batch = random_batch(rng, batch_size, tokens)
+    batch = test_distribution.synthetic_batch(batch_size, tokens)  # no padding
     for name, cls in CLASSES.items():
       use(cls)  # the class in place at a tf.function's first call is the one it traces
       for _ in range(2):
@@ -90,7 +80,6 @@ def main(argv):
     key_first, query_first = (1000 * float(np.median(times[name])) for name in CLASSES)
     print(f"| {label}, {batch_size} x {tokens} | {key_first:,.0f} | {query_first:,.0f} | "
           f"{query_first / key_first:.2f} |", flush=True)
-  use(attention.QueryFirstMultiHeadAttention)
   print(f"load average at the end: {os.getloadavg()}")
 
 
