@@ -121,8 +121,11 @@ def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
   return max(1, int(num_features * num_train_epochs / batch_size))
 
 
-def train_length_buckets(max_seq_length):
+def train_length_buckets(max_seq_length, xla):
   """--length_buckets resolved for the records: a tuple of padded lengths, or None (off).
+
+  `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
+  step once per length, of records.XLA_LENGTH_BUCKET_STEP.
 
   Raises:
     UsageError: a boundary above the records' max_seq_length.
@@ -131,7 +134,8 @@ def train_length_buckets(max_seq_length):
     return None
   try:
     return records.length_bucket_boundaries(
-        max_seq_length, None if FLAGS.length_buckets == "auto" else FLAGS.length_buckets)
+        max_seq_length, None if FLAGS.length_buckets == "auto" else FLAGS.length_buckets,
+        step=records.XLA_LENGTH_BUCKET_STEP if xla else records.LENGTH_BUCKET_STEP)
   except ValueError as e:
     raise UsageError(f"--length_buckets: {e}; the records were made with "
                      f"make_records.py --max_seq_length={max_seq_length}") from None
@@ -153,7 +157,7 @@ def train(strategy, config, meta, policy, start, write_qa_config):
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
                steps, memory.format_bytes(plan.estimate.total), device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
-  length_buckets = train_length_buckets(max_seq_length)
+  length_buckets = train_length_buckets(max_seq_length, xla)
   logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
   task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
       bert_config=config, max_seq_length=max_seq_length,

@@ -1,22 +1,35 @@
 r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs Hugging Face.
 
     PYTHONPATH=$PWD python benchmarks/train_throughput.py --records_dir=records \
-        [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--xla]
+        [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] [--xla]
 
 `--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
 all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
-`--length_buckets` (default boundaries), ours with `--nolength_buckets` (every window padded to
-384), optionally ours bucketed under XLA, then the peer's `bench_train_real.py` (transformers +
-PyTorch CPU, same MiniLM weights: full padding, dynamic padding, `group_by_length`), all at batch
-16 in float32. Ours runs `question_answering.make_train_step` on `records.train_dataset` batches (the
-MiniLM weights loaded as train.py loads them); the first `--warmup` steps, a step that traced
-(`reduce_retracing` traces again at the second length) and under XLA the first step of every new
-length (its compilation) are not timed. The table gives examples/s, the mean
-padded length of the timed batches and the ratio to the peer's best configuration of the same
-run, with the machine's load average (`/proc/loadavg`) before each row: the machine is shared, so
-compare rows of one run, never runs of different days.
-"""
+`--length_buckets` (default boundaries), ours with 64-token buckets (the default under XLA), ours
+with `--nolength_buckets` (every window padded to 384), optionally ours bucketed under XLA, then
+the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
+dynamic padding, `group_by_length`), all at batch 16 in float32. Ours runs
+`question_answering.make_train_step` on `records.train_dataset` batches (the MiniLM weights loaded
+as train.py loads them); the first `--warmup` steps, a step that traced (`reduce_retracing` traces
+again at the second length) and under XLA the first step of every new length (its compilation) are
+not timed.
 
+Length-grouped batches are timed on a sample as long as an epoch's on average, not on the first
+batches out, which are biased both ways:
+- ours: a bucket emits its first batch only once it holds `batch` windows, so the first batches
+  come from the common lengths and the rare long buckets are missing; `--skip` batches are drawn
+  (not stepped) first. Measured 2026-12-01: the first 23 batches of 64-token buckets averaged 192
+  padded tokens against the epoch's 203.
+- the peer: its sampler sorts mega-batches of 50 batches longest first, and the script times the
+  first `--steps` of them (shuffled), so 3 + 20 batches are the longest 23 of 50: 230 padded tokens
+  against the epoch's 175. `--grouped_steps=47` (with 3 warm-up) times the whole first mega-batch.
+The table gives each configuration's examples/s, the mean padded length of its timed batches and
+of a whole epoch (simulated on the records' real lengths with the configuration's own batching),
+examples/s scaled to the epoch's mean length (x timed length / epoch length: step time is close
+to linear in length here, BUILD.md "Length-bucketed training"), the ratio of that to the peer's
+best, and the machine's load average (`/proc/loadavg`) before each configuration: the machine is
+shared, so compare rows of one run, never runs of different days.
+"""
 import argparse
 import json
 import os
@@ -32,10 +45,39 @@ REPO = memory_cpu.REPO
 # The peer's scripts: ../shared/peer beside the repository (this workplace), or $PEER_DIR.
 DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
                                                                     "peer")), "bench_train_real.py")
-OURS = (("ours, length buckets", "auto", False), ("ours, padded to 384", "none", False))
-OURS_XLA = ("ours, length buckets, XLA", "auto", True)
+# (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
+# XLA, "xla" its default under --xla (records.XLA_LENGTH_BUCKET_STEP).
+OURS = (("ours, length buckets", "auto", False, True),
+        ("ours, 64-token buckets (the --xla default)", "xla", False, True),
+        ("ours, padded to 384", "none", False, False))
+OURS_XLA = ("ours, length buckets, XLA", "xla", True, True)
 PEER_NAMES = {"full": "HF full padding", "dynamic": "HF dynamic padding",
               "grouped": "HF group_by_length"}
+PEER_MEGA_BATCHES = 50  # transformers' LengthGroupedSampler: mega-batches of 50 batches
+
+
+def child_buckets(records, seq, buckets):
+  """The child's --buckets value as length_bucket_boundaries(...) or None."""
+  if buckets == "none":
+    return None
+  if buckets == "xla":
+    return records.length_bucket_boundaries(seq, step=records.XLA_LENGTH_BUCKET_STEP)
+  return records.length_bucket_boundaries(
+      seq, None if buckets == "auto" else [int(b) for b in buckets.split(",")])
+
+
+def child_lengths(args):
+  """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
+  from tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from preprocess import records  # pylint: disable=g-import-not-at-top
+  meta = records.read_meta(args.records_dir)
+  seq = meta["flags"]["max_seq_length"]
+  features = records.read_records(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
+                                  records.TRAIN_SPLIT, seq)
+  lengths = np.asarray(features["input_mask"]).sum(axis=1)
+  print(json.dumps({"seq": seq, "counts": np.bincount(lengths, minlength=seq + 1).tolist(),
+                    "buckets": {b: list(child_buckets(records, seq, b)) for b in ("auto", "xla")}}))
 
 
 def child(args):
@@ -58,14 +100,15 @@ def child(args):
   checkpoints.initialize_from(model, minilm)
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
-  buckets = None if args.buckets == "none" else records.length_bucket_boundaries(
-      seq, None if args.buckets == "auto" else [int(b) for b in args.buckets.split(",")])
+  buckets = child_buckets(records, seq, args.buckets)
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed, length_buckets=buckets)
   optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
   step = question_answering.make_train_step(model, optimizer, jit_compile=args.xla)
   times, lengths, shapes = [], [], set()
   iterator = iter(dataset)
+  for _ in range(args.skip if buckets else 0):  # past the buckets' fill order (module docstring)
+    next(iterator)
   for i in range(args.warmup + args.steps):
     batch = next(iterator)
     length = int(batch["input_word_ids"].shape[1])
@@ -87,26 +130,47 @@ def child(args):
                                 tf.config.threading.get_intra_op_parallelism_threads()]}))
 
 
+def epoch_padded_lengths(lengths, batch, buckets, seed=1):
+  """Mean padded length over one epoch's batches of `lengths` (real tokens per window, an int
+  array) for each way of batching: {"auto"/"xla": our buckets (boundaries in `buckets`), "none"
+  and "full": max_seq_length, "dynamic": random batches padded to their longest, "grouped": the
+  peer's LengthGroupedSampler (random order, mega-batches of 50 batches sorted longest first)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  result = {"none": float(buckets["seq"]), "full": float(buckets["seq"])}
+  for name in ("auto", "xla"):
+    limits = np.asarray(buckets[name])
+    result[name] = float(limits[np.searchsorted(limits, lengths, side="left")].mean())
+  order = np.random.default_rng(seed).permutation(len(lengths))
+  full = len(order) // batch * batch
+  result["dynamic"] = float(lengths[order[:full]].reshape(-1, batch).max(axis=1).mean())
+  mega = PEER_MEGA_BATCHES * batch
+  grouped = np.concatenate([sorted(order[i:i + mega], key=lambda j: -lengths[j])
+                            for i in range(0, len(order), mega)])
+  result["grouped"] = float(lengths[grouped[:full]].reshape(-1, batch).max(axis=1).mean())
+  return result
+
+
 def load():
   with open("/proc/loadavg") as f:
     return " ".join(f.read().split()[:3])
 
 
-def run_ours(args, buckets, xla):
+def run_ours(args, buckets, xla, steps):
   options = [f"--records_dir={os.path.abspath(args.records_dir)}", f"--buckets={buckets}",
-             f"--steps={args.steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
-             f"--seed={args.seed}"] + (["--xla"] if xla else [])
+             f"--steps={steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
+             f"--seed={args.seed}", f"--skip={args.skip}"] + (["--xla"] if xla else [])
   result, proc = memory_cpu.run_child_json(__file__, options)
   if proc.returncode or result is None:
     raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
   return result
 
 
-def run_peer(args):
+def run_peer(args, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    proc = subprocess.run([args.peer_python, args.peer_script, "--steps", str(args.steps),
-                           "--warmup", str(args.warmup), "--batch", str(args.batch), "--json", out],
+    proc = subprocess.run([args.peer_python, args.peer_script, "--modes", *modes,
+                           "--steps", str(steps), "--warmup", str(args.warmup),
+                           "--batch", str(args.batch), "--json", out],
                           capture_output=True, text=True, check=False,
                           env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
     if proc.returncode:
@@ -116,42 +180,56 @@ def run_peer(args):
 
 
 def one_run(args):
-  """[(name, examples/s, mean padded length, load before)] of one back-to-back run."""
+  """[(name, batching, examples/s, timed mean padded length, load before)] of one run."""
   rows = []
-  for name, buckets, xla in OURS + ((OURS_XLA,) if args.xla else ()):
+  for name, buckets, xla, grouped in OURS + ((OURS_XLA,) if args.xla else ()):
     before = load()
-    result = run_ours(args, buckets, xla)
-    rows.append((name, result["examples_per_s"], result["mean_padded_len"], before))
+    result = run_ours(args, buckets, xla, args.grouped_steps if grouped else args.steps)
+    rows.append((name, buckets, result["examples_per_s"], result["mean_padded_len"], before))
     print(f"  {name}: {json.dumps(result)}", flush=True)
   if args.peer_python:
-    before = load()
-    for result in run_peer(args):
-      rows.append((PEER_NAMES.get(result["mode"], result["mode"]), result["examples_per_s"],
-                   result["mean_padded_len"], before))
-      print(f"  {rows[-1][0]}: {json.dumps(result)}", flush=True)
+    # The grouped mode on its own, so that it can time a whole mega-batch (module docstring).
+    for modes, steps in (([m for m in args.peer_modes if m != "grouped"], args.steps),
+                         ([m for m in args.peer_modes if m == "grouped"], args.grouped_steps)):
+      if not modes:
+        continue
+      before = load()
+      for result in run_peer(args, modes, steps):
+        rows.append((PEER_NAMES.get(result["mode"], result["mode"]), result["mode"],
+                     result["examples_per_s"], result["mean_padded_len"], before))
+        print(f"  {rows[-1][0]}: {json.dumps(result)}", flush=True)
   return rows
 
 
-def print_table(index, rows):
-  peer = [r[1] for r in rows if r[0].startswith("HF")]
+def print_table(index, rows, epoch, batch):
+  scaled = [rate * timed / epoch[batching] for _, batching, rate, timed, _ in rows]
+  peer = [x for x, row in zip(scaled, rows) if row[0].startswith("HF")]
   best = max(peer) if peer else None
-  padded = next((r[1] for r in rows if r[0] == OURS[1][0]), None)
-  print(f"\nrun {index}: batch 16, float32, MiniLM-L6, real SQuAD v1.1 train windows at 384")
-  print(f"| configuration | examples/s | mean padded length | / HF best | / ours padded | load before |")
-  print("|---|---|---|---|---|---|")
-  for name, rate, length, before in rows:
-    versus_peer = f"{rate / best:.2f}x" if best else "-"
-    versus_padded = f"{rate / padded:.2f}x" if padded else "-"
-    print(f"| {name} | {rate:.2f} | {length:.0f} | {versus_peer} | {versus_padded} | {before} |")
+  print(f"\nrun {index}: batch {batch}, float32, MiniLM-L6, real SQuAD v1.1 train windows at "
+        f"{epoch['none']:.0f}")
+  print("| configuration | examples/s | timed mean padded length | epoch mean padded length | "
+        "examples/s at the epoch's lengths | / HF best | load before |")
+  print("|---|---|---|---|---|---|---|")
+  for (name, batching, rate, timed, before), at_epoch in zip(rows, scaled):
+    versus_peer = f"{at_epoch / best:.2f}x" if best else "-"
+    print(f"| {name} | {rate:.2f} | {timed:.0f} | {epoch[batching]:.0f} | {at_epoch:.2f} | "
+          f"{versus_peer} | {before} |")
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--lengths", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--records_dir", required=True)
-  parser.add_argument("--buckets", default="auto", help="child: auto, none or boundaries a,b,c")
-  parser.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
+  parser.add_argument("--buckets", default="auto", help="child: auto, xla, none or boundaries a,b,c")
+  parser.add_argument("--steps", type=int, default=20,
+                      help="timed steps of the configurations that pad to a fixed or random length")
+  parser.add_argument("--grouped_steps", type=int, default=PEER_MEGA_BATCHES - 3,
+                      help="timed steps of the length-grouped configurations (ours bucketed, HF "
+                           "group_by_length); with 3 warm-up steps, the peer's first mega-batch")
   parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+  parser.add_argument("--skip", type=int, default=300,
+                      help="ours bucketed: batches drawn and not stepped before the warm-up")
   parser.add_argument("--batch", type=int, default=16)
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--runs", type=int, default=2)
@@ -159,22 +237,38 @@ def main():
   parser.add_argument("--peer_python", default="/tmp/peer/bin/python",
                       help="python of the peer's venv (../shared/peer/README.md); '' skips it")
   parser.add_argument("--peer_script", default=DEFAULT_PEER)
+  parser.add_argument("--peer_modes", default="full,dynamic,grouped",
+                      help="the peer's configurations, comma-separated: full, dynamic, grouped")
   args = parser.parse_args()
+  args.peer_modes = [m for m in args.peer_modes.split(",") if m]
   if args.child:
-    child(args)
+    child_lengths(args) if args.lengths else child(args)
     return
+  unknown = sorted(set(args.peer_modes) - set(PEER_NAMES))
+  if unknown:
+    sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of {', '.join(PEER_NAMES)}")
   if args.peer_python and not os.path.exists(args.peer_python):
     sys.exit(f"--peer_python={args.peer_python}: not found; set up the peer's venv as in "
              f"{os.path.dirname(args.peer_script)}/README.md, or pass --peer_python=''")
   if args.peer_python and not os.path.exists(args.peer_script):
     sys.exit(f"--peer_script={args.peer_script}: not found; pass the peer's bench_train_real.py "
              f"(or set $PEER_DIR)")
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  counts, proc = memory_cpu.run_child_json(
+      __file__, [f"--records_dir={os.path.abspath(args.records_dir)}", "--lengths"])
+  if proc.returncode or counts is None:
+    sys.exit(f"reading the real lengths of {args.records_dir} failed:\n{proc.stderr[-3000:]}")
+  lengths = np.repeat(np.arange(len(counts["counts"])), counts["counts"])
+  epoch = epoch_padded_lengths(lengths, args.batch, dict(counts["buckets"], seq=counts["seq"]),
+                               args.seed)
+  print(f"{len(lengths)} train windows, real tokens mean {lengths.mean():.1f}; epoch mean padded "
+        f"lengths: {json.dumps({k: round(v, 1) for k, v in epoch.items()})}", flush=True)
   runs = []
   for index in range(1, args.runs + 1):
     print(f"run {index} (load {load()}, {time.strftime('%H:%M:%S')})", flush=True)
     runs.append(one_run(args))
   for index, rows in enumerate(runs, 1):
-    print_table(index, rows)
+    print_table(index, rows, epoch, args.batch)
 
 
 if __name__ == "__main__":

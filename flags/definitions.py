@@ -338,7 +338,8 @@ def define_length_buckets():
         _LengthBucketsParser(), None, "length_buckets", "auto",
         "Train on batches of windows of similar real length (sum of input_mask), each padded only "
         "to its bucket's boundary: increasing token counts (max_seq_length is added as the last), "
-        "or 'auto': every multiple of 64 below max_seq_length, then max_seq_length. A step's "
+        "or 'auto': every multiple of 8 below max_seq_length (of 64 under --xla, which compiles "
+        "once per length), then max_seq_length. A step's "
         "whole batch (all accumulation micro-batches) comes from one bucket. "
         "--nolength_buckets pads every batch to max_seq_length."))
 

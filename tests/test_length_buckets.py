@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from absl import flags
+from absl.testing import flagsaver
 
 from flags import definitions
 from model import bert_config as bert_config_lib
@@ -39,9 +41,11 @@ def batches(dataset, count=None):
 
 
 def test_default_boundaries_and_errors():
-  assert records.length_bucket_boundaries(384) == BUCKETS
-  assert records.length_bucket_boundaries(128) == (64, 128)
-  assert records.length_bucket_boundaries(100) == (64, 100)
+  assert records.length_bucket_boundaries(384) == tuple(range(8, 385, 8))  # 48 shapes
+  assert records.length_bucket_boundaries(100) == tuple(range(8, 97, 8)) + (100,)
+  assert records.length_bucket_boundaries(384, step=records.XLA_LENGTH_BUCKET_STEP) == BUCKETS
+  assert records.length_bucket_boundaries(128, step=records.XLA_LENGTH_BUCKET_STEP) == (64, 128)
+  assert records.length_bucket_boundaries(100, step=records.XLA_LENGTH_BUCKET_STEP) == (64, 100)
   assert records.length_bucket_boundaries(384, (100, 200)) == (100, 200, 384)
   assert records.length_bucket_boundaries(384, BUCKETS) == BUCKETS
   with pytest.raises(ValueError, match="length bucket 512 is longer than the records' "
@@ -170,3 +174,17 @@ def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
       break
   assert step.experimental_get_tracing_count() == traces  # no trace for the later shapes
   assert int(optimizer.iterations) >= 4
+
+
+def test_auto_buckets_are_coarse_under_xla():
+  """`auto` is every 8 tokens, but every 64 under XLA, which compiles the step once per length."""
+  import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+  with flagsaver.flagsaver(length_buckets="auto"):
+    assert train.train_length_buckets(384, xla=False) == tuple(range(8, 385, 8))
+    assert train.train_length_buckets(384, xla=True) == BUCKETS
+  with flagsaver.flagsaver(length_buckets=(100, 200)):  # named boundaries: as typed, XLA or not
+    assert train.train_length_buckets(384, xla=True) == (100, 200, 384)
+  with flagsaver.flagsaver(length_buckets=None):  # --nolength_buckets
+    assert train.train_length_buckets(384, xla=False) is None
