@@ -30,6 +30,7 @@ to linear in length here, BUILD.md "Length-bucketed training"), the ratio of tha
 best, and the machine's load average (`/proc/loadavg`) before each configuration: the machine is
 shared, so compare rows of one run, never runs of different days.
 """
+
 import argparse
 import json
 import os
