@@ -18,7 +18,6 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 from absl.testing import flagsaver
 from safetensors.numpy import load_file
 from safetensors.numpy import save_file
@@ -402,8 +401,7 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
   import export  # pylint: disable=g-import-not-at-top
   out, _ = tfm_tf2
   export_dir = str(tmp_path / "export")
-  if not flags.FLAGS.is_parsed():
-    flags.FLAGS.mark_as_parsed()  # defaults for the flags not set below
+  testutil.use_flag_defaults()
   with flagsaver.flagsaver(init_checkpoint=out, export_dir=export_dir, model_dir=str(tmp_path),
                            bert_config_file=f"{tf1_pretrained[0]}/bert_config.json",
                            vocab_file=f"{tf1_pretrained[0]}/vocab.txt"):

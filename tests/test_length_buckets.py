@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from absl import flags
 from absl.testing import flagsaver
 
 from flags import definitions
@@ -179,8 +178,7 @@ def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
 def test_auto_buckets_are_coarse_under_xla():
   """`auto` is every 8 tokens, but every 64 under XLA, which compiles the step once per length."""
   import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
-  if not flags.FLAGS.is_parsed():
-    flags.FLAGS.mark_as_parsed()
+  testutil.use_flag_defaults()
   with flagsaver.flagsaver(length_buckets="auto"):
     assert train.train_length_buckets(384, xla=False) == tuple(range(8, 385, 8))
     assert train.train_length_buckets(384, xla=True) == BUCKETS

