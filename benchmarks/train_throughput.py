@@ -101,7 +101,7 @@ def child(args):
   checkpoints.initialize_from(model, minilm)
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
-  buckets = child_buckets(records, seq, args.buckets)
+  buckets = child_buckets(records, seq, args.buckets or "auto")
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed, length_buckets=buckets)
   optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
@@ -222,7 +222,8 @@ def main():
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--lengths", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--records_dir", required=True)
-  parser.add_argument("--buckets", default="auto", help="child: auto, xla, none or boundaries a,b,c")
+  parser.add_argument("--buckets", default=None,
+                      help="child only: auto (default), xla, none or boundaries a,b,c")
   parser.add_argument("--steps", type=int, default=20,
                       help="timed steps of the configurations that pad to a fixed or random length")
   parser.add_argument("--grouped_steps", type=int, default=PEER_MEGA_BATCHES - 3,
@@ -245,6 +246,8 @@ def main():
   if args.child:
     child_lengths(args) if args.lengths else child(args)
     return
+  if args.buckets is not None or args.lengths:
+    sys.exit("--buckets and --lengths are for the --child process; a run times every configuration")
   unknown = sorted(set(args.peer_modes) - set(PEER_NAMES))
   if unknown:
     sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of {', '.join(PEER_NAMES)}")
