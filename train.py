@@ -15,7 +15,9 @@ predictions.json and eval_results.json (official SQuAD EM/F1) to --model_dir (ta
 
 --train_batch_size is the global batch of one forward/backward pass; each replica takes
 train_batch_size / replicas; --gradient_accumulation_steps passes make an optimizer step.
---gpu trains under mixed_float16 with dynamic loss scaling (logits and loss float32). Memory
+--gpu trains under mixed_float16 with dynamic loss scaling (logits and loss float32);
+--mixed_precision_dtype=bfloat16 under mixed_bfloat16 (on the GPU or on a CPU with bfloat16
+matmuls: AVX512-BF16, AMX), --mixed_precision_dtype=float32 in float32. Memory
 (model/memory.py): the per-replica batch is checked against one device before training;
 --train_batch_size=auto plans it; an out-of-memory step stops with the same diagnosis and leaves
 the last checkpoint as it was.
@@ -75,6 +77,36 @@ def bert_config_and_meta():
     raise UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but the "
                      f"encoder has {config.max_position_embeddings} positions")
   return config, config_file, meta
+
+
+def mixed_precision_dtype():
+  """--mixed_precision_dtype, or its default: "float16" with --gpu, else "float32"."""
+  if FLAGS.mixed_precision_dtype:
+    return FLAGS.mixed_precision_dtype
+  return "float16" if FLAGS.gpu else "float32"
+
+
+def warn_if_slow_on_this_cpu(dtype, has_gpu):
+  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
+
+  float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
+  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX, read from /proc/cpuinfo on
+  Linux: 2x float32 on an AMD Zen 4 here, BUILD.md "bfloat16 on the CPU").
+  """
+  if has_gpu or dtype == "float32":
+    return
+  if dtype == "float16":
+    logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
+                    "40x slower than float32")
+    return
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags_line = next((line for line in f if line.startswith("flags")), "")
+  except OSError:
+    return
+  if not {"avx512_bf16", "amx_bf16"} & set(flags_line.split()):
+    logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
+                    "so bfloat16 matmuls may be slower than float32 here")
 
 
 def plan_memory(config, max_seq_length, policy, device, num_replicas):
@@ -164,7 +196,8 @@ def train(strategy, config, meta, policy, start, write_qa_config):
       train_files=tuple(records.shard_paths(FLAGS.records_dir, meta, records.TRAIN_SPLIT)),
       per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
       learning_rate=FLAGS.learning_rate, num_train_steps=steps,
-      warmup_proportion=FLAGS.warmup_proportion, mixed=FLAGS.gpu, jit_compile=xla,
+      warmup_proportion=FLAGS.warmup_proportion,
+      mixed_precision_dtype=mixed_precision_dtype(), jit_compile=xla,
       float32_weight_gradients=FLAGS.float32_weight_gradients, seed=FLAGS.seed,
       length_buckets=length_buckets))
   with strategy.scope():
@@ -183,7 +216,7 @@ def train(strategy, config, meta, policy, start, write_qa_config):
         strategy, trainer, checkpoint, FLAGS.model_dir, steps, task.build_inputs,
         FLAGS.save_checkpoints_steps, min(FLAGS.steps_per_loop, FLAGS.save_checkpoints_steps),
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
-        restore_fn=lambda latest: trainer_lib.check_schedule(latest, steps), start=start,
+        restore_fn=lambda latest: check_resumable(latest, steps), start=start,
         before_first_save=write_qa_config)
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + memory.diagnosis(
@@ -192,9 +225,17 @@ def train(strategy, config, meta, policy, start, write_qa_config):
   stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,
                gradient_accumulation_steps=plan.accumulation_steps,
                effective_batch_size=global_batch, xla=bool(xla),
+               mixed_precision_dtype=mixed_precision_dtype(),
                distribution_strategy=type(strategy).__name__,
                length_buckets=list(length_buckets or []))
   return model, stats
+
+
+def check_resumable(checkpoint_path, steps):
+  """Raises trainer_lib's one-line errors when the checkpoint's schedule length or loss-scale
+  state does not fit this run (`steps` train steps, --mixed_precision_dtype)."""
+  trainer_lib.check_schedule(checkpoint_path, steps)
+  trainer_lib.check_loss_scale(checkpoint_path, mixed_precision_dtype() == "float16")
 
 
 def restore_for_prediction(config, start):
@@ -239,7 +280,8 @@ def run():
   is_chief = distribution.is_chief(strategy)
   logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
-  policy = question_answering.set_precision_policy(mixed=FLAGS.gpu)
+  policy = question_answering.set_precision_policy(mixed_precision_dtype())
+  warn_if_slow_on_this_cpu(mixed_precision_dtype(), FLAGS.gpu)
   tf_keras.utils.set_random_seed(FLAGS.seed)
   start = checkpoints.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
 
@@ -282,7 +324,8 @@ def main(argv):
     sys.exit(f"train.py: {float32_gradients.error_line(e)}")
   except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
           checkpoints.CheckpointError, distribution.DistributionError,
-          trainer_lib.ScheduleMismatchError, question_answering.ShardError) as e:
+          trainer_lib.ScheduleMismatchError, trainer_lib.PrecisionMismatchError,
+          question_answering.ShardError) as e:
     sys.exit(f"train.py: {e}")
 
 

@@ -51,7 +51,7 @@ def main(argv):
   model, _ = span_model.build_span_model(config)
   checkpoints.initialize_from(model, testutil.minilm_dir())
   layers = [l for l in model.submodules if isinstance(l, tf_keras.layers.MultiHeadAttention)]
-  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
 
   def use(cls):
     for layer in layers:

@@ -39,13 +39,13 @@ def child(args):
   from tasks import question_answering  # pylint: disable=g-import-not-at-top
   from model import memory  # pylint: disable=g-import-not-at-top
   from model import span_model  # pylint: disable=g-import-not-at-top
-  policy = question_answering.set_precision_policy(mixed=False)
+  policy = question_answering.set_precision_policy("float32")
   config = memory_cpu.bert_config(args.model)
   b, s = args.batch, args.seq
   status = "OK"
   try:
     model, _ = span_model.build_span_model(config)
-    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
+    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
     optimizer._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
     rng = np.random.default_rng(0)
     batch = {

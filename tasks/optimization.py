@@ -42,14 +42,15 @@ def warmup_steps_for(num_train_steps, warmup_proportion):
   return int(num_train_steps * warmup_proportion)
 
 
-def create_optimizer(learning_rate, num_train_steps, warmup_proportion, mixed):
-  """tfm's AdamWeightDecay on `learning_rate_schedule`; loss-scaled when `mixed`.
+def create_optimizer(learning_rate, num_train_steps, warmup_proportion, loss_scale):
+  """tfm's AdamWeightDecay on `learning_rate_schedule`; with dynamic loss scaling when `loss_scale`
+  (mixed_float16; mixed_bfloat16 and float32 need none).
 
   Gradient clipping is not left to the optimizer (tfm's clips per replica before the all-reduce,
   and not at all inside a LossScaleOptimizer): `apply_gradients` here clips the summed gradient.
 
   Returns:
-    A tf_keras (legacy) optimizer; under mixed precision a `tf_keras.mixed_precision.
+    A tf_keras (legacy) optimizer; with `loss_scale` a `tf_keras.mixed_precision.
     LossScaleOptimizer` with dynamic loss scaling around it.
   """
   optimizer = legacy_adamw.AdamWeightDecay(
@@ -57,7 +58,7 @@ def create_optimizer(learning_rate, num_train_steps, warmup_proportion, mixed):
           learning_rate, num_train_steps, warmup_steps_for(num_train_steps, warmup_proportion)),
       weight_decay_rate=WEIGHT_DECAY_RATE, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
       exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, gradient_clip_norm=0.0)
-  if mixed:
+  if loss_scale:
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
   return optimizer
 

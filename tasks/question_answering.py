@@ -26,12 +26,28 @@ class ShardError(ValueError):
   """Fewer train shards than input pipelines (one-line message naming --num_shards)."""
 
 
-def set_precision_policy(mixed):
-  """Sets the global tf_keras policy: "mixed_float16" when `mixed`, else "float32".
+# --mixed_precision_dtype (tfm's runtime.mixed_precision_dtype) -> the tf_keras dtype policy.
+PRECISION_POLICIES = {"float32": "float32", "float16": "mixed_float16",
+                      "bfloat16": "mixed_bfloat16"}
+
+
+def set_precision_policy(mixed_precision_dtype):
+  """Sets the global tf_keras policy for a compute dtype and returns the policy's name.
+
+  Args:
+    mixed_precision_dtype: "float32", "float16" (mixed_float16: float16 compute, float32
+      variables, trained with dynamic loss scaling) or "bfloat16" (mixed_bfloat16: bfloat16
+      compute, float32 variables, no loss scaling: bfloat16 has float32's exponent range).
 
   tfm's models are tf_keras (Keras 2) models, so the policy must be set through tf_keras, not Keras 3.
+
+  Raises:
+    ValueError: another dtype.
   """
-  policy = "mixed_float16" if mixed else "float32"
+  if mixed_precision_dtype not in PRECISION_POLICIES:
+    raise ValueError(f"mixed_precision_dtype {mixed_precision_dtype!r}: expected one of "
+                     f"{', '.join(PRECISION_POLICIES)}")
+  policy = PRECISION_POLICIES[mixed_precision_dtype]
   tf_keras.mixed_precision.set_global_policy(policy)
   return policy
 
@@ -213,7 +229,8 @@ class QATaskConfig:
     per_replica_batch_size: features per forward/backward pass on one replica.
     accumulation_steps: passes per optimizer step; a replica's batch is their product.
     learning_rate, num_train_steps, warmup_proportion: the schedule (tasks/optimization.py).
-    mixed: mixed_float16 with dynamic loss scaling.
+    mixed_precision_dtype: the compute dtype the model was built under (`set_precision_policy`);
+      "float16" trains with dynamic loss scaling.
     jit_compile: XLA for the gradient computation.
     float32_weight_gradients: see `make_gradient_fn`.
     seed: shuffling seed of the input (the same on every worker).
@@ -228,7 +245,7 @@ class QATaskConfig:
   learning_rate: float = 5e-5
   num_train_steps: int = 1
   warmup_proportion: float = 0.1
-  mixed: bool = False
+  mixed_precision_dtype: str = "float32"
   jit_compile: bool = False
   float32_weight_gradients: bool = True
   seed: Optional[int] = None
@@ -250,7 +267,7 @@ class QuestionAnsweringTask:
     """tasks/optimization.py's AdamW on the schedule; call it under the strategy's scope."""
     c = self.config
     return optimization.create_optimizer(c.learning_rate, c.num_train_steps, c.warmup_proportion,
-                                         c.mixed)
+                                         loss_scale=c.mixed_precision_dtype == "float16")
 
   @property
   def replica_batch_size(self):

@@ -27,6 +27,8 @@ from model import checkpoints
 from tasks import optimization
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
+# Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
+LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class OutOfMemoryError(RuntimeError):
@@ -35,6 +37,10 @@ class OutOfMemoryError(RuntimeError):
 
 class ScheduleMismatchError(ValueError):
   """Resuming with another number of train steps than the checkpoint's schedule was built for."""
+
+
+class PrecisionMismatchError(ValueError):
+  """Resuming a checkpoint trained without loss scaling under float16, which needs its state."""
 
 
 class QATrainer(orbit.StandardTrainer):
@@ -129,6 +135,24 @@ def check_schedule(checkpoint_path, num_train_steps):
         f"{checkpoint_path} was trained on a learning-rate schedule of {saved} steps, this run "
         f"asks for {num_train_steps}; resume with --max_steps={saved} (and the same batch and "
         f"epochs), or start a new --model_dir")
+
+
+def check_loss_scale(checkpoint_path, loss_scaled):
+  """Refuses to resume under float16 (loss-scaled) from a checkpoint saved without a loss scale.
+
+  A float32 or bfloat16 run saves no loss-scale state, and restoring it into a
+  LossScaleOptimizer leaves the scale's variables unmatched. The other way round (a float16
+  checkpoint resumed in float32 or bfloat16) restores everything the run uses and is allowed.
+
+  Raises:
+    PrecisionMismatchError: one line naming the checkpoint and the fixes.
+  """
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  if loss_scaled and not reader.has_tensor(LOSS_SCALE_KEY):
+    raise PrecisionMismatchError(
+        f"{checkpoint_path} was trained without loss scaling (float32 or bfloat16) and float16 "
+        f"(--mixed_precision_dtype=float16, the --gpu default) needs its state; resume with "
+        f"--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir")
 
 
 def make_checkpoint(model, optimizer, num_train_steps):

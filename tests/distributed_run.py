@@ -51,7 +51,7 @@ def run_one(strategy, args, name, settings):
   mixed = bool(int(settings.get("mixed", 0)))
   save_every = int(settings.get("save_every", 3))
   replicas = strategy.num_replicas_in_sync
-  qa.set_precision_policy(mixed)
+  qa.set_precision_policy("float16" if mixed else "float32")
   tf_keras.utils.set_random_seed(11)
   meta = records.read_meta(args.records_dir)
   config = qa.QATaskConfig(
@@ -59,7 +59,8 @@ def run_one(strategy, args, name, settings):
       max_seq_length=meta["flags"]["max_seq_length"],
       train_files=tuple(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT)),
       per_replica_batch_size=batch // replicas, accumulation_steps=accumulation,
-      learning_rate=1e-3, num_train_steps=steps, warmup_proportion=0.0, mixed=mixed, seed=5)
+      learning_rate=1e-3, num_train_steps=steps, warmup_proportion=0.0,
+      mixed_precision_dtype="float16" if mixed else "float32", seed=5)
   task = qa.QuestionAnsweringTask(config)
   dataset_fn = task.build_inputs
   if settings.get("data") == "zip2":  # what 2 workers of batch // 2 each see, as one batch

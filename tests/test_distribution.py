@@ -50,10 +50,10 @@ def test_schedule_reaches_the_learning_rate_and_decays_to_zero(warmup_proportion
   """10 real steps of the tiny model: the rate each update uses (the schedule at the optimizer's
   step before it), from --learning_rate=1e-4; the update with rate 0 leaves the weights as they
   were (AdamW's decay is scaled by the rate too)."""
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   tf_keras.utils.set_random_seed(2)
   model, _ = span_model.build_span_model(tiny_config())
-  optimizer = optimization.create_optimizer(1e-4, 10, warmup_proportion, mixed=False)
+  optimizer = optimization.create_optimizer(1e-4, 10, warmup_proportion, loss_scale=False)
   step = question_answering.make_train_step(model, optimizer)
   batch = synthetic_batch(4, 16)
   rates = []
@@ -69,9 +69,9 @@ def test_schedule_reaches_the_learning_rate_and_decays_to_zero(warmup_proportion
 
 
 def test_resuming_with_another_schedule_length_refuses(tmp_path):
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   model, _ = span_model.build_span_model(tiny_config())
-  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   path = trainer_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "ckpt"))
   assert trainer_lib.schedule_steps_in(path) == 10
   trainer_lib.check_schedule(path, 10)  # the same length resumes
@@ -86,7 +86,7 @@ def test_float32_override_covers_every_weight_read_in_float16(float32_policy_aft
   """The override's coverage, pinned: every kernel and bias of the encoder and the head, and the
   position and type embeddings; not the layer norms (float32 in tfm) nor the word embeddings (a
   gather: per-row gradients, no reduction over the batch)."""
-  question_answering.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy("float16")
   model, _ = span_model.build_span_model(tiny_config())
   variables = question_answering.trained_variables(model)
   batch = synthetic_batch(2, 16)

@@ -3,6 +3,7 @@ resume -> export -> reload in a fresh process -> ask. Each command runs as a use
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -140,6 +141,24 @@ def test_training_resumes_from_the_latest_checkpoint(run):
   assert "resumed from" in log and "at step 2" in log
   assert "trained steps 2..4" in log
   assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
+
+
+def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
+  """The float32 run saved no loss scale, which a float16 run would need: one line, not
+  TensorFlow's unmatched-objects traceback."""
+  model_dir = tmp_path / "model"
+  shutil.copytree(run["model"], model_dir)
+  ckpt_2 = str(model_dir / "ckpt-2")
+  tf.compat.v1.train.update_checkpoint_state(str(model_dir), ckpt_2,
+                                             all_model_checkpoint_paths=[ckpt_2])
+  returncode, log = testutil.run_cli(
+      "train.py", f"--records_dir={run['records']}", f"--model_dir={model_dir}",
+      "--train_batch_size=8", "--max_steps=4", "--do_predict=false",
+      "--mixed_precision_dtype=float16", expect_ok=False)
+  assert returncode != 0 and "Traceback" not in log
+  assert (f"train.py: {ckpt_2} was trained without loss scaling (float32 or bfloat16) and float16 "
+          "(--mixed_precision_dtype=float16, the --gpu default) needs its state; resume with "
+          "--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir" in log)
 
 
 def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):

@@ -122,7 +122,7 @@ def _tiny_model():
 def test_trimming_changes_nothing_but_cost(train_records):
   """One real batch trimmed to its bucket vs the same batch padded to 384: same logits on real
   tokens, loss and gradients (float32, dropout off), one pass and two accumulated passes."""
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   paths, _ = train_records
   trimmed = next(b for b in records.train_dataset(paths, SEQ, BATCH, seed=5,
                                                    length_buckets=BUCKETS)
@@ -136,7 +136,7 @@ def test_trimming_changes_nothing_but_cost(train_records):
                          model(span_model.model_inputs(padded))):
     np.testing.assert_allclose(short.numpy()[real], full.numpy()[:, :seq][real], rtol=1e-5,
                                atol=1e-5)
-  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   for steps in (1, 2):
     gradient_fn = tf.function(question_answering.make_gradient_fn(model, optimizer, steps),
                               reduce_retracing=True)
@@ -157,10 +157,10 @@ def test_trimming_changes_nothing_but_cost(train_records):
 
 
 def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   paths, _ = train_records
   model = _tiny_model()
-  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   step = question_answering.make_train_step(model, optimizer, accumulation_steps=2)
   shapes, traces = set(), None
   for batch in records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS):

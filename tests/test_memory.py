@@ -333,14 +333,14 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   gradient is float32 (question_answering.make_gradient_fn), so all three are held to float32 tolerance.
   """
   mixed = precision == "mixed_float16"
-  question_answering.set_precision_policy(mixed)
+  question_answering.set_precision_policy("float16" if mixed else "float32")
   config, reference, accumulating = twin_models(seed=3)
   assert question_answering.computes_in_float16(reference) == mixed
   initial = [w.copy() for w in reference.get_weights()]
   batch = synthetic_batch(config, 8, 64)
 
   def optimizer():  # no warmup: step 1 moves the weights
-    return optimization.create_optimizer(1e-3, 10, 0.0, mixed=precision != "float32")
+    return optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=precision != "float32")
 
   one_optimizer, k_optimizer = optimizer(), optimizer()
   loss_1, grads_1 = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))(batch)
@@ -372,12 +372,12 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
 def test_float16_weight_gradients_without_the_override(float32_policy_after):
   """--nofloat32_weight_gradients: the ops' own float16 weight gradients, which differ from the
   float32 reductions by float16 rounding (so the override is what makes accumulation exact)."""
-  question_answering.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy("float16")
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   tf_keras.utils.set_random_seed(6)
   model, _ = span_model.build_span_model(config)
   batch = synthetic_batch(config, 8, 64)
-  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=True)
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=True)
   gradients = {}
   for exact in (True, False):
     _, grads = tf.function(question_answering.make_gradient_fn(model, optimizer, 1, exact))(batch)
@@ -390,10 +390,10 @@ def test_a_missed_override_raises(monkeypatch, float32_policy_after):
   """If tfm fed its weights through op types the override does not know, training would go on
   with float16 weight gradients: the override refuses at trace time, naming what it missed,
   when it covers nothing and when it covers only part of the weights."""
-  question_answering.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy("float16")
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   model, _ = span_model.build_span_model(config)
-  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=True)
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=True)
   batch = synthetic_batch(config, 2, 16)
   tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(batch)  # covers all
   monkeypatch.setattr(float32_gradients, "WEIGHT_CONSUMING_OPS", ())
@@ -414,7 +414,7 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   and k = 4 alike. "loss_scale": a 2**40 loss scale overflows float16 in every pass.
   "one_micro_batch": only the last example (so only the last of 4 micro-batches) holds a token
   whose embedding row (1e5) overflows float16; the other 3 passes are finite."""
-  question_answering.set_precision_policy(mixed=True)
+  question_answering.set_precision_policy("float16")
   config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
   tf_keras.utils.set_random_seed(5)
   reference, encoder = span_model.build_span_model(config)
@@ -434,7 +434,7 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   results = []
   for model, k in ((reference, 1), (accumulating, 4)):
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
-        optimization.create_optimizer(1e-3, 10, 0.0, mixed=False), initial_scale=scale)
+        optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False), initial_scale=scale)
     if overflow == "one_micro_batch":  # the premise: passes 1..3 are finite, pass 4 is not
       finite = [np.isfinite(float(tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(
           {key: v[2 * i:2 * i + 2] for key, v in batch.items()})[0])) for i in (0, 3)]
@@ -456,7 +456,7 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   compared with compiled k = 4. That needs XLA's float16 forward pass to be row-independent, which
   it is here (asserted) but not for every shape on this CPU: batch 4 vs 2 x 2 at seq 32 already
   differ by 2.4e-4 in the compiled logits, before any gradient (see BUILD.md)."""
-  question_answering.set_precision_policy(mixed)
+  question_answering.set_precision_policy("float16" if mixed else "float32")
   config, plain, compiled = twin_models(seed=4)
   initial = plain.get_weights()
   batch, k = (synthetic_batch(config, 8, 64), 4) if mixed else (synthetic_batch(config, 4, 32), 2)
@@ -476,11 +476,11 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
 
 
 def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   config = tiny_config()
   tf_keras.utils.set_random_seed(5)
   model, _ = span_model.build_span_model(config)
-  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, mixed=False)
+  optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False)
   batch = synthetic_batch(config, 4, 32)
   strategy = tf.distribute.get_strategy()
   trainer = trainer_lib.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),

@@ -153,7 +153,7 @@ def synthetic_dataset(config, batch_size):
 
 
 def make_task(config, steps):
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   tf.keras.utils.set_random_seed(3)
   return question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
       bert_config=config, max_seq_length=SEQ, per_replica_batch_size=4, learning_rate=1e-3,

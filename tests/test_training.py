@@ -1,6 +1,9 @@
-"""Training pieces of train.py: loss, the mixed_float16 path (on the CPU), overfitting real features."""
+"""Training pieces of train.py: loss, the mixed_float16 and mixed_bfloat16 paths (on the CPU),
+overfitting real features."""
 
+import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -65,7 +68,7 @@ def test_span_loss_of_uniform_logits_is_log_seq():
 
 
 def test_mixed_float16_path_on_cpu(float32_policy_after):
-  assert question_answering.set_precision_policy(mixed=True) == "mixed_float16"
+  assert question_answering.set_precision_policy("float16") == "mixed_float16"
   tf_keras.utils.set_random_seed(1)
   model, encoder = span_model.build_span_model(
       bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
@@ -77,7 +80,7 @@ def test_mixed_float16_path_on_cpu(float32_policy_after):
   assert {l.compute_dtype for l in projections} == {"float16"}
   start_logits, end_logits = model(span_model.model_inputs(batch))
   assert start_logits.dtype == tf.float32 and end_logits.dtype == tf.float32
-  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, mixed=True)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=True)
   assert isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
   assert optimizer.dynamic
   assert all(v.dtype == tf.float32 for v in model.trainable_variables)  # float32 master weights
@@ -86,6 +89,79 @@ def test_mixed_float16_path_on_cpu(float32_policy_after):
   assert all(math.isfinite(l) for l in losses)
   assert int(optimizer.iterations) == 3
   assert float(optimizer.loss_scale) > 1.0  # dynamic scaling is active (starts at 2**15)
+
+
+def test_precision_policies_and_unknown_dtype(float32_policy_after):
+  assert question_answering.set_precision_policy("bfloat16") == "mixed_bfloat16"
+  assert tf_keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+  assert question_answering.set_precision_policy("float32") == "float32"
+  with pytest.raises(ValueError, match="expected one of float32, float16, bfloat16"):
+    question_answering.set_precision_policy("mixed_float16")
+
+
+def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
+  """The same weights and real batch under float32 and mixed_bfloat16 (dropout off): bfloat16
+  compute (8-bit mantissa, relative rounding 2^-9) gives gradients pointing the same way, each
+  weight's within a few percent, and no loss scaling is involved."""
+  config = bert_config_lib.BertConfig.from_dict(dict(
+      testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  batch = real_train_batch(8)
+  results = {}
+  for dtype in ("float32", "bfloat16"):
+    question_answering.set_precision_policy(dtype)
+    tf_keras.utils.set_random_seed(3)  # the same initial weights under both policies
+    model, encoder = span_model.build_span_model(config)
+    optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
+    loss, grads = tf.function(question_answering.make_gradient_fn(model, optimizer))(batch)
+    results[dtype] = (float(loss), [tf.convert_to_tensor(g).numpy() for g in grads],
+                      model.get_weights(), encoder)
+  (loss32, grads32, weights32, _), (loss16, grads16, weights16, encoder16) = (
+      results["float32"], results["bfloat16"])
+  assert all(np.array_equal(a, b) for a, b in zip(weights32, weights16))
+  projections = [l for l in encoder16.submodules if isinstance(l, tf_keras.layers.EinsumDense)]
+  assert {l.compute_dtype for l in projections} == {"bfloat16"}
+  assert all(g.dtype == np.float32 for g in grads16)
+  assert loss16 == pytest.approx(loss32, rel=2e-2)
+  flat32, flat16 = np.concatenate([g.ravel() for g in grads32]), np.concatenate(
+      [g.ravel() for g in grads16])
+  cosine = flat32 @ flat16 / (np.linalg.norm(flat32) * np.linalg.norm(flat16))
+  assert cosine > 0.999
+  # Key biases, the logits' bias and the last layer norm's beta shift every logit of a softmax
+  # alike: their true gradient is 0 (float32 leaves ~1e-9 of rounding, bfloat16 more).
+  total = np.linalg.norm(flat32)
+  zero = [np.linalg.norm(b) for a, b in zip(grads32, grads16) if np.linalg.norm(a) < 1e-7 * total]
+  assert len(zero) == 2 * 1 + 2 and max(zero) < 1e-3 * total  # 2 key biases, beta, logits bias
+  relative = [np.linalg.norm(a - b) / np.linalg.norm(a) for a, b in zip(grads32, grads16)
+              if np.linalg.norm(a) >= 1e-7 * total]
+  assert max(relative) < 0.1
+  assert np.median(relative) < 0.03
+
+
+def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
+  """train.py --mixed_precision_dtype=bfloat16 on the CPU: mixed_bfloat16 is what runs (the log's
+  batch line, train_results.json), no loss scale is checkpointed, and prediction scores."""
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
+  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 8)
+  records_dir, model_dir = tmp_path / "records", tmp_path / "model"
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+                   f"--predict_file={dev_file}", f"--vocab_file={testutil.vocab_file()}",
+                   "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16",
+                   f"--output_dir={records_dir}")
+  _, log = testutil.run_cli(
+      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--mixed_precision_dtype=bfloat16", "--max_steps=2", "--train_batch_size=8",
+      f"--predict_file={dev_file}")
+  assert "accumulated, mixed_bfloat16;" in log
+  with open(model_dir / "train_results.json") as f:
+    assert json.load(f)["mixed_precision_dtype"] == "bfloat16"
+  names = [name for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(model_dir))]
+  assert not [name for name in names if "loss_scale" in name]
+  assert any(name.startswith("optimizer/") for name in names)
+  with open(model_dir / "eval_results.json") as f:
+    results = json.load(f)
+  assert results["num_questions"] == 8 and 0.0 <= results["f1"] <= 100.0
+  assert os.path.exists(model_dir / "predictions.json")
 
 
 def test_gpu_flag_without_gpu_is_a_clear_error():
@@ -97,14 +173,14 @@ def test_gpu_flag_without_gpu_is_a_clear_error():
 
 
 def test_tiny_model_memorizes_8_real_features():
-  question_answering.set_precision_policy(mixed=False)
+  question_answering.set_precision_policy("float32")
   tf_keras.utils.set_random_seed(7)
   config = bert_config_lib.BertConfig.from_dict(dict(
       testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   model, _ = span_model.build_span_model(config)
   batch = real_train_batch(8)
   steps = 150
-  optimizer = optimization.create_optimizer(2e-3, steps, 0.1, mixed=False)
+  optimizer = optimization.create_optimizer(2e-3, steps, 0.1, loss_scale=False)
   step = question_answering.make_train_step(model, optimizer)
   first = float(step(batch))
   for _ in range(steps - 1):
