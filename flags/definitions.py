@@ -167,8 +167,8 @@ def define_train_flags():
       "Fails if TensorFlow sees no GPU.")
   _DEFINE_enum(
       "mixed_precision_dtype", None, ["float32", "float16", "bfloat16"],
-      "Compute dtype of training and of the prediction after it (tfm's "
-      "runtime.mixed_precision_dtype); weights stay float32. float16: mixed_float16 with dynamic "
+      "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "
+      "prediction runs in float32, as export.py serves. float16: mixed_float16 with dynamic "
       "loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere on and on "
       "CPUs with AVX512-BF16 or AMX. Default: float16 with --gpu, else float32.")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
@@ -375,7 +375,8 @@ def define_memory_use_flags():
       "off on the CPU.")
   DEFINE_bool(
       "float32_weight_gradients", True,
-      "Under --gpu (mixed_float16), sum each weight's gradient over the batch in float32 from the "
-      "float16 operands, so that --gradient_accumulation_steps gives the update of one big batch "
-      "to float32 rounding. Costs float32 matmuls for the weight gradients (about a third of the "
-      "step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps them float16.")
+      "Under float16 compute (--gpu's default), sum each weight's gradient over the batch in "
+      "float32 from the float16 operands, so that --gradient_accumulation_steps gives the update "
+      "of one big batch to float32 rounding. Costs float32 matmuls for the weight gradients (about "
+      "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
+      "them float16. bfloat16 and float32 compute are not changed by it.")

@@ -3,7 +3,6 @@ overfitting real features."""
 
 import json
 import math
-import os
 
 import numpy as np
 import pytest
@@ -138,8 +137,9 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
 
 
 def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
-  """train.py --mixed_precision_dtype=bfloat16 on the CPU: mixed_bfloat16 is what runs (the log's
-  batch line, train_results.json), no loss scale is checkpointed, and prediction scores."""
+  """train.py --mixed_precision_dtype=bfloat16 on the CPU: mixed_bfloat16 is what trains (the log's
+  batch line, train_results.json), no loss scale is checkpointed, and the prediction after training
+  is the float32 model's: the same predictions.json as a float32 prediction-only run."""
   train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
   dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 8)
   records_dir, model_dir = tmp_path / "records", tmp_path / "model"
@@ -161,7 +161,15 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   with open(model_dir / "eval_results.json") as f:
     results = json.load(f)
   assert results["num_questions"] == 8 and 0.0 <= results["f1"] <= 100.0
-  assert os.path.exists(model_dir / "predictions.json")
+  assert "predicting with a float32 copy of the mixed_bfloat16 model" in log
+  with open(model_dir / "predictions.json") as f:
+    after_training = json.load(f)
+  _, log = testutil.run_cli("train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+                            "--do_train=false", f"--predict_file={dev_file}")
+  assert "float32 copy" not in log
+  with open(model_dir / "predictions.json") as f:
+    assert json.load(f) == after_training
+  assert len(after_training) == 8
 
 
 def test_gpu_flag_without_gpu_is_a_clear_error():
