@@ -91,7 +91,7 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu):
 
   float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
   matmuls are fast only where the CPU has them (AVX512-BF16 or AMX, read from /proc/cpuinfo on
-  Linux: 2x float32 on an AMD Zen 4 here, BUILD.md "bfloat16 on the CPU").
+  Linux: matmuls at 2x float32 on an AMD Zen 4 here, BUILD.md "bfloat16 training on the CPU").
   """
   if has_gpu or dtype == "float32":
     return
