@@ -298,8 +298,14 @@ def run():
   is_chief = distribution.is_chief(strategy)
   logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
-  policy = question_answering.set_precision_policy(mixed_precision_dtype())
-  warn_if_slow_on_this_cpu(mixed_precision_dtype(), FLAGS.gpu)
+  if FLAGS.do_train:
+    policy = question_answering.set_precision_policy(mixed_precision_dtype())
+    warn_if_slow_on_this_cpu(mixed_precision_dtype(), FLAGS.gpu)
+  else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
+    policy = question_answering.set_precision_policy("float32")
+    if FLAGS.mixed_precision_dtype not in (None, "float32"):
+      logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
+                      "predicts in float32", FLAGS.mixed_precision_dtype)
   tf_keras.utils.set_random_seed(FLAGS.seed)
   start = checkpoints.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
 

@@ -129,7 +129,7 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
   # alike: their true gradient is 0 (float32 leaves ~1e-9 of rounding, bfloat16 more).
   total = np.linalg.norm(flat32)
   zero = [np.linalg.norm(b) for a, b in zip(grads32, grads16) if np.linalg.norm(a) < 1e-7 * total]
-  assert len(zero) == 2 * 1 + 2 and max(zero) < 1e-3 * total  # 2 key biases, beta, logits bias
+  assert len(zero) == 4 and max(zero) < 1e-3 * total  # 2 key biases, beta, logits bias
   relative = [np.linalg.norm(a - b) / np.linalg.norm(a) for a, b in zip(grads32, grads16)
               if np.linalg.norm(a) >= 1e-7 * total]
   assert max(relative) < 0.1
@@ -165,8 +165,11 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   with open(model_dir / "predictions.json") as f:
     after_training = json.load(f)
   _, log = testutil.run_cli("train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
-                            "--do_train=false", f"--predict_file={dev_file}")
+                            "--do_train=false", f"--predict_file={dev_file}",
+                            "--mixed_precision_dtype=bfloat16")
   assert "float32 copy" not in log
+  assert ("--mixed_precision_dtype=bfloat16 is the training dtype; --do_train=false predicts in "
+          "float32" in log)
   with open(model_dir / "predictions.json") as f:
     assert json.load(f) == after_training
   assert len(after_training) == 8
