@@ -146,24 +146,42 @@ def plan_memory(config, max_seq_length, policy, device, num_replicas):
 
 
 def num_train_steps_for(meta, batch_size, num_train_epochs, max_steps):
-  """--max_steps if given, else epochs x train features / global batch size (at least 1)."""
+  """--max_steps if given, else epochs x full global batches per epoch (at least 1).
+
+  An epoch is every train window once, less `num_features % batch_size` random ones
+  (records.train_dataset: every batch full).
+
+  Raises:
+    UsageError: fewer train windows than one global batch.
+  """
+  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
+  per_epoch = records.steps_per_epoch(num_features, batch_size)
+  if not per_epoch:
+    raise UsageError(f"the train records in {FLAGS.records_dir} hold {num_features} windows, "
+                     f"fewer than one global batch of {batch_size}; lower --train_batch_size "
+                     f"(or --gradient_accumulation_steps)")
   if max_steps:
     return max_steps
-  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
-  return max(1, int(num_features * num_train_epochs / batch_size))
+  return max(1, int(per_epoch * num_train_epochs))
 
 
-def train_length_buckets(max_seq_length, xla):
+def train_length_buckets(max_seq_length, xla, static_shapes=False):
   """--length_buckets resolved for the records: a tuple of padded lengths, or None (off).
 
   `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
-  step once per length, of records.XLA_LENGTH_BUCKET_STEP.
+  step once per length, of records.XLA_LENGTH_BUCKET_STEP; with `static_shapes` (TPUs) it is off.
 
   Raises:
-    UsageError: a boundary above the records' max_seq_length.
+    UsageError: a boundary above the records' max_seq_length; boundaries with `static_shapes`.
   """
   if FLAGS.length_buckets is None:
     return None
+  if static_shapes:
+    if FLAGS.length_buckets == "auto":
+      logging.info("length buckets off: a TPU compiles one static batch shape")
+      return None
+    raise UsageError("--length_buckets: a TPU compiles one static batch shape; use "
+                     "--nolength_buckets (the default under --distribution_strategy=tpu)")
   try:
     return records.length_bucket_boundaries(
         max_seq_length, None if FLAGS.length_buckets == "auto" else FLAGS.length_buckets,
@@ -189,7 +207,8 @@ def train(strategy, config, meta, policy, start, write_qa_config):
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
                steps, memory.format_bytes(plan.estimate.total), device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
-  length_buckets = train_length_buckets(max_seq_length, xla)
+  length_buckets = train_length_buckets(
+      max_seq_length, xla, static_shapes=isinstance(strategy, tf.distribute.TPUStrategy))
   logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
   task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
       bert_config=config, max_seq_length=max_seq_length,
@@ -351,7 +370,7 @@ def main(argv):
   except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
           checkpoints.CheckpointError, distribution.DistributionError,
           trainer_lib.ScheduleMismatchError, trainer_lib.PrecisionMismatchError,
-          question_answering.ShardError) as e:
+          question_answering.InputError) as e:
     sys.exit(f"train.py: {e}")
 
 

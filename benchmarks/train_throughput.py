@@ -18,12 +18,11 @@ as train.py loads them); the first `--warmup` steps, a step that traced (`reduce
 again at the second length) and under XLA the first step of every new length (its compilation) are
 not timed.
 
-Length-grouped batches are timed on a sample as long as an epoch's on average, not on the first
-batches out, which are biased both ways:
-- ours: a bucket emits its first batch only once it holds `batch` windows, so the first batches
-  come from the common lengths and the rare long buckets are missing; `--skip` batches are drawn
-  (not stepped) first. Measured 2026-12-01: the first 23 batches of 64-token buckets averaged 192
-  padded tokens against the epoch's 203.
+Length-grouped batches are timed on a sample as long as an epoch's on average, not on a biased
+one:
+- ours: batches are cut from pools of records.TRAIN_POOL_BATCHES batches sorted by length and
+  shuffled within about a pool's worth; `--skip` batches are drawn (not stepped) first, and the
+  timed batches' mean padded length is printed beside the epoch's.
 - the peer: its sampler sorts mega-batches of 50 batches longest first, and the script times the
   first `--steps` of them (shuffled), so 3 + 20 batches are the longest 23 of 50: 230 padded tokens
   against the epoch's 175. `--grouped_steps=47` (with 3 warm-up) times the whole first mega-batch.
@@ -83,7 +82,8 @@ def child_lengths(args):
                                   records.TRAIN_SPLIT, seq)
   lengths = np.asarray(features["input_mask"]).sum(axis=1)
   print(json.dumps({"seq": seq, "counts": np.bincount(lengths, minlength=seq + 1).tolist(),
-                    "buckets": {b: list(child_buckets(records, seq, b)) for b in ("auto", "xla")}}))
+                    "buckets": {b: list(child_buckets(records, seq, b)) for b in ("auto", "xla")},
+                    "pool_batches": records.TRAIN_POOL_BATCHES}))
 
 
 def child(args):
@@ -136,23 +136,29 @@ def child(args):
                                 tf.config.threading.get_intra_op_parallelism_threads()]}))
 
 
-def epoch_padded_lengths(lengths, batch, buckets, seed=1):
+def epoch_padded_lengths(lengths, batch, buckets, seed, pool_batches):
   """Mean padded length over one epoch's batches of `lengths` (real tokens per window, an int
-  array) for each way of batching: {"auto"/"xla": our buckets (boundaries in `buckets`), "none"
-  and "full": max_seq_length, "dynamic": random batches padded to their longest, "grouped": the
-  peer's LengthGroupedSampler (random order, mega-batches of 50 batches sorted longest first)."""
+  array) for each way of batching: {"auto"/"xla": ours (records.train_dataset: pools of
+  `pool_batches` batches sorted by length, each batch padded to the first boundary in `buckets`
+  holding its longest window), "none" and "full": max_seq_length, "dynamic": random batches
+  padded to their longest, "grouped": the peer's LengthGroupedSampler (random order, mega-batches
+  of 50 batches sorted longest first)}."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   result = {"none": float(buckets["seq"]), "full": float(buckets["seq"])}
-  for name in ("auto", "xla"):
-    limits = np.asarray(buckets[name])
-    result[name] = float(limits[np.searchsorted(limits, lengths, side="left")].mean())
   order = np.random.default_rng(seed).permutation(len(lengths))
   full = len(order) // batch * batch
+
+  def sorted_in_pools(size, longest_first):
+    pools = [sorted(order[i:i + size], key=lambda j: -lengths[j] if longest_first else lengths[j])
+             for i in range(0, len(order), size)]
+    return lengths[np.concatenate(pools)[:full]].reshape(-1, batch).max(axis=1)
+
+  ours = sorted_in_pools(pool_batches * batch, False)
+  for name in ("auto", "xla"):
+    limits = np.asarray(buckets[name])
+    result[name] = float(limits[np.searchsorted(limits, ours, side="left")].mean())
   result["dynamic"] = float(lengths[order[:full]].reshape(-1, batch).max(axis=1).mean())
-  mega = PEER_MEGA_BATCHES * batch
-  grouped = np.concatenate([sorted(order[i:i + mega], key=lambda j: -lengths[j])
-                            for i in range(0, len(order), mega)])
-  result["grouped"] = float(lengths[grouped[:full]].reshape(-1, batch).max(axis=1).mean())
+  result["grouped"] = float(sorted_in_pools(PEER_MEGA_BATCHES * batch, True).mean())
   return result
 
 
@@ -273,7 +279,7 @@ def main():
     sys.exit(f"reading the real lengths of {args.records_dir} failed:\n{proc.stderr[-3000:]}")
   lengths = np.repeat(np.arange(len(counts["counts"])), counts["counts"])
   epoch = epoch_padded_lengths(lengths, args.batch, dict(counts["buckets"], seq=counts["seq"]),
-                               args.seed)
+                               args.seed, counts["pool_batches"])
   print(f"{len(lengths)} train windows, real tokens mean {lengths.mean():.1f}; epoch mean padded "
         f"lengths: {json.dumps({k: round(v, 1) for k, v in epoch.items()})}", flush=True)
   runs = []

@@ -342,11 +342,13 @@ def define_length_buckets():
   if "length_buckets" not in flags.FLAGS:
     flags.DEFINE_flag(_LengthBucketsFlag(
         _LengthBucketsParser(), None, "length_buckets", "auto",
-        "Train on batches of windows of similar real length (sum of input_mask), each padded only "
-        "to its bucket's boundary: increasing token counts (max_seq_length is added as the last), "
-        "or 'auto': every multiple of 8 below max_seq_length (of 64 under --xla, which compiles "
-        "once per length), then max_seq_length. A step's "
-        "whole batch (all accumulation micro-batches) comes from one bucket. "
+        "Train on batches of windows of similar real length (sum of input_mask; each epoch's "
+        "windows sorted by length in pools of 100 batches), each padded only to the first of "
+        "these lengths that holds its longest window: increasing token counts (max_seq_length is "
+        "added as the last), or 'auto': every multiple of 8 below max_seq_length (of 64 under "
+        "--xla, which compiles once per length), then max_seq_length. A step's global batch (all "
+        "replicas and accumulation micro-batches) has one length. 'auto' is off under "
+        "--distribution_strategy=tpu (TPUs compile static shapes). "
         "--nolength_buckets pads every batch to max_seq_length."))
 
 

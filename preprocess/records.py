@@ -309,12 +309,12 @@ def _to_model_inputs(batch):
   return features
 
 
-# Default --length_buckets: boundaries at every multiple of this many tokens up to max_seq_length.
-# SQuAD v1.1 train at 384 (BUILD.md, "Length-bucketed training"): an epoch's batches are padded to
-# 175.5 tokens on average at 8 (172.0 real), 187.2 at 32, 203.3 at 64; Hugging Face's
-# group_by_length pads to 175.1. Without XLA the number of shapes costs nothing (one generic trace).
+# Default --length_buckets: boundaries at every multiple of this many tokens up to max_seq_length
+# (the widths a length-grouped batch is trimmed to). Without XLA the number of shapes costs nothing
+# (one generic trace).
 LENGTH_BUCKET_STEP = 8
-# The same under XLA, which compiles the step once per shape: 6 compilations at 384.
+# The same under XLA, which compiles the step once per shape: 6 compilations at 384 (an epoch of
+# SQuAD v1.1 train then pads to 204.9 tokens instead of 177.1).
 XLA_LENGTH_BUCKET_STEP = 64
 
 
@@ -348,84 +348,120 @@ def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET
   return tuple(boundaries)
 
 
-def bucket_by_length(features, batch_size, boundaries, drop_remainder=True):
-  """Batches features of similar real length, each batch trimmed to its bucket's boundary.
+def length_grouped_batches(pools, batch_size, boundaries, drop_remainder=True):
+  """Splits pools of features into batches of similar real length, each trimmed to a boundary.
 
-  tf.data's `group_by_window` keyed by bucket (what `Dataset.bucket_by_sequence_length` does,
-  but on fixed-length records: that op pads variable-length elements and its boundaries are
-  exclusive). A window of n = sum(input_mask) real tokens goes to the first boundary >= n; a
-  bucket emits a batch when it holds `batch_size` features, so batches come out in the order
-  buckets fill and the result is a deterministic function of the input order. Trimming drops
-  only padding (every position >= n has input_mask 0 and id 0), and start/end positions < n.
+  Each pool (a random sample of the epoch, `TRAIN_POOL_BATCHES` batches' worth) is sorted by real
+  length n = sum(input_mask) and cut into consecutive batches of `batch_size`; a batch is trimmed
+  to the first boundary >= its longest window. Hugging Face's `LengthGroupedSampler` groups the same
+  way (sorted mega-batches of 50 batches). Unlike per-bucket queues (tf.data's
+  `bucket_by_sequence_length`), no window waits for its bucket to fill: every window of an epoch is
+  in a batch of that epoch, once, and a batch never holds the same window twice. Trimming drops only
+  padding (every position >= n has input_mask 0 and id 0), and start/end positions are < n.
 
   Args:
-    features: a Dataset of single parsed features (int32 `input_word_ids`, `input_mask`,
-      `input_type_ids` [max_seq_length], scalars for the other keys).
-    batch_size: features per batch (all from one bucket).
-    boundaries: `length_bucket_boundaries(...)`.
-    drop_remainder: True for endless input; False emits each bucket's last, partial batch when
-      finite input ends.
+    pools: a Dataset of parsed feature batches (`_to_model_inputs` keys; sequence keys int32
+      [pool, max_seq_length]), in random order.
+    batch_size: features per batch.
+    boundaries: `length_bucket_boundaries(...)`: the widths a batch may be trimmed to.
+    drop_remainder: True: a pool whose size is not a multiple of `batch_size` (the last of an
+      epoch) first drops its last size % batch_size features (random ones: the pool is in random
+      order), so every batch is full. False: the pool's longest batch is partial.
 
   Returns:
-    A Dataset of batches: the sequence keys int32 [batch_size, boundary] (static shape
-    [batch_size, None]), the others [batch_size].
+    A Dataset of batches in sorted order within each pool: the sequence keys int32
+    [batch_size, width] (static shape [batch_size or None, None]), the others [batch_size].
   """
   limits = tf.constant(boundaries, tf.int32)
 
-  def bucket(feature):
-    length = tf.reduce_sum(feature["input_mask"])
-    return tf.cast(tf.searchsorted(limits, length[None], side="left")[0], tf.int64)
+  def batches(pool):
+    size = tf.shape(pool["input_mask"])[0]
+    if drop_remainder:
+      size -= size % batch_size
+      pool = {k: v[:size] for k, v in pool.items()}
+    order = tf.argsort(tf.reduce_sum(pool["input_mask"], axis=1), stable=True)
+    pool = {k: tf.gather(v, order) for k, v in pool.items()}
 
-  def batch_and_trim(key, window):
-    length = limits[key]
-    return window.batch(batch_size, drop_remainder=drop_remainder).map(
-        lambda batch: {k: v[:, :length] if k in _SEQUENCE_INPUTS else v for k, v in batch.items()})
+    def batch(i):
+      rows = {k: v[i * batch_size:(i + 1) * batch_size] for k, v in pool.items()}
+      longest = tf.reduce_max(tf.reduce_sum(rows["input_mask"], axis=1))
+      width = limits[tf.searchsorted(limits, longest[None], side="left")[0]]
+      return {k: v[:, :width] if k in _SEQUENCE_INPUTS else v for k, v in rows.items()}
 
-  return features.group_by_window(bucket, batch_and_trim, window_size=batch_size)
+    count = (size + batch_size - 1) // batch_size
+    return tf.data.Dataset.range(tf.cast(count, tf.int64)).map(
+        lambda i: batch(tf.cast(i, tf.int32)))
+
+  return pools.flat_map(batches)
 
 
 _SEQUENCE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
+# Length-grouped training batches are cut from pools of this many batches sorted by length
+# (transformers' LengthGroupedSampler sorts mega-batches of 50). SQuAD v1.1 train at 384/128/64
+# (88,641 windows, 172.0 real tokens each on average), 8-token boundaries, batch 16 to 256: pools
+# of 50 batches pad an epoch to 178.7 tokens, 100 to 177.1, 200 to 176.3; the group_by_length
+# sampler pads to 175.1-175.4 (benchmarks/train_throughput.py's epoch simulation). A pool of 100
+# batches of 32 holds 3,200 windows (15 MB at 384).
+TRAIN_POOL_BATCHES = 100
+
 
 def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000,
-                  length_buckets=None, num_epochs=None):
-  """Shuffled training batches: file list -> interleave -> shuffle -> batch -> prefetch.
+                  length_buckets=None, num_epochs=None, pool_batches=TRAIN_POOL_BATCHES):
+  """Shuffled training batches, epoch by epoch: files -> interleave -> shuffle -> batch.
+
+  Every epoch reads every record of `paths` once, in a new random order (deterministic for a
+  given seed), and batches only that epoch's records: a window is never in two batches of one
+  epoch, and no batch mixes epochs. With endless input (`num_epochs` None) each epoch drops its
+  last `num_records % batch_size` records (random ones), so every batch is full: an epoch is
+  `num_records // batch_size` batches (`steps_per_epoch`).
+
+  The batches are global: a run on several replicas splits each batch across them
+  (tasks/question_answering.py), so that every replica of a step has the same width and the
+  same data as one device with this batch size.
 
   Args:
     paths: train shard paths.
     max_seq_length: tokens per record.
-    batch_size: features per batch (per optimizer step: all accumulation micro-batches of a step
-      come from one batch, so from one bucket).
+    batch_size: features per batch (per optimizer step, over all replicas and accumulation
+      micro-batches).
     seed: shuffling seed; with a seed the batches are deterministic.
-    shuffle_buffer: features in tf.data's shuffle buffer.
+    shuffle_buffer: records in tf.data's shuffle buffer.
     length_buckets: None pads every batch to max_seq_length; else increasing boundaries
-      (`length_bucket_boundaries`) and each batch holds windows of one bucket, trimmed to its
-      boundary (`bucket_by_length`).
-    num_epochs: None repeats forever (training); N passes over the records, then ends with
-      partial batches (each bucket's last) so that every feature comes out exactly N times.
+      (`length_bucket_boundaries`): batches group windows of similar length
+      (`length_grouped_batches` over pools of `pool_batches` batches, batch order shuffled within
+      that many batches) and are trimmed to a boundary.
+    num_epochs: None repeats forever (training); N passes over the records, then ends; each
+      epoch's last batch may then be partial, so every record comes out exactly N times.
+    pool_batches: batches per length-sorted pool.
 
   Returns:
     A tf.data.Dataset of dicts of int32 tensors: `input_word_ids`, `input_mask`, `input_type_ids`
-    [batch, seq] (seq = max_seq_length, or the batch's bucket boundary) and `unique_ids`,
+    [batch, seq] (seq = max_seq_length, or the batch's boundary) and `unique_ids`,
     `start_positions`, `end_positions` [batch].
   """
   spec = feature_spec(TRAIN_SPLIT, max_seq_length)
-  files = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths), seed=seed)
-  files = files.repeat(num_epochs)
-  dataset = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), 4),
-                             num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
-  dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-  complete = num_epochs is None  # endless input: only full batches
+  drop_remainder = num_epochs is None  # endless input: only full batches
+  files = tf.data.Dataset.from_tensor_slices(list(paths)).shuffle(len(paths), seed=seed)
+  epoch = files.interleave(tf.data.TFRecordDataset, cycle_length=min(len(paths), 4),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  epoch = epoch.shuffle(shuffle_buffer, seed=seed)
+  parse = lambda x: _to_model_inputs(tf.io.parse_example(x, spec))
   if length_buckets is None:
-    dataset = dataset.batch(batch_size, drop_remainder=complete)
-    dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_example(x, spec)),
-                          num_parallel_calls=tf.data.AUTOTUNE)
+    epoch = epoch.batch(batch_size, drop_remainder=drop_remainder).map(
+        parse, num_parallel_calls=tf.data.AUTOTUNE)
   else:
-    dataset = dataset.map(lambda x: _to_model_inputs(tf.io.parse_single_example(x, spec)),
-                          num_parallel_calls=tf.data.AUTOTUNE)
-    dataset = bucket_by_length(dataset, batch_size,
-                               length_bucket_boundaries(max_seq_length, length_buckets), complete)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+    pools = epoch.batch(pool_batches * batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    epoch = length_grouped_batches(
+        pools, batch_size, length_bucket_boundaries(max_seq_length, length_buckets),
+        drop_remainder).shuffle(pool_batches, seed=seed)
+  # Repeated after batching (each pass reshuffles: reshuffle_each_iteration), so epochs stay apart.
+  return epoch.repeat(num_epochs).prefetch(tf.data.AUTOTUNE)
+
+
+def steps_per_epoch(num_records, batch_size):
+  """Full batches of `batch_size` in one epoch of `num_records` (what `train_dataset` yields)."""
+  return num_records // batch_size
 
 
 # Eval batches trimmed to their longest window: windows are sorted by real length within pools of

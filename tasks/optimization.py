@@ -71,9 +71,26 @@ def apply_gradients(optimizer, gradients, variables):
   without aggregating again. So the update equals one device's update on the whole global batch
   (a non-finite sum skips the step under loss scaling, on every replica). Outside a strategy the
   all-reduce is the identity.
+
+  A tf.IndexedSlices gradient (the word embeddings': one row per token of the batch, a token id
+  once per occurrence) is made dense first, for two reasons:
+  - the clipping norm: tf.clip_by_global_norm takes an IndexedSlices' norm over its rows as
+    given, so a token that occurs k times contributes k squared rows instead of the square of
+    their sum. Dense, the norm is the gradient's, and one pass, k accumulated passes (whose sum
+    is dense) and any number of replicas clip alike.
+  - several replicas: TensorFlow all-gathers IndexedSlices in two collectives, the first of which
+    (the row counts) depends only on the input batch; inside orbit's tf.while_loop a replica can
+    launch it for the next step while another is still in this one, and the collectives of two
+    steps are then paired: "Shape mismatch in the collective instance" as soon as two steps have
+    different batch widths, even when all replicas of each step agree. A dense gradient is
+    all-reduced with the others, after this step's backward pass.
+  The cost is a [vocab_size, hidden] all-reduce per step (94 MB for BERT-base in float32; BUILD.md
+  "Training on several replicas" weighs it); AdamW updates every row of the embedding's slots
+  either way.
   """
   context = tf.distribute.get_replica_context()
-  gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, list(gradients))
+  gradients = [tf.convert_to_tensor(g) for g in gradients]
+  gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, gradients)
   gradients, _ = tf.clip_by_global_norm(gradients, GRADIENT_CLIP_NORM)
   return optimizer.apply_gradients(zip(gradients, variables),
                                    experimental_aggregate_gradients=False)

@@ -22,8 +22,8 @@ from preprocess import records
 from tasks import optimization
 
 
-class ShardError(ValueError):
-  """Fewer train shards than input pipelines (one-line message naming --num_shards)."""
+class InputError(ValueError):
+  """Training input that cannot be built as asked (one-line message with the fix)."""
 
 
 # --mixed_precision_dtype (tfm's runtime.mixed_precision_dtype) -> the tf_keras dtype policy.
@@ -93,6 +93,24 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, global_b
 def trained_variables(model):
   """The model's trainable variables minus BERT's pooler, which the span head does not use."""
   return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
+
+
+def dropout_generators(model):
+  """The tf.random.Generator of every dropout layer of a model built by `build_model`.
+
+  tf_keras keeps a layer's generator in the private `_random_generator._generator` and leaves it
+  out of checkpoints (it is exposed to SavedModel only); this reads it there (BUILD.md lists the
+  private APIs). Layers built with TensorFlow's legacy random ops have none.
+
+  Returns:
+    A list of tf.random.Generator, in `model.submodules` order (the same for the same config).
+  """
+  generators = []
+  for layer in model.submodules:
+    generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+    if isinstance(generator, tf.random.Generator):
+      generators.append(generator)
+  return generators
 
 
 def computes_in_float16(model):
@@ -225,7 +243,7 @@ class QATaskConfig:
   Attributes:
     bert_config: a `model.bert_config.BertConfig`.
     max_seq_length: tokens per feature of the records.
-    train_files: the train shards written by make_records.py (per-worker sharding is by file).
+    train_files: the train shards written by make_records.py (every worker reads them all).
     per_replica_batch_size: features per forward/backward pass on one replica.
     accumulation_steps: passes per optimizer step; a replica's batch is their product.
     learning_rate, num_train_steps, warmup_proportion: the schedule (tasks/optimization.py).
@@ -259,7 +277,15 @@ class QuestionAnsweringTask:
     self.config = config
 
   def build_model(self):
-    """The span model (model/span_model.py); call it under the strategy's scope."""
+    """The span model (model/span_model.py); call it under the strategy's scope.
+
+    Its dropout layers draw from tf.random.Generator states (tf_keras' "stateful" random
+    generator, switched on here for the process) instead of TensorFlow's legacy random ops,
+    whose state lives inside the op kernels: `dropout_generators(model)` are variables that
+    trainer.make_checkpoint saves, so a resumed run draws the dropout masks an uninterrupted run
+    would. Under a tf.distribute strategy each replica draws its own stream.
+    """
+    tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
     return model
 
@@ -277,9 +303,15 @@ class QuestionAnsweringTask:
   def build_inputs(self, input_context=None, skip_steps=0):
     """This input pipeline's endless training batches (a `dataset_fn` for the strategy).
 
-    The train shards are split by file among the input pipelines (one per worker):
-    pipeline i reads files i, i + n, i + 2n, ... Each pipeline yields batches of
-    `replica_batch_size` for its replicas in turn.
+    Every input pipeline (one per worker) reads all train shards in the same seeded order and
+    builds the same global batches, `records.train_dataset` at the global batch size
+    (`replica_batch_size` * replicas); pipeline i takes rows [i * s, (i + 1) * s) of each, s =
+    replica_batch_size * its replicas, and yields them as one batch per replica, in replica order.
+    So every replica of a step gets a batch of the same width: replicas at different lengths
+    would fail in the all-gather of the word-embedding gradient (tf.IndexedSlices of
+    [batch * width, hidden] rows, whose shapes must agree), and the global batches are those of
+    one device at that batch size: a run on N replicas trains the same model as on one.
+    Each worker reads all records (a few hundred MB for SQuAD at 384) to gain that.
 
     Args:
       input_context: a `tf.distribute.InputContext` (None: one pipeline, one replica).
@@ -288,22 +320,32 @@ class QuestionAnsweringTask:
         given seed).
 
     Returns:
-      A tf.data.Dataset of records.train_dataset's batch dicts.
+      A tf.data.Dataset of records.train_dataset's batch dicts, `replica_batch_size` rows each.
 
     Raises:
-      ShardError: fewer shards than input pipelines (one line naming --num_shards).
+      InputError: several input pipelines without a seed (they would draw different batches).
     """
-    files = list(self.config.train_files)
     pipelines = input_context.num_input_pipelines if input_context else 1
     index = input_context.input_pipeline_id if input_context else 0
-    replicas_here = (input_context.num_replicas_in_sync // pipelines) if input_context else 1
-    if len(files) < pipelines:
-      raise ShardError(f"{len(files)} train shards for {pipelines} input pipelines (workers); "
-                       f"rerun make_records.py with --num_shards={pipelines} or more")
-    dataset = records.train_dataset(paths=files[index::pipelines],
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    replicas_here = replicas // pipelines
+    if pipelines > 1 and self.config.seed is None:
+      raise InputError(f"{pipelines} input pipelines (workers) need a shuffling seed to draw the "
+                       f"same global batches; set QATaskConfig.seed (train.py: --seed)")
+    dataset = records.train_dataset(paths=list(self.config.train_files),
                                     max_seq_length=self.config.max_seq_length,
-                                    batch_size=self.replica_batch_size, seed=self.config.seed,
+                                    batch_size=self.replica_batch_size * replicas,
+                                    seed=self.config.seed,
                                     length_buckets=self.config.length_buckets)
+    if replicas > 1:
+      share, first = self.replica_batch_size, index * replicas_here * self.replica_batch_size
+
+      def this_pipelines_rows(batch):
+        return {k: tf.reshape(v[first:first + replicas_here * share],
+                              tf.concat([[replicas_here, share], tf.shape(v)[1:]], axis=0))
+                for k, v in batch.items()}
+
+      dataset = dataset.map(this_pipelines_rows).unbatch()
     if skip_steps:
       dataset = dataset.skip(skip_steps * replicas_here)
     return dataset

@@ -25,8 +25,10 @@ import tf_keras
 
 from model import checkpoints
 from tasks import optimization
+from tasks import question_answering
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
+DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
 # Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
 LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -156,10 +158,18 @@ def check_loss_scale(checkpoint_path, loss_scaled):
 
 
 def make_checkpoint(model, optimizer, num_train_steps):
-  """tf.train.Checkpoint(model, optimizer, schedule length): what a --model_dir checkpoint holds."""
+  """What a --model_dir checkpoint holds: the model, the optimizer, the schedule's length and the
+  dropout layers' random-generator states (`question_answering.dropout_generators`)."""
   return tf.train.Checkpoint(
       model=model, optimizer=optimizer,
-      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False)})
+      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
+         DROPOUT_STATE_KEY: question_answering.dropout_generators(model)})
+
+
+def has_dropout_state(checkpoint_path):
+  """Whether a checkpoint holds the dropout generators' states (older ones do not)."""
+  return any(name.startswith(DROPOUT_STATE_KEY + "/")
+             for name, _ in tf.train.list_variables(checkpoint_path))
 
 
 @contextlib.contextmanager
@@ -224,8 +234,12 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         restored.expect_partial()
       logging.info("already trained %d of %d steps", start_step, num_train_steps)
       return {"steps": 0, "start_step": start_step, "end_step": start_step}
-    if restored:
+    if restored and has_dropout_state(latest):
       restored.assert_existing_objects_matched()
+    elif restored:
+      restored.expect_partial()
+      logging.warning("%s holds no dropout random state (saved by an earlier version): dropout "
+                      "continues from a new random stream", latest)
     # No checkpoint_interval: the controller would save after the first loop and then every
     # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
     # end, and the loops are cut to end on those steps.

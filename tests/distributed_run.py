@@ -6,11 +6,13 @@ tests/test_distribution.py. Uses the task's Python API (no flags): tasks.distrib
 tasks.question_answering, tasks.trainer.
 
   python tests/distributed_run.py --strategy=mirrored --num_cpu_devices=2 --records_dir=R \
-      --config=tiny.json --model_dir=M --steps=6 --stop_at=3 --batch=8 [--accumulation=2] [--mixed]
+      --config=tiny.json --model_dir=M --run=NAME:steps=6,stop_at=3,accumulation=2
 
---data=zip2 feeds one device the global batches that 2 workers of multi_worker_mirrored see (each
-worker's pipeline reads its own shard; a global batch is worker 0's batch then worker 1's).
-Several runs may be given as --run=NAME:key=value,... ; each trains in --model_dir/NAME.
+Each --run=NAME:key=value,... trains in --model_dir/NAME and prints `RESULT NAME {json}`. Keys:
+steps (the schedule), stop_at (train to this step, then stop: a later run with the same NAME
+resumes), batch (global), accumulation, dtype (float32, float16, bfloat16), buckets (1: the
+default length buckets, 0: padded to max_seq_length), loop (steps per orbit loop), seed (input
+order), config (a key of --config: a second config is given as --config=NAME=path).
 """
 
 import argparse
@@ -28,16 +30,16 @@ def parse():
   parser.add_argument("--strategy", default="one_device")
   parser.add_argument("--num_cpu_devices", type=int, default=1)
   parser.add_argument("--records_dir", required=True)
-  parser.add_argument("--config", required=True)
+  parser.add_argument("--config", action="append", required=True,
+                      help="path (the default config) or NAME=path")
   parser.add_argument("--model_dir", required=True)
   parser.add_argument("--run", action="append", default=[],
-                      help="NAME:steps=6,stop_at=3,batch=8,accumulation=1,mixed=0,data=pipelines,"
-                           "save_every=3")
+                      help="NAME:steps=6,stop_at=3,batch=8,accumulation=1,dtype=float32,buckets=1,"
+                           "loop=3,seed=5,save_every=3,config=default")
   return parser.parse_args()
 
 
 def run_one(strategy, args, name, settings):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
   from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from preprocess import records  # pylint: disable=g-import-not-at-top
@@ -48,40 +50,35 @@ def run_one(strategy, args, name, settings):
   stop_at = int(settings.get("stop_at", steps))
   batch = int(settings.get("batch", 8))
   accumulation = int(settings.get("accumulation", 1))
-  mixed = bool(int(settings.get("mixed", 0)))
+  dtype = settings.get("dtype", "float32")
   save_every = int(settings.get("save_every", 3))
+  configs = dict(c.split("=", 1) if "=" in c else ("default", c) for c in args.config)
   replicas = strategy.num_replicas_in_sync
-  qa.set_precision_policy("float16" if mixed else "float32")
+  qa.set_precision_policy(dtype)
   tf_keras.utils.set_random_seed(11)
   meta = records.read_meta(args.records_dir)
+  max_seq_length = meta["flags"]["max_seq_length"]
   config = qa.QATaskConfig(
-      bert_config=bert_config_lib.BertConfig.from_json_file(args.config),
-      max_seq_length=meta["flags"]["max_seq_length"],
+      bert_config=bert_config_lib.BertConfig.from_json_file(
+          configs[settings.get("config", "default")]),
+      max_seq_length=max_seq_length,
       train_files=tuple(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT)),
-      per_replica_batch_size=batch // replicas, accumulation_steps=accumulation,
+      per_replica_batch_size=batch // replicas // accumulation, accumulation_steps=accumulation,
       learning_rate=1e-3, num_train_steps=steps, warmup_proportion=0.0,
-      mixed_precision_dtype="float16" if mixed else "float32", seed=5)
+      mixed_precision_dtype=dtype, seed=int(settings.get("seed", 5)),
+      length_buckets=(records.length_bucket_boundaries(max_seq_length)
+                      if int(settings.get("buckets", 1)) else None))
   task = qa.QuestionAnsweringTask(config)
-  dataset_fn = task.build_inputs
-  if settings.get("data") == "zip2":  # what 2 workers of batch // 2 each see, as one batch
-    worker_task = qa.QuestionAnsweringTask(
-        qa.QATaskConfig(**dict(vars(config), per_replica_batch_size=batch // 2)))
-
-    def dataset_fn(context, skip):
-      del context
-      parts = [worker_task.build_inputs(tf.distribute.InputContext(2, i, 2), skip)
-               for i in range(2)]
-      return tf.data.Dataset.zip(tuple(parts)).map(
-          lambda a, b: {k: tf.concat([a[k], b[k]], 0) for k in a})
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
     checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
   trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
-                                  batch * accumulation)
+                                  batch)
   model_dir = os.path.join(args.model_dir, name)
-  result = trainer_lib.train(strategy, trainer, checkpoint, model_dir, stop_at, dataset_fn,
-                             save_every, 1, distribution.is_chief(strategy),
+  result = trainer_lib.train(strategy, trainer, checkpoint, model_dir, stop_at, task.build_inputs,
+                             save_every, int(settings.get("loop", 3)),
+                             distribution.is_chief(strategy),
                              getattr(strategy, "cluster_resolver", None))
   print(f"RESULT {name} {json.dumps(result)}", flush=True)
 

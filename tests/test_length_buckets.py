@@ -1,5 +1,6 @@
-"""Length-bucketed training batches (--length_buckets): exact shapes, each feature once per epoch,
-determinism, and trimming changes nothing but cost (logits, loss, gradients)."""
+"""Length-grouped training batches (--length_buckets): exact shapes, each feature once per epoch,
+determinism, the split of a global batch across replicas, and trimming changes nothing but cost
+(logits, loss, gradients)."""
 
 import collections
 
@@ -64,22 +65,21 @@ def test_flag_forms():
       parser.parse(bad)
 
 
-def test_one_epoch_holds_every_feature_once_trimmed_to_its_bucket(train_records):
+def test_one_epoch_holds_every_feature_once_trimmed_to_a_boundary(train_records):
   paths, features = train_records
   lengths = features["input_mask"].sum(axis=1)
   assert len(lengths) > 3 * BATCH and len(set(np.searchsorted(BUCKETS, lengths))) >= 4
   row_of = {int(u): i for i, u in enumerate(features["unique_ids"])}
   seen = collections.Counter()
-  partial = collections.Counter()
+  widths, partial = [], 0
   for batch in batches(records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS,
                                              num_epochs=1)):
     seq = batch["input_word_ids"].shape[1]
-    bucket = BUCKETS.index(seq)  # the batch is padded exactly to a boundary
     rows = [row_of[int(u)] for u in batch["unique_ids"]]
-    lower = BUCKETS[bucket - 1] if bucket else 0
-    assert all(lower < lengths[r] <= seq for r in rows)  # all from that bucket
-    if len(rows) < BATCH:
-      partial[seq] += 1
+    # Padded to the first boundary that holds the batch's longest window.
+    assert seq == BUCKETS[int(np.searchsorted(BUCKETS, lengths[rows].max()))]
+    widths.append(seq)
+    partial += len(rows) < BATCH
     for key, name in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
                       ("input_type_ids", "segment_ids")):
       np.testing.assert_array_equal(batch[key], features[name][rows, :seq])
@@ -88,7 +88,64 @@ def test_one_epoch_holds_every_feature_once_trimmed_to_its_bucket(train_records)
       np.testing.assert_array_equal(batch[key], features[key][rows])
     seen.update(int(u) for u in batch["unique_ids"])
   assert sorted(seen) == sorted(row_of) and set(seen.values()) == {1}
-  assert max(partial.values()) == 1  # at most one (the last) partial batch per bucket
+  assert partial == (len(lengths) % BATCH > 0)  # the pool's last batch (one pool holds all)
+  assert len(set(widths)) >= 4
+  # Length-grouped: far less padding than random batches of the same windows.
+  assert np.mean(widths) < 0.8 * SEQ
+
+
+@pytest.mark.parametrize("batch_size", [8, 64])
+def test_every_epoch_draws_every_window_once(train_records, batch_size):
+  """Endless training input, default boundaries: each epoch's worth of batches (records //
+  batch_size) holds no window twice and all but records % batch_size of them; the epochs'
+  orders differ."""
+  paths, features = train_records
+  total = len(features["unique_ids"])
+  per_epoch = records.steps_per_epoch(total, batch_size)
+  assert per_epoch >= 2
+  drawn = batches(records.train_dataset(paths, SEQ, batch_size, seed=5,
+                                        length_buckets=records.length_bucket_boundaries(SEQ)),
+                  3 * per_epoch)
+  orders = []
+  for epoch in range(3):
+    ids = np.concatenate([b["unique_ids"] for b in drawn[epoch * per_epoch:(epoch + 1) * per_epoch]])
+    repeats = len(ids) - len(set(ids.tolist()))
+    assert (len(ids), repeats) == (per_epoch * batch_size, 0)
+    assert set(ids.tolist()) <= set(features["unique_ids"].tolist())
+    orders.append(ids.tolist())
+  assert orders[0] != orders[1] != orders[2]
+
+
+def test_replicas_split_the_global_batch(train_records):
+  """Two input pipelines (workers) of one replica each, and one pipeline of two replicas: each
+  replica gets its rows of one device's global batch, at the same width."""
+  paths, _ = train_records
+  config = question_answering.QATaskConfig(
+      bert_config=None, max_seq_length=SEQ, train_files=tuple(paths), per_replica_batch_size=4,
+      seed=5, length_buckets=BUCKETS)
+  task = question_answering.QuestionAnsweringTask(config)
+  one = batches(question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(**dict(vars(config), per_replica_batch_size=8)))
+                .build_inputs(), 6)
+  workers = [batches(task.build_inputs(tf.distribute.InputContext(2, i, 2)), 6) for i in range(2)]
+  local = batches(task.build_inputs(tf.distribute.InputContext(1, 0, 2)), 12)
+  assert len({b["input_word_ids"].shape[1] for b in one}) >= 2
+  for step, batch in enumerate(one):
+    for replica, part in enumerate((workers[0][step], workers[1][step])):
+      for key, value in batch.items():
+        np.testing.assert_array_equal(part[key], value[replica * 4:(replica + 1) * 4])
+        np.testing.assert_array_equal(local[2 * step + replica][key],
+                                      value[replica * 4:(replica + 1) * 4])
+  skipped = batches(task.build_inputs(tf.distribute.InputContext(1, 0, 2), skip_steps=2), 2)
+  np.testing.assert_array_equal(skipped[0]["unique_ids"], local[4]["unique_ids"])
+
+
+def test_several_pipelines_need_a_seed(train_records):
+  paths, _ = train_records
+  task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
+      bert_config=None, max_seq_length=SEQ, train_files=tuple(paths), seed=None))
+  with pytest.raises(question_answering.InputError, match="2 input pipelines"):
+    task.build_inputs(tf.distribute.InputContext(2, 0, 2))
 
 
 def test_endless_batches_are_full_and_deterministic_with_a_seed(train_records):

@@ -516,7 +516,8 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_records(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("memory_records")
-  return {"records": testutil.make_train_records(tmp, 24),
+  # 9,546 windows: an epoch holds one global batch of 8192 (check_real_out_of_memory).
+  return {"records": testutil.make_train_records(tmp, 1700),
           "config": testutil.write_tiny_config(tmp / "tiny.json"), "tmp": tmp}
 
 

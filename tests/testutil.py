@@ -87,14 +87,20 @@ def write_squad_articles(source, destination, article_indices):
   return str(destination)
 
 
-def make_train_records(tmp, num_questions, num_shards=1):
-  """make_records.py on the first `num_questions` of the real train file at 64/32/16 tokens.
+def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16)):
+  """make_records.py on the first `num_questions` of the real train file.
+
+  Args:
+    lengths: (max_seq_length, doc_stride, max_query_length). At 64 tokens nearly every window is
+      full; at 256 their real lengths vary (length-grouped batches differ in width).
 
   Returns:
     The records folder (str), `tmp`/records.
   """
   train_file = write_squad_slice(TRAIN_FILE, tmp / "train.json", num_questions)
+  max_seq_length, doc_stride, max_query_length = lengths
   run_cli("preprocess/make_records.py", f"--train_file={train_file}",
-          f"--vocab_file={vocab_file()}", "--max_seq_length=64", "--doc_stride=32",
-          "--max_query_length=16", f"--num_shards={num_shards}", f"--output_dir={tmp / 'records'}")
+          f"--vocab_file={vocab_file()}", f"--max_seq_length={max_seq_length}",
+          f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}",
+          f"--num_shards={num_shards}", f"--output_dir={tmp / 'records'}")
   return str(tmp / "records")
