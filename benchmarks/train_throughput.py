@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = memory_cpu.REPO
-# The peer's scripts: ../shared/peer beside the repository (this workplace), or $PEER_DIR.
+# The peer's scripts: $PEER_DIR, else ../shared/peer beside the repository.
 PEER_AUTOCAST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_autocast.py")
 DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
                                                                     "peer")), "bench_train_real.py")

@@ -662,8 +662,8 @@ class HeadMemory:
 def dense_head_memory(input_units, units, optimizer="adamw", name=None):
   """A Dense(`units`) over `input_units` features: (input_units + 1) x units parameters.
 
-  The seed scenario: Dense(1604) over a flattened [2 x 512 x 768] input has 786432 x 1604
-  weights, 5.0 GB in float32, x3 with AdamW's two slots, x4 with the gradients too.
+  A Dense(1604) softmax over a flattened [2 x 512 x 768] input (the head behind "OOM when
+  allocating tensor with shape[786432,1604]") has 786432 x 1604 weights, 5.0 GB in float32, x3 with AdamW's two slots, x4 with the gradients too.
   """
   parameters = (input_units + 1) * units
   weight_bytes = 4 * parameters
@@ -726,8 +726,8 @@ def format_table(rows, header):
   return "\n".join(lines)
 
 
-def seed_scenario_lines():
-  """The original user's arithmetic next to the span head's (see `dense_head_memory`)."""
+def flattened_dense_head_lines():
+  """The flattened Dense(1604) head's arithmetic next to the span head's (`dense_head_memory`)."""
   dense = dense_head_memory(2 * 512 * 768, 1604, name="Dense(1604) over flattened [2, 512, 768]")
   span = span_head_memory(768)
   def size(n):  # decimal units, as the user's report ("5.0 GB")
@@ -788,7 +788,7 @@ def main(argv):
     text.append(format_table(rows, f"max batch ({size}, {short})"))
     if not FLAGS.bert_config_file:
       text += ["", "output heads (the span head is what train.py uses):"]
-      text += [f"  {line}" for line in seed_scenario_lines()]
+      text += [f"  {line}" for line in flattened_dense_head_lines()]
   if FLAGS.format == "json":
     print(json.dumps(output, indent=2))
   else:

@@ -1,6 +1,6 @@
 """AdamW with google-research/bert's schedule reaching its peak, and the distributed update.
 
-The schedule (issue 12): the rate rises linearly from 0 at step 0 to exactly `learning_rate` at
+The schedule: the rate rises linearly from 0 at step 0 to exactly `learning_rate` at
 step `warmup_steps`, then falls linearly to 0 at step `num_train_steps`:
 
   lr(s) = learning_rate * s / W                      for s < W

@@ -1,7 +1,7 @@
 """A command line means what the user typed: leftover arguments stop every command with one line.
 
 absl reads `--do_train False` as `--do_train` plus a positional "False"; before flags/command_line.py
-every entry point dropped the positional and ran with the flag true (issue 12, section 1).
+an entry point would drop the positional and run with the flag true.
 """
 
 import ast

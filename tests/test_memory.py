@@ -1,5 +1,5 @@
 """The memory planner (model/memory.py) and train.py's use of it: google-research/bert's measured
-table, the seed scenario, batch planning, exact gradient accumulation, the pre-flight check, OOM."""
+table, the flattened Dense(1604) head, batch planning, exact gradient accumulation, the pre-flight check, OOM."""
 
 import json
 import os
@@ -192,7 +192,7 @@ def test_max_batch_size_is_the_boundary():
   assert memory.max_batch_size(large, 512, memory.usable_gpu_bytes(4 * GIB)) == 0
 
 
-def test_seed_scenario():
+def test_flattened_dense_head_against_the_span_head():
   # The user's head: Dense(1604) over a flattened [2, 512, 768] input.
   dense = memory.dense_head_memory(2 * 512 * 768, 1604)
   assert 2 * 512 * 768 == 786432
@@ -202,7 +202,7 @@ def test_seed_scenario():
   span = memory.span_head_memory(768)
   assert span.parameters == 2 * 768 + 2 == 1538
   assert span.weight_bytes == 6152 and span.with_slots_bytes == 18456
-  lines = memory.seed_scenario_lines()
+  lines = memory.flattened_dense_head_lines()
   assert "1,261,438,532 parameters = 5.046 GB" in lines[0] and "15.14 GB with AdamW" in lines[0]
   assert "1,538 parameters" in lines[1]
   # BERT-Base on a 16 GB P100 at max_seq_length 384.

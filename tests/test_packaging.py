@@ -1,4 +1,4 @@
-"""Install only what the product uses, and package all of it (issue 12, section 6)."""
+"""Install only what the product uses, and package all of it."""
 
 import ast
 import os

@@ -4,8 +4,7 @@ Span decoding: hand-built NumPy windows over a hand-made context (not SQuAD text
 answer is worked out by hand from the google-research/bert run_squad.py `write_predictions` rule, and
 each test is built so that dropping the rule under test would change the answer.
 
-Scoring: the real SQuAD v1.1 dev set, read from the workplace's shared data directory (never copied
-into the repo); expected EM/F1 are computed by hand with the official normalization.
+Scoring: the real SQuAD v1.1 dev set, read from $SQUAD_DIR (never copied into the repo); expected EM/F1 are computed by hand with the official normalization.
 """
 
 import copy

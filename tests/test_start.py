@@ -1,9 +1,9 @@
 """Where a run starts: --init_checkpoint wins or the command refuses; clean --model_dir outcomes.
 
-Issue 12, section 1: train.py resumed a --model_dir and export.py exported ./model_out while
---init_checkpoint named something else, without a word; a failed run left qa_config.json behind; a
-`checkpoint` file naming a deleted checkpoint gave a traceback; a run with nothing left to train
-printed TensorFlow's unrestored-values warnings; one step reported 0.00 examples/s.
+Pinned: train.py does not resume a --model_dir, nor export.py export ./model_out, while
+--init_checkpoint names something else; a failed run leaves no qa_config.json; a `checkpoint` file
+naming a deleted checkpoint is one line; a run with nothing left to train prints no unrestored-values
+warnings; one step reports no examples/s.
 """
 
 import gc

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository (this workplace).
+# The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository.
 SQUAD_DIR = Path(os.environ.get("SQUAD_DIR", REPO.parent / "shared" / "data" / "squad"))
 DEV_FILE = SQUAD_DIR / "dev-v1.1.json"
 TRAIN_FILE = next((SQUAD_DIR / n for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
