@@ -120,6 +120,7 @@ def test_fatal_input_is_one_line_naming_file_and_place(tmp_path, name, content, 
   assert not os.path.exists(tmp_path / "records" / records.META_FILE)  # nothing written
 
 
+@pytest.mark.slow
 def test_cli_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
   path = write(tmp_path, "broken.json", json.dumps(squad(GOOD))[:-7])
   code, output = testutil.run_cli(
@@ -326,6 +327,7 @@ def test_failure_midway_leaves_the_previous_output(tmp_path, monkeypatch):
   assert sorted(os.listdir(out)) == sorted([records.META_FILE] + list(before))  # no temp files
 
 
+@pytest.mark.slow
 def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
   out = tmp_path / "records"
   path = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 3000)
@@ -357,6 +359,7 @@ def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
   assert not [n for n in os.listdir(out) if ".tmp-" in n]
 
 
+@pytest.mark.slow
 def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
   train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 200)
   dev = small_slice(tmp_path, 150)

@@ -224,6 +224,7 @@ def tfm_tf2(tf1_pretrained, tmp_path_factory):
   return str(out), params
 
 
+@pytest.mark.slow
 def test_tfm_tf2_encoder_checkpoint_matches_numpy_bert(tfm_tf2, tf1_pretrained):
   out, params = tfm_tf2
   config_file = os.path.join(tf1_pretrained[0], "bert_config.json")
@@ -348,6 +349,7 @@ def test_real_minilm_hf_folder_matches_numpy_bert_and_transformers():
   assert report.new == HEAD
 
 
+@pytest.mark.slow
 def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path):
   folder, params = tf1_squad
   output = str(tmp_path / "converted")
@@ -384,6 +386,7 @@ def _export_and_run(init_checkpoint, export_dir, inputs, *flags):
   return log, outputs["start_logits"].numpy(), outputs["end_logits"].numpy()
 
 
+@pytest.mark.slow
 def test_export_from_a_tf1_squad_checkpoint_serves_its_logits(tf1_squad, tmp_path):
   folder, params = tf1_squad
   inputs = make_inputs()
@@ -396,6 +399,7 @@ def test_export_from_a_tf1_squad_checkpoint_serves_its_logits(tf1_squad, tmp_pat
   assert diff <= TOLERANCE
 
 
+@pytest.mark.slow
 def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
     tfm_tf2, tf1_pretrained, tmp_path, caplog):
   import export  # pylint: disable=g-import-not-at-top

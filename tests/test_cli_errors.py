@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests import testutil
 
 
@@ -13,6 +15,7 @@ def run_with_env(args, **env):
   return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_missing_squad_says_where_to_get_it(tmp_path):
   returncode, output = run_with_env(
       ["preprocess/make_records.py", f"--vocab_file={testutil.vocab_file()}",
@@ -25,6 +28,7 @@ def test_missing_squad_says_where_to_get_it(tmp_path):
   assert not os.path.exists(tmp_path / "records" / "meta.json")
 
 
+@pytest.mark.slow
 def test_train_without_records_says_to_preprocess(tmp_path):
   returncode, output = run_with_env(
       ["train.py", f"--records_dir={tmp_path}/none", f"--model_dir={tmp_path}/model",

@@ -123,6 +123,7 @@ def test_every_absl_entry_point_starts_through_command_line_run():
     assert "app.run" not in block, path
 
 
+@pytest.mark.slow
 def test_commands_refuse_a_stray_false(tmp_path):
   """The issue's inputs, as typed, through the real commands (run side by side)."""
   commands = {

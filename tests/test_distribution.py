@@ -278,6 +278,7 @@ def same_weights(a, b, name):
   return max_difference(weights(a, slots), weights(b, slots)) < TOLERANCE[name]
 
 
+@pytest.mark.slow
 def test_mirrored_over_2_devices_equals_one_device(runs, data):
   """After 3 steps of length-grouped batches of different widths (global batch 8: 4 per
   replica), also with 2 accumulated passes and under mixed_float16 and mixed_bfloat16: the
@@ -291,6 +292,7 @@ def test_mirrored_over_2_devices_equals_one_device(runs, data):
   assert runs["results"]["one/plain"][0]["end_step"] == 3
 
 
+@pytest.mark.slow
 def test_stopped_and_resumed_equals_uninterrupted(runs):
   """Dropout off: stopped at step 3 and resumed (new model and optimizer objects, restored, input
   skipped to step 3) to step 6 gives the uninterrupted run's weights: one device against mirrored
@@ -304,6 +306,7 @@ def test_stopped_and_resumed_equals_uninterrupted(runs):
   assert [r["start_step"] for r in runs["results"]["two/plain"]] == [0]
 
 
+@pytest.mark.slow
 def test_resumed_with_dropout_equals_uninterrupted(runs):
   """Dropout on: the checkpoint holds the dropout generators' states, so 3 steps, a restart and
   3 more end with exactly the weights of 6 uninterrupted steps, on one device and on 2 replicas
@@ -317,6 +320,7 @@ def test_resumed_with_dropout_equals_uninterrupted(runs):
                         weights(runs["one"] / "dropout_straight" / "ckpt-6")) > 1e-3
 
 
+@pytest.mark.slow
 def test_multi_worker_equals_one_process_and_only_the_chief_writes(runs):
   """2 worker processes (TF_CONFIG on 127.0.0.1), each reading every shard and taking its half
   of each global batch: the chief's checkpoints equal one device's (float32, accumulation,
@@ -347,6 +351,7 @@ def train_command(data, model_dir, *args):
           *args]
 
 
+@pytest.mark.slow
 def test_train_py_under_mirrored_trains_hundreds_of_steps_on_real_lengths(data):
   """The command that used to stop at the first step whose replicas (or steps) differed in
   width: 2 replicas, 300 steps in loops of 100, every default."""
@@ -381,6 +386,7 @@ def wait_for(condition, timeout=RUN_TIMEOUT, procs=()):
   raise AssertionError("timed out")
 
 
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   model_dir = data["tmp"] / "sigterm"
   with Processes() as processes:
@@ -406,6 +412,7 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
       .expect_partial().assert_existing_objects_matched()
 
 
+@pytest.mark.slow
 def test_kill_9_one_worker_then_rerun_resumes(data):
   """multi_worker_mirrored with 2 processes: kill -9 worker 1 after the first checkpoint; the
   chief, stuck in an all-reduce, is killed too (as a job scheduler would); the same two commands

@@ -47,6 +47,7 @@ def run(tmp_path_factory):
   return paths
 
 
+@pytest.mark.slow
 def test_records_hold_the_real_slice(run):
   meta = records.read_meta(run["records"])
   assert meta["flags"]["max_seq_length"] == SEQ and meta["flags"]["doc_stride"] == STRIDE
@@ -78,6 +79,7 @@ def test_records_hold_the_real_slice(run):
   assert positive >= NUM_TRAIN  # each question has at least one window holding its answer
 
 
+@pytest.mark.slow
 def test_predictions_and_official_scores(run):
   with open(os.path.join(run["model"], "predictions.json")) as f:
     predictions = json.load(f)
@@ -95,6 +97,7 @@ def test_predictions_and_official_scores(run):
   assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
 
 
+@pytest.mark.slow
 def test_trimmed_eval_batches_predict_what_padded_batches_predict(run):
   """predictions.json (eval batches cut to their longest window) equals a run padded to SEQ."""
   meta = records.read_meta(run["records"])
@@ -125,6 +128,7 @@ def test_trimmed_eval_batches_predict_what_padded_batches_predict(run):
     assert json.load(f) == {squad.examples[i].qas_id: a.text for i, a in answers.items()}
 
 
+@pytest.mark.slow
 def test_training_resumes_from_the_latest_checkpoint(run):
   """Another --max_steps would change the learning-rate schedule: refused in one line. A run
   stopped at step 2 (the checkpoint state names ckpt-2) resumes there and ends at step 4."""
@@ -143,6 +147,7 @@ def test_training_resumes_from_the_latest_checkpoint(run):
   assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
 
 
+@pytest.mark.slow
 def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
   """The float32 run saved no loss scale, which a float16 run would need: one line, not
   TensorFlow's unmatched-objects traceback."""
@@ -161,6 +166,7 @@ def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
           "--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir" in log)
 
 
+@pytest.mark.slow
 def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   testutil.run_cli("export.py", f"--model_dir={run['model']}", f"--export_dir={run['export']}")
   meta = records.read_meta(run["records"])
@@ -200,6 +206,7 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   assert "signature_def['serve_features']" in show and "signature_def['serving_default']" in show
 
 
+@pytest.mark.slow
 def test_ask_answers_from_the_export(run):
   context = "The harbour bridge was painted red in 1932 by a crew of forty workers."
   _, output = testutil.run_cli("ask.py", f"--export_dir={run['export']}",

@@ -166,6 +166,7 @@ def test_early_optimizer_products_explain_bert_large():
              .values()) == 48 * s * h + 16 * s * i + 12 * a * s * s
 
 
+@pytest.mark.slow
 def test_google_tf1_count_matches_its_graph():
   """The TF1 program rebuilt op for op (benchmarks/google_tf1_step.py) and run in TF1 graph mode:
   the allocator's peak is the count, not the count without the early products (MiniLM-L6 size,
@@ -264,6 +265,7 @@ def test_diagnosis_names_the_fixes():
   assert "--train_batch_size=auto" in message
 
 
+@pytest.mark.slow
 def test_cli_table_and_breakdown(tmp_path):
   _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12")
   lines = output.strip().splitlines()
@@ -408,6 +410,7 @@ def test_a_missed_override_raises(monkeypatch, float32_policy_after):
   assert "--nofloat32_weight_gradients" in message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overflow", ["loss_scale", "one_micro_batch"])
 def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_after):
   """mixed_float16: a non-finite gradient skips the whole step and halves the scale, for k = 1
@@ -447,6 +450,7 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   assert results == [(1, scale / 2)] * 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mixed", [False, True], ids=["float32", "mixed_float16"])
 def test_accumulation_under_xla(mixed, float32_policy_after):
   """--xla (on by default with --gpu) compiles the accumulation loop.
@@ -530,6 +534,7 @@ def train_cli(records, model_dir, *args, expect_ok=True):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setrlimit(RLIMIT_AS)")
+@pytest.mark.slow
 def test_preflight_check_and_real_out_of_memory(tiny_records):
   model_dir = tiny_records["tmp"] / "preflight"
   returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
@@ -587,6 +592,7 @@ def check_real_out_of_memory(tiny_records, model_dir):
   assert {name: (model_dir / name).read_bytes() for name in saved} == saved
 
 
+@pytest.mark.slow
 def test_auto_batch_with_accumulation_trains(tiny_records):
   model_dir = tiny_records["tmp"] / "auto"
   config = tiny_config()

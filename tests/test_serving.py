@@ -393,6 +393,7 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
   assert [a.text for a in batched[-len(TAUGHT):]] == [a for _, _, a in TAUGHT]
 
 
+@pytest.mark.slow
 def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
   and ask.py's Python path reads the same step from the exported qa_config.json."""
@@ -482,6 +483,7 @@ def test_null_answer_switch(served):
   assert (empty, empty_score) == ("", float("-inf"))
 
 
+@pytest.mark.slow
 def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
   """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
   questions exactly as serving_default does: "" with the null score where null - best > threshold."""
@@ -514,6 +516,7 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
       assert p.text != ""
 
 
+@pytest.mark.slow
 def test_saved_model_cli_lists_the_signatures(served):
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", served["export_dir"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout
@@ -527,6 +530,7 @@ def test_saved_model_cli_lists_the_signatures(served):
     assert line in default
 
 
+@pytest.mark.slow
 def test_saved_model_cli_run_answers_the_question(served):
   question, context, answer = TAUGHT[0]
   exprs = f"question={json.dumps([question])};context={json.dumps([context])}"
@@ -540,6 +544,7 @@ def test_saved_model_cli_run_answers_the_question(served):
   assert start == f"[{context.index(answer)}]"
 
 
+@pytest.mark.slow
 def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
   question, context, answer = TAUGHT[1]
   script = (
@@ -566,6 +571,7 @@ def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
   assert np.isfinite(out["score"]).all()
 
 
+@pytest.mark.slow
 def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   """--serve_text=false: plain saved_model_cli (no tensorflow-text in its process) runs it."""
   export_dir = str(tmp_path / "features_only")

@@ -136,6 +136,7 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
   assert np.median(relative) < 0.03
 
 
+@pytest.mark.slow
 def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   """train.py --mixed_precision_dtype=bfloat16 on the CPU: mixed_bfloat16 is what trains (the log's
   batch line, train_results.json), no loss scale is checkpointed, and the prediction after training
@@ -175,6 +176,7 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   assert len(after_training) == 8
 
 
+@pytest.mark.slow
 def test_gpu_flag_without_gpu_is_a_clear_error():
   returncode, output = testutil.run_cli("train.py", "--gpu", "--records_dir=/nonexistent",
                                         expect_ok=False)
