@@ -307,11 +307,10 @@ class QuestionAnsweringTask:
     builds the same global batches, `records.train_dataset` at the global batch size
     (`replica_batch_size` * replicas); pipeline i takes rows [i * s, (i + 1) * s) of each, s =
     replica_batch_size * its replicas, and yields them as one batch per replica, in replica order.
-    So every replica of a step gets a batch of the same width: replicas at different lengths
-    would fail in the all-gather of the word-embedding gradient (tf.IndexedSlices of
-    [batch * width, hidden] rows, whose shapes must agree), and the global batches are those of
-    one device at that batch size: a run on N replicas trains the same model as on one.
-    Each worker reads all records (a few hundred MB for SQuAD at 384) to gain that.
+    So every replica of a step gets a batch of the step's width (none pads more than one device
+    would, none waits for a wider one), and the global batches are those of one device at that
+    batch size: a run on N replicas trains the same model as on one. Each worker reads all
+    records for that (SQuAD v1.1 train at 384: 131 MB, about a second a pass).
 
     Args:
       input_context: a `tf.distribute.InputContext` (None: one pipeline, one replica).

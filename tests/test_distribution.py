@@ -83,6 +83,22 @@ def test_resuming_with_another_schedule_length_refuses(tmp_path):
       f"resume with --max_steps=10 (and the same batch and epochs), or start a new --model_dir")
 
 
+def test_checkpoints_hold_the_dropout_state(tmp_path):
+  """make_checkpoint saves one generator state per dropout layer (tiny BERT: the embeddings' and
+  4 per layer); a checkpoint of the earlier layout has none, and resuming it says so."""
+  question_answering.set_precision_policy("float32")
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=tiny_config(), max_seq_length=16)).build_model()
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
+  assert len(question_answering.dropout_generators(model)) == 1 + 4 * 2
+  path = trainer_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "new"))
+  states = [n for n, _ in tf.train.list_variables(path)
+            if n.startswith(trainer_lib.DROPOUT_STATE_KEY + "/")]
+  assert len(states) == 9 and trainer_lib.has_dropout_state(path)
+  earlier = tf.train.Checkpoint(model=model, optimizer=optimizer).save(str(tmp_path / "earlier"))
+  assert not trainer_lib.has_dropout_state(earlier)
+
+
 def test_float32_override_covers_every_weight_read_in_float16(float32_policy_after):
   """The override's coverage, pinned: every kernel and bias of the encoder and the head, and the
   position and type embeddings; not the layer norms (float32 in tfm) nor the word embeddings (a
