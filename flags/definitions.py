@@ -151,9 +151,13 @@ def define_train_flags():
   define_length_buckets()
   DEFINE_integer("predict_batch_size", 64, "Features per prediction step.")
   DEFINE_float("learning_rate", 5e-5, "Peak learning rate of AdamW.")
-  DEFINE_float("num_train_epochs", 2.0, "Passes over the train features.")
+  if "num_train_epochs" not in flags.FLAGS:
+    flags.DEFINE_float("num_train_epochs", 2.0, "Passes over the train features (above 0).")
+    flags.register_validator("num_train_epochs", lambda value: value > 0,
+                             message="--num_train_epochs must be above 0")
   DEFINE_integer(
-      "max_steps", None, "Training steps; a budget that overrides --num_train_epochs.")
+      "max_steps", None, "Training steps; a budget that overrides --num_train_epochs.",
+      lower_bound=1)
   DEFINE_float(
       "warmup_proportion", 0.1,
       "Share of the training steps with a linear learning-rate warmup from 0.")

@@ -76,8 +76,10 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
     return distribute_utils.get_distribution_strategy(
         distribution_strategy=distribution_strategy, num_gpus=num_gpus,
         all_reduce_alg=all_reduce_alg, tpu_address=tpu)
-  except ValueError as e:
-    raise DistributionError(f"--distribution_strategy={distribution_strategy}: {e}") from None
+  except (ValueError, tf.errors.OpError) as e:  # e.g. NotFoundError: no TPU at --tpu
+    message = (e.message if isinstance(e, tf.errors.OpError) else str(e)).strip().splitlines()
+    raise DistributionError(f"--distribution_strategy={distribution_strategy}: "
+                            f"{message[0] if message else type(e).__name__}") from None
 
 
 def is_chief(strategy):

@@ -37,3 +37,15 @@ def test_train_without_records_says_to_preprocess(tmp_path):
   assert "Traceback" not in output
   assert f"train.py: {tmp_path}/none/meta.json: not found; run `python preprocess/make_records.py" \
       in output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag,line", [
+    ("--max_steps=0", "train.py: flag --max_steps=0: 0 is not a positive integer"),
+    ("--max_steps=-5", "train.py: flag --max_steps=-5: -5 is not a positive integer"),
+    ("--num_train_epochs=0", "train.py: flag --num_train_epochs=0.0: --num_train_epochs must be "
+                             "above 0")])
+def test_train_refuses_a_budget_of_no_steps(flag, line):
+  """A budget of no steps is one line before any work (not a default budget, not 1 step)."""
+  returncode, output = run_with_env(["train.py", flag])
+  assert returncode == 1 and line in output and "Traceback" not in output
