@@ -243,3 +243,15 @@ def test_auto_buckets_are_coarse_under_xla():
     assert train.train_length_buckets(384, xla=True) == (100, 200, 384)
   with flagsaver.flagsaver(length_buckets=None):  # --nolength_buckets
     assert train.train_length_buckets(384, xla=False) is None
+
+
+def test_tpu_trains_one_static_shape():
+  """Under TPUStrategy (static_shapes) `auto` is off and named boundaries are one line."""
+  import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
+  testutil.use_flag_defaults()
+  with flagsaver.flagsaver(length_buckets="auto"):
+    assert train.train_length_buckets(384, xla=True, static_shapes=True) is None
+  with flagsaver.flagsaver(length_buckets=(100, 200)):
+    with pytest.raises(train.UsageError, match="a TPU compiles one static batch shape; use "
+                                               "--nolength_buckets"):
+      train.train_length_buckets(384, xla=True, static_shapes=True)
