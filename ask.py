@@ -12,19 +12,19 @@ character offsets.
 
 import sys
 
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
-from flags import command_line
-from flags import definitions
-from postprocess import span_decoding
-from preprocess import features as features_lib
-from preprocess import wordpiece
-from tasks import artifacts
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import artifacts
 
 definitions.define_export_flags()
 definitions.define_ask_flags()
@@ -155,5 +155,10 @@ def main(argv):
         f"score {answer.score:.2f})")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point: parses the flags and runs main()."""
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

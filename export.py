@@ -34,18 +34,18 @@ import os
 import shutil
 import sys
 
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from flags import command_line
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
-from serving import module as serving_module
-from tasks import artifacts
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.serving import module as serving_module
+from squad_qa.tasks import artifacts
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -200,5 +200,10 @@ def main(argv):
     sys.exit(f"export.py: {e}")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point: parses the flags and runs main()."""
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

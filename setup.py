@@ -10,16 +10,43 @@ CUDA libraries and triton (5.3 GB) that nothing here imports. Install it on its 
 """
 
 import setuptools
+from setuptools.command import build_py
+
+PACKAGE = "squad_qa"
+LIBRARY_PACKAGES = ("flags", "model", "postprocess", "preprocess", "serving", "tasks")
+# Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
+COMMANDS = {
+    "squad-qa-records": f"{PACKAGE}.preprocess.make_records:cli",
+    "squad-qa-train": f"{PACKAGE}.train:cli",
+    "squad-qa-export": f"{PACKAGE}.export:cli",
+    "squad-qa-ask": f"{PACKAGE}.ask:cli",
+    "squad-qa-memory": f"{PACKAGE}.model.memory:cli",
+    "squad-qa-convert-checkpoint": f"{PACKAGE}.model.convert_checkpoint:cli",
+}
+
+
+class BuildPy(build_py.build_py):
+  """Builds the package without this file, which sits in the package's root folder."""
+
+  def find_package_modules(self, package, package_dir):
+    return [(pkg, module, path) for pkg, module, path
+            in super().find_package_modules(package, package_dir)
+            if (pkg, module) != (PACKAGE, "setup")]
+
 
 setuptools.setup(
     name="squad-qa",
     version="0.1.0",
     description="Extractive question answering on SQuAD with a BERT encoder (TensorFlow)",
     python_requires=">=3.10,<3.12",
-    # Every package the commands import (found, so a new one is never left out); the tests and the
-    # development tools run from a clone.
-    packages=setuptools.find_packages(exclude=["tests", "tests.*", "tools", "tools.*"]),
-    py_modules=["train", "export", "ask"],
+    # One import name, `squad_qa`, for the whole project: the clone's root folder is that package,
+    # so `preprocess/`, `model/`, ... are `squad_qa.preprocess`, `squad_qa.model`, ... and the
+    # commands at the root are `squad_qa.train`, `squad_qa.export`, `squad_qa.ask` (docs/design.md).
+    # The tests, benchmarks and development tools run from a clone and are not installed.
+    package_dir={PACKAGE: "."},
+    cmdclass={"build_py": BuildPy},
+    packages=[PACKAGE] + [f"{PACKAGE}.{name}" for name in LIBRARY_PACKAGES],
+    entry_points={"console_scripts": [f"{script}={target}" for script, target in COMMANDS.items()]},
     install_requires=[
         "tensorflow~=2.20.0",
         "tensorflow-text~=2.20.0",

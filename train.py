@@ -26,27 +26,27 @@ the last checkpoint as it was.
 import os
 import sys
 
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
 import tensorflow as tf
 import tf_keras
 
-from flags import command_line
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import float32_gradients
-from model import memory
-from preprocess import records
-from preprocess import squad_reader
-from preprocess import wordpiece
-from tasks import artifacts
-from tasks import distribution
-from tasks import evaluation
-from tasks import question_answering
-from tasks import trainer as trainer_lib
-from tasks.errors import UsageError
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import float32_gradients
+from squad_qa.model import memory
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import distribution
+from squad_qa.tasks import evaluation
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
+from squad_qa.tasks.errors import UsageError
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -374,5 +374,10 @@ def main(argv):
     sys.exit(f"train.py: {e}")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point: parses the flags and runs main()."""
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

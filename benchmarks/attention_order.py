@@ -1,6 +1,6 @@
 r"""tf_keras's key-first attention einsum against model/attention.py's query-first one, side by side.
 
-  PYTHONPATH=$PWD python benchmarks/attention_order.py [--repeats=5]
+  python -m benchmarks.attention_order [--repeats=5]
 
 One process, one packaged all-MiniLM-L6-v2 span model (the weights do not change the time). The
 model's attention layers are switched between tf_keras's `MultiHeadAttention` (scores as
@@ -16,21 +16,19 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from flags import command_line
-from model import attention
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
-from tasks import optimization
-from tasks import question_answering
+from squad_qa.flags import command_line
+from squad_qa.model import attention
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
 from tests import test_distribution
 from tests import testutil
 

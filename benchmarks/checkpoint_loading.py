@@ -1,6 +1,6 @@
 r"""Times --init_checkpoint loading at BERT-base size (random weights, google-research TF1 names).
 
-  PYTHONPATH=. python benchmarks/checkpoint_loading.py [--workdir=/tmp/ckpt_bench] [--layers=12]
+  python -m benchmarks.checkpoint_loading [--workdir=/tmp/ckpt_bench] [--layers=12]
 
 A child process writes a 12-layer, 768-hidden checkpoint as google-research/bert does
 (tests/test_checkpoints.py's writer, with the pre-training heads); this process then prints seconds
@@ -17,11 +17,11 @@ import time
 
 from absl import flags
 
-from flags import command_line
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import convert_checkpoint
-from model import span_model
+from squad_qa.flags import command_line
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import convert_checkpoint
+from squad_qa.model import span_model
 from tests import numpy_bert
 from tests import test_checkpoints
 
@@ -49,8 +49,9 @@ def main(argv):
     return
   shutil.rmtree(FLAGS.workdir, ignore_errors=True)
   started = time.time()
-  subprocess.run([sys.executable, __file__, "--write_only", f"--workdir={FLAGS.workdir}",
-                  f"--layers={FLAGS.layers}"], check=True, capture_output=True)
+  subprocess.run([sys.executable, "-m", "benchmarks.checkpoint_loading", "--write_only",
+                  f"--workdir={FLAGS.workdir}", f"--layers={FLAGS.layers}"],
+                 check=True, capture_output=True, cwd=os.path.dirname(os.path.dirname(__file__)))
   sizes = {f: os.path.getsize(os.path.join(tf1_dir, f)) / 2**20 for f in os.listdir(tf1_dir)}
   print(f"wrote TF1 checkpoint in {time.time() - started:.1f} s: "
         + ", ".join(f"{f} {mib:.1f} MiB" for f, mib in sorted(sizes.items())))

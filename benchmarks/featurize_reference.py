@@ -1,6 +1,6 @@
 r"""The reference's end-to-end featurization, timed: SQuAD JSON -> tfm TFRecords, one split at a time.
 
-  python benchmarks/featurize_reference.py --predict_file=dev.json --train_file=train.json \
+  python -m benchmarks.featurize_reference --predict_file=dev.json --train_file=train.json \
       --vocab_file=vocab.txt --output_dir=/tmp/ref [--cache_dir=...]
 
 Runs tf-models-official's `squad_lib.read_squad_examples` + `FullTokenizer` +
@@ -16,8 +16,6 @@ import json
 import os
 import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tools import reference_features  # pylint: disable=g-import-not-at-top
 

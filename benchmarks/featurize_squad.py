@@ -1,7 +1,7 @@
 r"""Featurization speed and memory: ours vs the reference, on full SQuAD dev and train, in one run.
 
-  python benchmarks/featurize_squad.py                     # $SQUAD_DIR or ../shared/data/squad
-  python benchmarks/featurize_squad.py --skip_reference    # ours only (the reference takes minutes)
+  python -m benchmarks.featurize_squad                     # $SQUAD_DIR or ../shared/data/squad
+  python -m benchmarks.featurize_squad --skip_reference    # ours only (the reference takes minutes)
 
 Each side runs as its own child process, as a user runs it, from reading the JSON to closed TFRecord
 shards:
@@ -120,7 +120,7 @@ def main():
       print(f"ours {name}: job {job:.1f} s ({cpu:.1f} CPU s), process {wall:.1f} s, peak "
             f"{peak / 2**20:.0f} MiB", flush=True)
     if not args.skip_reference:
-      command = [sys.executable, "benchmarks/featurize_reference.py",
+      command = [sys.executable, "-m", "benchmarks.featurize_reference",
                  f"--predict_file={args.dev_file}", f"--train_file={args.train_file}",
                  f"--vocab_file={args.vocab_file}", f"--max_seq_length={args.max_seq_length}",
                  f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",

@@ -1,7 +1,7 @@
 r"""Memory of google-research/bert's TF1 training step, rebuilt op for op, against the planner.
 
-    PYTHONPATH=$PWD python benchmarks/google_tf1_step.py --model=base --seq=32 --batch=2
-    PYTHONPATH=$PWD python benchmarks/google_tf1_step.py --model=minilm --seq=128 --batch=16 --bisect
+    python benchmarks/google_tf1_step.py --model=base --seq=32 --batch=2
+    python benchmarks/google_tf1_step.py --model=minilm --seq=128 --batch=16 --bisect
 
 google-research/bert's published out-of-memory table (Titan X 12 GB, TensorFlow 1.11) measured
 *its* program, not ours, so the planner counts that program separately
@@ -28,8 +28,6 @@ import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-
 
 def build_step(config, batch_size, seq_length):
   """Builds the TF1-style training graph; returns (train_op, loss)."""
@@ -132,13 +130,13 @@ def child(args):
   os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
   tf.compat.v1.disable_eager_execution()
   tf.compat.v1.disable_resource_variables()
   if args.model == "base":
     config = memory.presets()["BERT-Base"]
   else:
-    import memory_cpu  # pylint: disable=g-import-not-at-top
+    from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
     config = memory_cpu.bert_config(args.model)
   config = dataclasses.replace(config, exact_gelu=True)
   status, peak = "OK", None
@@ -170,7 +168,7 @@ def child(args):
 def run_child(args, limit_mib=None):
   """The child's JSON result; with `limit_mib`, under that BFC limit ({"status": "OOM"} if the
   process dies of it before printing one)."""
-  import memory_cpu  # pylint: disable=g-import-not-at-top
+  from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
   env = ({"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPU_BFC_MEM_LIMIT_IN_MB": str(int(limit_mib))}
          if limit_mib else {})
   result, proc = memory_cpu.run_child_json(
@@ -206,7 +204,7 @@ def main():
     print(f"  peak / count: {r['peak'] / r['count']:.3f} (without early products: "
           f"{r['peak'] / r['count_without_early']:.3f})")
   if args.bisect:
-    import memory_bfc  # pylint: disable=g-import-not-at-top
+    from benchmarks import memory_bfc  # pylint: disable=g-import-not-at-top
     high = memory_bfc.bisect_limit(lambda limit: run_child(args, limit)["status"] == "OK",
                                    int(r["count"] / mib * 0.6), int(r["count"] / mib * 2.0))
     print(f"  smallest BFC limit that runs    {high:9d} MiB = {high * mib / r['count']:.3f} x count "

@@ -1,7 +1,7 @@
 r"""The GPU allocator's overhead over the planner's count, measured with TensorFlow's own BFC allocator.
 
-    PYTHONPATH=$PWD python benchmarks/memory_bfc.py                 # ~20 minutes on 2 cores
-    PYTHONPATH=$PWD python benchmarks/memory_bfc.py --only=minilm:128:16
+    python -m benchmarks.memory_bfc                 # ~20 minutes on 2 cores
+    python -m benchmarks.memory_bfc --only=minilm:128:16
 
 On a GPU TensorFlow allocates every tensor from one pool with its BFC allocator
 (xla/tsl/framework/bfc_allocator.cc), and a step fails when no free chunk is large enough, even
@@ -25,8 +25,6 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "benchmarks"))
-
 CONFIGS = [("tiny", 384, 32), ("minilm", 128, 16), ("minilm", 256, 16), ("minilm", 384, 8)]
 
 
@@ -34,11 +32,11 @@ def child(args):
   """Two training steps of one configuration; prints one JSON line (status OK or OOM)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import memory_cpu  # pylint: disable=g-import-not-at-top
-  from tasks import optimization  # pylint: disable=g-import-not-at-top
-  from tasks import question_answering  # pylint: disable=g-import-not-at-top
-  from model import memory  # pylint: disable=g-import-not-at-top
-  from model import span_model  # pylint: disable=g-import-not-at-top
+  from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   policy = question_answering.set_precision_policy("float32")
   config = memory_cpu.bert_config(args.model)
   b, s = args.batch, args.seq
@@ -68,7 +66,7 @@ def child(args):
 
 def run_child(model, seq, batch, limit_mib):
   """'OK' or 'OOM' (also for a process that dies of the limit elsewhere), allocator peak, count."""
-  import memory_cpu  # pylint: disable=g-import-not-at-top
+  from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
   result, _ = memory_cpu.run_child_json(
       __file__, [f"--model={model}", f"--seq={seq}", f"--batch={batch}"],
       TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)))
@@ -116,7 +114,7 @@ def main():
   configs = CONFIGS
   if args.only:
     configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(","))]
-  from model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
   print("float32, AdamW, 2 training steps per run; MiB")
   print("model    seq batch   count  peak in use (no limit)  smallest limit that runs  "
         "limit/peak  limit/count")

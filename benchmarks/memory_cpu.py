@@ -1,7 +1,7 @@
 r"""Planner vs measured memory of real training steps on the CPU, and XLA on/off speed.
 
-    PYTHONPATH=$PWD python benchmarks/memory_cpu.py            # the table (~5 minutes on 2 cores)
-    PYTHONPATH=$PWD python benchmarks/memory_cpu.py --xla      # + XLA on/off, MiniLM seq 384
+    python -m benchmarks.memory_cpu            # the table (~5 minutes on 2 cores)
+    python -m benchmarks.memory_cpu --xla      # + XLA on/off, MiniLM seq 384
 
 Every configuration runs in a fresh subprocess (so one run's heap cannot hide another's), which
 builds the span model (tiny: 2 layers x 64; MiniLM-L6: 6 x 384, the packaged config; base:
@@ -53,12 +53,12 @@ def _reset_peak():
 
 
 def bert_config(model_name):
-  from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from tests import testutil  # pylint: disable=g-import-not-at-top
   if model_name == "tiny":
     return bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
   if model_name == "base":  # google-research's BERT-Base, random weights
-    from model import memory  # pylint: disable=g-import-not-at-top
+    from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
     return memory.presets()["BERT-Base"]
   return bert_config_lib.BertConfig.from_json_file(
       os.path.join(testutil.minilm_dir(), "config.json"))
@@ -69,10 +69,10 @@ def child(args):
   rss_start = _rss_bytes("VmRSS")
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tasks import optimization  # pylint: disable=g-import-not-at-top
-  from tasks import question_answering  # pylint: disable=g-import-not-at-top
-  from model import memory  # pylint: disable=g-import-not-at-top
-  from model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   rss_tf = _rss_bytes("VmRSS")
   policy = question_answering.set_precision_policy("float16" if args.mixed else "float32")
   config = bert_config(args.model)
@@ -124,16 +124,17 @@ def child(args):
 
 
 def run_child_json(script, options, **env):
-  """Runs `python script --child options...` in a fresh process from the repository root, with
-  TensorFlow's C++ log quiet and the repository on PYTHONPATH (plus `env`).
+  """Runs `python -m benchmarks.<script's name> --child options...` in a fresh process from the
+  repository root (so `squad_qa`, `benchmarks` and `tests` import), with TensorFlow's C++ log
+  quiet (plus `env`).
 
   Returns:
     (the last line of its stdout that starts with "{", parsed, or None if there is none; the
     subprocess.CompletedProcess).
   """
-  environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                     PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
-  command = [sys.executable, os.path.abspath(script), "--child", *options]
+  environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env)
+  module = "benchmarks." + os.path.splitext(os.path.basename(script))[0]
+  command = [sys.executable, "-m", module, "--child", *options]
   proc = subprocess.run(command, env=environment, cwd=REPO, capture_output=True, text=True,
                         check=False)
   lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]

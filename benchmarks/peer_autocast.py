@@ -1,6 +1,6 @@
 r"""Runs one of the peer's scripts with its model's forward pass under bfloat16 autocast.
 
-    <peer venv>/bin/python benchmarks/peer_autocast.py <peer script> [its arguments...]
+    <peer venv>/bin/python -m benchmarks.peer_autocast <peer script> [its arguments...]
 
 This is how Hugging Face's Trainer trains with `bf16=True` on a CPU: the forward pass and the
 loss run inside `torch.autocast("cpu", dtype=torch.bfloat16)` (matmuls in bfloat16, weights and

@@ -15,9 +15,10 @@ Writes a JSON {order: {windows, seconds, windows_per_s, width}} plus versions to
 """
 
 import argparse
+import importlib.util
 import json
 import os
-import sys
+
 import time
 
 import numpy as np
@@ -42,8 +43,11 @@ def main():
   parser.add_argument("--json", required=True)
   args = parser.parse_args()
 
-  sys.path.insert(0, args.peer_dir)
-  import qa_common  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  # The peer's helpers, loaded from its folder by path (it is not an installed package).
+  spec = importlib.util.spec_from_file_location(
+      "qa_common", os.path.join(args.peer_dir, "qa_common.py"))
+  qa_common = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(qa_common)
 
   torch.set_num_threads(args.threads)
   tokenizer = AutoTokenizer.from_pretrained(args.model)

@@ -1,10 +1,10 @@
 r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same answers?
 And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
 
-  python benchmarks/prediction_throughput.py --records_dir=records --model_dir=model_out \
+  python -m benchmarks.prediction_throughput --records_dir=records --model_dir=model_out \
       [--predict_batch_size=64] [--max_eval_examples=N] [--passes=2]
-  python benchmarks/prediction_throughput.py --records_dir=records --init_checkpoint=<HF folder>
-  python benchmarks/prediction_throughput.py --records_dir=records --init_checkpoint=<HF folder> \
+  python -m benchmarks.prediction_throughput --records_dir=records --init_checkpoint=<HF folder>
+  python -m benchmarks.prediction_throughput --records_dir=records --init_checkpoint=<HF folder> \
       --configurations=trimmed,peer_sorted --peer_python=/tmp/peer/bin/python \
       --peer_model=<BertForQuestionAnswering folder>
 
@@ -31,22 +31,20 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
-from flags import command_line
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
-from postprocess import span_decoding
-from preprocess import records
-from preprocess import squad_reader
-from tasks import evaluation
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.tasks import evaluation
 
 definitions.define_squad_file_flags()
 flags.DEFINE_string("records_dir", None, "make_records.py output with eval records.")

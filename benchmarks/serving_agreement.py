@@ -1,6 +1,6 @@
 r"""Does the raw-text signature answer a whole SQuAD file as the Python pipeline did?
 
-  python benchmarks/serving_agreement.py --export_dir=export \
+  python -m benchmarks.serving_agreement --export_dir=export \
       --predictions_file=model_out/predictions.json [--predict_file=dev-v1.1.json] \
       [--batch_size=32] [--output_file=serve_text_predictions.json]
 
@@ -21,16 +21,14 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from absl import flags
 from absl import logging
 
-import ask
-from flags import command_line
-from flags import definitions
-from postprocess import squad_scoring
-from preprocess import squad_reader
+from squad_qa import ask
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.postprocess import squad_scoring
+from squad_qa.preprocess import squad_reader
 
 definitions.define_squad_file_flags()
 flags.DEFINE_string("predictions_file", None, "train.py's predictions.json to compare with.")

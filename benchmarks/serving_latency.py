@@ -1,6 +1,6 @@
 r"""Latency and throughput of the raw-text signature against Python-side tokenization.
 
-  python benchmarks/serving_latency.py --export_dir=export [--predict_file=dev-v1.1.json] \
+  python -m benchmarks.serving_latency --export_dir=export [--predict_file=dev-v1.1.json] \
       [--repeats=30] [--batch_size=32]
 
 Two ways to answer with the same SavedModel (export.py), both in this process:
@@ -20,16 +20,14 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from absl import flags
 from absl import logging
 import numpy as np
 
-import ask
-from flags import command_line
-from flags import definitions
-from preprocess import squad_reader
+from squad_qa import ask
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.preprocess import squad_reader
 
 definitions.define_squad_file_flags()
 flags.DEFINE_integer("repeats", 30, "Timed calls per context length and path.")

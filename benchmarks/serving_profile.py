@@ -1,6 +1,6 @@
 r"""Where serve_text's time goes: its stages timed one by one, at 100 / 1,000 / 10,000 characters.
 
-  python benchmarks/serving_profile.py [--model=tiny|minilm] [--repeats=30] [--max_seq_length=384]
+  python -m benchmarks.serving_profile [--model=tiny|minilm] [--repeats=30] [--max_seq_length=384]
 
 Builds serving/module.py's QAServingModule around the tiny test config (2 layers x 64, random
 weights) or the packaged all-MiniLM-L6-v2 (pretrained encoder, untrained head: the time does not
@@ -25,22 +25,20 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
 from benchmarks import serving_latency
-from flags import command_line
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
-from preprocess import squad_reader
-from serving import answers
-from serving import module as serving_module
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.preprocess import squad_reader
+from squad_qa.serving import answers
+from squad_qa.serving import module as serving_module
 from tests import testutil
 
 # --predict_file and --repeats come with benchmarks/serving_latency.py.

@@ -1,6 +1,6 @@
 r"""serve_text against Hugging Face's question-answering pipeline, back to back in one run.
 
-  python benchmarks/serving_vs_peer.py --export_dir=export \
+  python -m benchmarks.serving_vs_peer --export_dir=export \
       --peer_python=/tmp/peer52/bin/python --peer_model=<save_pretrained folder> \
       [--peer_script=../shared/peer/bench_serve.py] [--runs=2] [--calls=20]
 
@@ -26,14 +26,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 
-import ask
-from flags import command_line
-from flags import definitions
+from squad_qa import ask
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
 
 definitions.define_squad_file_flags()  # --export_dir comes with ask.py
 flags.DEFINE_string("peer_python", "/tmp/peer52/bin/python", "Interpreter of the peer's venv.")

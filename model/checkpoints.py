@@ -24,11 +24,11 @@ import re
 
 import tensorflow as tf
 
-from model import hf_checkpoint
-from model import named_weights
-from model import tf1_checkpoint
-from model import tf2_checkpoint
-from tasks import artifacts
+from squad_qa.model import hf_checkpoint
+from squad_qa.model import named_weights
+from squad_qa.model import tf1_checkpoint
+from squad_qa.model import tf2_checkpoint
+from squad_qa.tasks import artifacts
 
 HF_FOLDER = "hf_folder"
 TF1_CHECKPOINT = "tf1_checkpoint"

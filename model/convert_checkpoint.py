@@ -26,12 +26,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-from flags import command_line
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import hf_checkpoint
-from model import span_model
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import hf_checkpoint
+from squad_qa.model import span_model
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -111,5 +111,10 @@ def main(argv):
     sys.exit(f"convert_checkpoint: {e}")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point: parses the flags and runs main()."""
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

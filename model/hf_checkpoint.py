@@ -15,8 +15,8 @@ import re
 from absl import logging
 from safetensors import safe_open
 
-from model import named_weights
-from model import tf1_checkpoint
+from squad_qa.model import named_weights
+from squad_qa.model import tf1_checkpoint
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

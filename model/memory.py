@@ -178,7 +178,7 @@ PROGRAMS = {p.name: p for p in (THIS_TOOL, GOOGLE_RESEARCH_TF1)}
 
 
 def _bert_config(**kwargs):
-  from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   return bert_config_lib.BertConfig(**kwargs)
 
 
@@ -741,7 +741,7 @@ def main(argv):
   """`python -m model.memory`: a breakdown for one configuration, or the max-batch table."""
   del argv
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   FLAGS = flags.FLAGS  # pylint: disable=invalid-name
   try:
     if FLAGS.bert_config_file:
@@ -795,8 +795,13 @@ def main(argv):
     print("\n".join(text))
 
 
-if __name__ == "__main__":
-  from flags import command_line  # pylint: disable=g-import-not-at-top
-  from flags import definitions  # pylint: disable=g-import-not-at-top
+def cli():
+  """Console-script entry point: defines and parses the planner's flags and runs main()."""
+  from squad_qa.flags import command_line  # pylint: disable=g-import-not-at-top
+  from squad_qa.flags import definitions  # pylint: disable=g-import-not-at-top
   definitions.define_memory_flags()
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

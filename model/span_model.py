@@ -12,7 +12,7 @@ import tf_keras
 from official.nlp.modeling import models
 from official.nlp.modeling import networks
 
-from model import attention
+from squad_qa.model import attention
 
 # Input names of tfm's BertEncoder, used by the model and by the serving signatures.
 INPUT_WORD_IDS = "input_word_ids"

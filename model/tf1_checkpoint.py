@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 from official.nlp.tools import tf1_bert_checkpoint_converter_lib as tfm_tf1
 
-from model import named_weights
+from squad_qa.model import named_weights
 
 KIND = "TF1 checkpoint (google-research/bert)"
 

@@ -20,7 +20,7 @@ import collections
 import tensorflow as tf
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from model import named_weights
+from squad_qa.model import named_weights
 
 KIND = "TF2 checkpoint"
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"

@@ -36,21 +36,17 @@ import sys
 import time
 import traceback
 
-# `python preprocess/make_records.py` puts preprocess/ first on sys.path; the project's packages
-# live one level up (also reachable through `pip install -e .`).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from flags import command_line
-from flags import definitions
-from preprocess import features as features_lib
-from preprocess import records
-from preprocess import squad_reader
-from preprocess import wordpiece
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -477,5 +473,10 @@ def main(argv):
     sys.exit(f"make_records.py: {message}")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point: parses the flags and runs main()."""
   command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
-from preprocess.features import TokenizedText
+from squad_qa.preprocess.features import TokenizedText
 
 # tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
 # than this is [UNK] (google-research/bert uses 200). tensorflow-text counts bytes, which equals

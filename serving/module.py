@@ -30,12 +30,12 @@ position embeddings are shorter than max_seq_length).
 
 import tensorflow as tf
 
-from model import span_model
-from preprocess import records
-from preprocess import wordpiece
-from serving import answers
-from serving import tokenizer as tokenizer_lib
-from serving import windows as windows_lib
+from squad_qa.model import span_model
+from squad_qa.preprocess import records
+from squad_qa.preprocess import wordpiece
+from squad_qa.serving import answers
+from squad_qa.serving import tokenizer as tokenizer_lib
+from squad_qa.serving import windows as windows_lib
 
 # Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in.
 FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")

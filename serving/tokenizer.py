@@ -29,7 +29,7 @@ in characters, so a single non-ASCII word longer than 400 bytes can differ.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from preprocess import wordpiece
+from squad_qa.preprocess import wordpiece
 
 # tfm tokenization.py _is_control (Cc, Cf, except \t \n \r) plus the NUL and U+FFFD of _clean_text.
 _DELETED = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\x{fffd}\p{Cf}]"

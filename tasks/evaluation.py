@@ -10,14 +10,14 @@ import time
 import tensorflow as tf
 import tf_keras
 
-from model import span_model
-from postprocess import span_decoding
-from postprocess import squad_scoring
-from preprocess import records
-from preprocess import squad_reader
-from preprocess import wordpiece
-from tasks import artifacts
-from tasks.errors import UsageError
+from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
+from squad_qa.postprocess import squad_scoring
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import artifacts
+from squad_qa.tasks.errors import UsageError
 
 
 def predict(model, dataset):

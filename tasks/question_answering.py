@@ -16,10 +16,10 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-from model import float32_gradients
-from model import span_model
-from preprocess import records
-from tasks import optimization
+from squad_qa.model import float32_gradients
+from squad_qa.model import span_model
+from squad_qa.preprocess import records
+from squad_qa.tasks import optimization
 
 
 class InputError(ValueError):

@@ -23,9 +23,9 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
-from model import checkpoints
-from tasks import optimization
-from tasks import question_answering
+from squad_qa.model import checkpoints
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
 DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states

@@ -20,9 +20,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tasks import distribution  # pylint: disable=g-import-not-at-top
+from squad_qa.tasks import distribution  # pylint: disable=g-import-not-at-top
 
 
 def parse():
@@ -41,10 +39,10 @@ def parse():
 
 def run_one(strategy, args, name, settings):
   import tf_keras  # pylint: disable=g-import-not-at-top
-  from model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
-  from preprocess import records  # pylint: disable=g-import-not-at-top
-  from tasks import question_answering as qa  # pylint: disable=g-import-not-at-top
-  from tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import question_answering as qa  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
   steps = int(settings.get("steps", 6))
   stop_at = int(settings.get("stop_at", steps))

@@ -6,9 +6,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from model import attention
-from model import bert_config as bert_config_lib
-from model import span_model
+from squad_qa.model import attention
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
 from tests import testutil
 
 KEY_FIRST = "aecd,abcd->acbe"  # tf_keras 2.20's score equation for [B, seq, heads, size] inputs

@@ -17,11 +17,11 @@ import time
 import numpy as np
 import pytest
 
-from preprocess import features as features_lib
-from preprocess import make_records
-from preprocess import records
-from preprocess import squad_reader
-from preprocess import wordpiece
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import make_records
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
 from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features
@@ -454,7 +454,7 @@ def test_published_squad_files_are_normalized_and_counted(tmp_path):
 
 def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tasks import evaluation  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import evaluation  # pylint: disable=g-import-not-at-top
   path = write(tmp_path, "published.json", PUBLISHED)
   out = str(tmp_path / "records")
   meta = make_records.make_records({"eval": path}, settings(shards=1), out, 1)

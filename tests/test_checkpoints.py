@@ -22,9 +22,9 @@ from absl.testing import flagsaver
 from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
 from tests import numpy_bert
 from tests import testutil
 
@@ -360,7 +360,7 @@ def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path)
                                expect_ok=False)
   assert code != 0 and "Traceback" not in log and not os.path.exists(output)
   assert log.splitlines()[-1].startswith("convert_checkpoint: ") and "needs (80,)" in log
-  from model import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
   convert_checkpoint.convert(folder, output)  # main() of the command above, without a process
   assert sorted(os.listdir(output)) == ["bert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001",
                                         "ckpt-1.index", "conversion.json", "vocab.txt"]
@@ -402,7 +402,7 @@ def test_export_from_a_tf1_squad_checkpoint_serves_its_logits(tf1_squad, tmp_pat
 @pytest.mark.slow
 def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
     tfm_tf2, tf1_pretrained, tmp_path, caplog):
-  import export  # pylint: disable=g-import-not-at-top
+  from squad_qa import export  # pylint: disable=g-import-not-at-top
   out, _ = tfm_tf2
   export_dir = str(tmp_path / "export")
   testutil.use_flag_defaults()

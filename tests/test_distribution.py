@@ -20,12 +20,12 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from model import bert_config as bert_config_lib
-from model import float32_gradients
-from model import span_model
-from tasks import optimization
-from tasks import question_answering
-from tasks import trainer as trainer_lib
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import float32_gradients
+from squad_qa.model import span_model
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
 RUN_TIMEOUT = 1800  # seconds for any one process (the CPU is shared)
@@ -205,7 +205,7 @@ def data(tmp_path_factory):
 
 
 def run_command(data, model_dir, strategy, *runs, num_cpu_devices=1):
-  return [sys.executable, "tests/distributed_run.py", f"--strategy={strategy}",
+  return [sys.executable, "-m", "tests.distributed_run", f"--strategy={strategy}",
           f"--num_cpu_devices={num_cpu_devices}", f"--records_dir={data['records']}",
           f"--config={data['config']}", f"--config=dropout={data['dropout_config']}",
           f"--model_dir={model_dir}"] + [f"--run={r}" for r in runs]
@@ -272,7 +272,7 @@ def max_difference(a, b):
 
 def first_widths(data, steps=6):
   """Widths of the first global batches of 8 that every run here trains on."""
-  from preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(data["records"])
   dataset = records.train_dataset(records.shard_paths(data["records"], meta, records.TRAIN_SPLIT),
                                   256, 8, seed=5,

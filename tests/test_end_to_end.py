@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from model import bert_config as bert_config_lib
-from model import span_model
-from postprocess import span_decoding
-from postprocess import squad_scoring
-from preprocess import records
-from preprocess import squad_reader
-from tasks import evaluation
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
+from squad_qa.postprocess import squad_scoring
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.tasks import evaluation
 from tests import testutil
 
 NUM_TRAIN, NUM_DEV = 48, 40
@@ -58,7 +58,7 @@ def test_records_hold_the_real_slice(run):
   assert not [f for f in os.listdir(run["records"]) if "tmp" in f]  # no temporary leftovers
   # Every training window that holds the answer decodes back to the answer's own tokens.
   squad = squad_reader.read_squad(run["train"], is_training=True)
-  from preprocess import wordpiece  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import wordpiece  # pylint: disable=g-import-not-at-top
   tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
   spec = records.feature_spec("train", SEQ)
   positive = 0

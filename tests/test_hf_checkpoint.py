@@ -11,10 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
-from model import bert_config as bert_config_lib
-from model import hf_checkpoint
-from model import span_model
-from preprocess import wordpiece
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import hf_checkpoint
+from squad_qa.model import span_model
+from squad_qa.preprocess import wordpiece
 from tests import testutil
 
 FIXTURE = testutil.REPO / "tests" / "fixtures" / "minilm_reference.npz"

@@ -10,13 +10,13 @@ import tensorflow as tf
 import tf_keras
 from absl.testing import flagsaver
 
-from flags import definitions
-from model import bert_config as bert_config_lib
-from model import span_model
-from preprocess import make_records
-from preprocess import records
-from tasks import optimization
-from tasks import question_answering
+from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.preprocess import make_records
+from squad_qa.preprocess import records
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
 from tests import testutil
 
 NUM_QUESTIONS = 160
@@ -234,7 +234,7 @@ def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
 
 def test_auto_buckets_are_coarse_under_xla():
   """`auto` is every 8 tokens, but every 64 under XLA, which compiles the step once per length."""
-  import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
+  from squad_qa import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
   testutil.use_flag_defaults()
   with flagsaver.flagsaver(length_buckets="auto"):
     assert train.train_length_buckets(384, xla=False) == tuple(range(8, 385, 8))
@@ -247,7 +247,7 @@ def test_auto_buckets_are_coarse_under_xla():
 
 def test_tpu_trains_one_static_shape():
   """Under TPUStrategy (static_shapes) `auto` is off and named boundaries are one line."""
-  import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
+  from squad_qa import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
   testutil.use_flag_defaults()
   with flagsaver.flagsaver(length_buckets="auto"):
     assert train.train_length_buckets(384, xla=True, static_shapes=True) is None

@@ -12,13 +12,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from model import bert_config as bert_config_lib
-from model import float32_gradients
-from model import memory
-from model import span_model
-from tasks import optimization
-from tasks import question_answering
-from tasks import trainer as trainer_lib
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import float32_gradients
+from squad_qa.model import memory
+from squad_qa.model import span_model
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
 GIB = memory.GIB
@@ -172,9 +172,9 @@ def test_google_tf1_count_matches_its_graph():
   the allocator's peak is the count, not the count without the early products (MiniLM-L6 size,
   64 tokens x 4, where the 22.7 M parameters dominate)."""
   proc = subprocess.run(
-      [sys.executable, os.path.join(testutil.REPO, "benchmarks", "google_tf1_step.py"), "--child",
+      [sys.executable, "-m", "benchmarks.google_tf1_step", "--child",
        "--model=minilm", "--seq=64", "--batch=4"],
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=testutil.REPO),
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=testutil.REPO,
       capture_output=True, text=True, check=True, timeout=600)
   result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("{")][-1])
   assert result["status"] == "OK"

@@ -17,8 +17,8 @@ import pytest
 
 from tests import testutil
 
-from postprocess.span_decoding import Answer, WindowLogits, best_indexes, decode_all, decode_answer
-from postprocess.squad_scoring import restrict_to_questions, score_v1
+from squad_qa.postprocess.span_decoding import Answer, WindowLogits, best_indexes, decode_all, decode_answer
+from squad_qa.postprocess.squad_scoring import restrict_to_questions, score_v1
 
 # ------------------------------------------------------------------------------------------------
 # Span decoding

@@ -5,12 +5,12 @@ with its `FullTokenizer` (google-research/bert run_squad.py's algorithm), run he
 with the same vocab; tools/compare_with_reference.py matches the features question by question and
 window by window. The slices are the articles of each file with the most non-ASCII text (accents,
 dashes, CJK, IPA, Greek, Cyrillic), where tokenizers disagree if they ever do. The full files are
-compared by `python tools/compare_with_reference.py` (BUILD.md has the numbers).
+compared by `python -m tools.compare_with_reference` (BUILD.md has the numbers).
 """
 
 import pytest
 
-from preprocess import wordpiece
+from squad_qa.preprocess import wordpiece
 from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features

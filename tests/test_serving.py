@@ -12,18 +12,18 @@ import tensorflow as tf
 import tf_keras
 from absl.testing import flagsaver
 
-import ask
-import export
-from tasks import question_answering
-from model import bert_config as bert_config_lib
-from model import span_model
-from postprocess import span_decoding
-from preprocess import features as features_lib
-from preprocess import squad_reader
-from preprocess import wordpiece
-from serving import answers
-from serving import module as serving_module
-from serving import windows as windows_lib
+from squad_qa import ask
+from squad_qa import export
+from squad_qa.tasks import question_answering
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+from squad_qa.serving import answers
+from squad_qa.serving import module as serving_module
+from squad_qa.serving import windows as windows_lib
 from tests import testutil
 
 SEQ, STRIDE, QUERY = 128, 64, 32

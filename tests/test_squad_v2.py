@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from postprocess import span_decoding
-from postprocess import squad_scoring
-from preprocess import make_records
-from preprocess import records
-from preprocess import squad_reader
-from preprocess import wordpiece
-from tasks import evaluation
+from squad_qa.postprocess import span_decoding
+from squad_qa.postprocess import squad_scoring
+from squad_qa.preprocess import make_records
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import evaluation
 from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features

@@ -18,12 +18,12 @@ import tensorflow as tf
 from absl import flags
 from absl.testing import flagsaver
 
-from model import bert_config as bert_config_lib
-from model import checkpoints
-from model import span_model
-from tasks import artifacts
-from tasks import question_answering
-from tasks import trainer as trainer_lib
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
 SEQ = 32
@@ -238,7 +238,7 @@ def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):
 
 
 def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
-  import export  # pylint: disable=g-import-not-at-top
+  from squad_qa import export  # pylint: disable=g-import-not-at-top
   config = tiny_config()
   config_file = testutil.write_tiny_config(tmp_path / "bert_config.json")
   # ./model_out: a trained --model_dir (featurized at seq 64); init/: a tfm encoder checkpoint.

@@ -9,13 +9,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from model import bert_config as bert_config_lib
-from model import span_model
-from preprocess import features as features_lib
-from preprocess import squad_reader
-from preprocess import wordpiece
-from tasks import optimization
-from tasks import question_answering
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
 from tests import testutil
 
 SEQ = 128

