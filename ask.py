@@ -12,6 +12,7 @@ character offsets.
 
 import sys
 
+from squad_qa import errors
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
@@ -58,7 +59,7 @@ class SavedModelQA:
       ValueError: the SavedModel has no serve_text signature (use `answer_with_serve_features`).
     """
     if not self.has_serve_text:
-      raise ValueError("this SavedModel has no serve_text signature; re-export it with export.py "
+      raise errors.UsageError("this SavedModel has no serve_text signature; re-export it with export.py "
                        "or use --use_serve_features")
     out = self._loaded.signatures["serve_text"](
         question=tf.constant(questions, tf.string), context=tf.constant(contexts, tf.string))

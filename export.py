@@ -32,8 +32,8 @@ The export is written under a temporary name and renamed into place when complet
 import json
 import os
 import shutil
-import sys
 
+from squad_qa import errors
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 from absl import logging
@@ -46,6 +46,7 @@ from squad_qa.model import checkpoints
 from squad_qa.model import span_model
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
+from squad_qa.tasks import model_dir as model_dir_lib
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -120,7 +121,7 @@ def serving_config(saved_config):
   featurization = {k: saved_config[k] for k in serving_module.FEATURIZATION_KEYS}
   if not FLAGS["doc_stride"].using_default_value:  # typed (or set by flagsaver in tests)
     if FLAGS.doc_stride <= 0:
-      raise ValueError(f"--doc_stride={FLAGS.doc_stride}: the window step must be a positive "
+      raise errors.UsageError(f"--doc_stride={FLAGS.doc_stride}: the window step must be a positive "
                        f"number of tokens (training used {featurization['doc_stride']})")
     logging.info("serve_text steps windows by %d tokens (training's records: %d)",
                  FLAGS.doc_stride, featurization["doc_stride"])
@@ -129,7 +130,7 @@ def serving_config(saved_config):
 
 
 def model_settings(start, model_dir):
-  """The encoder config, vocab and qa_config of what `start` (a `checkpoints.Start`) exports.
+  """The encoder config, vocab and qa_config of what `start` (a `tasks.model_dir.Start`) exports.
 
   A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
   beside it when it is a --model_dir of this tool, else with make_records.py's default
@@ -144,19 +145,19 @@ def model_settings(start, model_dir):
   if start.resume:
     qa_config = artifacts.read_qa_config(model_dir)
     if not qa_config:
-      raise ValueError(f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
+      raise errors.UsageError(f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
                        f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first "
                        f"checkpoint); export it with --init_checkpoint={start.resume} "
                        f"--bert_config_file=... --vocab_file=... instead")
     return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
             FLAGS.vocab_file or qa_config["vocab_file"], qa_config)
   if not start.init_checkpoint:
-    raise ValueError(f"--model_dir={FLAGS.model_dir} has no trained checkpoint and no "
+    raise errors.UsageError(f"--model_dir={FLAGS.model_dir} has no trained checkpoint and no "
                      f"--init_checkpoint was given; run train.py first")
-  config_file, vocab_file = checkpoints.resolve_model_files(
+  config_file, vocab_file = model_dir_lib.resolve_model_files(
       start.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
   if not config_file or not vocab_file:
-    raise ValueError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
+    raise errors.UsageError("--bert_config_file and --vocab_file are needed for this --init_checkpoint")
   saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
   return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
           {**DEFAULT_FEATURIZATION, "do_lower_case": FLAGS.do_lower_case, **saved})
@@ -165,7 +166,7 @@ def model_settings(start, model_dir):
 def run():
   """export.py's job from FLAGS.
 
-  What it exports follows train.py's rule (`checkpoints.decide_start`): the latest checkpoint of
+  What it exports follows train.py's rule (`tasks.model_dir.decide_start`): the latest checkpoint of
   --model_dir, unless --init_checkpoint names another start (refused when --model_dir holds a
   checkpoint). --init_checkpoint without --model_dir exports that checkpoint, whatever the default
   ./model_out holds.
@@ -176,7 +177,7 @@ def run():
     logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
                  "--model_dir=%s alone to export that one)", FLAGS.init_checkpoint,
                  FLAGS.model_dir, FLAGS.model_dir)
-  start = checkpoints.decide_start(model_dir, FLAGS.init_checkpoint)
+  start = model_dir_lib.decide_start(model_dir, FLAGS.init_checkpoint)
   config, vocab_file, qa_config = model_settings(start, model_dir)
   model, _ = span_model.build_span_model(config)
   if start.resume:
@@ -194,10 +195,7 @@ def run():
 
 def main(argv):
   del argv
-  try:
-    run()
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"export.py: {e}")
+  run()
 
 
 def cli():

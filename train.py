@@ -24,7 +24,6 @@ the last checkpoint as it was.
 """
 
 import os
-import sys
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
@@ -36,17 +35,16 @@ from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
-from squad_qa.model import float32_gradients
 from squad_qa.model import memory
 from squad_qa.preprocess import records
-from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import trainer as trainer_lib
-from squad_qa.tasks.errors import UsageError
+from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.errors import UsageError
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -64,7 +62,7 @@ def bert_config_and_meta():
     UsageError: no config, a vocab other than the records', or too few positions.
   """
   meta = records.read_meta(FLAGS.records_dir)
-  config_file, vocab_file = checkpoints.resolve_model_files(
+  config_file, vocab_file = model_dir_lib.resolve_model_files(
       FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file)
   config_file = config_file or artifacts.read_qa_config(FLAGS.model_dir).get("bert_config_file")
   if not config_file:
@@ -192,7 +190,7 @@ def train_length_buckets(max_seq_length, xla, static_shapes=False):
 
 
 def train(strategy, config, meta, policy, start, write_qa_config):
-  """Fine-tunes under `strategy` from `start` (a `checkpoints.Start`); returns the model (trained
+  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`); returns the model (trained
   or restored) and the run's figures. `write_qa_config` (no arguments) runs just before the first
   checkpoint is saved, so a run that fails before leaves no qa_config.json."""
   max_seq_length = meta["flags"]["max_seq_length"]
@@ -258,7 +256,7 @@ def check_resumable(checkpoint_path, steps):
 
 
 def restore_for_prediction(config, start):
-  """The span model with the weights `start` (a `checkpoints.Start`) names."""
+  """The span model with the weights `start` (a `tasks.model_dir.Start`) names."""
   model = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=config, max_seq_length=0)).build_model()
   if start.resume:
@@ -326,7 +324,7 @@ def run():
       logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
                       "predicts in float32", FLAGS.mixed_precision_dtype)
   tf_keras.utils.set_random_seed(FLAGS.seed)
-  start = checkpoints.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
+  start = model_dir_lib.decide_start(FLAGS.model_dir, FLAGS.init_checkpoint)
 
   def write_qa_config():
     artifacts.write_qa_config(FLAGS.model_dir, config_file, config, meta["flags"], version_2,
@@ -361,17 +359,7 @@ def run():
 
 def main(argv):
   del argv
-  try:
-    run()
-  except (memory.MemoryPlanError, trainer_lib.OutOfMemoryError) as e:  # multi-line diagnoses
-    sys.exit(f"train.py: {e}")
-  except float32_gradients.OverrideError as e:
-    sys.exit(f"train.py: {float32_gradients.error_line(e)}")
-  except (UsageError, FileNotFoundError, squad_reader.SquadInputError, FloatingPointError,
-          checkpoints.CheckpointError, distribution.DistributionError,
-          trainer_lib.ScheduleMismatchError, trainer_lib.PrecisionMismatchError,
-          question_answering.InputError) as e:
-    sys.exit(f"train.py: {e}")
+  run()
 
 
 def cli():

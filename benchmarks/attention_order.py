@@ -13,7 +13,6 @@ shared: compare the two columns of one run, never runs of different days.
 """
 
 import os
-import sys
 import time
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
@@ -29,7 +28,7 @@ from squad_qa.model import checkpoints
 from squad_qa.model import span_model
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
-from tests import test_distribution
+from tests.tasks import test_distribution
 from tests import testutil
 
 flags.DEFINE_integer("repeats", 5, "Timed calls per case and class.")

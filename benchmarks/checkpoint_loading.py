@@ -3,7 +3,7 @@ r"""Times --init_checkpoint loading at BERT-base size (random weights, google-re
   python -m benchmarks.checkpoint_loading [--workdir=/tmp/ckpt_bench] [--layers=12]
 
 A child process writes a 12-layer, 768-hidden checkpoint as google-research/bert does
-(tests/test_checkpoints.py's writer, with the pre-training heads); this process then prints seconds
+(tests/model/test_checkpoints.py's writer, with the pre-training heads); this process then prints seconds
 and its peak resident memory for: building the span model, loading the TF1 checkpoint, converting
 it once (model.convert_checkpoint) and loading the converted TF2 checkpoint.
 """
@@ -23,7 +23,7 @@ from squad_qa.model import checkpoints
 from squad_qa.model import convert_checkpoint
 from squad_qa.model import span_model
 from tests import numpy_bert
-from tests import test_checkpoints
+from tests.model import test_checkpoints
 
 flags.DEFINE_string("workdir", "/tmp/ckpt_bench", "Scratch folder (removed first and after).")
 flags.DEFINE_integer("layers", 12, "Encoder layers (BERT-base: 12).")

@@ -14,7 +14,6 @@ tools/compare_with_reference.py.
 import argparse
 import json
 import os
-import sys
 import time
 
 from tools import reference_features  # pylint: disable=g-import-not-at-top

@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

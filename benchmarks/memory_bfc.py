@@ -21,7 +21,6 @@ workspaces, XLA's buffers and mixed precision are not exercised here).
 import argparse
 import json
 import os
-import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -17,7 +17,6 @@ each disagreement with its kind:
 """
 
 import json
-import os
 import sys
 import time
 

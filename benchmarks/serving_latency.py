@@ -17,7 +17,6 @@ time.perf_counter. The load average is printed: on a shared machine the numbers 
 """
 
 import os
-import sys
 import time
 
 from absl import flags

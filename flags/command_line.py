@@ -9,11 +9,14 @@ argument with one line naming it and the spelling that means what was typed
 become one line too, instead of absl's two-line "FATAL Flags parsing error".
 """
 
+import dataclasses
 import os
 import sys
 
 from absl import app
 from absl import flags
+
+from squad_qa import errors
 
 _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
@@ -108,5 +111,28 @@ def parse_flags(argv, flag_values=flags.FLAGS):
 
 
 def run(main):
-  """`absl.app.run(main)` with `parse_flags`: the one way this project's commands start."""
-  app.run(main, flags_parser=parse_flags)
+  """`absl.app.run(main)` with `parse_flags`: the one way this project's commands start.
+
+  A `squad_qa.errors.UserError` out of `main` is printed as `<command>: <message>` on stderr and
+  exits with status 1, without a traceback; other exceptions keep theirs.
+  """
+
+  def main_reporting_user_errors(argv):
+    try:
+      return main(argv)
+    except errors.UserError as e:
+      sys.exit(f"{program_name()}: {e}")
+
+  app.run(main_reporting_user_errors, flags_parser=parse_flags)
+
+
+def config_from_flags(config_class, flag_values=flags.FLAGS):
+  """The command's frozen config: an instance of the dataclass `config_class`, each field read
+  from the parsed flag of the same name (a field that is not a flag keeps its default).
+
+  The one place a command reads its flags: the library takes the config, never FLAGS. Validation
+  lives in the config's `__post_init__` (raising `errors.UsageError`), so a config built in Python
+  is checked the same way.
+  """
+  return config_class(**{field.name: flag_values[field.name].value
+                         for field in dataclasses.fields(config_class) if field.name in flag_values})

@@ -11,6 +11,8 @@ import json
 
 import tensorflow as tf
 
+from squad_qa import errors
+
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size")
 
@@ -42,7 +44,7 @@ class BertConfig:
     """
     missing = [k for k in _REQUIRED if k not in values]
     if missing:
-      raise ValueError(f"{source}: not a BERT config, missing {', '.join(missing)}")
+      raise errors.UsageError(f"{source}: not a BERT config, missing {', '.join(missing)}")
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {k: v for k, v in values.items() if k in names}
     is_hf = "model_type" in values or "architectures" in values
@@ -59,12 +61,12 @@ class BertConfig:
       FileNotFoundError, ValueError: with the path in the message.
     """
     if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"{path}: BERT config not found (--bert_config_file)")
+      raise errors.MissingFileError(f"{path}: BERT config not found (--bert_config_file)")
     with tf.io.gfile.GFile(path, "r") as f:
       try:
         values = json.load(f)
       except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON ({e})") from None
+        raise errors.UsageError(f"{path}: not JSON ({e})") from None
     return cls.from_dict(values, source=path)
 
   def to_dict(self):

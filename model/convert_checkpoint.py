@@ -19,19 +19,19 @@ an error, never overwritten.
 
 import json
 import os
-import shutil
-import sys
 
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from squad_qa import errors
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import span_model
+from squad_qa.tasks import model_dir as model_dir_lib
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -66,11 +66,11 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     checkpoints.CheckpointError: the checkpoint does not fit the config.
   """
   if tf.io.gfile.exists(output):
-    raise FileExistsError(f"--output={output} exists; remove it or choose another folder")
-  config_file, vocab_file = checkpoints.resolve_model_files(init_checkpoint, bert_config_file,
+    raise errors.UsageError(f"--output={output} exists; remove it or choose another folder")
+  config_file, vocab_file = model_dir_lib.resolve_model_files(init_checkpoint, bert_config_file,
                                                             vocab_file)
   if not config_file:
-    raise FileNotFoundError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "
+    raise errors.MissingFileError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "
                             f"config.json beside it; pass --bert_config_file")
   config = bert_config_lib.BertConfig.from_json_file(config_file)
   model, encoder = span_model.build_span_model(config)
@@ -102,13 +102,9 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
 
 def main(argv):
   del argv
-  try:
-    if not FLAGS.init_checkpoint or not FLAGS.output:
-      raise ValueError("--init_checkpoint and --output are required")
-    convert(FLAGS.init_checkpoint, FLAGS.output, FLAGS.bert_config_file, FLAGS.vocab_file)
-  except (ValueError, FileNotFoundError, FileExistsError) as e:
-    logging.error("%s", e)
-    sys.exit(f"convert_checkpoint: {e}")
+  if not FLAGS.init_checkpoint or not FLAGS.output:
+    raise errors.UsageError("--init_checkpoint and --output are required")
+  convert(FLAGS.init_checkpoint, FLAGS.output, FLAGS.bert_config_file, FLAGS.vocab_file)
 
 
 def cli():

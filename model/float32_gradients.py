@@ -22,6 +22,8 @@ import threading
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: no public API
 
+from squad_qa import errors
+
 # The op types tfm's BertEncoder + BertSpanLabeler feed a (cast) variable into under
 # mixed_float16 (found by walking the traced graph; the word embedding is a ResourceGather, whose
 # gradient is per row and needs no override).
@@ -32,18 +34,21 @@ _GRADIENT_NAME = "SquadQaFloat32WeightGradient"
 _VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
 
 
-class OverrideError(Exception):
+class OverrideError(errors.UserError):
   """The override did not cover every weight read in float16 (TensorFlow or tfm changed).
 
-  A direct Exception subclass: autograph re-raises it with the same type (it would turn a
-  RuntimeError subclass into a StagingError), prefixing the traced call stack; `error_line`
-  gives back the message.
+  Not a RuntimeError: autograph re-raises this type unchanged (it would turn a RuntimeError
+  subclass into a StagingError), prefixing the traced call stack to the message; `str()` gives
+  back the message alone.
   """
 
+  def __str__(self):
+    return error_line(super().__str__())
 
-def error_line(error):
+
+def error_line(message):
   """An OverrideError's own one-line message, without the call stack autograph puts first."""
-  return str(error).strip().splitlines()[-1].strip().removeprefix("OverrideError: ")
+  return message.strip().splitlines()[-1].strip().removeprefix("OverrideError: ")
 
 
 def _variable_read(tensor):

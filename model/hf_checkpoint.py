@@ -15,6 +15,7 @@ import re
 from absl import logging
 from safetensors import safe_open
 
+from squad_qa import errors
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
 
@@ -73,11 +74,11 @@ def _weights_path(folder):
   path = os.path.join(folder, WEIGHTS_FILE)
   if not os.path.exists(path):
     if os.path.exists(os.path.join(folder, PYTORCH_FILE)):
-      raise FileNotFoundError(
+      raise errors.MissingFileError(
           f"{folder}: has {PYTORCH_FILE} but no {WEIGHTS_FILE}; convert it once with "
           f"transformers (`AutoModel.from_pretrained(dir).save_pretrained(dir, "
           f"safe_serialization=True)`), torch is not a dependency here")
-    raise FileNotFoundError(f"{path}: not found")
+    raise errors.MissingFileError(f"{path}: not found")
   return path
 
 

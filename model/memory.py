@@ -105,7 +105,7 @@ TF 1.11 could allocate on the Titan X of google-research/bert's out-of-memory ta
 leaves 14.9 GiB. When a GPU is visible, its own allocator limit (`memory_limit` of
 `device_lib.list_local_devices()`) is used instead.
 
-Validation: tests/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
+Validation: tests/model/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
 google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam) and against the TF1 graph's
 measured peak. 8 cells are within max(1, 25 %): all of BERT-Large and BERT-Base at 320 and 384.
 BERT-Base at 64, 128 and 256 tokens the planner says 111, 50, 21 where the table says 64, 32, 16
@@ -125,6 +125,8 @@ import json
 import math
 import os
 import sys
+
+from squad_qa import errors
 
 GIB = 2 ** 30
 MIB = 2 ** 20
@@ -517,7 +519,7 @@ def detect_device(device_memory_gb=None):
 DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
 
 
-class MemoryPlanError(ValueError):
+class MemoryPlanError(errors.UserError, ValueError):
   """A batch configuration that cannot work; the message is the user-facing diagnosis."""
 
 

@@ -22,11 +22,13 @@ from typing import Callable, Optional
 import numpy as np
 from absl import logging
 
+from squad_qa import errors
+
 HEAD_PREFIX = "predictions/transform/logits/"
 POOLER_PREFIX = "pooler_transform/"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(errors.UserError, ValueError):
   """A checkpoint that does not fit the model; the message is one line naming file and variable."""
 
 

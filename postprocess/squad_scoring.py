@@ -19,6 +19,8 @@ import math
 from official.nlp.tools import squad_evaluate_v1_1
 from official.nlp.tools import squad_evaluate_v2_0
 
+from squad_qa import errors
+
 
 def restrict_to_questions(dataset, question_ids):
   """A copy of a SQuAD `data` list holding only the questions in `question_ids` (a set of str)."""
@@ -55,7 +57,7 @@ def score_v1(dataset, predictions):
   """
   num_questions = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
   if not num_questions:
-    raise ValueError("no questions to score")
+    raise errors.UsageError("no questions to score")
   result = squad_evaluate_v1_1.evaluate(dataset, predictions)
   return {"exact_match": 100.0 * result["exact_match"], "f1": 100.0 * result["final_f1"],
           "num_questions": num_questions}
@@ -137,7 +139,7 @@ def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predicti
     ValueError: `predictions` is empty.
   """
   if not predictions:
-    raise ValueError("no questions to score")
+    raise errors.UsageError("no questions to score")
   # Without na_probs the scorer takes the answers as given. (With them it would also turn every
   # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit differences.)
   result = squad_evaluate_v2_0.evaluate(dataset, predictions)

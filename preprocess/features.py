@@ -29,6 +29,8 @@ from typing import List, Optional
 
 import numpy as np
 
+from squad_qa import errors
+
 
 @dataclasses.dataclass
 class TokenizedText:
@@ -177,7 +179,7 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
     planned = cache.get(key)
     if planned is None:
       if max_tokens_for_doc <= 0:
-        raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the context after a "
+        raise errors.UsageError(f"max_seq_length={max_seq_length} leaves no room for the context after a "
                          f"{query_length}-token question; raise it or lower max_query_length")
       spans = doc_spans(num_tokens, max_tokens_for_doc, doc_stride)
       offset = -1

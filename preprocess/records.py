@@ -20,6 +20,8 @@ import numpy as np
 
 import tensorflow as tf
 
+from squad_qa import errors
+
 META_FILE = "meta.json"
 # 2: train records carry example_index and is_impossible; eval offsets are stored + 1.
 FORMAT_VERSION = 2
@@ -273,12 +275,12 @@ def read_meta(records_dir):
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(
+    raise errors.MissingFileError(
         f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first")
   with tf.io.gfile.GFile(path, "r") as f:
     meta = json.load(f)
   if meta.get("format_version") != FORMAT_VERSION:
-    raise FileNotFoundError(
+    raise errors.MissingFileError(
         f"{path}: records of format {meta.get('format_version')} (this version reads "
         f"{FORMAT_VERSION}); rerun `python preprocess/make_records.py --output_dir={records_dir}`")
   return meta
@@ -292,12 +294,12 @@ def shard_paths(records_dir, meta, split):
   """
   info = meta.get("splits", {}).get(split)
   if not info:
-    raise FileNotFoundError(f"{records_dir}: has no {split} records; rerun make_records.py with "
+    raise errors.MissingFileError(f"{records_dir}: has no {split} records; rerun make_records.py with "
                             f"--{'train_file' if split == TRAIN_SPLIT else 'predict_file'}")
   paths = [os.path.join(records_dir, name) for name in info["shards"]]
   for path in paths:
     if not tf.io.gfile.exists(path):
-      raise FileNotFoundError(f"{path}: missing shard; rerun make_records.py")
+      raise errors.MissingFileError(f"{path}: missing shard; rerun make_records.py")
   return paths
 
 
@@ -339,9 +341,9 @@ def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET
     boundaries = range(step, max_seq_length, step)
   boundaries = [int(b) for b in boundaries]
   if any(b < 1 for b in boundaries) or any(a >= b for a, b in zip(boundaries, boundaries[1:])):
-    raise ValueError(f"length buckets {boundaries} are not increasing positive lengths")
+    raise errors.UsageError(f"length buckets {boundaries} are not increasing positive lengths")
   if boundaries and boundaries[-1] > max_seq_length:
-    raise ValueError(f"length bucket {boundaries[-1]} is longer than the records' max_seq_length "
+    raise errors.UsageError(f"length bucket {boundaries[-1]} is longer than the records' max_seq_length "
                      f"{max_seq_length}")
   if not boundaries or boundaries[-1] < max_seq_length:
     boundaries.append(max_seq_length)

@@ -31,8 +31,10 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from squad_qa import errors
 
-class SquadInputError(ValueError):
+
+class SquadInputError(errors.UserError, ValueError):
   """A SQuAD file that cannot be read; the message is one line naming file, place and fix."""
 
 

@@ -18,7 +18,7 @@ text can be tokenized run by run, where a run is a maximal stretch without ASCII
 tensorflow-text is given the text with those runs blanked out (same length, ASCII only), so its byte
 offsets are code-point offsets. On printable ASCII the two tokenizers agree; elsewhere they do not
 always (tensorflow-text's normalizer folds "ß" -> "ss" and "ﬁ" -> "fi" and splits at NUL, which
-FullTokenizer keeps, keeps and deletes), hence the reference path. `tests/test_reference_parity.py`
+FullTokenizer keeps, keeps and deletes), hence the reference path. `tests/preprocess/test_reference_parity.py`
 and `tools/compare_with_reference.py` check the result against the reference on real SQuAD.
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
+from squad_qa import errors
 from squad_qa.preprocess.features import TokenizedText
 
 # tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
@@ -60,11 +61,11 @@ def read_vocab(vocab_file):
     vocab.pop()
   missing = [t for t in ("[CLS]", "[SEP]", "[UNK]", "[PAD]") if t not in vocab]
   if missing:
-    raise ValueError(f"{vocab_file}: not a BERT WordPiece vocab (no {', '.join(missing)})")
+    raise errors.UsageError(f"{vocab_file}: not a BERT WordPiece vocab (no {', '.join(missing)})")
   if len(set(vocab)) != len(vocab):
     seen = set()
     repeated = next(t for t in vocab if t in seen or seen.add(t))
-    raise ValueError(f"{vocab_file}: token {repeated!r} appears on two lines; fix the vocab")
+    raise errors.UsageError(f"{vocab_file}: token {repeated!r} appears on two lines; fix the vocab")
   return vocab
 
 

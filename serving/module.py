@@ -30,6 +30,7 @@ position embeddings are shorter than max_seq_length).
 
 import tensorflow as tf
 
+from squad_qa import errors
 from squad_qa.model import span_model
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
@@ -56,14 +57,14 @@ def validate_config(qa_config):
   """
   missing = [k for k in FEATURIZATION_KEYS + tuple(DECODING_DEFAULTS) if k not in qa_config]
   if missing:
-    raise ValueError(f"qa_config lacks {', '.join(missing)}")
+    raise errors.UsageError(f"qa_config lacks {', '.join(missing)}")
   if qa_config["doc_stride"] <= 0 or qa_config["max_seq_length"] <= qa_config["max_query_length"] + 3:
-    raise ValueError(f"need doc_stride > 0 and max_seq_length > max_query_length + 3 (got "
+    raise errors.UsageError(f"need doc_stride > 0 and max_seq_length > max_query_length + 3 (got "
                      f"{qa_config['doc_stride']}, {qa_config['max_seq_length']}, "
                      f"{qa_config['max_query_length']})")
   for key in ("n_best_size", "max_answer_length", "window_batch_size"):
     if qa_config[key] <= 0:
-      raise ValueError(f"{key} must be positive (got {qa_config[key]})")
+      raise errors.UsageError(f"{key} must be positive (got {qa_config[key]})")
 
 
 class LogitsServingModule(tf.Module):

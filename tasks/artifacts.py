@@ -3,7 +3,7 @@
 train.py writes `qa_config.json` into --model_dir: the encoder's config (and its file), the vocab
 and the featurization settings of the records, and the SQuAD 2.0 decoding settings. export.py
 rebuilds the model from it and copies the featurization and decoding part into the SavedModel's
-`assets.extra/qa_config.json`, which ask.py and serving read. model/checkpoints.py finds the config
+`assets.extra/qa_config.json`, which ask.py and serving read. tasks/model_dir.py finds the config
 and vocab beside a --model_dir through it.
 """
 
@@ -11,6 +11,8 @@ import json
 import os
 
 import tensorflow as tf
+
+from squad_qa import errors
 
 QA_CONFIG_FILE = "qa_config.json"
 TRAIN_RESULTS_FILE = "train_results.json"
@@ -48,7 +50,7 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
     records_flags: meta.json's "flags" of the records (vocab_file and FEATURIZATION_KEYS).
     version_2_with_negative, null_score_diff_threshold: the SQuAD 2.0 decoding rule export.py
       bakes into serve_text.
-    recorded: where the --model_dir started (`model.checkpoints.Start.recorded`, e.g.
+    recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`, e.g.
       {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
   """
   write_json(os.path.join(model_dir, QA_CONFIG_FILE), {
@@ -74,5 +76,5 @@ def read_export_config(export_dir):
   """
   path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
-    raise FileNotFoundError(f"{path}: not found; is {export_dir} an export of export.py?")
+    raise errors.MissingFileError(f"{path}: not found; is {export_dir} an export of export.py?")
   return read_json(path)

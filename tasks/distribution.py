@@ -14,10 +14,12 @@ arithmetic of a multi-GPU run, for tests and for trying a configuration on a lap
 import tensorflow as tf
 from official.common import distribute_utils
 
+from squad_qa import errors
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-class DistributionError(ValueError):
+class DistributionError(errors.UserError, ValueError):
   """A strategy that cannot be built as asked (one-line message)."""
 
 

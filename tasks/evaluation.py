@@ -17,7 +17,7 @@ from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
-from squad_qa.tasks.errors import UsageError
+from squad_qa.errors import UsageError
 
 
 def predict(model, dataset):

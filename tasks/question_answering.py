@@ -16,13 +16,14 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
+from squad_qa import errors
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 
 
-class InputError(ValueError):
+class InputError(errors.UserError, ValueError):
   """Training input that cannot be built as asked (one-line message with the fix)."""
 
 
@@ -45,7 +46,7 @@ def set_precision_policy(mixed_precision_dtype):
     ValueError: another dtype.
   """
   if mixed_precision_dtype not in PRECISION_POLICIES:
-    raise ValueError(f"mixed_precision_dtype {mixed_precision_dtype!r}: expected one of "
+    raise errors.UsageError(f"mixed_precision_dtype {mixed_precision_dtype!r}: expected one of "
                      f"{', '.join(PRECISION_POLICIES)}")
   policy = PRECISION_POLICIES[mixed_precision_dtype]
   tf_keras.mixed_precision.set_global_policy(policy)

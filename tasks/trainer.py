@@ -23,9 +23,10 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
-from squad_qa.model import checkpoints
+from squad_qa import errors
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import model_dir as model_dir_lib
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
 DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
@@ -33,15 +34,19 @@ DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' gener
 LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-class OutOfMemoryError(RuntimeError):
+class LossNotFiniteError(errors.UserError, FloatingPointError):
+  """The training loss became NaN or infinite (the message names the step and the fix)."""
+
+
+class OutOfMemoryError(errors.UserError, RuntimeError):
   """A training step ran out of device memory; the message names the tensor and the last checkpoint."""
 
 
-class ScheduleMismatchError(ValueError):
+class ScheduleMismatchError(errors.UserError, ValueError):
   """Resuming with another number of train steps than the checkpoint's schedule was built for."""
 
 
-class PrecisionMismatchError(ValueError):
+class PrecisionMismatchError(errors.UserError, ValueError):
   """Resuming a checkpoint trained without loss scaling under float16, which needs its state."""
 
 
@@ -83,7 +88,7 @@ class QATrainer(orbit.StandardTrainer):
     loss = float(self.train_loss.result())
     step = int(self.optimizer.iterations.numpy())
     if not math.isfinite(loss):
-      raise FloatingPointError(f"loss is {loss} at step {step}; lower --learning_rate")
+      raise LossNotFiniteError(f"loss is {loss} at step {step}; lower --learning_rate")
     elapsed = time.time() - self._loop_started
     steps = step - self._loop_start_step
     self.last_output = {
@@ -203,7 +208,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     cluster_resolver: for the preemption handler (multi-worker); default: this process alone.
     restore_fn: called with the checkpoint path when resuming (before the controller restores),
       e.g. to check the schedule; may raise.
-    start: the `model.checkpoints.Start` decided for this run (for the log line: which flag a
+    start: the `tasks.model_dir.Start` decided for this run (for the log line: which flag a
       resume ignores); default: resume --model_dir's latest checkpoint.
     before_first_save: a function of no arguments run just before the first checkpoint is saved
       (train.py writes qa_config.json there, so a run failing before leaves none).
@@ -217,7 +222,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError; the last checkpoint is left
       as it was.
   """
-  start = start or checkpoints.decide_start(model_dir, None)
+  start = start or model_dir_lib.decide_start(model_dir, None)
   latest = start.resume
   if latest and restore_fn:
     restore_fn(latest)
@@ -243,7 +248,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     # No checkpoint_interval: the controller would save after the first loop and then every
     # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
     # end, and the loops are cut to end on those steps.
-    manager = checkpoints.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
+    manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
                                                     max_to_keep=3)
     global_step = trainer.optimizer.iterations
     actions = [

@@ -2,7 +2,7 @@
 
 TensorFlow must be told how to split the CPU into logical devices, and which cluster it is in
 (TF_CONFIG), before it initializes, so each configuration runs in a fresh process started by
-tests/test_distribution.py. Uses the task's Python API (no flags): tasks.distribution,
+tests/tasks/test_distribution.py. Uses the task's Python API (no flags): tasks.distribution,
 tasks.question_answering, tasks.trainer.
 
   python tests/distributed_run.py --strategy=mirrored --num_cpu_devices=2 --records_dir=R \
@@ -18,7 +18,6 @@ order), config (a key of --config: a second config is given as --config=NAME=pat
 import argparse
 import json
 import os
-import sys
 
 from squad_qa.tasks import distribution  # pylint: disable=g-import-not-at-top
 

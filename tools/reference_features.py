@@ -1,7 +1,7 @@
 """The reference featurization (tf-models-official squad_lib + FullTokenizer), collected as arrays.
 
 Development tool used by tools/compare_with_reference.py, benchmarks/featurize_squad.py and
-tests/test_reference_parity.py; not imported by the tool itself. It runs exactly
+tests/preprocess/test_reference_parity.py; not imported by the tool itself. It runs exactly
 `official.nlp.data.squad_lib.read_squad_examples` and `convert_examples_to_features` with
 `official.nlp.tools.tokenization.FullTokenizer` (the algorithm of google-research/bert run_squad.py),
 optionally writing tfm's own TFRecords with its `FeatureWriter`, and keeps every feature as NumPy

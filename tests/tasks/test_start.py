@@ -24,6 +24,7 @@ from squad_qa.model import span_model
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import trainer as trainer_lib
+from squad_qa.tasks import model_dir as model_dir_lib
 from tests import testutil
 
 SEQ = 32
@@ -58,14 +59,14 @@ def init_and_model_dir(tmp_path):
 
 def test_a_new_model_dir_starts_from_the_init_checkpoint(tmp_path, init_and_model_dir):
   init, _ = init_and_model_dir
-  expected = checkpoints.Start(init_checkpoint=init, recorded={
+  expected = model_dir_lib.Start(init_checkpoint=init, recorded={
       "init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))})
-  assert checkpoints.decide_start(str(tmp_path / "new"), init) == expected
-  assert checkpoints.decide_start(None, init) == expected  # export.py given only --init_checkpoint
-  assert checkpoints.decide_start(str(tmp_path / "new"), None) == checkpoints.Start(
+  assert model_dir_lib.decide_start(str(tmp_path / "new"), init) == expected
+  assert model_dir_lib.decide_start(None, init) == expected  # export.py given only --init_checkpoint
+  assert model_dir_lib.decide_start(str(tmp_path / "new"), None) == model_dir_lib.Start(
       recorded={"init_checkpoint": None})
   # An HF folder is recorded as the real folder.
-  assert checkpoints.decide_start(str(tmp_path / "new"), testutil.minilm_dir() + "/").recorded == {
+  assert model_dir_lib.decide_start(str(tmp_path / "new"), testutil.minilm_dir() + "/").recorded == {
       "init_checkpoint": os.path.realpath(testutil.minilm_dir())}
 
 
@@ -74,8 +75,8 @@ def test_rerunning_the_same_command_resumes_and_says_the_flag_is_ignored(init_an
   latest = os.path.join(model_dir, "ckpt-4")
   recorded = {"init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))}
   for named in (init, init + "/", os.path.join(init, "ckpt-7"), os.path.join(init, "ckpt-7.index")):
-    start = checkpoints.decide_start(model_dir, named)
-    assert start == checkpoints.Start(resume=latest, recorded=recorded, ignored=(
+    start = model_dir_lib.decide_start(model_dir, named)
+    assert start == model_dir_lib.Start(resume=latest, recorded=recorded, ignored=(
         f"--init_checkpoint={named} is ignored: --model_dir={model_dir} started from it and holds "
         f"the training since (pass a new --model_dir to start again from it)"))
   assert start.describe("resumed from", 4) == (
@@ -84,7 +85,7 @@ def test_rerunning_the_same_command_resumes_and_says_the_flag_is_ignored(init_an
       f"--model_dir to start again from it)")
   # Without --init_checkpoint, or naming the --model_dir itself: resume, nothing ignored.
   for named in (None, model_dir, latest):
-    assert checkpoints.decide_start(model_dir, named) == checkpoints.Start(resume=latest,
+    assert model_dir_lib.decide_start(model_dir, named) == model_dir_lib.Start(resume=latest,
                                                                            recorded=recorded)
 
 
@@ -92,20 +93,20 @@ def test_another_init_checkpoint_is_refused_in_one_line(tmp_path, init_and_model
   init, model_dir = init_and_model_dir
   other = save_steps(tmp_path / "other", 1)
   with pytest.raises(checkpoints.CheckpointError) as error:
-    checkpoints.decide_start(model_dir, other)
+    model_dir_lib.decide_start(model_dir, other)
   assert str(error.value) == (
       f"--model_dir={model_dir} already holds ckpt-4, which started from "
       f"{os.path.realpath(init)}/ckpt-7, and --init_checkpoint={other} names another start; pass "
       f"a new --model_dir to start from it, or drop --init_checkpoint to continue ckpt-4")
   # An older checkpoint of the same --model_dir is another start too.
   with pytest.raises(checkpoints.CheckpointError, match="names another start"):
-    checkpoints.decide_start(model_dir, os.path.join(model_dir, "ckpt-2"))
+    model_dir_lib.decide_start(model_dir, os.path.join(model_dir, "ckpt-2"))
   write_qa_config(model_dir, init_checkpoint=None)
   with pytest.raises(checkpoints.CheckpointError, match=", which started from random weights, "):
-    checkpoints.decide_start(model_dir, init)
+    model_dir_lib.decide_start(model_dir, init)
   os.remove(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))  # a --model_dir of an older version
   with pytest.raises(checkpoints.CheckpointError) as error:
-    checkpoints.decide_start(model_dir, init)
+    model_dir_lib.decide_start(model_dir, init)
   assert str(error.value).startswith(
       f"--model_dir={model_dir} already holds ckpt-4, whose start is not recorded, and "
       f"--init_checkpoint={init} names another start")
@@ -120,7 +121,7 @@ def test_a_checkpoint_file_naming_a_deleted_checkpoint_is_one_line(init_and_mode
              f"(ckpt-2 still there); delete {model_dir}/checkpoint to start afresh, or edit it to "
              f"name a checkpoint that exists")
   with pytest.raises(checkpoints.CheckpointError) as error:
-    checkpoints.decide_start(model_dir, None)
+    model_dir_lib.decide_start(model_dir, None)
   assert str(error.value) == message
   with pytest.raises(checkpoints.CheckpointError) as error:  # the same folder as --init_checkpoint
     checkpoints.checkpoint_prefix(model_dir)
@@ -133,7 +134,7 @@ def test_manager_calls_before_first_save_once_before_the_first_checkpoint(tmp_pa
   def before_first_save():
     calls.append(tf.train.latest_checkpoint(str(tmp_path)))
 
-  manager = checkpoints.ModelDirCheckpointManager(
+  manager = model_dir_lib.ModelDirCheckpointManager(
       tf.train.Checkpoint(v=tf.Variable(1.0)), str(tmp_path), before_first_save, max_to_keep=3)
   manager.save(checkpoint_number=1)
   manager.save(checkpoint_number=2)
@@ -192,7 +193,7 @@ def tiny_init(tmp_path):
 def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   config, init, prefix = tiny_init
   model_dir = str(tmp_path / "model_out")
-  start = checkpoints.decide_start(model_dir, init)
+  start = model_dir_lib.decide_start(model_dir, init)
   # absl's logger level follows --verbosity once flags are parsed (WARNING): set it too.
   with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": SEQ, **start.recorded})
@@ -204,7 +205,7 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
                                                  "init_checkpoint": os.path.realpath(prefix)}
   caplog.clear()
   # The same command again: nothing left to train, and TensorFlow has nothing to warn about.
-  start = checkpoints.decide_start(model_dir, init)
+  start = model_dir_lib.decide_start(model_dir, init)
   with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": 999, **start.recorded})
     gc.collect()  # the checkpoint's deferred restorations warn when collected
@@ -222,7 +223,7 @@ def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):
   model_dir = str(tmp_path / "mismatch")
   with pytest.raises(checkpoints.CheckpointError, match=r"needs \(96,\)"):
     run_trainer(tiny_config(intermediate_size=96), model_dir, 2,
-                checkpoints.decide_start(model_dir, init), {"max_seq_length": SEQ})
+                model_dir_lib.decide_start(model_dir, init), {"max_seq_length": SEQ})
   assert not os.path.exists(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))
   # Out of memory in the first step.
   model_dir = str(tmp_path / "oom")
@@ -231,7 +232,7 @@ def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):
     raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
 
   with pytest.raises(trainer_lib.OutOfMemoryError, match="none \\(nothing saved yet\\)"):
-    run_trainer(config, model_dir, 2, checkpoints.decide_start(model_dir, init),
+    run_trainer(config, model_dir, 2, model_dir_lib.decide_start(model_dir, init),
                 {"max_seq_length": SEQ}, replica_step=out_of_memory_step)
   assert not os.path.exists(os.path.join(model_dir, artifacts.QA_CONFIG_FILE))
   assert not tf.train.latest_checkpoint(model_dir)
@@ -275,7 +276,7 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
                             trained.labeler.checkpoint_items["encoder"].get_embedding_table())
   # A --model_dir given as --init_checkpoint keeps its recorded featurization.
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "model_out")):
-    start = checkpoints.decide_start(None, str(tmp_path / "model_out"))
+    start = model_dir_lib.decide_start(None, str(tmp_path / "model_out"))
     _, vocab_file, qa_config = export.model_settings(start, None)
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
   # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.

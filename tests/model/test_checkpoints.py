@@ -4,7 +4,7 @@ Each kind is written the way its own tool writes it: a google-research/bert TF1 
 `tf.compat.v1` variables and a v1 `Saver` (pretrained, and run_squad.py-fine-tuned with Adam slots),
 a TF2 encoder checkpoint by tf-models-official's own `tf2_bert_encoder_checkpoint_converter`, an HF
 folder with safetensors under transformers' names (and the packaged real MiniLM). Each is loaded
-through the code path of `--init_checkpoint` (`checkpoints.resolve_model_files` +
+through the code path of `--init_checkpoint` (`tasks.model_dir.resolve_model_files` +
 `checkpoints.initialize_from`) and its outputs compared with the NumPy forward pass over the same
 weights. Measured differences are printed (`pytest -s`).
 """
@@ -25,6 +25,7 @@ from safetensors.numpy import save_file
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
+from squad_qa.tasks import model_dir as model_dir_lib
 from tests import numpy_bert
 from tests import testutil
 
@@ -88,7 +89,7 @@ def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=Non
 
 def load_as_init_checkpoint(path, bert_config_file=None):
   """What train.py/export.py do with --init_checkpoint; returns (model, encoder, report)."""
-  config_file, _ = checkpoints.resolve_model_files(path, bert_config_file, None)
+  config_file, _ = model_dir_lib.resolve_model_files(path, bert_config_file, None)
   model, encoder = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))
   report = checkpoints.initialize_from(model, path)
   return model, encoder, report
@@ -152,7 +153,7 @@ def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
                prefix + ".meta"):
     assert checkpoints.checkpoint_prefix(path) == prefix
     assert checkpoints.checkpoint_kind(path) == checkpoints.TF1_CHECKPOINT
-  assert checkpoints.resolve_model_files(prefix, None, None) == (
+  assert model_dir_lib.resolve_model_files(prefix, None, None) == (
       os.path.join(folder, "bert_config.json"), os.path.join(folder, "vocab.txt"))
 
 
@@ -359,7 +360,7 @@ def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path)
                                f"--output={output}", f"--bert_config_file={wrong_config}",
                                expect_ok=False)
   assert code != 0 and "Traceback" not in log and not os.path.exists(output)
-  assert log.splitlines()[-1].startswith("convert_checkpoint: ") and "needs (80,)" in log
+  assert log.splitlines()[-1].startswith("model.convert_checkpoint: ") and "needs (80,)" in log
   from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
   convert_checkpoint.convert(folder, output)  # main() of the command above, without a process
   assert sorted(os.listdir(output)) == ["bert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001",
