@@ -12,6 +12,13 @@ import os
 
 from absl import flags
 
+# Where SQuAD is looked for by default (the data layer's rule), named here for the flags' help.
+from squad_qa.preprocess.squad_files import PREDICT_FILE_NAMES  # pylint: disable=unused-import
+from squad_qa.preprocess.squad_files import TRAIN_FILE_NAMES  # pylint: disable=unused-import
+from squad_qa.preprocess.squad_files import default_squad_file  # pylint: disable=unused-import
+from squad_qa.preprocess.squad_files import missing_squad_file_message  # pylint: disable=unused-import
+from squad_qa.preprocess.squad_files import squad_dir
+
 def _once(define):
   """Wraps an absl DEFINE_* so that defining an already-defined flag is a no-op.
 
@@ -29,42 +36,6 @@ DEFINE_string = _once(flags.DEFINE_string)
 DEFINE_bool = _once(flags.DEFINE_bool)
 DEFINE_integer = _once(flags.DEFINE_integer)
 DEFINE_float = _once(flags.DEFINE_float)
-
-SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
-
-# Names a SQuAD v1.1 train file may have inside $SQUAD_DIR, in order of preference. The second is the
-# reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
-TRAIN_FILE_NAMES = ("train-v1.1.json", "train-v1.1.reconstructed.json")
-PREDICT_FILE_NAMES = ("dev-v1.1.json",)
-
-
-def squad_dir():
-  """Returns `$SQUAD_DIR`, or `data/squad` when it is unset (a path, relative to the working directory)."""
-  return os.environ.get("SQUAD_DIR", os.path.join("data", "squad"))
-
-
-def default_squad_file(names):
-  """Returns the first of `names` that exists in `squad_dir()`, else the path of the first name.
-
-  Args:
-    names: file names (str) in order of preference.
-
-  Returns:
-    A path (str). It may not exist: the caller reports that with `missing_squad_file_message`.
-  """
-  for name in names:
-    path = os.path.join(squad_dir(), name)
-    if os.path.exists(path):
-      return path
-  return os.path.join(squad_dir(), names[0])
-
-
-def missing_squad_file_message(flag_name, path):
-  """One line telling the user where SQuAD is published and how to point this tool at a copy."""
-  return (f"--{flag_name}: no file at {path!r}. SQuAD v1.1 is published at {SQUAD_URL} "
-          f"(train-v1.1.json, dev-v1.1.json); download it and set SQUAD_DIR=<folder holding it> "
-          f"or pass --{flag_name}=<path>.")
-
 
 def define_squad_file_flags():
   """--train_file, --predict_file: the SQuAD JSON inputs (defaults under $SQUAD_DIR)."""

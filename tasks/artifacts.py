@@ -16,6 +16,7 @@ from squad_qa import errors
 
 QA_CONFIG_FILE = "qa_config.json"
 TRAIN_RESULTS_FILE = "train_results.json"
+TRAIN_CONFIG_FILE = "train_config.json"  # the TrainConfig of the run that wrote the checkpoints
 PREDICTIONS_FILE = "predictions.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 NULL_ODDS_FILE = "null_odds.json"

@@ -5,6 +5,8 @@ an entry point would drop the positional and run with the flag true.
 """
 
 import ast
+import dataclasses
+import importlib
 import os
 import subprocess
 import sys
@@ -158,3 +160,34 @@ def test_commands_refuse_a_stray_false(tmp_path):
     assert stderr.strip().splitlines()[-1] == commands[name][1]
     assert "Traceback" not in stderr
   assert os.listdir(tmp_path) == []  # nothing written: no records, no model_dir
+
+
+# Each command's config class, with the module that defines the command's flags.
+COMMAND_CONFIGS = [
+    ("squad_qa.train", "squad_qa.tasks.train_config", "TrainConfig"),
+]
+
+
+@pytest.mark.parametrize("command, module, name", COMMAND_CONFIGS)
+def test_a_command_config_is_its_flags_with_their_defaults(command, module, name):
+  """Every field of the config is a flag of the command with the same default, so the library
+  run from Python does what the command does with no flags."""
+  importlib.import_module(command)  # defines the command's flags
+  config_class = getattr(importlib.import_module(module), name)
+  for field in dataclasses.fields(config_class):
+    assert field.name in flags.FLAGS, field.name
+    assert flags.FLAGS[field.name].default == field.default, field.name
+
+
+def test_config_from_flags_reads_each_field_from_its_flag():
+  @dataclasses.dataclass(frozen=True)
+  class Config:
+    max_steps: int = None
+    model_dir: str = "elsewhere"
+    not_a_flag: int = 7
+
+  values = flags.FlagValues()
+  flags.DEFINE_integer("max_steps", None, "", flag_values=values)
+  flags.DEFINE_string("model_dir", "model_out", "", flag_values=values)
+  values(["prog", "--max_steps=5"])
+  assert command_line.config_from_flags(Config, values) == Config(5, "model_out", 7)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from absl.testing import flagsaver
 
+from squad_qa import errors
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
@@ -17,6 +17,7 @@ from squad_qa.preprocess import make_records
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_and_evaluate as train_lib
 from tests import testutil
 
 NUM_QUESTIONS = 160
@@ -234,24 +235,16 @@ def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
 
 def test_auto_buckets_are_coarse_under_xla():
   """`auto` is every 8 tokens, but every 64 under XLA, which compiles the step once per length."""
-  from squad_qa import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
-  testutil.use_flag_defaults()
-  with flagsaver.flagsaver(length_buckets="auto"):
-    assert train.train_length_buckets(384, xla=False) == tuple(range(8, 385, 8))
-    assert train.train_length_buckets(384, xla=True) == BUCKETS
-  with flagsaver.flagsaver(length_buckets=(100, 200)):  # named boundaries: as typed, XLA or not
-    assert train.train_length_buckets(384, xla=True) == (100, 200, 384)
-  with flagsaver.flagsaver(length_buckets=None):  # --nolength_buckets
-    assert train.train_length_buckets(384, xla=False) is None
+  assert train_lib.train_length_buckets("auto", 384, xla=False) == tuple(range(8, 385, 8))
+  assert train_lib.train_length_buckets("auto", 384, xla=True) == BUCKETS
+  # Named boundaries: as typed, XLA or not.
+  assert train_lib.train_length_buckets((100, 200), 384, xla=True) == (100, 200, 384)
+  assert train_lib.train_length_buckets(None, 384, xla=False) is None  # --nolength_buckets
 
 
 def test_tpu_trains_one_static_shape():
   """Under TPUStrategy (static_shapes) `auto` is off and named boundaries are one line."""
-  from squad_qa import train  # pylint: disable=g-import-not-at-top  (defines train.py's flags)
-  testutil.use_flag_defaults()
-  with flagsaver.flagsaver(length_buckets="auto"):
-    assert train.train_length_buckets(384, xla=True, static_shapes=True) is None
-  with flagsaver.flagsaver(length_buckets=(100, 200)):
-    with pytest.raises(train.UsageError, match="a TPU compiles one static batch shape; use "
-                                               "--nolength_buckets"):
-      train.train_length_buckets(384, xla=True, static_shapes=True)
+  assert train_lib.train_length_buckets("auto", 384, xla=True, static_shapes=True) is None
+  with pytest.raises(errors.UsageError, match="a TPU compiles one static batch shape; use "
+                                              "--nolength_buckets"):
+    train_lib.train_length_buckets((100, 200), 384, xla=True, static_shapes=True)

@@ -16,6 +16,7 @@ from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_config
 from tests import testutil
 
 SEQ = 128
@@ -156,6 +157,11 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   assert "accumulated, mixed_bfloat16;" in log
   with open(model_dir / "train_results.json") as f:
     assert json.load(f)["mixed_precision_dtype"] == "bfloat16"
+  with open(model_dir / "train_config.json") as f:  # the run's TrainConfig, beside the model
+    saved = json.load(f)
+  assert saved["mixed_precision_dtype"] == "bfloat16" and saved["max_steps"] == 2
+  assert saved["records_dir"] == str(records_dir) and saved["learning_rate"] == 5e-5
+  assert train_config.TrainConfig(**{**saved, "length_buckets": "auto"}).train_batch_size == 8
   names = [name for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(model_dir))]
   assert not [name for name in names if "loss_scale" in name]
   assert any(name.startswith("optimizer/") for name in names)

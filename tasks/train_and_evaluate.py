@@ -1,0 +1,368 @@
+"""train.py's job: fine-tune a BERT encoder for SQuAD span prediction, then predict and score dev.
+
+Read top to bottom: config -> strategy -> task -> controller -> evaluate. The task
+(tasks/question_answering.py: tfm's BertEncoder + BertSpanLabeler, the sharded tf.data input,
+the loss over the global batch, the train step with gradient accumulation, AdamW warming up to
+`learning_rate` and decaying linearly to 0) runs under a tf.distribute strategy
+(tasks/distribution.py) in orbit's loop (tasks/trainer.py: checkpoints every
+`save_checkpoints_steps` into `model_dir` and resumes from the latest there, TensorBoard
+summaries, a checkpoint on SIGTERM). Then the chief predicts the eval shards and writes
+predictions.json and eval_results.json (official SQuAD EM/F1) to `model_dir`
+(tasks/evaluation.py).
+
+`train_batch_size` is the global batch of one forward/backward pass; each replica takes
+train_batch_size / replicas; `gradient_accumulation_steps` passes make an optimizer step.
+`gpu` trains under mixed_float16 with dynamic loss scaling (logits and loss float32);
+`mixed_precision_dtype="bfloat16"` under mixed_bfloat16 (on the GPU or on a CPU with bfloat16
+matmuls: AVX512-BF16, AMX), "float32" in float32. Memory (model/memory.py): the per-replica batch
+is checked against one device before training; `train_batch_size="auto"` plans it; an
+out-of-memory step stops with the same diagnosis and leaves the last checkpoint as it was.
+"""
+
+import dataclasses
+import os
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+
+from squad_qa import errors
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import memory
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_files
+from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import distribution
+from squad_qa.tasks import evaluation
+from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
+
+def bert_config_and_meta(config):
+  """The records' meta.json and the encoder's BertConfig (from the flags or the model_dir).
+
+  Returns:
+    (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
+
+  Raises:
+    errors.UsageError: no config, a vocab other than the records', or too few positions.
+  """
+  meta = records.read_meta(config.records_dir)
+  config_file, vocab_file = model_dir_lib.resolve_model_files(
+      config.init_checkpoint, config.bert_config_file, config.vocab_file)
+  config_file = config_file or artifacts.read_qa_config(config.model_dir).get("bert_config_file")
+  if not config_file:
+    raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "
+                            "beside it)")
+  if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
+    raise errors.UsageError(f"--vocab_file={vocab_file} is not the vocab the records were made "
+                            f"with ({meta['flags']['vocab_file']}); rerun make_records.py with it")
+  bert_config = bert_config_lib.BertConfig.from_json_file(config_file)
+  if meta["flags"]["max_seq_length"] > bert_config.max_position_embeddings:
+    raise errors.UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but "
+                            f"the encoder has {bert_config.max_position_embeddings} positions")
+  return bert_config, config_file, meta
+
+
+def warn_if_slow_on_this_cpu(dtype, has_gpu):
+  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
+
+  float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
+  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX, read from /proc/cpuinfo on
+  Linux: matmuls at 2x float32 on an AMD Zen 4, BUILD.md "bfloat16 training on the CPU").
+  """
+  if has_gpu or dtype == "float32":
+    return
+  if dtype == "float16":
+    logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
+                    "40x slower than float32")
+    return
+  try:
+    with open("/proc/cpuinfo") as f:
+      flags_line = next((line for line in f if line.startswith("flags")), "")
+  except OSError:
+    return
+  if not {"avx512_bf16", "amx_bf16"} & set(flags_line.split()):
+    logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
+                    "so bfloat16 matmuls may be slower than float32 here")
+
+
+def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
+  """Resolves the (global) batch settings into one replica's plan, and runs the pre-flight check.
+
+  `train_batch_size` and `effective_batch_size` are global: each replica takes 1/num_replicas.
+
+  Returns:
+    A `memory.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
+
+  Raises:
+    memory.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
+      planner estimates that the micro-batch does not fit `device`; the message is the diagnosis.
+    distribution.DistributionError: a global batch that the replicas do not divide.
+  """
+  per_replica = config.train_batch_size
+  if per_replica != "auto":
+    per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
+  effective = config.effective_batch_size
+  if effective is None and per_replica == "auto":
+    effective = memory.DEFAULT_EFFECTIVE_BATCH_SIZE
+  if effective is not None:
+    if effective % num_replicas:
+      raise distribution.DistributionError(
+          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
+    effective //= num_replicas
+  plan = memory.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
+                             config.gradient_accumulation_steps, effective)
+  if plan.estimate.total > device.usable_bytes:
+    message = memory.diagnosis(
+        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
+        plan.accumulation_steps, headline="the planner estimates that this batch does not fit")
+    if config.memory_check:
+      raise memory.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
+    logging.warning("--nomemory_check: training anyway although %s", message)
+  return plan
+
+
+def num_train_steps_for(config, meta, batch_size):
+  """`max_steps` if given, else epochs x full global batches per epoch (at least 1).
+
+  An epoch is every train window once, less `num_features % batch_size` random ones
+  (records.train_dataset: every batch full).
+
+  Raises:
+    errors.UsageError: fewer train windows than one global batch.
+  """
+  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
+  per_epoch = records.steps_per_epoch(num_features, batch_size)
+  if not per_epoch:
+    raise errors.UsageError(
+        f"the train records in {config.records_dir} hold {num_features} windows, fewer than one "
+        f"global batch of {batch_size}; lower --train_batch_size (or "
+        f"--gradient_accumulation_steps)")
+  if config.max_steps:
+    return config.max_steps
+  return max(1, int(per_epoch * config.num_train_epochs))
+
+
+def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=False):
+  """The `length_buckets` setting resolved for the records: a tuple of padded lengths, or None.
+
+  Args:
+    length_buckets: None (off), "auto", or increasing token counts.
+    max_seq_length: the records' window length, in tokens (always the last boundary).
+    xla: whether the step is compiled with XLA.
+    static_shapes: whether the strategy compiles one static shape (TPUs).
+
+  `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
+  step once per length, of records.XLA_LENGTH_BUCKET_STEP; with `static_shapes` it is off.
+
+  Raises:
+    errors.UsageError: a boundary above the records' max_seq_length; boundaries with
+      `static_shapes`.
+  """
+  if length_buckets is None:
+    return None
+  if static_shapes:
+    if length_buckets == "auto":
+      logging.info("length buckets off: a TPU compiles one static batch shape")
+      return None
+    raise errors.UsageError("--length_buckets: a TPU compiles one static batch shape; use "
+                            "--nolength_buckets (the default under --distribution_strategy=tpu)")
+  try:
+    return records.length_bucket_boundaries(
+        max_seq_length, None if length_buckets == "auto" else length_buckets,
+        step=records.XLA_LENGTH_BUCKET_STEP if xla else records.LENGTH_BUCKET_STEP)
+  except ValueError as e:
+    raise errors.UsageError(f"--length_buckets: {e}; the records were made with "
+                            f"make_records.py --max_seq_length={max_seq_length}") from None
+
+
+def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
+  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`).
+
+  `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved, so a
+  run that fails before leaves no qa_config.json.
+
+  Returns:
+    (the model, trained or restored; the run's figures as a dict for train_results.json).
+  """
+  max_seq_length = meta["flags"]["max_seq_length"]
+  replicas = strategy.num_replicas_in_sync
+  device = memory.detect_device(config.device_memory_gb)
+  plan = plan_memory(config, bert_config, max_seq_length, policy, device, replicas)
+  global_batch = plan.effective_batch_size * replicas
+  xla = config.gpu if config.xla is None else config.xla
+  steps = num_train_steps_for(config, meta, global_batch)
+  logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
+               "XLA %s; %d steps; planner: %s of %s per replica", global_batch, replicas,
+               plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
+               steps, memory.format_bytes(plan.estimate.total), device.description)
+  # The planner counts max_seq_length, the largest bucket's length: every batch fits.
+  length_buckets = train_length_buckets(
+      config.length_buckets, max_seq_length, xla,
+      static_shapes=isinstance(strategy, tf.distribute.TPUStrategy))
+  logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
+  task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
+      bert_config=bert_config, max_seq_length=max_seq_length,
+      train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
+      per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
+      learning_rate=config.learning_rate, num_train_steps=steps,
+      warmup_proportion=config.warmup_proportion,
+      mixed_precision_dtype=config.precision, jit_compile=xla,
+      float32_weight_gradients=config.float32_weight_gradients, seed=config.seed,
+      length_buckets=length_buckets))
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = task.create_optimizer()
+    checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
+  if not start.resume:
+    if start.init_checkpoint:
+      logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
+    else:
+      logging.warning("no --init_checkpoint: the encoder starts from random weights")
+  trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
+                                  global_batch)
+
+  def check_resumable(checkpoint_path):
+    trainer_lib.check_schedule(checkpoint_path, steps)
+    trainer_lib.check_loss_scale(checkpoint_path, config.precision == "float16")
+
+  try:
+    stats = trainer_lib.train(
+        strategy, trainer, checkpoint, config.model_dir, steps, task.build_inputs,
+        config.save_checkpoints_steps, min(config.steps_per_loop, config.save_checkpoints_steps),
+        distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
+        restore_fn=check_resumable, start=start, before_first_save=write_qa_config)
+  except trainer_lib.OutOfMemoryError as e:
+    raise trainer_lib.OutOfMemoryError(f"{e}\n" + memory.diagnosis(
+        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
+        plan.accumulation_steps, headline="out of memory")) from None
+  stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,
+               gradient_accumulation_steps=plan.accumulation_steps,
+               effective_batch_size=global_batch, xla=bool(xla),
+               mixed_precision_dtype=config.precision,
+               distribution_strategy=type(strategy).__name__,
+               length_buckets=list(length_buckets or []))
+  return model, stats
+
+
+def restore_for_prediction(config, bert_config, start):
+  """The span model with the weights `start` (a `tasks.model_dir.Start`) names.
+
+  Raises:
+    errors.UsageError: neither a checkpoint in `model_dir` nor an `init_checkpoint`.
+  """
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=bert_config, max_seq_length=0)).build_model()
+  if start.resume:
+    tf.train.Checkpoint(model=model).read(start.resume).expect_partial()
+    logging.info("%s", start.describe("predicting with"))
+  elif start.init_checkpoint:
+    logging.info("predicting with %s", checkpoints.initialize_from(model, start.init_checkpoint))
+  else:
+    raise errors.UsageError(f"--do_train=false needs a checkpoint in --model_dir="
+                            f"{config.model_dir} or an --init_checkpoint")
+  return model
+
+
+def float32_model(model, bert_config):
+  """`model`, or a float32 copy of its weights when it computes in float16 or bfloat16.
+
+  Prediction scores what export.py serves, which is always float32: a mixed-precision model's
+  answers differ from it (14 of 1,000 dev answers after bfloat16 training, BUILD.md "bfloat16
+  training on the CPU"). Sets the global policy to float32.
+  """
+  if model.dtype_policy.compute_dtype == "float32":
+    return model
+  logging.info("predicting with a float32 copy of the %s model (what export.py serves)",
+               model.dtype_policy.name)
+  question_answering.set_precision_policy("float32")
+  copy = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=bert_config, max_seq_length=0)).build_model()
+  copy.set_weights(model.get_weights())
+  return copy
+
+
+def score_line(results, predict_file, version_2):
+  """The one line train.py prints with the official scores of `results`."""
+  if version_2:
+    return (f"SQuAD v2.0 on {results['total']} questions of {predict_file}: "
+            f"exact = {results['exact']:.2f}, f1 = {results['f1']:.2f}; " +
+            ", ".join(f"{k} = {results[k]:.2f}" for k in (
+                "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+                "best_exact_thresh", "best_f1", "best_f1_thresh") if k in results))
+  return (f"SQuAD v1.1 on {results['num_questions']} questions of {predict_file}: "
+          f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
+
+
+def train_and_evaluate(config):
+  """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief.
+
+  Args:
+    config: a `tasks.train_config.TrainConfig`.
+
+  Returns:
+    The eval results (a dict, also in model_dir/eval_results.json), or None without prediction
+    (or on a worker that is not the chief).
+
+  Raises:
+    errors.UserError: anything the user can fix (flags, records, checkpoints, memory), one line
+      each (several for a memory diagnosis).
+  """
+  if config.gpu and not tf.config.list_physical_devices("GPU"):
+    raise errors.UsageError(
+        "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
+        "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
+  bert_config, config_file, meta = bert_config_and_meta(config)
+  version_2 = bool(config.version_2_with_negative or
+                   meta["flags"].get("version_2_with_negative", False))
+  # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).
+  strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
+                                        config.all_reduce_alg, config.tpu, config.num_cpu_devices)
+  is_chief = distribution.is_chief(strategy)
+  logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
+               strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
+  if config.do_train:
+    policy = question_answering.set_precision_policy(config.precision)
+    warn_if_slow_on_this_cpu(config.precision, config.gpu)
+  else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
+    policy = question_answering.set_precision_policy("float32")
+    if config.mixed_precision_dtype not in (None, "float32"):
+      logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
+                      "predicts in float32", config.mixed_precision_dtype)
+  tf_keras.utils.set_random_seed(config.seed)
+  start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
+
+  def write_qa_config():
+    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta["flags"], version_2,
+                              config.null_score_diff_threshold, start.recorded)
+    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
+                         dataclasses.asdict(config))
+
+  # Task -> controller.
+  if config.do_train:
+    model, stats = train(config, strategy, bert_config, meta, policy, start,
+                         write_qa_config if is_chief else None)
+    if is_chief:
+      artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
+  else:
+    with strategy.scope():
+      model = restore_for_prediction(config, bert_config, start)
+  # Evaluate: the chief alone, one device (tasks/evaluation.py), under the strategy's scope.
+  if not config.do_predict or not is_chief:
+    return None
+  with strategy.scope():
+    model = float32_model(model, bert_config)
+  predict_file = config.predict_file or squad_files.default_squad_file(
+      squad_files.PREDICT_FILE_NAMES)
+  if not os.path.exists(predict_file):
+    raise errors.UsageError(squad_files.missing_squad_file_message("predict_file", predict_file))
+  with strategy.scope():
+    results = evaluation.evaluate(model, config.records_dir, meta, predict_file, config.model_dir,
+                                  config.predict_batch_size, config.n_best_size,
+                                  config.max_answer_length, config.max_eval_examples, version_2,
+                                  config.null_score_diff_threshold)
+  print(score_line(results, predict_file, version_2))
+  return results

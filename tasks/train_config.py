@@ -1,0 +1,80 @@
+"""train.py's settings as one frozen config: what the flags say, validated once."""
+
+import dataclasses
+from typing import Optional, Tuple, Union
+
+from squad_qa import errors
+
+PRECISIONS = ("float32", "float16", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Everything train.py does, as its flags name it (flags/definitions.py says what each means).
+
+  Defaults are the flags' defaults (tests/flags/test_command_line.py checks that they agree).
+  Token counts are in WordPiece tokens; `device_memory_gb` in GiB.
+
+  Raises (on construction):
+    errors.UsageError: a value no run can use (a non-positive epoch count or batch, an unknown
+      precision, length buckets that are not increasing positive token counts).
+  """
+  records_dir: str = "records"
+  model_dir: str = "model_out"
+  init_checkpoint: Optional[str] = None
+  bert_config_file: Optional[str] = None
+  vocab_file: Optional[str] = None
+  predict_file: Optional[str] = None
+  do_train: bool = True
+  do_predict: bool = True
+  train_batch_size: Union[int, str] = 32  # global, or "auto" (the memory planner)
+  effective_batch_size: Optional[int] = None
+  gradient_accumulation_steps: int = 1
+  length_buckets: Union[None, str, Tuple[int, ...]] = "auto"
+  predict_batch_size: int = 64
+  learning_rate: float = 5e-5
+  num_train_epochs: float = 2.0
+  max_steps: Optional[int] = None
+  warmup_proportion: float = 0.1
+  save_checkpoints_steps: int = 1000
+  max_eval_examples: Optional[int] = None
+  gpu: bool = False
+  mixed_precision_dtype: Optional[str] = None  # default: float16 with gpu, else float32
+  xla: Optional[bool] = None  # default: on with gpu
+  float32_weight_gradients: bool = True
+  memory_check: bool = True
+  device_memory_gb: Optional[float] = None
+  seed: int = 42
+  version_2_with_negative: bool = False
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  null_score_diff_threshold: float = 0.0
+  distribution_strategy: Optional[str] = None
+  num_gpus: Optional[int] = None
+  all_reduce_alg: Optional[str] = None
+  tpu: Optional[str] = None
+  num_cpu_devices: int = 1
+  steps_per_loop: int = 100
+
+  def __post_init__(self):
+    if self.num_train_epochs <= 0:
+      raise errors.UsageError("--num_train_epochs must be above 0")
+    if self.max_steps is not None and self.max_steps < 1:
+      raise errors.UsageError(f"--max_steps={self.max_steps}: must be at least 1")
+    if self.train_batch_size != "auto" and (
+        not isinstance(self.train_batch_size, int) or self.train_batch_size < 1):
+      raise errors.UsageError(f"--train_batch_size={self.train_batch_size}: expected a positive "
+                              f"integer or 'auto'")
+    if self.mixed_precision_dtype not in (None, *PRECISIONS):
+      raise errors.UsageError(f"--mixed_precision_dtype={self.mixed_precision_dtype}: expected "
+                              f"one of {', '.join(PRECISIONS)}")
+    if isinstance(self.length_buckets, tuple) and (
+        any(v < 1 for v in self.length_buckets) or
+        any(a >= b for a, b in zip(self.length_buckets, self.length_buckets[1:]))):
+      raise errors.UsageError(f"--length_buckets={self.length_buckets}: expected increasing "
+                              f"positive token counts")
+
+  @property
+  def precision(self):
+    """The training compute dtype: `mixed_precision_dtype`, else float16 with `gpu`, else float32."""
+    return self.mixed_precision_dtype or ("float16" if self.gpu else "float32")

@@ -1,0 +1,115 @@
+"""The layers of docs/design.md run one way: a module imports only its own layer and those below.
+
+errors -> data (preprocess, postprocess) -> model -> tasks -> serving -> drivers. A driver is a
+module that runs as a command (it has an `if __name__ == "__main__":` block), a top-level module
+of the package (train.py, export.py, ask.py) or a module of `flags/`; drivers may import
+anything, and nothing imports a driver.
+"""
+
+import ast
+import os
+
+from tests import testutil
+
+PACKAGE = "squad_qa"
+DRIVERS = "drivers"
+# Layer of each folder of the package, lowest first (docs/design.md).
+LAYERS = {"errors": 0, "preprocess": 1, "postprocess": 1, "model": 2, "tasks": 3, "serving": 4,
+          "flags": 5}
+NOT_IN_PACKAGE = ("tests", "benchmarks", "tools", "build", "docs")
+
+
+def package_modules(root):
+  """{dotted module name: path} for every module of the package rooted at the folder `root`."""
+  modules = {}
+  for folder, dirs, files in os.walk(root):
+    relative = os.path.relpath(folder, root)
+    dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")) and
+                     (relative != "." or d not in NOT_IN_PACKAGE) and
+                     os.path.exists(os.path.join(folder, d, "__init__.py")))
+    for name in files:
+      if not name.endswith(".py") or (relative == "." and name == "setup.py"):
+        continue
+      parts = [] if relative == "." else relative.split(os.sep)
+      stem = name[:-len(".py")]
+      dotted = ".".join([PACKAGE, *parts] + ([] if stem == "__init__" else [stem]))
+      modules[dotted] = os.path.join(folder, name)
+  return modules
+
+
+def is_driver(module, tree):
+  parts = module.split(".")
+  if parts[-1] == "__main__" or (len(parts) == 2 and parts[1] not in LAYERS) or (
+      len(parts) > 1 and parts[1] == "flags"):
+    return True
+  return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+             for node in tree.body)
+
+
+def layer_of(module):
+  """The layer number of a library module; raises KeyError for a folder that has no layer."""
+  parts = module.split(".")
+  return -1 if len(parts) == 1 else LAYERS[parts[1]]
+
+
+def imported_modules(tree, known):
+  """The package's modules (names in `known`) that `tree` imports anywhere, function bodies too."""
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      # `from package import module` imports the module; `from module import name` the module.
+      names = [f"{node.module}.{a.name}" for a in node.names
+               if f"{node.module}.{a.name}" in known] or [node.module]
+    else:
+      continue
+    found |= {name for name in names if name in known}
+  return found
+
+
+def layer_violations(root):
+  """Lines "<module> imports <module> (<why>)" for every import against the layers."""
+  modules = package_modules(root)
+  trees = {}
+  for module, path in modules.items():
+    with open(path, encoding="utf-8") as f:
+      trees[module] = ast.parse(f.read())
+  drivers = {m for m, tree in trees.items() if is_driver(m, tree)}
+  violations = []
+  for module, tree in sorted(trees.items()):
+    if module in drivers:
+      continue
+    try:
+      layer = layer_of(module)
+    except KeyError:
+      violations.append(f"{module} is in no layer (add its folder to docs/design.md)")
+      continue
+    for target in sorted(imported_modules(tree, modules)):
+      if target in drivers:
+        violations.append(f"{module} imports {target} (a driver)")
+      elif target != PACKAGE and layer_of(target) > layer:
+        violations.append(f"{module} imports {target} (a higher layer)")
+  return violations
+
+
+def test_the_package_imports_one_way():
+  assert layer_violations(testutil.REPO) == []
+
+
+def test_a_back_import_is_found(tmp_path):
+  """The check above can fail: a model module importing tasks, or a library module importing a
+  driver, is reported."""
+  for folder in ("model", "tasks", "preprocess"):
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "__init__.py").write_text("")
+  (tmp_path / "train.py").write_text("from squad_qa.tasks import trainer\n")
+  (tmp_path / "tasks" / "trainer.py").write_text("from squad_qa.model import net\n")
+  (tmp_path / "model" / "net.py").write_text("def f():\n  from squad_qa.tasks import trainer\n")
+  (tmp_path / "preprocess" / "tool.py").write_text(
+      "from squad_qa import train\nif __name__ == '__main__':\n  pass\n")
+  (tmp_path / "preprocess" / "reader.py").write_text("from squad_qa.preprocess import tool\n")
+  assert layer_violations(tmp_path) == [
+      "squad_qa.model.net imports squad_qa.tasks.trainer (a higher layer)",
+      "squad_qa.preprocess.reader imports squad_qa.preprocess.tool (a driver)",
+  ]
