@@ -21,7 +21,7 @@ definitions.define_ask_flags()
 
 
 def main(argv):
-  """Answers the question the flags give (`serving.saved_model_qa.answer_question`) and prints it."""
+  """Answers the question of the flags (`serving.saved_model_qa.answer_question`); prints it."""
   del argv
   config = command_line.config_from_flags(saved_model_qa.AskConfig)
   answer = saved_model_qa.answer_question(config)
