@@ -10,148 +10,22 @@ and decodes the best span over all windows (postprocess/span_decoding.py). Print
 character offsets.
 """
 
-import sys
-
-from squad_qa import errors
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from absl import flags
-from absl import logging
-import numpy as np
-import tensorflow as tf
-import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
-from squad_qa.postprocess import span_decoding
-from squad_qa.preprocess import features as features_lib
-from squad_qa.preprocess import wordpiece
-from squad_qa.tasks import artifacts
+from squad_qa.serving import saved_model_qa
 
 definitions.define_export_flags()
 definitions.define_ask_flags()
-FLAGS = flags.FLAGS
-
-
-class SavedModelQA:
-  """Question answering with an exported SavedModel.
-
-  Args:
-    export_dir: folder written by export.py.
-  """
-
-  def __init__(self, export_dir):
-    self._loaded = tf.saved_model.load(export_dir)
-    self.config = artifacts.read_export_config(export_dir)
-    self.has_serve_text = "serve_text" in self._loaded.signatures
-    self._tokenizer = None
-
-  def answers(self, questions, contexts):
-    """Answers a batch through the raw-text signature.
-
-    Args:
-      questions, contexts: equally long lists of str.
-
-    Returns:
-      A list of span_decoding.Answer (text == context[start_char:end_char]; score -inf when no span
-      could be chosen).
-
-    Raises:
-      ValueError: the SavedModel has no serve_text signature (use `answer_with_serve_features`).
-    """
-    if not self.has_serve_text:
-      raise errors.UsageError("this SavedModel has no serve_text signature; re-export it with export.py "
-                       "or use --use_serve_features")
-    out = self._loaded.signatures["serve_text"](
-        question=tf.constant(questions, tf.string), context=tf.constant(contexts, tf.string))
-    return [span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score))
-            for text, start, end, score in zip(out["answer"].numpy(), out["start_char"].numpy(),
-                                               out["end_char"].numpy(), out["score"].numpy())]
-
-  def answer(self, question, context):
-    """The best answer span of one question through the raw-text signature (an Answer)."""
-    return self.answers([question], [context])[0]
-
-  @property
-  def tokenizer(self):
-    """The Python-side WordPieceTokenizer of the SavedModel's vocab asset (built on first use)."""
-    if self._tokenizer is None:
-      self._tokenizer = wordpiece.WordPieceTokenizer(
-          self._loaded.vocab_file.asset_path.numpy().decode(), self.config["do_lower_case"])
-    return self._tokenizer
-
-  def features(self, question, context):
-    """Python-side windows of one question (preprocess/features.py), as a list of Feature."""
-    return self._features_batch([question], [context])[0]
-
-  def _features_batch(self, questions, contexts):
-    tokens = self.tokenizer.tokenize(list(questions) + list(contexts))
-    return [features_lib.make_features(
-        0, 0, query.ids, passage, self.tokenizer.cls_id, self.tokenizer.sep_id,
-        self.config["max_seq_length"], self.config["doc_stride"], self.config["max_query_length"])
-            for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])]
-
-  def answers_with_serve_features(self, questions, contexts, n_best_size=None,
-                                  max_answer_length=None):
-    """Answers a batch with Python-side tokenization, one serve_features call, Python decoding.
-
-    The path for servers without the tensorflow-text ops, and the reference serve_text is checked
-    against. n_best_size and max_answer_length default to the values baked into the export (else
-    20 and 30). A SQuAD 2.0 export (`version_2_with_negative` in its qa_config.json) answers ""
-    with the null score when null - best > its `null_score_diff_threshold`, as serve_text does.
-
-    Returns:
-      A list of span_decoding.Answer.
-    """
-    n_best_size = n_best_size or self.config.get("n_best_size", 20)
-    max_answer_length = max_answer_length or self.config.get("max_answer_length", 30)
-    per_question = self._features_batch(questions, contexts)
-    features = [f for fs in per_question for f in fs]
-    if features:
-      outputs = self._loaded.signatures["serve_features"](
-          input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
-          input_mask=tf.constant([f.input_mask for f in features], tf.int32),
-          input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
-      start_logits = outputs["start_logits"].numpy()
-      end_logits = outputs["end_logits"].numpy()
-    result, row = [], 0
-    for context, fs in zip(contexts, per_question):
-      windows = [span_decoding.real_window(
-          start_logits[row + i], end_logits[row + i], np.array(f.token_start_char),
-          np.array(f.token_end_char), np.array(f.token_is_max_context), f.input_mask)
-                 for i, f in enumerate(fs)]
-      row += len(fs)
-      answer = span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
-      # A SQuAD 2.0 export's null rule, as serve_text applies it.
-      result.append(span_decoding.answer_as_served(
-          answer, self.config.get("version_2_with_negative", False),
-          self.config.get("null_score_diff_threshold", 0.0)))
-    return result
-
-  def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None):
-    """One question through `answers_with_serve_features` (an Answer)."""
-    return self.answers_with_serve_features([question], [context], n_best_size,
-                                            max_answer_length)[0]
 
 
 def main(argv):
+  """Answers the question of the flags (`serving.saved_model_qa.answer_question`); prints it."""
   del argv
-  context = FLAGS.context
-  if FLAGS.context_file:
-    with open(FLAGS.context_file, encoding="utf-8") as f:
-      context = f.read()
-  if FLAGS.question is None or context is None:
-    sys.exit("ask.py: give --question and --context (or --context_file)")
-  qa = SavedModelQA(FLAGS.export_dir)
-  if FLAGS.use_serve_features or not qa.has_serve_text:
-    answer = qa.answer_with_serve_features(FLAGS.question, context, FLAGS.n_best_size,
-                                           FLAGS.max_answer_length)
-  else:
-    for name in ("n_best_size", "max_answer_length"):
-      if FLAGS[name].present and FLAGS[name].value != qa.config.get(name):
-        logging.warning("--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
-                        "--use_serve_features)", name, FLAGS[name].value, qa.config.get(name))
-    answer = qa.answer(FLAGS.question, context)
-  print(f"Q: {FLAGS.question}")
+  config = command_line.config_from_flags(saved_model_qa.AskConfig)
+  answer = saved_model_qa.answer_question(config)
+  print(f"Q: {config.question}")
   print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
         f"score {answer.score:.2f})")
 

@@ -10,9 +10,9 @@ question of --predict_file goes through the SavedModel's `serving_default` (serv
 Prints how many answers are identical, the official SQuAD v1.1 EM/F1 of both prediction sets, and
 each disagreement with its kind:
   float noise:  serve_text equals the Python path re-run on this question alone
-                (ask.SavedModelQA.answer_with_serve_features), so the Python pipeline's logits for
-                the same windows differed in the last bits (another batch composition); the score
-                gap between the two answers is shown.
+                (saved_model_qa.SavedModelQA.answer_with_serve_features), so the Python
+                pipeline's logits for the same windows differed in the last bits (another batch
+                composition); the score gap between the two answers is shown.
   other:        serve_text differs from the Python path on the same logits too (a bug to explain).
 """
 
@@ -20,15 +20,17 @@ import json
 import sys
 import time
 
-from absl import flags
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 
-from squad_qa import ask
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import squad_reader
+from squad_qa.serving import saved_model_qa
 
+definitions.define_export_flags()
 definitions.define_squad_file_flags()
 flags.DEFINE_string("predictions_file", None, "train.py's predictions.json to compare with.")
 flags.DEFINE_integer("batch_size", 32, "Questions per serve_text call.")
@@ -48,7 +50,7 @@ def main(argv):
                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
   with open(FLAGS.predictions_file, encoding="utf-8") as f:
     python_predictions = json.load(f)
-  qa = ask.SavedModelQA(FLAGS.export_dir)
+  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   version_2 = bool(qa.config.get("version_2_with_negative") or
                    squad_scoring.unanswerable_questions(dataset))
 

@@ -5,10 +5,10 @@ r"""Latency and throughput of the raw-text signature against Python-side tokeniz
 
 Two ways to answer with the same SavedModel (export.py), both in this process:
   serve_text:      the strings go to `serving_default`; tokenization, windowing and span decoding run
-                   in the graph (ask.SavedModelQA.answers).
+                   in the graph (saved_model_qa.SavedModelQA.answers).
   python+features: tensorflow-text tokenization called from Python, windowing in Python
                    (preprocess/features.py), one `serve_features` call, decoding in NumPy
-                   (ask.SavedModelQA.answers_with_serve_features).
+                   (saved_model_qa.SavedModelQA.answers_with_serve_features).
 Prints p50/p95 latency of one question at context lengths of 100, 1,000 and 10,000 characters (real
 dev paragraphs of one article joined and cut at a space), then questions per second at batch
 --batch_size (dev questions with their own paragraphs). Both paths are warmed up first, then called
@@ -19,15 +19,17 @@ time.perf_counter. The load average is printed: on a shared machine the numbers 
 import os
 import time
 
-from absl import flags
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 import numpy as np
 
-from squad_qa import ask
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.preprocess import squad_reader
+from squad_qa.serving import saved_model_qa
 
+definitions.define_export_flags()
 definitions.define_squad_file_flags()
 flags.DEFINE_integer("repeats", 30, "Timed calls per context length and path.")
 flags.DEFINE_integer("batch_size", 32, "Questions per call in the throughput test.")
@@ -67,7 +69,7 @@ def main(argv):
   predict_file = FLAGS.predict_file or definitions.default_squad_file(
       definitions.PREDICT_FILE_NAMES)
   squad = squad_reader.read_squad(predict_file, is_training=False)
-  qa = ask.SavedModelQA(FLAGS.export_dir)
+  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   paths = {
       "serve_text": lambda q, c: qa.answers(q, c),
       "python+features": lambda q, c: qa.answers_with_serve_features(q, c),

@@ -13,9 +13,10 @@ The inputs are the peer script's own (`pick_cases`, rebuilt here and checked aga
 reports): one question on a ~100-character context (the first dev sentence of 90-110 characters
 holding its answer), on the dev paragraph closest to 1,000 characters, and on consecutive dev
 paragraphs joined up to >= 10,000 characters; then 32 questions on the 32 dev paragraphs closest to
-1,000 characters. Ours: `serving_default` of the SavedModel through ask.SavedModelQA (3 warm-up
-calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3). The peer:
-the same, with its pipeline at batch_size 1, 8 and 32; its best questions/s is the one compared.
+1,000 characters. Ours: `serving_default` of the SavedModel through saved_model_qa.SavedModelQA
+(3 warm-up calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3).
+The peer: the same, with its pipeline at batch_size 1, 8 and 32; its best questions/s is the one
+compared.
 """
 
 import json
@@ -26,14 +27,16 @@ import sys
 import tempfile
 import time
 
+from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 
-from squad_qa import ask
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
+from squad_qa.serving import saved_model_qa
 
-definitions.define_squad_file_flags()  # --export_dir comes with ask.py
+definitions.define_export_flags()
+definitions.define_squad_file_flags()
 flags.DEFINE_string("peer_python", "/tmp/peer52/bin/python", "Interpreter of the peer's venv.")
 flags.DEFINE_string("peer_script", None, "bench_serve.py (default ../shared/peer/ beside the repo).")
 flags.DEFINE_string("peer_model", None, "BertForQuestionAnswering save_pretrained folder.")
@@ -135,7 +138,7 @@ def main(argv):
   predict_file = FLAGS.predict_file or definitions.default_squad_file(
       definitions.PREDICT_FILE_NAMES)
   cases, questions, contexts = pick_cases(predict_file)
-  qa = ask.SavedModelQA(FLAGS.export_dir)
+  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   print(f"ours: SavedModel {FLAGS.export_dir} (max_seq_length {qa.config['max_seq_length']}, "
         f"doc_stride {qa.config['doc_stride']}); peer: {peer_script} with {FLAGS.peer_python}; "
         f"{FLAGS.calls} calls per length; {os.cpu_count()} CPUs")

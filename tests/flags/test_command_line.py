@@ -93,6 +93,28 @@ def test_absl_errors_are_one_line(flag_values):
       "(--helpshort lists the flags)")
 
 
+def test_config_from_flags_reads_the_fields_and_lists_the_typed_flags(flag_values):
+  """Each field is its flag's value; `typed_flags` names the flags typed, even at their default."""
+
+  @dataclasses.dataclass(frozen=True)
+  class Plain:
+    do_train: bool
+    model_dir: str
+    not_a_flag: int = 7
+
+  @dataclasses.dataclass(frozen=True)
+  class Typed:
+    model_dir: str
+    max_steps: int = None
+    do_train: bool = False
+    typed_flags: tuple = None
+
+  assert refusal(["export.py", "--model_dir=model_out", "--nodo_train"], flag_values) is None
+  assert command_line.config_from_flags(Plain, flag_values) == Plain(False, "model_out", 7)
+  assert command_line.config_from_flags(Typed, flag_values) == Typed(
+      "model_out", None, False, ("do_train", "model_dir"))
+
+
 def main_blocks():
   """{path: source of its `if __name__ == "__main__":` block} for every .py file of the project."""
   blocks = {}
@@ -111,12 +133,13 @@ def main_blocks():
 
 
 def test_every_absl_entry_point_starts_through_command_line_run():
-  """A file that parses absl flags starts through `command_line.run(main)`, directly or through
-  its `cli()` (the console script's target); the others (argparse, TensorFlow's saved_model_cli)
-  never call absl's app.run."""
+  """A file that parses absl flags (its own or the project's) starts through
+  `command_line.run(main)`, directly or through its `cli()` (the console script's target); the
+  others (argparse, TensorFlow's saved_model_cli) never call absl's app.run."""
   blocks = main_blocks()
-  absl_entry_points = [path for path in blocks
-                       if "from absl import flags" in testutil.REPO.joinpath(path).read_text()]
+  absl_entry_points = [path for path in blocks if any(
+      line in testutil.REPO.joinpath(path).read_text()
+      for line in ("from absl import flags", "from squad_qa.flags import command_line"))]
   assert absl_entry_points
   for path in absl_entry_points:
     block = blocks[path]
@@ -165,6 +188,8 @@ def test_commands_refuse_a_stray_false(tmp_path):
 # Each command's config class, with the module that defines the command's flags.
 COMMAND_CONFIGS = [
     ("squad_qa.train", "squad_qa.tasks.train_config", "TrainConfig"),
+    ("squad_qa.export", "squad_qa.serving.export_model", "ExportConfig"),
+    ("squad_qa.ask", "squad_qa.serving.saved_model_qa", "AskConfig"),
 ]
 
 
@@ -175,8 +200,11 @@ def test_a_command_config_is_its_flags_with_their_defaults(command, module, name
   importlib.import_module(command)  # defines the command's flags
   config_class = getattr(importlib.import_module(module), name)
   for field in dataclasses.fields(config_class):
+    if field.name == command_line.TYPED_FLAGS_FIELD:
+      continue
     assert field.name in flags.FLAGS, field.name
-    assert flags.FLAGS[field.name].default == field.default, field.name
+    if field.default is not dataclasses.MISSING:  # a field without a default is always read
+      assert flags.FLAGS[field.name].default == field.default, field.name
 
 
 def test_config_from_flags_reads_each_field_from_its_flag():

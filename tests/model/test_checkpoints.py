@@ -412,7 +412,7 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
                            vocab_file=f"{tf1_pretrained[0]}/vocab.txt"):
     # Set the absl logger's own level: an earlier test may have left it at WARNING.
     with caplog.at_level(std_logging.INFO, logger="absl"):
-      export.run()  # what `python export.py --init_checkpoint=...` runs, in this process
+      export.main(["export.py"])  # `python export.py --init_checkpoint=...`, in this process
   assert "the span head is untrained" in caplog.text and "TF2 checkpoint (encoder=...)" in caplog.text
   serve = tf.saved_model.load(export_dir).signatures["serve_features"]
   start = serve(**{k: tf.constant(v) for k, v in make_inputs().items()})["start_logits"].numpy()

@@ -10,10 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-from absl.testing import flagsaver
 
-from squad_qa import ask
-from squad_qa import export
 from squad_qa.tasks import question_answering
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
@@ -22,7 +19,9 @@ from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
+from squad_qa.serving import export_model
 from squad_qa.serving import module as serving_module
+from squad_qa.serving import saved_model_qa
 from squad_qa.serving import windows as windows_lib
 from tests import testutil
 
@@ -105,9 +104,9 @@ def served(tmp_path_factory):
   qa_config = dict(max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
                    do_lower_case=True, **serving_module.DECODING_DEFAULTS)
   export_dir = str(tmp / "export")
-  export.export(model, testutil.vocab_file(), qa_config, export_dir)
+  export_model.write_saved_model(model, testutil.vocab_file(), qa_config, export_dir)
   return {"export_dir": export_dir, "model": model, "tokenizer": tokenizer, "loss": loss,
-          "qa_config": qa_config, "qa": ask.SavedModelQA(export_dir),
+          "qa_config": qa_config, "qa": saved_model_qa.SavedModelQA(export_dir),
           "module": serving_module.QAServingModule(model, testutil.vocab_file(), qa_config)}
 
 
@@ -397,17 +396,17 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
 def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
   and ask.py's Python path reads the same step from the exported qa_config.json."""
-  testutil.use_flag_defaults()
-  assert export.serving_config(served["qa_config"]) == served["qa_config"]  # not typed: training's
-  with flagsaver.flagsaver(doc_stride=2 * STRIDE):
-    config = export.serving_config(served["qa_config"])
+  def serving_config(**given):
+    return export_model.serving_config(export_model.ExportConfig("export", **given),
+                                       served["qa_config"])
+  assert serving_config() == served["qa_config"]  # not given: training's
+  config = serving_config(doc_stride=2 * STRIDE)
   assert config == dict(served["qa_config"], doc_stride=2 * STRIDE)
-  with flagsaver.flagsaver(doc_stride=0):
-    with pytest.raises(ValueError, match=r"--doc_stride=0: .* positive .* \(training used 64\)"):
-      export.serving_config(served["qa_config"])
+  with pytest.raises(ValueError, match=r"--doc_stride=0: .* positive .* \(training used 64\)"):
+    serving_config(doc_stride=0)
   export_dir = str(tmp_path / "step")
-  export.export(served["model"], testutil.vocab_file(), config, export_dir)
-  qa = ask.SavedModelQA(export_dir)
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config, export_dir)
+  qa = saved_model_qa.SavedModelQA(export_dir)
   assert qa.config["doc_stride"] == 2 * STRIDE
   questions, contexts = _dev_slice(NUM_DEV)
   contexts = [f"{c} {c}" for c in contexts]  # ~300 tokens: several windows at either step
@@ -495,11 +494,12 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
   threshold = float(finite[len(finite) // 2]) - 1e-3  # about half the questions get ""
   config = dict(served["qa_config"], version_2_with_negative=True,
                 null_score_diff_threshold=threshold)
-  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2"))
-  export.export(served["model"], testutil.vocab_file(), config, str(tmp_path / "v2_features"),
-                serve_text=False)
-  qa = ask.SavedModelQA(str(tmp_path / "v2"))
-  features_only = ask.SavedModelQA(str(tmp_path / "v2_features"))
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config,
+                                 str(tmp_path / "v2"))
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config,
+                                 str(tmp_path / "v2_features"), serve_text=False)
+  qa = saved_model_qa.SavedModelQA(str(tmp_path / "v2"))
+  features_only = saved_model_qa.SavedModelQA(str(tmp_path / "v2_features"))
   assert not features_only.has_serve_text
   graph = qa.answers(questions, contexts)
   python = qa.answers_with_serve_features(questions, contexts)
@@ -575,8 +575,8 @@ def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
 def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   """--serve_text=false: plain saved_model_cli (no tensorflow-text in its process) runs it."""
   export_dir = str(tmp_path / "features_only")
-  export.export(served["model"], testutil.vocab_file(), served["qa_config"], export_dir,
-                serve_text=False)
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), served["qa_config"],
+                                 export_dir, serve_text=False)
   features = served["qa"].features(*TAUGHT[0][:2])
   inputs = {k: [[int(x) for x in getattr(f, a)] for f in features] for k, a in (
       ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),

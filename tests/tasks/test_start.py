@@ -21,6 +21,7 @@ from absl.testing import flagsaver
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
+from squad_qa.serving import export_model
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import trainer as trainer_lib
@@ -262,7 +263,7 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
     flags.FLAGS["model_dir"].using_default_value = True  # as when --model_dir is not typed
     assert flags.FLAGS.model_dir == "model_out"
     with caplog.at_level(std_logging.INFO, logger="absl"):
-      export.run()
+      export.main(["export.py"])
   assert (f"exporting --init_checkpoint={tmp_path}/init, not the default --model_dir=model_out"
           in caplog.text)
   assert "the span head is untrained" in caplog.text
@@ -275,13 +276,13 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert not np.array_equal(word_embeddings,
                             trained.labeler.checkpoint_items["encoder"].get_embedding_table())
   # A --model_dir given as --init_checkpoint keeps its recorded featurization.
-  with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "model_out")):
-    start = model_dir_lib.decide_start(None, str(tmp_path / "model_out"))
-    _, vocab_file, qa_config = export.model_settings(start, None)
+  config = export_model.ExportConfig("export", init_checkpoint=str(tmp_path / "model_out"))
+  start = model_dir_lib.decide_start(None, config.init_checkpoint)
+  _, vocab_file, qa_config = export_model.model_settings(config, start, None)
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
   # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), model_dir="model_out",
                            export_dir="export3"):
     with pytest.raises(checkpoints.CheckpointError, match="names another start"):
-      export.run()
+      export.main(["export.py"])
   assert not os.path.exists(tmp_path / "export3")

@@ -1,0 +1,231 @@
+"""export.py's job: the SavedModel of a trained run or of any --init_checkpoint, for serving.
+
+`export_model(config)` decides what to export with train.py's rule (`tasks.model_dir.decide_start`),
+finds the encoder config, vocab and qa_config that go with it, builds the span model, loads its
+weights and writes the SavedModel (`serving.module`'s signatures, the vocab asset and
+`assets.extra/qa_config.json`) with `write_saved_model`.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+from absl import logging
+import tensorflow as tf
+
+from squad_qa import errors
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.model import span_model
+from squad_qa.serving import module as serving_module
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import model_dir as model_dir_lib
+
+# Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
+DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportConfig:
+  """What export.py exports and how (its flags of the same names).
+
+  Three rules tell a value the user gave from a default: the --model_dir not given yields to an
+  --init_checkpoint, training's doc_stride and SQuAD 2.0 threshold hold unless overridden. A
+  config read from flags lists the flags typed on the command line in `typed_flags`; a config
+  built in Python leaves it None, and then a field counts as given when it differs from its
+  default. The defaults are export.py's flag defaults.
+
+  Attributes:
+    export_dir: destination folder of the SavedModel (replaced only once the new one is complete).
+    model_dir: the training run whose latest checkpoint is exported. Not given with
+      `init_checkpoint`: that checkpoint is exported, whatever this folder holds.
+    init_checkpoint: a checkpoint of any kind `model.checkpoints.initialize_from` reads, exported
+      when `model_dir` holds no checkpoint (refused when it holds one that started elsewhere).
+    bert_config_file, vocab_file: the encoder's config and WordPiece vocab for `init_checkpoint`
+      (default: beside it); `vocab_file` also replaces a --model_dir's recorded vocab.
+    do_lower_case: the casing of an `init_checkpoint` that records none.
+    doc_stride: serve_text's window step in tokens (> 0); not given: the trained one.
+    n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text
+      (`serving.module.DECODING_DEFAULTS`).
+    version_2_with_negative: SQuAD 2.0 null answers (also on when the run's qa_config.json says so).
+    null_score_diff_threshold: SQuAD 2.0 null-answer threshold (logit units); not given: the run's
+      qa_config.json value, else 0.0.
+    serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
+    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
+      fills it), or None for a config built in Python.
+  """
+  export_dir: str = "export"
+  model_dir: str = "model_out"
+  init_checkpoint: str = None
+  bert_config_file: str = None
+  vocab_file: str = None
+  do_lower_case: bool = True
+  doc_stride: int = None
+  n_best_size: int = serving_module.DECODING_DEFAULTS["n_best_size"]
+  max_answer_length: int = serving_module.DECODING_DEFAULTS["max_answer_length"]
+  version_2_with_negative: bool = serving_module.DECODING_DEFAULTS["version_2_with_negative"]
+  null_score_diff_threshold: float = serving_module.DECODING_DEFAULTS["null_score_diff_threshold"]
+  window_batch_size: int = serving_module.DECODING_DEFAULTS["window_batch_size"]
+  serve_text: bool = True
+  typed_flags: tuple = None
+
+  def given(self, name):
+    """Whether the user gave field `name`: typed its flag, or (typed_flags None) set it to a value
+    other than its default."""
+    if self.typed_flags is None:
+      return getattr(self, name) != self.__dataclass_fields__[name].default
+    return name in self.typed_flags
+
+
+def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
+                      max_positions=None):
+  """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
+
+  Args:
+    model: a model from `model.span_model.build_span_model`, weights loaded.
+    vocab_file: its vocab.txt (copied into the SavedModel's assets).
+    qa_config: dict of featurization and decoding settings (serving.module.FEATURIZATION_KEYS and
+      DECODING_DEFAULTS' keys), baked into serve_text and written to assets.extra/qa_config.json.
+    export_dir: destination folder.
+    serve_text: include the raw-text signature (serving_default = serve_text). Without it
+      serving_default = serve_features and the SavedModel loads with core TensorFlow alone.
+    max_positions: the encoder's max_position_embeddings; when qa_config's max_seq_length exceeds
+      it (an --init_checkpoint with a small config), only serve_features is written, with a warning.
+
+  Raises:
+    errors.UsageError: an unusable qa_config or vocab (one line).
+  """
+  module_class = (serving_module.QAServingModule if serve_text
+                  else serving_module.FeatureServingModule)
+  if max_positions is not None and qa_config["max_seq_length"] > max_positions:
+    logging.warning("only serve_features is exported: windows of max_seq_length %d do not fit the "
+                    "encoder's %d positions (serve_text and serve_examples need them)",
+                    qa_config["max_seq_length"], max_positions)
+    module_class = serving_module.LogitsServingModule
+  module = module_class(model, vocab_file, qa_config)
+  temp_dir = export_dir.rstrip("/") + ".tmp-export"
+  if os.path.exists(temp_dir):
+    shutil.rmtree(temp_dir)
+  tf.saved_model.save(module, temp_dir, signatures=module.signatures())
+  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
+  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
+    json.dump(qa_config, f, indent=2)
+  if os.path.exists(export_dir):
+    shutil.rmtree(export_dir)
+  os.rename(temp_dir, export_dir)
+  logging.info("exported SavedModel to %s", export_dir)
+
+
+def decoding_config(config, saved_config):
+  """The decoding settings to bake in: `config`'s, with SQuAD 2.0 also switched on by the
+  model_dir's qa_config.json (`version_2_with_negative`, `null_score_diff_threshold` when
+  train.py saved them; a threshold the user gave wins)."""
+  version_2 = bool(config.version_2_with_negative or saved_config.get("version_2_with_negative"))
+  threshold = config.null_score_diff_threshold
+  if not config.given("null_score_diff_threshold") and "null_score_diff_threshold" in saved_config:
+    threshold = saved_config["null_score_diff_threshold"]
+  return {"n_best_size": config.n_best_size, "max_answer_length": config.max_answer_length,
+          "version_2_with_negative": version_2, "null_score_diff_threshold": float(threshold),
+          "window_batch_size": config.window_batch_size}
+
+
+def serving_config(config, saved_config):
+  """The qa_config baked into the export: `saved_config`'s featurization (its doc_stride replaced
+  by `config.doc_stride` when given) and the decoding settings of `decoding_config`.
+
+  Args:
+    config: an ExportConfig.
+    saved_config: dict with serving.module.FEATURIZATION_KEYS (tokens; train.py's qa_config.json or
+      DEFAULT_FEATURIZATION), plus optionally its SQuAD 2.0 settings.
+
+  Raises:
+    errors.UsageError: the doc_stride given is not positive (one line).
+  """
+  featurization = {k: saved_config[k] for k in serving_module.FEATURIZATION_KEYS}
+  if config.given("doc_stride"):
+    if config.doc_stride <= 0:
+      raise errors.UsageError(f"--doc_stride={config.doc_stride}: the window step must be a "
+                              f"positive number of tokens (training used "
+                              f"{featurization['doc_stride']})")
+    logging.info("serve_text steps windows by %d tokens (training's records: %d)",
+                 config.doc_stride, featurization["doc_stride"])
+    featurization["doc_stride"] = config.doc_stride
+  return dict(featurization, **decoding_config(config, saved_config))
+
+
+def model_settings(config, start, model_dir):
+  """The encoder config, vocab and qa_config of what `start` (a `tasks.model_dir.Start`) exports.
+
+  A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
+  beside it when it is a --model_dir of this tool, else with make_records.py's default
+  featurization and `config.do_lower_case`.
+
+  Args:
+    config: the ExportConfig.
+    start: where the weights come from.
+    model_dir: the --model_dir `start` was decided in, or None.
+
+  Returns:
+    (bert_config_lib.BertConfig, vocab file path, qa_config dict).
+
+  Raises:
+    errors.UsageError: the files needed are missing (one line).
+  """
+  if start.resume:
+    qa_config = artifacts.read_qa_config(model_dir)
+    if not qa_config:
+      raise errors.UsageError(
+          f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
+          f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first checkpoint); export it "
+          f"with --init_checkpoint={start.resume} --bert_config_file=... --vocab_file=... instead")
+    return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
+            config.vocab_file or qa_config["vocab_file"], qa_config)
+  if not start.init_checkpoint:
+    raise errors.UsageError(f"--model_dir={config.model_dir} has no trained checkpoint and no "
+                            f"--init_checkpoint was given; run train.py first")
+  config_file, vocab_file = model_dir_lib.resolve_model_files(
+      start.init_checkpoint, config.bert_config_file, config.vocab_file)
+  if not config_file or not vocab_file:
+    raise errors.UsageError(
+        "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
+  saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
+  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
+          {**DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case, **saved})
+
+
+def export_model(config):
+  """Writes the SavedModel `config` asks for (export.py's job).
+
+  What it exports follows train.py's rule (`tasks.model_dir.decide_start`): the latest checkpoint of
+  the --model_dir, unless --init_checkpoint names another start (refused when the --model_dir
+  holds a checkpoint). --init_checkpoint without a --model_dir given exports that checkpoint,
+  whatever the default ./model_out holds.
+
+  Args:
+    config: an ExportConfig.
+
+  Raises:
+    errors.UserError: (one line each) the refusal above, missing config/vocab/qa_config files, an
+      unusable doc_stride, qa_config or vocab; checkpoint errors of `model.checkpoints`.
+  """
+  given = config.given("model_dir")
+  model_dir = config.model_dir if given or not config.init_checkpoint else None
+  if model_dir is None and config.model_dir and tf.io.gfile.isdir(config.model_dir):
+    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
+                 "--model_dir=%s alone to export that one)", config.init_checkpoint,
+                 config.model_dir, config.model_dir)
+  start = model_dir_lib.decide_start(model_dir, config.init_checkpoint)
+  bert_config, vocab_file, qa_config = model_settings(config, start, model_dir)
+  model, _ = span_model.build_span_model(bert_config)
+  if start.resume:
+    tf.train.Checkpoint(model=model).read(start.resume).expect_partial(
+        ).assert_existing_objects_matched()
+    logging.info("%s", start.describe("exporting"))
+  else:
+    report = checkpoints.initialize_from(model, start.init_checkpoint)
+    logging.info("exporting %s", report)
+    if not report.head_restored:
+      logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
+  write_saved_model(model, vocab_file, serving_config(config, qa_config), config.export_dir,
+                    config.serve_text, bert_config.max_position_embeddings)
