@@ -35,7 +35,9 @@ from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
-from squad_qa.model import memory
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import diagnose
+from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
@@ -113,10 +115,10 @@ def plan_memory(config, max_seq_length, policy, device, num_replicas):
   --train_batch_size and --effective_batch_size are global: each replica takes 1/num_replicas.
 
   Returns:
-    A `memory.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
+    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
 
   Raises:
-    memory.MemoryPlanError: inconsistent batch flags, or (unless --nomemory_check) the planner
+    memory_plan.MemoryPlanError: inconsistent batch flags, or (unless --nomemory_check) the planner
       estimates that the micro-batch does not fit `device`; the message is the diagnosis.
     distribution.DistributionError: a global batch that the replicas do not divide.
   """
@@ -125,20 +127,20 @@ def plan_memory(config, max_seq_length, policy, device, num_replicas):
     per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
   effective = FLAGS.effective_batch_size
   if effective is None and per_replica == "auto":
-    effective = memory.DEFAULT_EFFECTIVE_BATCH_SIZE
+    effective = memory_plan.DEFAULT_EFFECTIVE_BATCH_SIZE
   if effective is not None:
     if effective % num_replicas:
       raise distribution.DistributionError(
           f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
     effective //= num_replicas
-  plan = memory.plan_batches(config, max_seq_length, policy, device, per_replica,
-                             FLAGS.gradient_accumulation_steps, effective)
+  plan = memory_plan.plan_batches(config, max_seq_length, policy, device, per_replica,
+                                  FLAGS.gradient_accumulation_steps, effective)
   if plan.estimate.total > device.usable_bytes:
-    message = memory.diagnosis(
+    message = diagnose.diagnosis(
         config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
         headline="the planner estimates that this batch does not fit")
     if FLAGS.memory_check:
-      raise memory.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
+      raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
     logging.warning("--nomemory_check: training anyway although %s", message)
   return plan
 
@@ -195,7 +197,7 @@ def train(strategy, config, meta, policy, start, write_qa_config):
   checkpoint is saved, so a run that fails before leaves no qa_config.json."""
   max_seq_length = meta["flags"]["max_seq_length"]
   replicas = strategy.num_replicas_in_sync
-  device = memory.detect_device(FLAGS.device_memory_gb)
+  device = memory_device.detect_device(FLAGS.device_memory_gb)
   plan = plan_memory(config, max_seq_length, policy, device, replicas)
   global_batch = plan.effective_batch_size * replicas
   xla = FLAGS.gpu if FLAGS.xla is None else FLAGS.xla
@@ -203,7 +205,7 @@ def train(strategy, config, meta, policy, start, write_qa_config):
   logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
                "XLA %s; %d steps; planner: %s of %s per replica", global_batch, replicas,
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               steps, memory.format_bytes(plan.estimate.total), device.description)
+               steps, memory_device.format_bytes(plan.estimate.total), device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
   length_buckets = train_length_buckets(
       max_seq_length, xla, static_shapes=isinstance(strategy, tf.distribute.TPUStrategy))
@@ -236,7 +238,7 @@ def train(strategy, config, meta, policy, start, write_qa_config):
         restore_fn=lambda latest: check_resumable(latest, steps), start=start,
         before_first_save=write_qa_config)
   except trainer_lib.OutOfMemoryError as e:
-    raise trainer_lib.OutOfMemoryError(f"{e}\n" + memory.diagnosis(
+    raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         config, max_seq_length, plan.micro_batch_size, policy, device, plan.accumulation_steps,
         headline="out of memory")) from None
   stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,
