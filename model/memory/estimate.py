@@ -156,10 +156,12 @@ class ParameterCounts:
 
   @property
   def trained(self):
+    """Parameters the span model's optimizer updates: all but the pooler."""
     return self.embeddings + self.num_layers * self.per_layer + self.head
 
   @property
   def total(self):
+    """Every parameter the model holds, the untrained pooler included."""
     return self.trained + self.pooler
 
 
@@ -288,6 +290,7 @@ class Estimate:
     return int(math.ceil(max(self.backward_peak, self.update_peak) * self.overhead))
 
   def to_dict(self):
+    """The fields and the derived totals (bytes), as `python -m model.memory --format=json`."""
     values = dataclasses.asdict(self)
     values.update(subtotal=self.subtotal, total=self.total, backward_peak=self.backward_peak,
                   update_peak=self.update_peak, step_bytes=self.step_bytes)
