@@ -13,14 +13,15 @@ import setuptools
 from setuptools.command import build_py
 
 PACKAGE = "squad_qa"
-LIBRARY_PACKAGES = ("flags", "model", "postprocess", "preprocess", "serving", "tasks")
+LIBRARY_PACKAGES = ("flags", "model", "model.memory", "postprocess", "preprocess", "serving",
+                    "tasks")
 # Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
 COMMANDS = {
     "squad-qa-records": f"{PACKAGE}.preprocess.make_records:cli",
     "squad-qa-train": f"{PACKAGE}.train:cli",
     "squad-qa-export": f"{PACKAGE}.export:cli",
     "squad-qa-ask": f"{PACKAGE}.ask:cli",
-    "squad-qa-memory": f"{PACKAGE}.model.memory:cli",
+    "squad-qa-memory": f"{PACKAGE}.model.memory.__main__:cli",
     "squad-qa-convert-checkpoint": f"{PACKAGE}.model.convert_checkpoint:cli",
 }
 

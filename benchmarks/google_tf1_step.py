@@ -5,9 +5,10 @@ r"""Memory of google-research/bert's TF1 training step, rebuilt op for op, again
 
 google-research/bert's published out-of-memory table (Titan X 12 GB, TensorFlow 1.11) measured
 *its* program, not ours, so the planner counts that program separately
-(`model.memory.GOOGLE_RESEARCH_TF1`). This script checks that count where it can be checked: it
-builds the same graph with TF1 semantics (graph mode, reference variables, `tf.gradients`,
-`Session.run`) and the same op structure as modeling.py / run_squad.py / optimization.py:
+(`model.memory.estimate.GOOGLE_RESEARCH_TF1`). This script checks that count where it can be
+checked: it builds the same graph with TF1 semantics (graph mode, reference variables,
+`tf.gradients`, `Session.run`) and the same op structure as modeling.py / run_squad.py /
+optimization.py:
 TF 1.11's dropout (x / keep_prob * floor(keep_prob + uniform), a float32 mask), layer norm from
 `tf.nn.moments` + `tf.nn.batch_normalization` (tf.contrib.layers.layer_norm), the erf GELU,
 per-layer attention-mask adders, start/end logits with one-hot cross-entropy,
@@ -129,11 +130,11 @@ def child(args):
   os.environ.setdefault("TF_CPU_ALLOCATOR_USE_BFC", "true")
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
   tf.compat.v1.disable_eager_execution()
   tf.compat.v1.disable_resource_variables()
   if args.model == "base":
-    config = memory.presets()["BERT-Base"]
+    config = estimate.presets()["BERT-Base"]
   else:
     from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
     config = memory_cpu.bert_config(args.model)
@@ -156,8 +157,8 @@ def child(args):
       peak = None
   except tf.errors.ResourceExhaustedError:
     status = "OOM"
-  with_early = memory.estimate(config, args.seq, args.batch, "float32", "cpu",
-                               program=memory.GOOGLE_RESEARCH_TF1)
+  with_early = estimate.estimate(config, args.seq, args.batch, "float32", "cpu",
+                                 program=estimate.GOOGLE_RESEARCH_TF1)
   without = dataclasses.replace(with_early, early_update=0)
   print(json.dumps({"status": status, "peak": peak, "count": with_early.subtotal,
                     "count_without_early": without.subtotal,

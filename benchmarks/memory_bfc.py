@@ -10,8 +10,9 @@ if enough bytes are free in total. The CPU device can use the same allocator wit
 here: for each configuration, bisect the smallest limit (MiB) under which a fresh process builds
 the span model and AdamW slots and runs two real training steps (`question_answering.make_train_step`) without
 ResourceExhaustedError, and divide it by the allocator's peak of bytes in use in the same run
-without a limit: the fragmentation. Its largest value is `model.memory.GPU_ALLOCATOR_OVERHEAD`.
-The planner's count (`Estimate.subtotal`, before any allocator overhead) is printed next to it.
+without a limit: the fragmentation. Its largest value is
+`model.memory.device.GPU_ALLOCATOR_OVERHEAD`. The planner's count (`Estimate.subtotal`, before any
+allocator overhead) is printed next to it.
 
 The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
 two regions, so it should fragment no less than a GPU's single pre-allocated region (cuBLAS
@@ -34,8 +35,8 @@ def child(args):
   from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
   from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
   policy = question_answering.set_precision_policy("float32")
   config = memory_cpu.bert_config(args.model)
   b, s = args.batch, args.seq
@@ -58,7 +59,7 @@ def child(args):
       float(step(batch))
   except tf.errors.ResourceExhaustedError:
     status = "OOM"
-  est = memory.estimate(config, s, b, policy, "cpu")
+  est = estimate.estimate(config, s, b, policy, "cpu")
   print(json.dumps({"status": status, "peak": tf.config.experimental.get_memory_info("CPU:0")["peak"],
                     "count": est.subtotal}))
 
@@ -113,7 +114,7 @@ def main():
   configs = CONFIGS
   if args.only:
     configs = [(m, int(s), int(b)) for m, s, b in (c.split(":") for c in args.only.split(","))]
-  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
+  from squad_qa.model.memory import device as memory_device  # pylint: disable=g-import-not-at-top
   print("float32, AdamW, 2 training steps per run; MiB")
   print("model    seq batch   count  peak in use (no limit)  smallest limit that runs  "
         "limit/peak  limit/count")
@@ -123,8 +124,8 @@ def main():
     ratios.append(limit / peak)
     print(f"{model:<8} {seq:>3} {batch:>5} {count:>7.0f} {peak:>23.0f} {limit:>25.0f} "
           f"{limit / peak:>11.3f} {limit / count:>12.3f}", flush=True)
-  print(f"largest limit/peak: {max(ratios):.3f} (model.memory.GPU_ALLOCATOR_OVERHEAD = "
-        f"{memory.GPU_ALLOCATOR_OVERHEAD:g}); {time.time() - started:.0f} s")
+  print(f"largest limit/peak: {max(ratios):.3f} (model.memory.device.GPU_ALLOCATOR_OVERHEAD"
+        f" = {memory_device.GPU_ALLOCATOR_OVERHEAD:g}); {time.time() - started:.0f} s")
 
 
 if __name__ == "__main__":

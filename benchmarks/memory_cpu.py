@@ -58,8 +58,8 @@ def bert_config(model_name):
   if model_name == "tiny":
     return bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
   if model_name == "base":  # google-research's BERT-Base, random weights
-    from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
-    return memory.presets()["BERT-Base"]
+    from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
+    return estimate.presets()["BERT-Base"]
   return bert_config_lib.BertConfig.from_json_file(
       os.path.join(testutil.minilm_dir(), "config.json"))
 
@@ -71,8 +71,8 @@ def child(args):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import memory  # pylint: disable=g-import-not-at-top
   from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
   rss_tf = _rss_bytes("VmRSS")
   policy = question_answering.set_precision_policy("float16" if args.mixed else "float32")
   config = bert_config(args.model)
@@ -109,7 +109,7 @@ def child(args):
   seconds = (time.time() - started) / args.steps
   alloc_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
   rss_peak = _rss_bytes("VmHWM")
-  est = memory.estimate(config, s, b, policy, "cpu")
+  est = estimate.estimate(config, s, b, policy, "cpu")
   print(json.dumps({
       "model": args.model, "seq": s, "batch": b, "xla": args.xla, "dtype": policy,
       "predicted_step": est.step_bytes, "predicted_total": est.total,

@@ -26,7 +26,8 @@ def program_name(argv0=None):
   argv0 = argv0 or sys.argv[0]
   spec = getattr(sys.modules.get("__main__"), "__spec__", None)
   if spec is not None and spec.origin and os.path.abspath(argv0) == spec.origin:
-    return spec.name  # python -m: argv[0] is the module's file
+    # python -m: argv[0] is the module's file; a package runs as "<package>.__main__".
+    return spec.name.removesuffix(".__main__")
   return os.path.basename(argv0)
 
 

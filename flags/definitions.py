@@ -266,7 +266,7 @@ def define_train_batch_size(default):
         _BatchSizeParser(), "train_batch_size", default,
         "Global features per forward/backward pass, over all replicas (each replica takes "
         "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
-        "model/memory.py says fits one device (90 % of its usable memory), with gradient "
+        "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
         "accumulation keeping --effective_batch_size.", serializer=flags.ArgumentSerializer())
 
 
@@ -340,8 +340,8 @@ def define_memory_use_flags():
       "steps are effective_batch_size / train_batch_size.")
   DEFINE_bool(
       "memory_check", True,
-      "Before training, stop with a diagnosis if model/memory.py estimates that the batch does "
-      "not fit the device. --nomemory_check trains anyway.")
+      "Before training, stop with a diagnosis if model/memory/estimate.py estimates that the "
+      "batch does not fit the device. --nomemory_check trains anyway.")
   DEFINE_float(
       "device_memory_gb", None,
       "Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "

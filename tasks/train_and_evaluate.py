@@ -14,7 +14,7 @@ predictions.json and eval_results.json (official SQuAD EM/F1) to `model_dir`
 train_batch_size / replicas; `gradient_accumulation_steps` passes make an optimizer step.
 `gpu` trains under mixed_float16 with dynamic loss scaling (logits and loss float32);
 `mixed_precision_dtype="bfloat16"` under mixed_bfloat16 (on the GPU or on a CPU with bfloat16
-matmuls: AVX512-BF16, AMX), "float32" in float32. Memory (model/memory.py): the per-replica batch
+matmuls: AVX512-BF16, AMX), "float32" in float32. Memory (model/memory/): the per-replica batch
 is checked against one device before training; `train_batch_size="auto"` plans it; an
 out-of-memory step stops with the same diagnosis and leaves the last checkpoint as it was.
 """
@@ -29,7 +29,9 @@ import tf_keras
 from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
-from squad_qa.model import memory
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import diagnose
+from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_files
 from squad_qa.preprocess import wordpiece
@@ -95,10 +97,10 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
   `train_batch_size` and `effective_batch_size` are global: each replica takes 1/num_replicas.
 
   Returns:
-    A `memory.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
+    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
 
   Raises:
-    memory.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
+    memory_plan.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
       planner estimates that the micro-batch does not fit `device`; the message is the diagnosis.
     distribution.DistributionError: a global batch that the replicas do not divide.
   """
@@ -107,20 +109,20 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
     per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
   effective = config.effective_batch_size
   if effective is None and per_replica == "auto":
-    effective = memory.DEFAULT_EFFECTIVE_BATCH_SIZE
+    effective = memory_plan.DEFAULT_EFFECTIVE_BATCH_SIZE
   if effective is not None:
     if effective % num_replicas:
       raise distribution.DistributionError(
           f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
     effective //= num_replicas
-  plan = memory.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
-                             config.gradient_accumulation_steps, effective)
+  plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
+                                  config.gradient_accumulation_steps, effective)
   if plan.estimate.total > device.usable_bytes:
-    message = memory.diagnosis(
+    message = diagnose.diagnosis(
         bert_config, max_seq_length, plan.micro_batch_size, policy, device,
         plan.accumulation_steps, headline="the planner estimates that this batch does not fit")
     if config.memory_check:
-      raise memory.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
+      raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
     logging.warning("--nomemory_check: training anyway although %s", message)
   return plan
 
@@ -190,7 +192,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
   """
   max_seq_length = meta["flags"]["max_seq_length"]
   replicas = strategy.num_replicas_in_sync
-  device = memory.detect_device(config.device_memory_gb)
+  device = memory_device.detect_device(config.device_memory_gb)
   plan = plan_memory(config, bert_config, max_seq_length, policy, device, replicas)
   global_batch = plan.effective_batch_size * replicas
   xla = config.gpu if config.xla is None else config.xla
@@ -198,7 +200,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
   logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
                "XLA %s; %d steps; planner: %s of %s per replica", global_batch, replicas,
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               steps, memory.format_bytes(plan.estimate.total), device.description)
+               steps, memory_device.format_bytes(plan.estimate.total), device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
   length_buckets = train_length_buckets(
       config.length_buckets, max_seq_length, xla,
@@ -236,7 +238,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
         restore_fn=check_resumable, start=start, before_first_save=write_qa_config)
   except trainer_lib.OutOfMemoryError as e:
-    raise trainer_lib.OutOfMemoryError(f"{e}\n" + memory.diagnosis(
+    raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, max_seq_length, plan.micro_batch_size, policy, device,
         plan.accumulation_steps, headline="out of memory")) from None
   stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,

@@ -1,4 +1,4 @@
-"""The memory planner (model/memory.py) and train.py's use of it: google-research/bert's measured
+"""The memory planner (model/memory/) and train.py's use of it: google-research/bert's measured
 table, the flattened Dense(1604) head, batch planning, exact gradient accumulation, the pre-flight check, OOM."""
 
 import json
@@ -14,14 +14,18 @@ import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
-from squad_qa.model import memory
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import diagnose
+from squad_qa.model.memory import estimate
+from squad_qa.model.memory import heads
+from squad_qa.model.memory import plan as memory_plan
 from squad_qa.model import span_model
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
-GIB = memory.GIB
+GIB = memory_device.GIB
 
 # google-research/bert README, "Out-of-memory issues": the largest batch that fit a 12 GB Titan X
 # with TensorFlow 1.11, float32, Adam.
@@ -30,7 +34,8 @@ GOOGLE_TABLE = {("BERT-Base", 64): 64, ("BERT-Base", 128): 32, ("BERT-Base", 256
                 ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
                 ("BERT-Large", 320): 1, ("BERT-Large", 384): 0, ("BERT-Large", 512): 0}
 # What the planner answers for these cells, counting the program that produced them
-# (memory.GOOGLE_RESEARCH_TF1), and for this tool; pinned so that a change to the count is deliberate.
+# (estimate.GOOGLE_RESEARCH_TF1), and for this tool; pinned so that a change to the count is
+# deliberate.
 TF1_PLANNER_TABLE = {("BERT-Base", 64): 111, ("BERT-Base", 128): 50, ("BERT-Base", 256): 21,
                      ("BERT-Base", 320): 16, ("BERT-Base", 384): 12, ("BERT-Base", 512): 8,
                      ("BERT-Large", 64): 11, ("BERT-Large", 128): 5, ("BERT-Large", 256): 2,
@@ -72,31 +77,31 @@ def test_parameter_counts_match_the_models():
   # (encoder + pooler): bert-base-uncased 109,482,240, bert-large-uncased 335,141,888.
   config = tiny_config()
   model, _ = span_model.build_span_model(config)
-  counts = memory.count_parameters(config)
+  counts = estimate.count_parameters(config)
   assert counts.total == model.count_params()
   assert counts.trained == sum(int(np.prod(v.shape)) for v in question_answering.trained_variables(model))
-  presets = memory.presets()
-  base, large = (memory.count_parameters(presets[n]) for n in ("BERT-Base", "BERT-Large"))
+  presets = estimate.presets()
+  base, large = (estimate.count_parameters(presets[n]) for n in ("BERT-Base", "BERT-Large"))
   assert base.total - base.head == 109_482_240
   assert large.total - large.head == 335_141_888
   assert base.head == 2 * 768 + 2
 
 
 def test_layer_activation_bytes_by_hand():
-  base = memory.presets()["BERT-Base"]  # tanh GELU, dropout 0.1
+  base = estimate.presets()["BERT-Base"]  # tanh GELU, dropout 0.1
   s, h, i, a = 128, 768, 3072, 12
-  fp32 = memory.layer_activation_bytes(base, s, "float32")
+  fp32 = estimate.layer_activation_bytes(base, s, "float32")
   # 42 s h + 20 s i + 9 a s^2 bytes (module docstring).
   assert sum(fp32.values()) == 42 * s * h + 20 * s * i + 9 * a * s * s == 13_762_560
   assert fp32["attention probs"] == 2 * a * s * s * 4
   assert fp32["FFN intermediate"] == 5 * s * i * 4
-  fp16 = memory.layer_activation_bytes(base, s, "mixed_float16")
+  fp16 = estimate.layer_activation_bytes(base, s, "mixed_float16")
   # Layer norms stay float32 (16 s h), the rest halves, masks stay 1 byte.
   assert sum(fp16.values()) == 30 * s * h + 10 * s * i + 5 * a * s * s == 7_864_320
   # The erf GELU of Hugging Face configs keeps one tensor fewer; no dropout drops the masks.
   exact = dataclass_replace(base, exact_gelu=True, hidden_dropout_prob=0.0,
                             attention_probs_dropout_prob=0.0)
-  exact_bytes = memory.layer_activation_bytes(exact, s, "float32")
+  exact_bytes = estimate.layer_activation_bytes(exact, s, "float32")
   assert exact_bytes["FFN intermediate"] == 4 * s * i * 4
   assert exact_bytes["dropout masks"] == 0
   assert exact_bytes["attention probs"] == a * s * s * 4
@@ -119,10 +124,10 @@ def test_google_research_12_gb_table():
   16 (4096 / s each, what a search by halving returns); the planner says more than both.
   BERT-Base at 512 misses by one beyond the tolerance: 8 against 6 (7 would be within).
   """
-  usable = memory.usable_gpu_bytes(12 * GIB)
+  usable = memory_device.usable_gpu_bytes(12 * GIB)
   assert usable / GIB == pytest.approx(11.1, abs=0.01)  # "about 11 GB" of the Titan X
-  rows = memory.table_rows(memory.presets(), usable, "float32", "gpu",
-                           program=memory.GOOGLE_RESEARCH_TF1)
+  rows = memory_plan.table_rows(estimate.presets(), usable, "float32", "gpu",
+                           program=estimate.GOOGLE_RESEARCH_TF1)
   predicted = {(name, seq): batch for name, seq, batch in rows}
   assert predicted == TF1_PLANNER_TABLE
   within = {cell for cell, measured in GOOGLE_TABLE.items()
@@ -130,12 +135,14 @@ def test_google_research_12_gb_table():
   assert within == {cell for cell in GOOGLE_TABLE
                     if cell[0] == "BERT-Large" or cell[1] in (320, 384)}
   bounds = table_lower_bounds(GOOGLE_TABLE)
-  assert [bounds[("BERT-Base", s)] for s in memory.TABLE_SEQ_LENGTHS] == [72, 36, 18, 14, 12, 6]
+  assert ([bounds[("BERT-Base", s)] for s in memory_plan.TABLE_SEQ_LENGTHS]
+          == [72, 36, 18, 14, 12, 6])
   for seq in (64, 128, 256):
     cell = ("BERT-Base", seq)
     assert bounds[cell] > GOOGLE_TABLE[cell] and predicted[cell] >= bounds[cell]
   # This tool keeps 1-byte masks and no early products: more fits, above all for BERT-Large.
-  ours = {(n, s): b for n, s, b in memory.table_rows(memory.presets(), usable, "float32", "gpu")}
+  ours = {(n, s): b
+          for n, s, b in memory_plan.table_rows(estimate.presets(), usable, "float32", "gpu")}
   assert ours == PLANNER_TABLE
 
 
@@ -143,26 +150,26 @@ def test_early_optimizer_products_explain_bert_large():
   """google-research's AdamWeightDecayOptimizer holds beta_1 * m, beta_2 * v (and decay * param
   but for LayerNorm and biases) through the step: with them all six BERT-Large cells are within
   max(1, 25 %), without them none is."""
-  large = memory.presets()["BERT-Large"]
-  usable = memory.usable_gpu_bytes(12 * GIB)
-  tf1 = memory.estimate(large, 384, 1, program=memory.GOOGLE_RESEARCH_TF1)
-  counts = memory.count_parameters(large)
-  assert tf1.early_update == 8 * counts.trained + 4 * memory.decayed_parameters(large)
-  assert counts.trained - memory.decayed_parameters(large) == 24 * (4 * 1024 + 4096 + 1024 + 4 * 1024) + 2 * 1024 + 2
+  large = estimate.presets()["BERT-Large"]
+  usable = memory_device.usable_gpu_bytes(12 * GIB)
+  tf1 = estimate.estimate(large, 384, 1, program=estimate.GOOGLE_RESEARCH_TF1)
+  counts = estimate.count_parameters(large)
+  assert tf1.early_update == 8 * counts.trained + 4 * estimate.decayed_parameters(large)
+  assert counts.trained - estimate.decayed_parameters(large) == 24 * (4 * 1024 + 4096 + 1024 + 4 * 1024) + 2 * 1024 + 2
   assert tf1.early_update / GIB == pytest.approx(3.73, abs=0.01)
   assert tf1.total / usable == pytest.approx(0.96, abs=0.005)  # batch 1 at 384: 96 % of 11.1 GiB
-  without = dataclasses_replace(memory.GOOGLE_RESEARCH_TF1, name="no_early", early_moment_bytes=0,
+  without = dataclasses_replace(estimate.GOOGLE_RESEARCH_TF1, name="no_early", early_moment_bytes=0,
                                 early_decay_bytes=0)
-  rows = {p.name: {s: b for _, s, b in memory.table_rows({"BERT-Large": large}, usable, "float32",
-                                                         "gpu", program=p)}
-          for p in (memory.GOOGLE_RESEARCH_TF1, without)}
+  rows = {p.name: {s: b for _, s, b in memory_plan.table_rows({"BERT-Large": large}, usable,
+                                                              "float32", "gpu", program=p)}
+          for p in (estimate.GOOGLE_RESEARCH_TF1, without)}
   measured = {s: b for (n, s), b in GOOGLE_TABLE.items() if n == "BERT-Large"}
   assert rows["google_research_tf1"] == {64: 11, 128: 5, 256: 2, 320: 1, 384: 1, 512: 0}
   assert rows[without.name] == {64: 31, 128: 14, 256: 6, 320: 4, 384: 3, 512: 2}
   assert all(abs(rows[without.name][s] - b) > max(1, 0.25 * b) for s, b in measured.items())
   # Per layer and example: 48 s h + 16 s i + 12 a s^2 bytes (float32 masks, 4-tensor GELU).
   s, h, i, a = 384, 1024, 4096, 16
-  assert sum(memory.layer_activation_bytes(large, s, "float32", memory.GOOGLE_RESEARCH_TF1)
+  assert sum(estimate.layer_activation_bytes(large, s, "float32", estimate.GOOGLE_RESEARCH_TF1)
              .values()) == 48 * s * h + 16 * s * i + 12 * a * s * s
 
 
@@ -183,83 +190,84 @@ def test_google_tf1_count_matches_its_graph():
 
 
 def test_max_batch_size_is_the_boundary():
-  base = memory.presets()["BERT-Base"]
-  usable = memory.usable_gpu_bytes(16 * GIB)
-  for dtype in memory.POLICIES:
-    batch = memory.max_batch_size(base, 384, usable, dtype)
-    assert memory.estimate(base, 384, batch, dtype).total <= usable
-    assert memory.estimate(base, 384, batch + 1, dtype).total > usable
-  large = memory.presets()["BERT-Large"]
-  assert memory.max_batch_size(large, 512, memory.usable_gpu_bytes(4 * GIB)) == 0
+  base = estimate.presets()["BERT-Base"]
+  usable = memory_device.usable_gpu_bytes(16 * GIB)
+  for dtype in estimate.POLICIES:
+    batch = estimate.max_batch_size(base, 384, usable, dtype)
+    assert estimate.estimate(base, 384, batch, dtype).total <= usable
+    assert estimate.estimate(base, 384, batch + 1, dtype).total > usable
+  large = estimate.presets()["BERT-Large"]
+  assert estimate.max_batch_size(large, 512, memory_device.usable_gpu_bytes(4 * GIB)) == 0
 
 
 def test_flattened_dense_head_against_the_span_head():
   # The user's head: Dense(1604) over a flattened [2, 512, 768] input.
-  dense = memory.dense_head_memory(2 * 512 * 768, 1604)
+  dense = heads.dense_head_memory(2 * 512 * 768, 1604)
   assert 2 * 512 * 768 == 786432
   assert dense.parameters == 786432 * 1604 + 1604 == 1_261_438_532
   assert dense.weight_bytes == 5_045_754_128            # 5.0 GB in float32
   assert dense.with_slots_bytes == 3 * dense.weight_bytes  # 15.1 GB with Adam's two slots
-  span = memory.span_head_memory(768)
+  span = heads.span_head_memory(768)
   assert span.parameters == 2 * 768 + 2 == 1538
   assert span.weight_bytes == 6152 and span.with_slots_bytes == 18456
-  lines = memory.flattened_dense_head_lines()
+  lines = heads.flattened_dense_head_lines()
   assert "1,261,438,532 parameters = 5.046 GB" in lines[0] and "15.14 GB with AdamW" in lines[0]
   assert "1,538 parameters" in lines[1]
   # BERT-Base on a 16 GB P100 at max_seq_length 384.
-  base = memory.presets()["BERT-Base"]
-  p100 = memory.usable_gpu_bytes(16 * GIB)
+  base = estimate.presets()["BERT-Base"]
+  p100 = memory_device.usable_gpu_bytes(16 * GIB)
   assert p100 / GIB == pytest.approx(14.9, abs=0.01)
-  assert memory.max_batch_size(base, 384, p100, "float32") == 21
-  assert memory.max_batch_size(base, 384, p100, "mixed_float16") == 36
+  assert estimate.max_batch_size(base, 384, p100, "float32") == 21
+  assert estimate.max_batch_size(base, 384, p100, "mixed_float16") == 36
 
 
 def test_plan_batches():
   config = tiny_config()
-  roomy = memory.Device("gpu", 16 * GIB, "test GPU")
-  plan = memory.plan_batches(config, 128, "float32", roomy, 16)
+  roomy = memory_device.Device("gpu", 16 * GIB, "test GPU")
+  plan = memory_plan.plan_batches(config, 128, "float32", roomy, 16)
   assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (16, 1, 16)
-  plan = memory.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=32)
+  plan = memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=32)
   assert (plan.micro_batch_size, plan.accumulation_steps) == (8, 4)
-  plan = memory.plan_batches(config, 128, "float32", roomy, 8, gradient_accumulation_steps=3)
+  plan = memory_plan.plan_batches(config, 128, "float32", roomy, 8, gradient_accumulation_steps=3)
   assert plan.effective_batch_size == 24
   # auto: everything fits, so one pass of the wanted effective batch (default 32).
-  plan = memory.plan_batches(config, 128, "float32", roomy, "auto")
+  plan = memory_plan.plan_batches(config, 128, "float32", roomy, "auto")
   assert (plan.micro_batch_size, plan.accumulation_steps) == (32, 1)
   # auto on a device where only a few features fit: the fewest equal passes that fit.
-  base = memory.presets()["BERT-Base"]
-  gpu = memory.device_from_flag(12)
-  fit = memory.max_batch_size(base, 384, int(gpu.usable_bytes * memory.AUTO_BATCH_MARGIN),
+  base = estimate.presets()["BERT-Base"]
+  gpu = memory_device.device_from_flag(12)
+  fit = estimate.max_batch_size(base, 384, int(gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN),
                               accumulation_steps=2)
   assert fit == 12
-  plan = memory.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=64)
+  plan = memory_plan.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=64)
   # 64 = 8 passes of 8: 12 fits, but 64 is not 6 or 7 equal passes.
   assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (8, 8, 64)
-  assert plan.estimate.total <= gpu.usable_bytes * memory.AUTO_BATCH_MARGIN
+  assert plan.estimate.total <= gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN
   assert plan.estimate.accumulators > 0
-  with pytest.raises(memory.MemoryPlanError, match="is not --train_batch_size=8 x"):
-    memory.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
-  with pytest.raises(memory.MemoryPlanError, match="--effective_batch_size instead"):
-    memory.plan_batches(config, 128, "float32", roomy, "auto", gradient_accumulation_steps=2)
-  tiny_gpu = memory.Device("gpu", 256 * 2 ** 20, "256 MiB GPU")
-  with pytest.raises(memory.MemoryPlanError, match="not even one feature fits"):
-    memory.plan_batches(memory.presets()["BERT-Large"], 512, "float32", tiny_gpu, "auto")
+  with pytest.raises(memory_plan.MemoryPlanError, match="is not --train_batch_size=8 x"):
+    memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
+  with pytest.raises(memory_plan.MemoryPlanError, match="--effective_batch_size instead"):
+    memory_plan.plan_batches(config, 128, "float32", roomy, "auto", gradient_accumulation_steps=2)
+  tiny_gpu = memory_device.Device("gpu", 256 * 2 ** 20, "256 MiB GPU")
+  with pytest.raises(memory_plan.MemoryPlanError, match="not even one feature fits"):
+    memory_plan.plan_batches(estimate.presets()["BERT-Large"], 512, "float32", tiny_gpu, "auto")
 
 
 def test_diagnosis_names_the_fixes():
-  base = memory.presets()["BERT-Base"]
-  gpu = memory.device_from_flag(12)
-  message = memory.diagnosis(base, 384, 32, "float32", gpu)
-  est = memory.estimate(base, 384, 32)
+  base = estimate.presets()["BERT-Base"]
+  gpu = memory_device.device_from_flag(12)
+  message = diagnose.diagnosis(base, 384, 32, "float32", gpu)
+  est = estimate.estimate(base, 384, 32)
   first = message.splitlines()[0]
   assert first == (f"the configuration does not fit in memory: estimated peak "
-                   f"{memory.format_bytes(est.total)} for batch 32 x seq 384 (float32); device: "
+                   f"{memory_device.format_bytes(est.total)} for batch 32 x seq 384 (float32); "
+                   f"device: "
                    f"12 GiB GPU (11.1 GiB usable)")
-  assert memory.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 14
+  assert estimate.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 14
   # 14 fits; the fewest passes of at most 14 that make 32 are 4 of 8.
   assert ("--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features per "
           "optimizer step (the largest batch that fits is 14)") in message
-  assert memory.max_batch_size(base, 256, gpu.usable_bytes, limit=32) < 32  # so 192, not 256
+  assert estimate.max_batch_size(base, 256, gpu.usable_bytes, limit=32) < 32  # so 192, not 256
   assert "--max_seq_length=192 (preprocess/make_records.py) fits batch 32" in message
   assert "--gpu (mixed_float16) fits batch 25" in message
   assert "--train_batch_size=auto" in message
@@ -293,11 +301,11 @@ def test_cli_table_and_breakdown(tmp_path):
                                "--device_memory_gb=1", "--format=json")
   result, _ = json.JSONDecoder().raw_decode(output[output.index("{"):])  # stderr follows
   entry = result["estimates"][0]
-  est = memory.estimate(tiny_config(), 128, 8, "float32", "gpu")
+  est = estimate.estimate(tiny_config(), 128, 8, "float32", "gpu")
   assert entry["estimate"]["total"] == est.total and entry["fits"]
-  assert entry["max_batch_size"] == memory.max_batch_size(tiny_config(), 128,
-                                                          memory.usable_gpu_bytes(GIB))
-  assert result["device"]["usable_bytes"] == memory.usable_gpu_bytes(GIB)
+  assert entry["max_batch_size"] == estimate.max_batch_size(tiny_config(), 128,
+                                                          memory_device.usable_gpu_bytes(GIB))
+  assert result["device"]["usable_bytes"] == memory_device.usable_gpu_bytes(GIB)
 
 
 def synthetic_batch(config, batch_size, seq, seed=0):
@@ -540,11 +548,12 @@ def test_preflight_check_and_real_out_of_memory(tiny_records):
   returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
                                  "--device_memory_gb=0.15", expect_ok=False)
   assert returncode != 0
-  est = memory.estimate(tiny_config(), 64, 512, "float32", "cpu")
+  est = estimate.estimate(tiny_config(), 64, 512, "float32", "cpu")
   assert (f"train.py: the planner estimates that this batch does not fit: estimated peak "
-          f"{memory.format_bytes(est.total)} for batch 512 x seq 64 (float32); device: CPU with "
+          f"{memory_device.format_bytes(est.total)} for batch 512 x seq 64 (float32); device: "
+          f"CPU with "
           f"0.15 GiB of RAM (--device_memory_gb)") in output
-  fit = memory.max_batch_size(tiny_config(), 64, int(0.15 * GIB), device="cpu",
+  fit = estimate.max_batch_size(tiny_config(), 64, int(0.15 * GIB), device="cpu",
                               accumulation_steps=2)
   assert 64 < fit < 128  # so 512 = 8 passes of 64
   assert "--train_batch_size=64 --gradient_accumulation_steps=8: the same 512 features" in output
@@ -597,9 +606,9 @@ def test_auto_batch_with_accumulation_trains(tiny_records):
   model_dir = tiny_records["tmp"] / "auto"
   config = tiny_config()
   # A CPU budget where 32 features fit (with accumulators) but 64 do not: 128 = 4 passes of 32.
-  budget = memory.estimate(config, 64, 32, "float32", "cpu", accumulation_steps=2).total
-  assert memory.estimate(config, 64, 64, "float32", "cpu", accumulation_steps=2).total > budget
-  gb = budget / memory.AUTO_BATCH_MARGIN / GIB * 1.001
+  budget = estimate.estimate(config, 64, 32, "float32", "cpu", accumulation_steps=2).total
+  assert estimate.estimate(config, 64, 64, "float32", "cpu", accumulation_steps=2).total > budget
+  gb = budget / memory_plan.AUTO_BATCH_MARGIN / GIB * 1.001
   _, output = train_cli(tiny_records, model_dir, "--train_batch_size=auto",
                         "--effective_batch_size=128", f"--device_memory_gb={gb}")
   with open(os.path.join(model_dir, "train_results.json")) as f:

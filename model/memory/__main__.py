@@ -1,0 +1,29 @@
+r"""Peak training memory of the BERT span model, and the largest batch that fits a device.
+
+    python -m model.memory --bert_config_file=bert_config.json --max_seq_length=384 \
+        --train_batch_size=12 --dtype=float32 --device_memory_gb=12
+    python -m model.memory --device_memory_gb=16            # BERT-Base/Large table, seq 64...512
+
+The flags (flags/definitions.define_memory_flags) become a `plan.PlannerConfig`; `plan.report`
+counts and formats (model/memory/__init__.py says which module does what).
+"""
+
+from squad_qa.flags import command_line
+from squad_qa.flags import definitions
+from squad_qa.model.memory import plan
+
+
+def main(argv):
+  """`python -m model.memory`: a breakdown for one configuration, or the max-batch table."""
+  del argv
+  print(plan.report(command_line.config_from_flags(plan.PlannerConfig)))
+
+
+def cli():
+  """Console-script entry point: defines and parses the planner's flags and runs main()."""
+  definitions.define_memory_flags()
+  command_line.run(main)
+
+
+if __name__ == "__main__":
+  cli()

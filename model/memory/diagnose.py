@@ -1,0 +1,88 @@
+"""Explaining a batch that does not fit: before training (train.py's pre-flight check,
+--train_batch_size=auto finding nothing) or after a step ran out of memory.
+
+The message gives the count (model/memory/estimate.py) next to the device's usable memory
+(model/memory/device.py) and the fixes that the same count says would fit. When the count said the
+batch fits but a step ran out of memory anyway, the count was too low for that setup: the fixes are
+then the ones that lower the real peak, without a promise of fitting.
+"""
+
+import math
+
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import estimate
+
+
+def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1,
+              headline="the configuration does not fit in memory"):
+  """A multi-line message: the estimate, the device memory and concrete fixes.
+
+  Fixes offered: the largest batch that fits (with gradient accumulation to keep the effective
+  batch), the longest max_seq_length (in steps of 64) that fits this batch, mixed precision
+  (`--gpu`), and `--train_batch_size=auto`.
+
+  Args:
+    config: a `model.bert_config.BertConfig`.
+    max_seq_length: tokens per feature.
+    batch_size: features per forward/backward pass (the micro-batch).
+    dtype: the Keras policy name.
+    device: a `device.Device`.
+    accumulation_steps: passes per optimizer step.
+    headline: the first line's opening words (what happened).
+
+  Returns:
+    The message (str, lines joined by newlines), e.g. for a `plan.MemoryPlanError`.
+  """
+  est = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
+                          accumulation_steps)
+  effective = batch_size * accumulation_steps
+  fixed = est.weights + est.gradients + est.optimizer_slots
+  size = memory_device.format_bytes
+  lines = [f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
+           f"{max_seq_length} ({dtype}); device: {device.description}",
+           f"  weights + gradients + AdamW slots {size(fixed)}, activations "
+           f"{size(est.activations)}, allocator overhead x{est.overhead:g} "
+           f"(`python -m model.memory` prints the breakdown)",
+           "fixes:"]
+
+  def fits(seq, batch, steps):
+    return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
+                                   steps, limit=batch) >= batch
+
+  def same_effective(micro):  # the fewest passes of at most `micro` features giving `effective`
+    steps = next(k for k in range(math.ceil(effective / micro), effective + 1)
+                 if effective % k == 0)
+    return (f"--train_batch_size={effective // steps} --gradient_accumulation_steps={steps}: the "
+            f"same {effective} features per optimizer step")
+
+  if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
+    lines.insert(1, f"  that is below the {size(device.usable_bytes)} the device offers: "
+                    f"something else holds memory, or the planner is optimistic for this setup")
+    if effective > 1:
+      lines.append(f"  - {same_effective(max(1, batch_size // 2))}, half the activations")
+    if dtype == "float32" and device.kind == "gpu":
+      lines.append("  - --gpu (mixed_float16) halves most activations")
+    lines.append("  - --train_batch_size=auto with a smaller --device_memory_gb plans for less "
+                 "memory")
+    return "\n".join(lines)
+  fit = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
+                                "adamw", max(2, accumulation_steps))
+  if fit:
+    lines.append(f"  - {same_effective(fit)} (the largest batch that fits is {fit})")
+  else:
+    lines.append(f"  - not even batch 1 fits at max_seq_length {max_seq_length}")
+  seq = max_seq_length - 64
+  while seq >= 64 and not fits(seq, batch_size, accumulation_steps):
+    seq -= 64
+  if seq >= 64:
+    lines.append(f"  - --max_seq_length={seq} (preprocess/make_records.py) fits batch {batch_size}")
+  if dtype == "float32":
+    if device.kind == "gpu":
+      mixed = estimate.max_batch_size(config, max_seq_length, device.usable_bytes,
+                                      "mixed_float16", device.kind, "adamw", accumulation_steps)
+      lines.append(f"  - --gpu (mixed_float16) fits batch {mixed}")
+    else:
+      lines.append("  - on a GPU, --gpu (mixed_float16) halves most activations")
+  lines.append("  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
+               "accumulation steps itself")
+  return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""Batch planning: the largest batch that fits, the batch train.py runs (--train_batch_size=auto
+included), and what `python -m model.memory` prints.
+
+Validation: tests/model/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
+google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam) and against the TF1 graph's
+measured peak. 8 cells are within max(1, 25 %): all of BERT-Large and BERT-Base at 320 and 384.
+BERT-Base at 64, 128 and 256 tokens the planner says 111, 50, 21 where the table says 64, 32, 16
+(4096 / s each, what a search by halving returns). Those are not maxima of any count whose
+per-example memory is linear plus quadratic in s: per-token memory then does not rise as
+sequences get shorter, so the table's own 384-token cell (12 x 384 = 4608 tokens fit) implies
+at least 72, 36 and 18. BERT-Base at 512 misses by one beyond the tolerance: 8 against 6; for 6
+to be the maximum while 12 fit at 384, one example of 512 tokens would have to cost more than
+12/7 = 1.71 times one of 384, which the count's structure allows only up to (4/3)^2 = 1.78 and
+BERT-Base's counts put at 1.51.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from squad_qa import errors
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import diagnose
+from squad_qa.model.memory import estimate
+from squad_qa.model.memory import heads
+
+AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
+TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
+DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
+OUTPUT_FORMATS = ("text", "json")  # python -m model.memory --format
+
+
+class MemoryPlanError(errors.UserError, ValueError):
+  """A batch configuration that cannot work; the message is the user-facing diagnosis."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchPlan:
+  """How train.py batches: `micro_batch_size` features per forward/backward pass,
+  `accumulation_steps` passes per optimizer step, `effective_batch_size` = their product."""
+  micro_batch_size: int
+  accumulation_steps: int
+  effective_batch_size: int
+  estimate: estimate.Estimate
+
+
+def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
+                 gradient_accumulation_steps=1, effective_batch_size=None):
+  """Resolves train.py's batch flags into a `BatchPlan`.
+
+  Args:
+    config: a `model.bert_config.BertConfig`.
+    max_seq_length: tokens per feature.
+    dtype: the Keras policy name.
+    device: a `device.Device`.
+    train_batch_size: features per pass (int), or "auto": the largest batch the planner says fits
+      in `AUTO_BATCH_MARGIN` (90 %) of the usable memory, split so that the effective batch is
+      `effective_batch_size` (default `DEFAULT_EFFECTIVE_BATCH_SIZE`) exactly.
+    gradient_accumulation_steps: passes per optimizer step (with an int `train_batch_size`).
+    effective_batch_size: features per optimizer step; with an int `train_batch_size` it must be
+      a multiple of it and sets the accumulation steps.
+
+  Returns:
+    A `BatchPlan`; its estimate is for the micro-batch (the pre-flight check is the caller's).
+
+  Raises:
+    MemoryPlanError: inconsistent flags, or "auto" finds no batch that fits (with a diagnosis).
+  """
+  def plan(micro, steps):
+    return BatchPlan(micro, steps, micro * steps,
+                     estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw",
+                                       steps))
+
+  if gradient_accumulation_steps < 1:
+    raise MemoryPlanError("--gradient_accumulation_steps must be >= 1")
+  if effective_batch_size is not None and effective_batch_size < 1:
+    raise MemoryPlanError("--effective_batch_size must be >= 1")
+  if train_batch_size != "auto":
+    if effective_batch_size is None:
+      return plan(train_batch_size, gradient_accumulation_steps)
+    steps, remainder = divmod(effective_batch_size, train_batch_size)
+    if remainder or not steps or (gradient_accumulation_steps != 1
+                                  and steps != gradient_accumulation_steps):
+      raise MemoryPlanError(
+          f"--effective_batch_size={effective_batch_size} is not --train_batch_size="
+          f"{train_batch_size} x --gradient_accumulation_steps={gradient_accumulation_steps}; "
+          f"give two of the three, or --train_batch_size=auto")
+    return plan(train_batch_size, steps)
+  if gradient_accumulation_steps != 1:
+    raise MemoryPlanError("--train_batch_size=auto chooses the accumulation steps itself; give "
+                          "the batch per optimizer step as --effective_batch_size instead of "
+                          "--gradient_accumulation_steps")
+  wanted = effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
+  budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
+  for steps in range(1, wanted + 1):  # the fewest passes whose equal micro-batches fit
+    if wanted % steps:
+      continue
+    micro = wanted // steps
+    if micro <= estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw",
+                                        steps, limit=micro):
+      return plan(micro, steps)
+  raise MemoryPlanError(diagnose.diagnosis(
+      config, max_seq_length, 1, dtype, device,
+      headline="--train_batch_size=auto: not even one feature fits"))
+
+
+def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
+               program=estimate.THIS_TOOL):
+  """[(model name, seq, max batch)] for each config and sequence length (within its positions)."""
+  return [(name, seq,
+           estimate.max_batch_size(config, seq, usable_bytes, dtype, device, program=program))
+          for name, config in configs.items() for seq in seq_lengths
+          if seq <= config.max_position_embeddings]
+
+
+def format_table(rows, header):
+  """`table_rows`' rows as aligned text under a "model  seq  <header>" line."""
+  width = max([len("model")] + [len(name) for name, _, _ in rows])
+  lines = [f"{'model':<{width}}  {'seq':>4}  {header}"]
+  lines += [f"{name:<{width}}  {seq:>4}  {batch}" for name, seq, batch in rows]
+  return "\n".join(lines)
+
+
+def format_estimate(est, usable_bytes=None, config_name=""):
+  """A multi-line breakdown of an `estimate.Estimate`, with a fit verdict when `usable_bytes` is
+  given."""
+  size = memory_device.format_bytes
+  lines = [f"{config_name}seq {est.max_seq_length}, batch {est.batch_size}, {est.dtype}, "
+           f"{est.optimizer}, {est.device}"
+           + (f", counted as {est.program}" if est.program != estimate.THIS_TOOL.name else "")
+           + (f", {est.accumulation_steps} accumulation steps"
+              if est.accumulation_steps > 1 else "")]
+  slots = estimate.OPTIMIZER_SLOTS[est.optimizer]
+  rows = [("weights", est.weights), ("weight casts (mixed precision)", est.weight_casts),
+          ("gradients", est.gradients),
+          (f"optimizer slots ({slots} per weight)", est.optimizer_slots),
+          ("gradient accumulators", est.accumulators),
+          ("early optimizer products", est.early_update), ("activations", est.activations)]
+  rows += [(f"  {name}", value) for name, value in est.activation_groups.items()]
+  peak = "backward" if est.backward_peak >= est.update_peak else "optimizer update"
+  rows += [("logits and loss", est.logits), ("workspace", est.workspace),
+           ("optimizer update workspace", est.update_workspace),
+           (f"subtotal (peak: {peak})", est.subtotal),
+           (f"allocator overhead x{est.overhead:g}", est.total - est.subtotal),
+           ("total", est.total)]
+  lines += [f"  {name:<34}{size(value):>12}" for name, value in rows if value or name == "total"]
+  if usable_bytes is not None:
+    verdict = "fits" if est.total <= usable_bytes else "does NOT fit"
+    lines.append(f"  {verdict} in {size(usable_bytes)} usable")
+  return "\n".join(lines)
+
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannerConfig:
+  """What `python -m model.memory` counts and prints; each field is the flag of the same name
+  (flags/definitions.define_memory_flags).
+
+  Attributes:
+    bert_config_file: a BERT JSON config (google-research or Hugging Face); None: google-research's
+      BERT-Base and BERT-Large (`estimate.presets`).
+    max_seq_length: tokens per feature; None (or 0): the max-batch table over `TABLE_SEQ_LENGTHS`.
+    train_batch_size: with `max_seq_length`, an int adds the breakdown of that batch; None or
+      "auto" prints only the largest batch.
+    dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`.
+    device_memory_gb: GPU capacity in GiB (2^30 bytes); None (or 0): the visible GPU's allocator
+      limit, else the host's available RAM (`device.detect_device`).
+    format: one of `OUTPUT_FORMATS`.
+    program: whose training step to count, a key of `estimate.PROGRAMS`.
+
+  Raises:
+    errors.UsageError: (on construction) a value outside those, or a program other than this
+      tool's under a mixed policy (TensorFlow 1.11 BERT trained in float32 only).
+  """
+  bert_config_file: Optional[str] = None
+  max_seq_length: Optional[int] = None
+  train_batch_size: object = None
+  dtype: str = "float32"
+  device_memory_gb: Optional[float] = None
+  format: str = "text"
+  program: str = estimate.THIS_TOOL.name
+
+  def __post_init__(self):
+    for name, allowed in (("dtype", estimate.POLICIES), ("program", estimate.PROGRAMS),
+                          ("format", OUTPUT_FORMATS)):
+      value = getattr(self, name)
+      if value not in allowed:
+        raise errors.UsageError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
+    batch = self.train_batch_size
+    if not (batch in (None, "auto") or isinstance(batch, int) and batch >= 1):
+      raise errors.UsageError(f"--train_batch_size must be a positive integer or 'auto', not "
+                              f"{batch!r}")
+    if self.program != estimate.THIS_TOOL.name and self.dtype != "float32":
+      raise errors.UsageError(
+          f"--program={self.program} trained in float32 only (TensorFlow 1.11 BERT had no mixed "
+          f"precision); drop --dtype={self.dtype}")
+
+
+def report(config):
+  """What `python -m model.memory` prints for a `PlannerConfig`.
+
+  With `max_seq_length`: per model, the largest batch that fits at that length, after the
+  breakdown of `train_batch_size` when it is an int. Without: the max-batch table over
+  `TABLE_SEQ_LENGTHS` and, for the presets, the flattened Dense head's arithmetic next to the span
+  head's (`heads.flattened_dense_head_lines`). Both open with the device and the count's settings.
+
+  Returns:
+    The text (str), or with format "json" the same figures as a JSON document.
+
+  Raises:
+    errors.MissingFileError, errors.UsageError: a --bert_config_file that is not there or not a
+      BERT config.
+  """
+  # Imported here, as estimate.presets does: bert_config loads TensorFlow, the planner does not.
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  if config.bert_config_file:
+    path = os.path.abspath(config.bert_config_file)  # "folder/config.json": HF files share names
+    configs = {os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path)):
+               bert_config_lib.BertConfig.from_json_file(config.bert_config_file)}
+  else:
+    configs = estimate.presets()
+  dtype = config.dtype
+  if config.device_memory_gb:
+    device = memory_device.device_from_flag(config.device_memory_gb)
+  else:
+    device = memory_device.detect_device()
+  program = estimate.PROGRAMS[config.program]
+  this_tool = program == estimate.THIS_TOOL
+  output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
+  text = [f"device: {device.description}; {dtype}; AdamW; allocator overhead "
+          f"x{memory_device.overhead_for(device.kind):g}"
+          + ("" if this_tool else f"; counting {program.name}, not this tool")]
+  if config.max_seq_length:
+    seq = config.max_seq_length
+    output["estimates"] = []
+    for name, bert in configs.items():
+      limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
+                                      program=program)
+      entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit}
+      if isinstance(config.train_batch_size, int):  # "auto" is the max batch printed below
+        est = estimate.estimate(bert, seq, config.train_batch_size, dtype, device.kind,
+                                program=program)
+        entry["estimate"] = est.to_dict()
+        entry["fits"] = est.total <= device.usable_bytes
+        text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
+      text.append(f"{name}: largest batch that fits at seq {seq}: {limit}")
+      output["estimates"].append(entry)
+  else:
+    size = (f"{config.device_memory_gb:g} GB" if config.device_memory_gb
+            else memory_device.format_bytes(device.usable_bytes) + " usable")
+    rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
+    output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
+    text.append(format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})"))
+    if not config.bert_config_file:
+      text += ["", "output heads (the span head is what train.py uses):"]
+      text += [f"  {line}" for line in heads.flattened_dense_head_lines()]
+  if config.format == "json":
+    return json.dumps(output, indent=2)
+  return "\n".join(text)
