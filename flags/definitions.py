@@ -4,13 +4,17 @@ Names follow google-research/bert `run_squad.py` and tf-models-official (`max_se
 `vocab_file`, ...), so commands written for those tools read the same here. An entry point calls the
 `define_*` functions it needs once, at import time, before `flags.command_line.run` (absl.app.run).
 
-Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see `default_squad_file`.
+Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see
+`preprocess.squad_reader.default_squad_file`.
 """
 
 import functools
 import os
 
 from absl import flags
+
+from squad_qa.preprocess import squad_reader
+
 
 def _once(define):
   """Wraps an absl DEFINE_* so that defining an already-defined flag is a no-op.
@@ -30,40 +34,14 @@ DEFINE_bool = _once(flags.DEFINE_bool)
 DEFINE_integer = _once(flags.DEFINE_integer)
 DEFINE_float = _once(flags.DEFINE_float)
 
-SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
-
-# Names a SQuAD v1.1 train file may have inside $SQUAD_DIR, in order of preference. The second is the
-# reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
-TRAIN_FILE_NAMES = ("train-v1.1.json", "train-v1.1.reconstructed.json")
-PREDICT_FILE_NAMES = ("dev-v1.1.json",)
-
-
-def squad_dir():
-  """Returns `$SQUAD_DIR`, or `data/squad` when it is unset (a path, relative to the working directory)."""
-  return os.environ.get("SQUAD_DIR", os.path.join("data", "squad"))
-
-
-def default_squad_file(names):
-  """Returns the first of `names` that exists in `squad_dir()`, else the path of the first name.
-
-  Args:
-    names: file names (str) in order of preference.
-
-  Returns:
-    A path (str). It may not exist: the caller reports that with `missing_squad_file_message`.
-  """
-  for name in names:
-    path = os.path.join(squad_dir(), name)
-    if os.path.exists(path):
-      return path
-  return os.path.join(squad_dir(), names[0])
-
-
-def missing_squad_file_message(flag_name, path):
-  """One line telling the user where SQuAD is published and how to point this tool at a copy."""
-  return (f"--{flag_name}: no file at {path!r}. SQuAD v1.1 is published at {SQUAD_URL} "
-          f"(train-v1.1.json, dev-v1.1.json); download it and set SQUAD_DIR=<folder holding it> "
-          f"or pass --{flag_name}=<path>.")
+# Where the SQuAD files are by default: preprocess/squad_reader.py owns the lookup (the records job
+# needs it); these names keep train.py's `definitions.default_squad_file(...)` working.
+SQUAD_URL = squad_reader.SQUAD_URL
+TRAIN_FILE_NAMES = squad_reader.TRAIN_FILE_NAMES
+PREDICT_FILE_NAMES = squad_reader.PREDICT_FILE_NAMES
+squad_dir = squad_reader.squad_dir
+default_squad_file = squad_reader.default_squad_file
+missing_squad_file_message = squad_reader.missing_squad_file_message
 
 
 def define_squad_file_flags():
