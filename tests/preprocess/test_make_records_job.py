@@ -81,8 +81,8 @@ def test_unwritable_output_dir_is_one_line_with_the_fix(tmp_path, train_file, mo
   monkeypatch.setattr(make_records_job.os, "access", lambda path, mode: False)
   with pytest.raises(make_records_job.OutputDirError) as raised:
     make_records_job.make_records(config(train_file=train_file, output_dir=str(tmp_path / "out")))
-  assert str(raised.value) == (f"--output_dir={tmp_path / 'out'}: not writable (permission denied); "
-                               f"pass a folder you can write to")
+  assert str(raised.value) == (f"--output_dir={tmp_path / 'out'}: not writable (permission "
+                               f"denied); pass a folder you can write to")
   assert isinstance(raised.value, errors.UserError) and isinstance(raised.value, OSError)
 
 
