@@ -222,7 +222,7 @@ def make_records(config):
     OutputDirError: --output_dir cannot be made or written.
     shard_writer.WorkerError: a worker failed; nothing is written.
     FileAccessError: reading an input or writing the output failed at the system level (the
-      system's one line); the previous output is left as it was.
+      system's one line, e.g. "[Errno 13] Permission denied: '<path>'").
   """
   try:
     return _make_records(config)
