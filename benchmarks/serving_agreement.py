@@ -43,8 +43,8 @@ def main(argv):
   del argv
   if not FLAGS.predictions_file:
     sys.exit("serving_agreement.py: --predictions_file (train.py's predictions.json) is required")
-  predict_file = FLAGS.predict_file or definitions.default_squad_file(
-      definitions.PREDICT_FILE_NAMES)
+  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   dataset = squad_reader.load_json(predict_file)
   questions = [(qa["id"], qa["question"], paragraph["context"]) for article in dataset
                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]

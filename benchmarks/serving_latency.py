@@ -66,8 +66,8 @@ def timed(fns, repeats):
 
 def main(argv):
   del argv
-  predict_file = FLAGS.predict_file or definitions.default_squad_file(
-      definitions.PREDICT_FILE_NAMES)
+  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   squad = squad_reader.read_squad(predict_file, is_training=False)
   qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   paths = {

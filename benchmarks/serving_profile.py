@@ -32,7 +32,6 @@ import tensorflow as tf
 
 from benchmarks import serving_latency
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
@@ -76,8 +75,8 @@ def median_ms(fn, args, repeats):
 
 def main(argv):
   del argv
-  predict_file = FLAGS.predict_file or definitions.default_squad_file(
-      definitions.PREDICT_FILE_NAMES)
+  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   try:
     squad = squad_reader.read_squad(predict_file, is_training=False)
   except squad_reader.SquadInputError as e:

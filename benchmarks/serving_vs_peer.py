@@ -33,6 +33,7 @@ import numpy as np
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
+from squad_qa.preprocess import squad_reader
 from squad_qa.serving import saved_model_qa
 
 definitions.define_export_flags()
@@ -135,8 +136,8 @@ def main(argv):
       "bench_serve.py")
   if not os.path.exists(peer_script):
     sys.exit(f"serving_vs_peer.py: no peer script at {peer_script}; pass --peer_script")
-  predict_file = FLAGS.predict_file or definitions.default_squad_file(
-      definitions.PREDICT_FILE_NAMES)
+  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   cases, questions, contexts = pick_cases(predict_file)
   qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   print(f"ours: SavedModel {FLAGS.export_dir} (max_seq_length {qa.config['max_seq_length']}, "

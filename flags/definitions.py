@@ -4,7 +4,8 @@ Names follow google-research/bert `run_squad.py` and tf-models-official (`max_se
 `vocab_file`, ...), so commands written for those tools read the same here. An entry point calls the
 `define_*` functions it needs once, at import time, before `flags.command_line.run` (absl.app.run).
 
-Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see `default_squad_file`.
+Defaults for the SQuAD files come from `$SQUAD_DIR` (default `data/squad`), see
+`preprocess.squad_reader.default_squad_file`.
 """
 
 import functools
@@ -12,12 +13,7 @@ import os
 
 from absl import flags
 
-# Where SQuAD is looked for by default (the data layer's rule), named here for the flags' help.
-from squad_qa.preprocess.squad_files import PREDICT_FILE_NAMES  # pylint: disable=unused-import
-from squad_qa.preprocess.squad_files import TRAIN_FILE_NAMES  # pylint: disable=unused-import
-from squad_qa.preprocess.squad_files import default_squad_file  # pylint: disable=unused-import
-from squad_qa.preprocess.squad_files import missing_squad_file_message  # pylint: disable=unused-import
-from squad_qa.preprocess.squad_files import squad_dir
+
 
 def _once(define):
   """Wraps an absl DEFINE_* so that defining an already-defined flag is a no-op.

@@ -12,8 +12,8 @@ character offsets instead of word by word (preprocess/wordpiece.py gives the sam
   * training positions are token indices into the feature; a window that does not hold the whole answer
     gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does every
     window of an unanswerable SQuAD 2.0 question;
-  * the answer's token span is first the tokens of the words holding it, then tightened to the tokens
-    of the answer text when they occur inside (`_improve_answer_span`);
+  * the answer's token span comes from preprocess/answer_spans.py (run_squad.py's word alignment and
+    `_improve_answer_span`);
   * a token's "max context" window is the one where min(left, right context) + 0.01 * window length is
     largest (`_check_is_max_context`); prediction only starts answers in that window.
 
@@ -312,125 +312,6 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
       is_max[multi] &= plan.best_window[best_index] == plan.span_index[multi][:, None]
     features.token_is_max_context = is_max.astype(np.int8)
   return features
-
-
-def word_of_chars(contexts):
-  """run_squad.py's char_to_word_offset for many contexts at once, with global word numbers.
-
-  Words are maximal runs without run_squad.py whitespace (space, \\t, \\r, \\n, U+202F).
-
-  Returns:
-    (word_of_char, char_base, word_base): int64 arrays; the word of character c of context i, counted
-    within its context (-1 before the first word), is word_of_char[char_base[i] + c] - word_base[i].
-    Global word numbers increase along the contexts.
-  """
-  joined = "\n".join(contexts)
-  code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
-  is_space = ((code_points == 32) | (code_points == 9) | (code_points == 13) | (code_points == 10) |
-              (code_points == 0x202F))
-  starts_word = ~is_space
-  starts_word[1:] &= is_space[:-1]
-  word_of_char = np.cumsum(starts_word, dtype=np.int64) - 1
-  lengths = np.array([len(c) for c in contexts], np.int64)
-  char_base = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
-  word_base = np.where(char_base > 0, word_of_char[np.maximum(char_base - 1, 0)] + 1, 0)
-  return word_of_char, char_base, word_base
-
-
-def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_starts,
-                       answer_lengths, answer_tokens):
-  """Context-token spans of many answers (see `answer_token_span`).
-
-  Args:
-    contexts: list of str.
-    context_tokens: wordpiece.RaggedTokens of the contexts.
-    paragraph_of_question, answer_starts, answer_lengths: int [Q]; answer_starts in code points,
-      -1 for unanswerable questions.
-    answer_tokens: wordpiece.RaggedTokens of the answer texts.
-
-  Returns:
-    int64 [Q, 2] (start, end) context-token indices, inclusive; (-1, -1) for unanswerable questions
-    and for answers that hold no token (e.g. only characters the tokenizer deletes).
-  """
-  word_of_char, char_base, word_base = word_of_chars(contexts)
-  splits = context_tokens.row_splits
-  paragraph_of_token = np.repeat(np.arange(len(contexts)), np.diff(splits))
-  token_words = word_of_char[char_base[paragraph_of_token] + context_tokens.start_chars]
-  paragraph = np.asarray(paragraph_of_question, np.int64)
-  answer_starts = np.asarray(answer_starts, np.int64)
-  answerable = answer_starts >= 0
-  first_char = char_base[paragraph] + np.maximum(answer_starts, 0)
-  last_char = first_char + np.maximum(np.asarray(answer_lengths, np.int64) - 1, 0)
-  # orig_to_tok_index: the first token of a word, or of the next word that has tokens.
-  tok_start = np.searchsorted(token_words, word_of_char[first_char], "left") - splits[paragraph]
-  tok_end = np.searchsorted(token_words, word_of_char[last_char] + 1, "left") - 1 - splits[paragraph]
-  result = np.full((len(paragraph), 2), -1, np.int64)
-  found = np.flatnonzero(answerable & (tok_start <= tok_end))
-  # _improve_answer_span on bytes of int32 ids: a 4-aligned match of the answer's bytes is a match
-  # of its ids. Slicing one bytes object per question keeps the loop cheap.
-  context_bytes = np.ascontiguousarray(context_tokens.ids, np.int32).tobytes()
-  answer_bytes = np.ascontiguousarray(answer_tokens.ids, np.int32).tobytes()
-  first = (splits[paragraph] + tok_start)[found].tolist()
-  last = (splits[paragraph] + tok_end)[found].tolist()
-  answer_first = answer_tokens.row_splits[found].tolist()
-  answer_last = answer_tokens.row_splits[found + 1].tolist()
-  improved = []
-  for a, b, c, d in zip(first, last, answer_first, answer_last):
-    shift = _first_occurrence(context_bytes[4 * a:4 * b + 4], answer_bytes[4 * c:4 * d])
-    improved.append((shift, d - c) if shift >= 0 else (0, b - a + 1))
-  improved = np.asarray(improved, np.int64).reshape(-1, 2)
-  result[found, 0] = tok_start[found] + improved[:, 0]
-  result[found, 1] = result[found, 0] + improved[:, 1] - 1
-  return result
-
-
-def _first_occurrence(haystack, needle):
-  """Token index of the first occurrence of int32 ids `needle` in `haystack` (both bytes), -1 if
-  none or if needle is empty."""
-  if not needle:
-    return -1
-  found = haystack.find(needle)
-  while found >= 0 and found % 4:
-    found = haystack.find(needle, found + 1)
-  return found // 4 if found >= 0 else -1
-
-
-def _improve_answer_span(window_ids, answer_ids, start, end):
-  """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
-  tokens (the reference compares the space-joined token strings; ids are the same test), else the
-  whole [start, end]."""
-  shift = _first_occurrence(np.ascontiguousarray(window_ids, np.int32).tobytes(),
-                            np.ascontiguousarray(answer_ids, np.int32).tobytes())
-  if shift >= 0:
-    return start + shift, start + shift + len(answer_ids) - 1
-  return start, end
-
-
-def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, answer_ids):
-  """The answer's token span [start, end] (inclusive) within the context tokens.
-
-  Args:
-    context_tokens: TokenizedText of the context.
-    char_to_word: per context character, its whitespace-word index (squad_reader.char_to_word_offsets).
-    answer_start: answer offset in characters.
-    answer_text: the answer (str).
-    answer_ids: WordPiece ids of the answer text, for run_squad.py's `_improve_answer_span`.
-
-  Returns:
-    (start, end) token indices, or None when the answer holds no token.
-  """
-  # Word of each token, the counterpart of run_squad.py's tok_to_orig_index.
-  token_words = np.asarray(char_to_word, np.int64)[np.asarray(context_tokens.start_chars, np.int64)]
-  start_word = char_to_word[answer_start]
-  end_word = char_to_word[answer_start + len(answer_text) - 1]
-  # orig_to_tok_index[w] = first token of word w (or of the next word holding a token).
-  tok_start = int(np.searchsorted(token_words, start_word, "left"))
-  tok_end = int(np.searchsorted(token_words, end_word + 1, "left")) - 1
-  if tok_start > tok_end:
-    return None
-  start, end = _improve_answer_span(np.asarray(context_tokens.ids)[tok_start:tok_end + 1],
-                                    answer_ids, tok_start, tok_end)
-  return int(start), int(end)
 
 
 def make_features(example_index, first_unique_id, query_ids, context_tokens, cls_id, sep_id,

@@ -8,11 +8,10 @@ SQuAD 2.0 question. Eval records add what postprocessing needs to map a token sp
 context's characters: `example_index` (the question's position in the eval file),
 `token_start_char` / `token_end_char` (code-point offsets, end exclusive, -1 outside the context;
 stored as offset + 1 under `token_start_char_plus_1` / `token_end_char_plus_1`, decoded by the
-readers here) and `token_is_max_context` (0/1). Every value is int64 in the record. Records are serialized with NumPy
-(`serialize_features`), byte-identical for identical features.
+readers here) and `token_is_max_context` (0/1). Every value is int64 in the record. Records are
+written by preprocess/record_serialization.py (NumPy, byte-identical for identical features).
 """
 
-import functools
 import json
 import os
 
@@ -44,84 +43,6 @@ def shard_name(split, index, num_shards):
   return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
 
 
-def _varint(value):
-  """Protocol-buffer varint of a non-negative int (bytes)."""
-  out = bytearray()
-  while True:
-    byte = value & 0x7F
-    value >>= 7
-    if value:
-      out.append(byte | 0x80)
-    else:
-      out.append(byte)
-      return bytes(out)
-
-
-def _varints(values):
-  """Protobuf varints of int values, vectorized.
-
-  Args:
-    values: int [n] (negative values take 10 bytes, as int64 two's complement).
-
-  Returns:
-    (data, sizes): uint8 [sum(sizes)] the varints back to back; uint8 [n] bytes of each.
-  """
-  flat = np.asarray(values).astype(np.int64).view(np.uint64)
-  sizes = np.ones(flat.shape, np.uint8)
-  width = 1  # bytes of the longest varint
-  largest = int(flat.max()) if flat.size else 0
-  while width < 10 and largest >= 1 << (7 * width):
-    sizes += flat >= np.uint64(1 << (7 * width))
-    width += 1
-  if width == 1:
-    return flat.astype(np.uint8), sizes
-  groups = np.empty((flat.size, width), np.uint8)
-  for k in range(width):
-    group = ((flat >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-    group |= (sizes > k + 1).view(np.uint8) << 7  # continuation bit
-    groups[:, k] = group
-  return groups[np.arange(width)[None, :] < sizes[:, None]], sizes
-
-
-def _packed_rows(values, inside=None):
-  """Packed varints of the values of each row of an int array (optionally only some of them).
-
-  Args:
-    values: int [rows, n].
-    inside: optional bool [rows, n], True on one contiguous run per row: only those values are
-      encoded (the caller supplies the constant bytes of the others).
-
-  Returns:
-    (data, row_offsets): uint8 data of the (selected values of the) rows back to back, and int64
-    [rows + 1] offsets into it.
-  """
-  values = np.asarray(values)
-  if inside is None:
-    data, sizes = _varints(values.ravel())
-    row_sizes = sizes.reshape(values.shape[0], -1).sum(axis=1, dtype=np.int64)
-  else:
-    data, sizes = _varints(values[inside])
-    ends = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-    row_sizes = np.diff(ends[np.concatenate([[0], np.cumsum(inside.sum(axis=1))])])
-  return data, np.concatenate([[0], np.cumsum(row_sizes)]).astype(np.int64)
-
-
-@functools.lru_cache(maxsize=None)
-def _field_header(key, payload_size):
-  """Bytes before a packed Int64List payload of `payload_size` bytes in a Features map entry.
-
-  Layout (tensorflow/core/example/example.proto, feature.proto): Features.feature entry (field 1) =
-  {key (1): str, value (2): Feature {int64_list (3): Int64List {value (1): packed varints}}}.
-  """
-  int64_list = b"\n" + _varint(payload_size)
-  feature = b"\x1a" + _varint(len(int64_list) + payload_size) + int64_list
-  name = key.encode()
-  entry_size = 1 + len(_varint(len(name))) + len(name) + 1 + len(_varint(len(feature) + payload_size))
-  entry_size += len(feature) + payload_size
-  return (b"\n" + _varint(entry_size) + b"\n" + _varint(len(name)) + name + b"\x12" +
-          _varint(len(feature) + payload_size) + feature)
-
-
 # Written to train records besides TRAIN_KEYS (not needed by training, so not parsed by
 # train_dataset): the question's index in the train file as read, and tfm's is_impossible (1 when
 # the window holds no answer: positions are 0).
@@ -135,7 +56,7 @@ def split_keys(split):
   return EVAL_KEYS
 
 
-def _stored(key):
+def stored_name(key):
   """The name a key has in the records."""
   return PLUS_ONE_KEYS.get(key, key)
 
@@ -149,97 +70,6 @@ def _decode(parsed):
   return decoded
 
 
-def serialize_features(features, unique_ids, split):
-  """Serializes FeatureArrays as tf.train.Example protos, vectorized.
-
-  The bytes are those of a tf.train.Example with an Int64List per key (packed varints, keys in
-  `split_keys` order), so `tf.io.parse_example` reads them. They are assembled with NumPy for all
-  records of a batch at once (~50x faster than filling tf.train.Example messages one by one): each
-  record is a list of byte segments (headers, varint payloads, runs of constant padding bytes)
-  gathered from one source buffer. The bytes are a pure function of the features.
-
-  Args:
-    features: preprocess.features.FeatureArrays.
-    unique_ids: int [F].
-    split: TRAIN_SPLIT or EVAL_SPLIT.
-
-  Returns:
-    A list of F bytes objects.
-  """
-  num = len(features)
-  if not num:
-    return []
-  width = features.input_ids.shape[1]
-  lengths = np.asarray(features.input_mask).sum(axis=1).astype(np.int64)
-  pool = bytearray()  # constant bytes (headers, padding runs), each distinct one stored once
-  pool_index = {}
-
-  def pooled(constant):
-    if constant not in pool_index:
-      pool_index[constant] = len(pool)
-      pool.extend(constant)
-    return pool_index[constant]
-
-  zeros = pooled(bytes(width))
-  payloads = []  # uint8 arrays, placed after the pool in the source buffer
-  fields = []  # per key: list of (source kind, starts, sizes) segments after its header
-
-  def add_payload(data, offsets):
-    payloads.append(data)
-    return ("payload", len(payloads) - 1, offsets[:-1], np.diff(offsets))
-
-  def constant_run(start, count, value_size):
-    return ("pool", None, np.full(num, start, np.int64), count.astype(np.int64) * value_size)
-
-  for key in split_keys(split):
-    if key in ("input_ids",):
-      # Real tokens, then zeros (1 byte each) for the padding.
-      inside = np.arange(width)[None, :] < lengths[:, None]
-      segments = [add_payload(*_packed_rows(features.input_ids, inside)),
-                  constant_run(zeros, width - lengths, 1)]
-    elif key in PLUS_ONE_KEYS:
-      segments = [add_payload(*_packed_rows(getattr(features, key).astype(np.int64) + 1))]
-    else:
-      column = {"unique_ids": unique_ids, "example_index": features.example_index,
-                "start_positions": features.start_positions,
-                "end_positions": features.end_positions,
-                "is_impossible": features.is_impossible}.get(key)
-      column = (np.asarray(column, np.int64)[:, None] if column is not None else
-                getattr(features, key))
-      segments = [add_payload(*_packed_rows(column))]
-    fields.append((key, segments))
-
-  # Headers depend on each record's payload sizes.
-  header_starts, header_sizes = [], []
-  body_sizes = np.zeros(num, np.int64)
-  for key, segments in fields:
-    payload_sizes = sum(sizes for _, _, _, sizes in segments)
-    distinct, inverse = np.unique(payload_sizes, return_inverse=True)
-    headers = [_field_header(_stored(key), int(size)) for size in distinct]
-    header_starts.append(np.array([pooled(h) for h in headers], np.int64)[inverse])
-    header_sizes.append(np.array([len(h) for h in headers], np.int64)[inverse])
-    body_sizes += header_sizes[-1] + payload_sizes
-  distinct, inverse = np.unique(body_sizes, return_inverse=True)
-  record_headers = [b"\n" + _varint(int(size)) for size in distinct]
-  record_header_sizes = np.array([len(h) for h in record_headers], np.int64)[inverse]
-  segment_starts = [np.array([pooled(h) for h in record_headers], np.int64)[inverse]]
-  segment_sizes = [record_header_sizes]
-  payload_bases = np.cumsum([len(pool)] + [len(p) for p in payloads])
-  for (_, segments), starts, sizes in zip(fields, header_starts, header_sizes):
-    segment_starts.append(starts)
-    segment_sizes.append(sizes)
-    for kind, index, starts, sizes in segments:
-      segment_starts.append(starts + (payload_bases[index] if kind == "payload" else 0))
-      segment_sizes.append(sizes)
-  source = b"".join([bytes(pool)] + [p.tobytes() for p in payloads])
-  starts = np.stack(segment_starts, axis=1).ravel()  # record-major order
-  ends = starts + np.stack(segment_sizes, axis=1).ravel()
-  # Slicing bytes and joining them is a memcpy per segment, without index arrays.
-  data = b"".join(map(source.__getitem__, map(slice, starts.tolist(), ends.tolist())))
-  record_ends = np.cumsum(record_header_sizes + body_sizes).tolist()
-  return [data[b:e] for b, e in zip([0] + record_ends[:-1], record_ends)]
-
-
 def feature_spec(split, max_seq_length, keys=None):
   """`tf.io.parse_example` spec of a split (stored key names; apply `_decode` to the result): int64
   [] scalars and int64 [max_seq_length] sequences. Default keys: TRAIN_KEYS or EVAL_KEYS."""
@@ -248,7 +78,7 @@ def feature_spec(split, max_seq_length, keys=None):
   if keys is None:
     keys = TRAIN_KEYS if split == TRAIN_SPLIT else EVAL_KEYS
   sequence_keys = MODEL_INPUT_KEYS + EVAL_SEQUENCE_KEYS
-  return {_stored(k): sequence if k in sequence_keys else scalar for k in keys}
+  return {stored_name(k): sequence if k in sequence_keys else scalar for k in keys}
 
 
 def read_records(paths, split, max_seq_length):

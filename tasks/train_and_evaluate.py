@@ -33,7 +33,7 @@ from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
-from squad_qa.preprocess import squad_files
+from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import distribution
@@ -357,10 +357,10 @@ def train_and_evaluate(config):
     return None
   with strategy.scope():
     model = float32_model(model, bert_config)
-  predict_file = config.predict_file or squad_files.default_squad_file(
-      squad_files.PREDICT_FILE_NAMES)
+  predict_file = config.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   if not os.path.exists(predict_file):
-    raise errors.UsageError(squad_files.missing_squad_file_message("predict_file", predict_file))
+    raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
   with strategy.scope():
     results = evaluation.evaluate(model, config.records_dir, meta, predict_file, config.model_dir,
                                   config.predict_batch_size, config.n_best_size,

@@ -47,7 +47,7 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
   """Runs make_records on one file and reads its shards back.
 
   Args:
-    in_process: call make_records.make_records here (num_workers must then be 1 if TensorFlow
+    in_process: call make_records_job.make_records here (num_workers must then be 1 if TensorFlow
       already ran in this process) instead of `python preprocess/make_records.py`.
 
   Returns:
@@ -59,10 +59,11 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
   file_flag = "train_file" if is_training else "predict_file"
   started = time.time()
   if in_process:
-    from squad_qa.preprocess import make_records  # pylint: disable=g-import-not-at-top
-    settings = make_records.Settings(vocab_file, do_lower_case, max_seq_length, doc_stride,
-                                     max_query_length, 8, version_2_with_negative)
-    make_records.make_records({split: path}, settings, output_dir, num_workers)
+    from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
+    make_records_job.make_records(make_records_job.RecordsConfig(
+        vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length, 8,
+        version_2_with_negative, output_dir=output_dir, num_workers=num_workers,
+        **{file_flag: path}))
   else:
     command = [sys.executable, os.path.join(REPO, "preprocess", "make_records.py"),
                f"--{file_flag}={path}", f"--vocab_file={vocab_file}",

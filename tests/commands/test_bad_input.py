@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from squad_qa.preprocess import features as features_lib
-from squad_qa.preprocess import make_records
+from squad_qa.preprocess import make_records_job
+from squad_qa.preprocess import record_serialization
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
@@ -29,8 +30,15 @@ from tools import reference_features
 SEQ, STRIDE, QUERY = 64, 16, 16
 
 
-def settings(v2=False, seq=SEQ, stride=STRIDE, query=QUERY, shards=2):
-  return make_records.Settings(testutil.vocab_file(), True, seq, stride, query, shards, v2)
+def settings(v2=False, seq=SEQ, stride=STRIDE, query=QUERY, shards=2, **job):
+  return make_records_job.RecordsConfig(testutil.vocab_file(), True, seq, stride, query, shards, v2,
+                                        num_workers=1, **job)
+
+
+def make_records(inputs, out, **kwargs):
+  """The in-process job on {split: path}."""
+  return make_records_job.make_records(settings(
+      train_file=inputs.get("train"), predict_file=inputs.get("eval"), output_dir=out, **kwargs))
 
 
 def write(tmp_path, name, content):
@@ -58,7 +66,7 @@ GOOD = {"context": GOOD_CONTEXT, "qas": [qa("good", "Who painted the tower?",
 
 def run(tmp_path, split, path, **kwargs):
   out = str(tmp_path / "records")
-  return make_records.make_records({split: path}, settings(**kwargs), out, 1)
+  return make_records({split: path}, out, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -318,8 +326,8 @@ def test_failure_midway_leaves_the_previous_output(tmp_path, monkeypatch):
       raise OSError("disk full (simulated)")
     return original(*args, **kwargs)
 
-  original = records.serialize_features
-  monkeypatch.setattr(records, "serialize_features", failing)
+  original = record_serialization.serialize_features
+  monkeypatch.setattr(record_serialization, "serialize_features", failing)
   with pytest.raises(OSError, match="simulated"):
     run(tmp_path, "eval", path, shards=2)
   assert (out / records.META_FILE).read_bytes() == meta_bytes
@@ -368,9 +376,8 @@ def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
             f"--train_file={train}", f"--predict_file={dev}"]
   testutil.run_cli("preprocess/make_records.py", *common, "--num_workers=2",
                    f"--output_dir={tmp_path / 'two'}")
-  in_process = settings(shards=3)
-  make_records.make_records({"train": train, "eval": dev}, in_process, str(tmp_path / "one"), 1)
-  make_records.make_records({"train": train, "eval": dev}, in_process, str(tmp_path / "again"), 1)
+  make_records({"train": train, "eval": dev}, str(tmp_path / "one"), shards=3)
+  make_records({"train": train, "eval": dev}, str(tmp_path / "again"), shards=3)
   meta = records.read_meta(str(tmp_path / "one"))
   one = shard_digests(tmp_path / "one", meta)
   assert one == shard_digests(tmp_path / "two", meta) == shard_digests(tmp_path / "again", meta)
@@ -457,7 +464,7 @@ def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
   from squad_qa.tasks import evaluation  # pylint: disable=g-import-not-at-top
   path = write(tmp_path, "published.json", PUBLISHED)
   out = str(tmp_path / "records")
-  meta = make_records.make_records({"eval": path}, settings(shards=1), out, 1)
+  meta = make_records({"eval": path}, out, shards=1)
   tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
   year = int(tokenizer.tokenize(["1999"])[0].ids[0])
 

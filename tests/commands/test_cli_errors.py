@@ -29,6 +29,22 @@ def test_missing_squad_says_where_to_get_it(tmp_path):
 
 
 @pytest.mark.slow
+def test_records_output_dir_in_the_way_is_one_line(tmp_path):
+  (tmp_path / "afile").write_text("")
+  train_file = tmp_path / "train.json"
+  train_file.write_text('{"data": [{"title": "t", "paragraphs": [{"context": "Ada wrote it.", '
+                        '"qas": [{"id": "q", "question": "Who wrote it?", "answers": '
+                        '[{"text": "Ada", "answer_start": 0}]}]}]}]}')
+  returncode, output = run_with_env(
+      ["preprocess/make_records.py", f"--vocab_file={testutil.vocab_file()}",
+       f"--train_file={train_file}", f"--output_dir={tmp_path}/afile"])
+  assert returncode == 1 and "Traceback" not in output
+  assert output.strip().splitlines()[-1] == (
+      f"make_records.py: --output_dir={tmp_path}/afile: cannot make that folder (File exists); "
+      f"pass a folder you can write to (it is made when missing)")
+
+
+@pytest.mark.slow
 def test_train_without_records_says_to_preprocess(tmp_path):
   returncode, output = run_with_env(
       ["train.py", f"--records_dir={tmp_path}/none", f"--model_dir={tmp_path}/model",

@@ -186,6 +186,7 @@ def test_commands_refuse_a_stray_false(tmp_path):
 
 # Each command's config class, with the module that defines the command's flags.
 COMMAND_CONFIGS = [
+    ("squad_qa.preprocess.make_records", "squad_qa.preprocess.make_records_job", "RecordsConfig"),
     ("squad_qa.train", "squad_qa.tasks.train_config", "TrainConfig"),
     ("squad_qa.export", "squad_qa.serving.export_model", "ExportConfig"),
     ("squad_qa.ask", "squad_qa.serving.saved_model_qa", "AskConfig"),

@@ -10,7 +10,6 @@ Scoring: the real SQuAD v1.1 dev set, read from $SQUAD_DIR (never copied into th
 import copy
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest

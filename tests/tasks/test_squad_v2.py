@@ -7,7 +7,6 @@ with version_2_with_negative=True.
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -15,8 +14,7 @@ import tensorflow as tf
 
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
-from squad_qa.preprocess import make_records
-from squad_qa.preprocess import records
+from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import evaluation
@@ -148,8 +146,9 @@ def test_score_v2_known_predictions(v2_file):
 
 def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   out = str(tmp_path / "records")
-  settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, True)
-  meta = make_records.make_records({"eval": v2_file}, settings, out, 1)
+  meta = make_records_job.make_records(make_records_job.RecordsConfig(
+      testutil.vocab_file(), True, 64, 32, 16, 1, True, predict_file=v2_file, output_dir=out,
+      num_workers=1))
   model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
@@ -189,8 +188,9 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   path = tmp_path / "v2_no_tokens.json"
   path.write_text(json.dumps(data))
   out = str(tmp_path / "records")
-  settings = make_records.Settings(testutil.vocab_file(), True, 64, 32, 16, 1, version_2)
-  meta = make_records.make_records({"eval": str(path)}, settings, out, 1)
+  meta = make_records_job.make_records(make_records_job.RecordsConfig(
+      testutil.vocab_file(), True, 64, 32, 16, 1, version_2, predict_file=str(path), output_dir=out,
+      num_workers=1))
   assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
   model_dir = tmp_path / "model"
   model_dir.mkdir()

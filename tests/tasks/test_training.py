@@ -11,6 +11,7 @@ import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
+from squad_qa.preprocess import answer_spans
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
@@ -38,7 +39,7 @@ def real_train_batch(num_questions, max_seq_length=SEQ):
   for index, example in enumerate(squad.examples):
     question, answer = tokenizer.tokenize([example.question_text, example.answer_text])
     words = squad_reader.char_to_word_offsets(squad.contexts[example.paragraph_index])[1]
-    span = features_lib.answer_token_span(contexts[example.paragraph_index], words,
+    span = answer_spans.answer_token_span(contexts[example.paragraph_index], words,
                                           example.answer_start, example.answer_text, answer.ids)
     feature = features_lib.make_features(index, index, question.ids,
                                          contexts[example.paragraph_index], tokenizer.cls_id,

@@ -1,0 +1,277 @@
+"""The records job: SQuAD JSON -> sharded TFRecords of windowed WordPiece features, plus meta.json.
+
+`make_records(RecordsConfig(...))` is everything `preprocess/make_records.py` does. The features are
+those of google-research/bert run_squad.py / tf-models-official squad_lib.py (see
+preprocess/features.py and tools/compare_with_reference.py); the JSON is read once, then worker
+processes write the shards (preprocess/shard_writer.py).
+
+How it is safe: every shard is written under a temporary name (`.<shard>.tmp-<pid>`); only when all
+are complete is the old meta.json removed, the old shards removed, the new ones renamed into place
+and the new meta.json written (atomically). Killed at any moment, the output directory holds either
+the previous complete output or no meta.json (no usable output), never a half-written shard under a
+shard's name. The same inputs and flags give byte-identical shards, whatever --num_workers.
+
+Bad input: a structural problem in the JSON raises `squad_reader.SquadInputError` with one line
+naming the file, the article/paragraph/question and what is wrong; questions that cannot be used are
+skipped, logged and counted by reason in meta.json (`skipped`), and kept questions worth knowing
+about are counted under `notes` (see preprocess/squad_reader.py). Every error a user can fix is an
+`errors.UserError` of one line.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+import resource
+import time
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+
+from squad_qa import errors
+from squad_qa.preprocess import records
+from squad_qa.preprocess import shard_writer
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+
+# The config's fields that shape the features, in this order under meta.json's "flags".
+FEATURIZATION_FIELDS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
+                        "max_query_length", "num_shards", "version_2_with_negative")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordsConfig:
+  """What `make_records` makes: the flags of preprocess/make_records.py (same names and defaults).
+
+  Attributes:
+    vocab_file: the encoder's WordPiece vocab.txt (required; must exist).
+    do_lower_case: lower-case and strip accents (uncased vocabularies).
+    max_seq_length: tokens per feature ([CLS] question [SEP] window [SEP], padded).
+    doc_stride: tokens between the starts of consecutive context windows.
+    max_query_length: question tokens kept.
+    num_shards: shards per split.
+    version_2_with_negative: SQuAD 2.0 (unanswerable questions are kept).
+    train_file, predict_file: the SQuAD JSON of each split (None: that split is not made). When
+      both are None, both come from $SQUAD_DIR (squad_reader.default_squad_file).
+    output_dir: where the shards and meta.json go (created when missing).
+    num_workers: processes writing shards (1: this process; at most num_shards are used).
+
+  Raises (on construction):
+    errors.UsageError: no vocab_file, or lengths that leave no window (doc_stride, max_query_length
+      or num_shards <= 0, or max_seq_length <= max_query_length + 3).
+    errors.MissingFileError: vocab_file does not exist.
+  """
+  vocab_file: Optional[str] = None
+  do_lower_case: bool = True
+  max_seq_length: int = 384
+  doc_stride: int = 128
+  max_query_length: int = 64
+  num_shards: int = 8
+  version_2_with_negative: bool = False
+  train_file: Optional[str] = None
+  predict_file: Optional[str] = None
+  output_dir: str = "records"
+  num_workers: int = min(2, os.cpu_count() or 1)
+
+  def __post_init__(self):
+    if not self.vocab_file:
+      raise errors.UsageError(
+          "--vocab_file is required (the encoder's vocab.txt, e.g. beside its checkpoint)")
+    if not os.path.exists(self.vocab_file):
+      raise errors.MissingFileError(f"--vocab_file={self.vocab_file}: no such file")
+    if self.doc_stride <= 0 or self.max_query_length <= 0 or self.num_shards <= 0 or (
+        self.max_seq_length <= self.max_query_length + 3):
+      raise errors.UsageError(
+          f"need doc_stride > 0, max_query_length > 0, num_shards > 0 and max_seq_length > "
+          f"max_query_length + 3 (got doc_stride={self.doc_stride}, max_query_length="
+          f"{self.max_query_length}, num_shards={self.num_shards}, max_seq_length="
+          f"{self.max_seq_length})")
+
+
+class OutputDirError(errors.UserError, OSError):
+  """--output_dir cannot be made or written (a file in the way, no permission)."""
+
+
+class FileAccessError(errors.UserError, OSError):
+  """A file the job reads or writes failed at the operating-system level (permission, disk full);
+  the message is the system's one line, which names the file."""
+
+
+def _resolve_inputs(config):
+  """{split: path} of the SQuAD files to featurize.
+
+  Raises:
+    errors.MissingFileError: a file (given, or the default under $SQUAD_DIR) is missing; the
+      message says where SQuAD is published.
+  """
+  explicit = {records.TRAIN_SPLIT: config.train_file, records.EVAL_SPLIT: config.predict_file}
+  if not any(explicit.values()):
+    explicit = {
+        records.TRAIN_SPLIT: squad_reader.default_squad_file(squad_reader.TRAIN_FILE_NAMES),
+        records.EVAL_SPLIT: squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)}
+  inputs = {}
+  for split, path in explicit.items():
+    if not path:
+      continue
+    flag = "train_file" if split == records.TRAIN_SPLIT else "predict_file"
+    if not os.path.exists(path):
+      raise errors.MissingFileError(squad_reader.missing_squad_file_message(flag, path))
+    inputs[split] = path
+  return inputs
+
+
+def _prepare_output_dir(output_dir):
+  """Creates `output_dir` if needed and checks that this process may write there.
+
+  Raises:
+    OutputDirError: a file is in the way, or no permission; the message names the path and the fix.
+  """
+  try:
+    os.makedirs(output_dir, exist_ok=True)
+  except OSError as e:
+    raise OutputDirError(f"--output_dir={output_dir}: cannot make that folder ({e.strerror}); "
+                         f"pass a folder you can write to (it is made when missing)") from None
+  if not os.access(output_dir, os.W_OK | os.X_OK):
+    raise OutputDirError(f"--output_dir={output_dir}: not writable (permission denied); pass a "
+                         f"folder you can write to")
+
+
+def _commit(output_dir, new_shards, meta):
+  """Replaces the previous output by the new one (see the module docstring for the order)."""
+  meta_path = os.path.join(output_dir, records.META_FILE)
+  old_shards = []
+  if tf.io.gfile.exists(meta_path):
+    try:
+      with tf.io.gfile.GFile(meta_path, "r") as f:
+        old_meta = json.load(f)
+      old_shards = [n for info in old_meta.get("splits", {}).values()
+                    for n in info.get("shards", [])]
+    except (ValueError, KeyError, AttributeError, TypeError):
+      pass
+    tf.io.gfile.remove(meta_path)
+  for name in old_shards:
+    if name not in new_shards and os.path.basename(name) == name:
+      path = os.path.join(output_dir, name)
+      if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+  job_pid = os.getpid()
+  for name in new_shards:
+    tf.io.gfile.rename(shard_writer.temp_path(output_dir, name, job_pid),
+                       os.path.join(output_dir, name), overwrite=True)
+  with tf.io.gfile.GFile(meta_path + ".tmp", "w") as f:
+    json.dump(meta, f, indent=2)
+  tf.io.gfile.rename(meta_path + ".tmp", meta_path, overwrite=True)
+
+
+def _read_splits(inputs, config):
+  """[(split, squad_reader.SquadFile)] of every input; one line when one has no usable question."""
+  splits = []
+  for split, path in inputs.items():
+    squad = squad_reader.read_squad(path, is_training=split == records.TRAIN_SPLIT,
+                                    version_2_with_negative=config.version_2_with_negative)
+    if not squad.examples:
+      reasons = ", ".join(f"{k}: {v}" for k, v in sorted(squad.skipped.items())) or "no questions"
+      raise squad_reader.SquadInputError(f"{path}: no usable {split} questions ({reasons})")
+    if (not config.version_2_with_negative and
+        squad.skipped.get("unanswerable_needs_version_2")):
+      logging.warning("%s: %d questions are marked is_impossible (SQuAD 2.0); they are skipped "
+                      "unless --version_2_with_negative is given", path,
+                      squad.skipped["unanswerable_needs_version_2"])
+    splits.append((split, squad))
+  return splits
+
+
+def _split_meta(split, squad, total, num_shards):
+  """meta.json's entry of one split (and the log lines about it)."""
+  skipped = collections.Counter(squad.skipped)
+  skipped.update(total.skipped)
+  notes = collections.Counter(squad.notes)
+  notes.update(total.notes)
+  info = {
+      "input_file": os.path.abspath(squad.path),
+      "input_sha256": wordpiece.file_sha256(squad.path),
+      "num_examples": total.num_examples,
+      "num_features": total.num_features,
+      "skipped": {k: v for k, v in sorted(skipped.items()) if v},
+      "notes": {k: v for k, v in sorted(notes.items()) if v},
+      "shards": [records.shard_name(split, i, num_shards) for i in range(num_shards)],
+  }
+  if info["skipped"]:
+    logging.warning("%s: skipped questions by reason: %s", split, info["skipped"])
+  if info["notes"]:
+    logging.info("%s: notes (kept questions, normalized input): %s", split, info["notes"])
+  logging.info("%s: %d questions -> %d features", split, total.num_examples, total.num_features)
+  return info
+
+
+def make_records(config):
+  """The whole job: read, featurize, write shards, commit, write meta.json.
+
+  Args:
+    config: RecordsConfig. With num_workers > 1 this process is forked: call it before TensorFlow
+      has run anything here (as the command line does), since a forked copy of a running TensorFlow
+      runtime is not safe.
+
+  Returns:
+    The meta dict written to `<output_dir>/meta.json`.
+
+  Raises:
+    errors.MissingFileError: an input file is missing; nothing is written.
+    squad_reader.SquadInputError: bad input (one line); nothing is written.
+    OutputDirError: --output_dir cannot be made or written.
+    shard_writer.WorkerError: a worker failed; nothing is written.
+    FileAccessError: reading an input or writing the output failed at the system level (the
+      system's one line, e.g. "[Errno 13] Permission denied: '<path>'").
+  """
+  try:
+    return _make_records(config)
+  except errors.UserError:
+    raise
+  except OSError as e:
+    raise FileAccessError(str(e).splitlines()[0] if str(e) else type(e).__name__) from e
+
+
+def _make_records(config):
+  """`make_records` without the conversion of system errors."""
+  inputs = _resolve_inputs(config)
+  output_dir = config.output_dir
+  started = time.time()
+  started_cpu = _cpu_seconds()
+  splits = _read_splits(inputs, config)
+  logging.info("read %s in %.1f s",
+               ", ".join(f"{s}: {len(q.examples)} questions" for s, q in splits),
+               time.time() - started)
+  _prepare_output_dir(output_dir)
+  shard_writer.remove_stale_temp_files(output_dir)
+  new_shards = [records.shard_name(split, i, config.num_shards)
+                for split, _ in splits for i in range(config.num_shards)]
+  try:
+    totals = shard_writer.featurize(splits, config, output_dir, config.num_workers)
+  except BaseException:
+    for name in new_shards:
+      path = shard_writer.temp_path(output_dir, name, os.getpid())
+      if os.path.exists(path):
+        os.remove(path)
+    raise
+  meta = {
+      "format_version": records.FORMAT_VERSION,
+      "flags": {name: getattr(config, name) for name in FEATURIZATION_FIELDS},
+      "vocab_sha256": wordpiece.file_sha256(config.vocab_file),
+      "splits": {split: _split_meta(split, squad, totals[split], config.num_shards)
+                 for split, squad in splits},
+  }
+  _commit(output_dir, new_shards, meta)
+  elapsed = time.time() - started
+  num_questions = sum(len(squad.examples) for _, squad in splits)
+  logging.info("wrote %s in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers)",
+               os.path.join(output_dir, records.META_FILE), elapsed,
+               num_questions / max(elapsed, 1e-9), _cpu_seconds() - started_cpu)
+  return meta
+
+
+def _cpu_seconds():
+  """User + system CPU seconds of this process and of its finished (joined) worker processes."""
+  own = resource.getrusage(resource.RUSAGE_SELF)
+  children = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime

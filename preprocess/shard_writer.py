@@ -1,0 +1,286 @@
+"""Featurizes SQuAD questions into TFRecord shards under temporary names, in worker processes.
+
+The questions of a split are cut into `num_shards` contiguous shards (`shard_of_questions`), and
+--num_workers processes (forked, so TensorFlow is imported once) each take a contiguous group of
+shards: they tokenize their paragraphs and questions in batches (preprocess/wordpiece.py), plan and
+build all windows with NumPy (preprocess/features.py, preprocess/answer_spans.py) and serialize them
+with NumPy (preprocess/record_serialization.py). The only exchange between them is each group's
+feature count, so that `unique_ids` run on across shards; the same inputs and settings give
+byte-identical shards, whatever the number of workers.
+
+Every shard is written as `.<shard>.tmp-<pid of the job>` (`temp_path`); putting the shards in place
+is the job's (preprocess/make_records_job.py), once all of them are complete.
+"""
+
+import collections
+import dataclasses
+import glob
+import multiprocessing
+import os
+import re
+import time
+import traceback
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from squad_qa import errors
+from squad_qa.preprocess import answer_spans
+from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import record_serialization
+from squad_qa.preprocess import records
+from squad_qa.preprocess import wordpiece
+
+FIRST_UNIQUE_ID = 1000000000  # as in run_squad.py / squad_lib.py
+_ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory: ~10 MB per chunk)
+_TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
+
+
+@dataclasses.dataclass
+class SplitResult:
+  """What one group of shards of one split produced."""
+  num_examples: int = 0
+  num_features: int = 0
+  skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  notes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
+class WorkerError(errors.UserError):
+  """A worker process failed; the message is its one-line error (the trace is in the log)."""
+
+
+def shard_of_questions(num_questions, num_shards):
+  """First question of each shard: question i goes to shard i * num_shards // num_questions.
+
+  Returns:
+    int64 [num_shards + 1] boundaries (questions of shard k are boundaries[k]..boundaries[k+1]-1).
+  """
+  k = np.arange(num_shards + 1, dtype=np.int64)
+  return -(-k * num_questions // num_shards)  # ceil(k * N / S)
+
+
+def temp_path(output_dir, name, job_pid):
+  """Temporary name of a shard while it is written: `.<name>.tmp-<job_pid>`.
+
+  Args:
+    job_pid: the pid of the job (the parent process; its workers write under the same name).
+  """
+  return os.path.join(output_dir, f".{name}.tmp-{job_pid}")
+
+
+def remove_stale_temp_files(output_dir):
+  """Removes temporary shards left by runs that were killed (their process no longer exists), and
+  this process's own (a previous run in it that failed before cleaning up)."""
+  for path in glob.glob(os.path.join(output_dir, ".*.tmp-*")):
+    match = _TEMP_NAME.match(os.path.basename(path))
+    if not match:
+      continue
+    pid = int(match.group(1))
+    try:
+      os.kill(pid, 0)
+      alive = pid != os.getpid()
+    except ProcessLookupError:
+      alive = False
+    except PermissionError:
+      alive = True
+    if not alive:
+      os.remove(path)
+
+
+class _PreparedSplit:
+  """Tokens and windows of one split's questions begin..end-1."""
+
+  def __init__(self, squad, split, tokenizer, settings, begin, end):
+    self.split, self.begin, self.end = split, begin, end
+    self.result = SplitResult()
+    is_training = split == records.TRAIN_SPLIT
+    examples = squad.examples[begin:end]
+    started = time.time()
+    if not examples:
+      self.plan = features_lib.plan_windows([], [], settings.max_seq_length, settings.doc_stride)
+      self.kept = np.zeros(0, np.int64)
+      return
+    first_paragraph = examples[0].paragraph_index
+    paragraphs = squad.contexts[first_paragraph:examples[-1].paragraph_index + 1]
+    paragraph = np.array([e.paragraph_index - first_paragraph for e in examples], np.int64)
+    self.context = tokenizer.tokenize_ragged(paragraphs)
+    self.query = tokenizer.tokenize_ragged([e.question_text for e in examples])
+    query_lengths = self.query.lengths()
+    truncated = query_lengths > settings.max_query_length
+    self.result.notes["question_truncated"] += int(truncated.sum())
+    query_lengths = np.minimum(query_lengths, settings.max_query_length)
+    kept = np.ones(len(examples), bool)
+    self.answer_spans = None
+    if is_training:
+      answers = tokenizer.tokenize_ragged([e.answer_text for e in examples])
+      starts = np.array([-1 if e.is_impossible else e.answer_start for e in examples], np.int64)
+      lengths = np.array([len(e.answer_text) for e in examples], np.int64)
+      self.answer_spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph,
+                                                          starts, lengths, answers)
+      no_tokens = (starts >= 0) & (self.answer_spans[:, 0] < 0)
+      self.result.skipped["answer_has_no_tokens"] += int(no_tokens.sum())
+      kept &= ~no_tokens
+    context_lengths = self.context.lengths()[paragraph]
+    no_context_tokens = kept & (context_lengths == 0)
+    self.result.skipped["context_has_no_tokens"] += int(no_context_tokens.sum())
+    kept &= ~no_context_tokens
+    self.kept = np.flatnonzero(kept)
+    self.paragraph = paragraph[self.kept]
+    self.query_lengths = query_lengths[self.kept]
+    self.query_splits = self.query.row_splits[self.kept]
+    if self.answer_spans is not None:
+      self.answer_spans = self.answer_spans[self.kept]
+    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.query_lengths,
+                                          settings.max_seq_length, settings.doc_stride)
+    self.result.num_examples = len(self.kept)
+    self.result.num_features = len(self.plan)
+    logging.info("%s questions %d..%d: %d paragraphs and %d questions tokenized, %d windows, in "
+                 "%.1f s", split, begin, end - 1, len(paragraphs), len(examples), len(self.plan),
+                 time.time() - started)
+
+  def write(self, tokenizer, settings, shard_begin, shard_end, boundaries, first_unique_id,
+            output_dir, job_pid):
+    """Builds, serializes and writes shards shard_begin..shard_end-1 under temporary names."""
+    started = time.time()
+    # Question index (within this group) where each shard starts, among kept questions.
+    shard_questions = np.searchsorted(self.kept, boundaries[shard_begin:shard_end + 1] - self.begin)
+    shard_rows = np.searchsorted(self.plan.question, shard_questions)
+    with_offsets = self.split == records.EVAL_SPLIT
+    for k, shard in enumerate(range(shard_begin, shard_end)):
+      name = records.shard_name(self.split, shard, settings.num_shards)
+      path = temp_path(output_dir, name, job_pid)
+      with tf.io.TFRecordWriter(path) as writer:
+        for row in range(shard_rows[k], shard_rows[k + 1], _ROWS_PER_CHUNK):
+          chunk = self.plan.rows(row, min(row + _ROWS_PER_CHUNK, shard_rows[k + 1]))
+          arrays = features_lib.build_features(
+              chunk, self.query.ids, self.query_splits, self.query_lengths, self.context.ids,
+              self.context.start_chars, self.context.end_chars, self.context.row_splits,
+              self.paragraph, tokenizer.cls_id, tokenizer.sep_id, settings.max_seq_length,
+              answer_spans=self.answer_spans, with_offsets=with_offsets)
+          # example_index: the question's index in the file (as read), not within this group.
+          arrays.example_index = self.kept[arrays.example_index] + self.begin
+          unique_ids = first_unique_id + np.arange(row, row + len(chunk), dtype=np.int64)
+          for record in record_serialization.serialize_features(arrays, unique_ids, self.split):
+            writer.write(record)
+    if shard_end > shard_begin:
+      elapsed = time.time() - started
+      logging.info("%s shards %d..%d: %d features written in %.1f s (%.0f features/s)", self.split,
+                   shard_begin, shard_end - 1, len(self.plan), elapsed,
+                   len(self.plan) / max(elapsed, 1e-9))
+
+
+def _shard_groups(num_shards, num_workers):
+  return [(w * num_shards // num_workers, (w + 1) * num_shards // num_workers)
+          for w in range(num_workers)]
+
+
+def _run_group(worker, num_workers, splits, settings, output_dir, job_pid, exchange):
+  """One worker's job: for each split, prepare its shard group, learn its first unique id, write.
+
+  Args:
+    exchange: callable(split, num_features) -> first unique id of this group's features.
+
+  Returns:
+    {split: SplitResult}.
+  """
+  tokenizer = wordpiece.WordPieceTokenizer(settings.vocab_file, settings.do_lower_case)
+  results = {}
+  for split, squad in splits:
+    boundaries = shard_of_questions(len(squad.examples), settings.num_shards)
+    shard_begin, shard_end = _shard_groups(settings.num_shards, num_workers)[worker]
+    prepared = _PreparedSplit(squad, split, tokenizer, settings, int(boundaries[shard_begin]),
+                              int(boundaries[shard_end]))
+    first_unique_id = exchange(split, prepared.result.num_features)
+    prepared.write(tokenizer, settings, shard_begin, shard_end, boundaries, first_unique_id,
+                   output_dir, job_pid)
+    results[split] = prepared.result
+  return results
+
+
+def _worker_main(worker, num_workers, splits, settings, output_dir, job_pid, connection):
+  """Entry point of a forked worker: runs its group, reporting through `connection`."""
+  def exchange(split, num_features):
+    connection.send(("count", split, num_features))
+    return connection.recv()
+  try:
+    results = _run_group(worker, num_workers, splits, settings, output_dir, job_pid, exchange)
+    connection.send(("done", results))
+  except BaseException as e:  # reported by the parent as one line; the trace goes to the log
+    logging.error("worker %d failed:\n%s", worker, traceback.format_exc())
+    connection.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def featurize(splits, settings, output_dir, num_workers):
+  """Writes the shards of every split under temporary names (`temp_path` with this process's pid).
+
+  Args:
+    splits: list of (split name, squad_reader.SquadFile).
+    settings: what shapes the features: vocab_file, do_lower_case, max_seq_length, doc_stride,
+      max_query_length, num_shards (a make_records_job.RecordsConfig).
+    output_dir: where the temporary shards go.
+    num_workers: processes; 1 runs in this process. More than 1 forks this process: do that before
+      TensorFlow has run anything here, since a forked copy of a running TensorFlow runtime is not
+      safe.
+
+  Returns:
+    {split: SplitResult} summed over the workers.
+
+  Raises:
+    WorkerError: a worker process failed (one line: its error, or how it died).
+  """
+  job_pid = os.getpid()
+  num_workers = max(1, min(num_workers, settings.num_shards))
+  totals = {split: SplitResult() for split, _ in splits}
+  if num_workers == 1:
+    next_id = {}
+    def exchange(split, num_features):
+      del num_features
+      return next_id.setdefault(split, FIRST_UNIQUE_ID)
+    partials = [_run_group(0, 1, splits, settings, output_dir, job_pid, exchange)]
+  else:
+    context = multiprocessing.get_context("fork")
+    workers = []
+    for w in range(num_workers):
+      parent_end, child_end = context.Pipe()
+      process = context.Process(
+          target=_worker_main, daemon=True,
+          args=(w, num_workers, splits, settings, output_dir, job_pid, child_end))
+      process.start()
+      workers.append((process, parent_end))
+    try:
+      partials = _coordinate(workers, splits)
+    finally:
+      for process, _ in workers:
+        if process.is_alive():
+          process.terminate()
+        process.join()
+  for partial in partials:
+    for split, result in partial.items():
+      totals[split].num_examples += result.num_examples
+      totals[split].num_features += result.num_features
+      totals[split].skipped.update(result.skipped)
+      totals[split].notes.update(result.notes)
+  return totals
+
+
+def _receive(process, connection):
+  try:
+    message = connection.recv()
+  except EOFError:
+    raise WorkerError(f"a worker process died (exit code {process.exitcode}); see the log "
+                      f"above") from None
+  if message[0] == "error":
+    raise WorkerError(message[1].splitlines()[0])  # "<type>: <message>", never empty
+  return message
+
+
+def _coordinate(workers, splits):
+  """Parent side: per split, collects each group's feature count and hands out first unique ids."""
+  for split, _ in splits:
+    counts = [_receive(*worker)[2] for worker in workers]
+    first = FIRST_UNIQUE_ID
+    for (_, connection), count in zip(workers, counts):
+      connection.send(first)
+      first += count
+  return [_receive(*worker)[1] for worker in workers]

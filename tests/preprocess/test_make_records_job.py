@@ -1,0 +1,99 @@
+"""The records job's config and its errors: every problem a user can fix is one-line UserError."""
+
+import dataclasses
+import json
+
+import pytest
+
+from squad_qa import errors
+from squad_qa.preprocess import make_records_job
+from squad_qa.preprocess import shard_writer
+from squad_qa.preprocess import squad_reader
+from tests import testutil
+
+CONTEXT = "The lighthouse keeper painted the tower white in 1904."
+SQUAD = {"version": "1.1", "data": [{"title": "Hand-made", "paragraphs": [{
+    "context": CONTEXT,
+    "qas": [{"id": "q", "question": "Who painted the tower?",
+             "answers": [{"text": "The lighthouse keeper", "answer_start": 0}]}]}]}]}
+
+
+def config(**kwargs):
+  return make_records_job.RecordsConfig(
+      **{"vocab_file": testutil.vocab_file(), "max_seq_length": 64, "doc_stride": 16,
+         "max_query_length": 16, "num_shards": 1, "num_workers": 1, **kwargs})
+
+
+@pytest.fixture
+def train_file(tmp_path):
+  path = tmp_path / "train.json"
+  path.write_text(json.dumps(SQUAD))
+  return str(path)
+
+
+def test_config_is_frozen_and_printable():
+  made = config()
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    made.num_shards = 2
+  assert dataclasses.asdict(made)["max_seq_length"] == 64
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"vocab_file": None}, errors.UsageError,
+     "--vocab_file is required (the encoder's vocab.txt, e.g. beside its checkpoint)"),
+    ({"vocab_file": "/nonexistent/vocab.txt"}, errors.MissingFileError,
+     "--vocab_file=/nonexistent/vocab.txt: no such file"),
+    ({"doc_stride": 0}, errors.UsageError,
+     "need doc_stride > 0, max_query_length > 0, num_shards > 0 and max_seq_length > "
+     "max_query_length + 3 (got doc_stride=0, max_query_length=16, num_shards=1, "
+     "max_seq_length=64)"),
+    ({"max_seq_length": 19}, errors.UsageError, "max_seq_length=19)"),
+    ({"num_shards": -1}, errors.UsageError, "num_shards=-1,"),
+])
+def test_config_refuses_what_cannot_work_with_one_line(kwargs, error, message):
+  with pytest.raises(error) as raised:
+    config(**kwargs)
+  assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_missing_input_names_the_flag_and_where_squad_is(tmp_path):
+  with pytest.raises(errors.MissingFileError) as raised:
+    make_records_job.make_records(config(predict_file=str(tmp_path / "nope.json"),
+                                         output_dir=str(tmp_path / "records")))
+  assert str(raised.value).startswith(f"--predict_file: no file at '{tmp_path}/nope.json'.")
+  assert squad_reader.SQUAD_URL in str(raised.value)
+
+
+def test_output_dir_in_the_way_is_one_line_with_the_fix(tmp_path, train_file):
+  in_the_way = tmp_path / "afile"
+  in_the_way.write_text("")
+  for output_dir in (str(in_the_way), str(in_the_way / "sub")):
+    with pytest.raises(make_records_job.OutputDirError) as raised:
+      make_records_job.make_records(config(train_file=train_file, output_dir=output_dir))
+    assert str(raised.value).startswith(f"--output_dir={output_dir}: cannot make that folder (")
+    assert "pass a folder you can write to" in str(raised.value)
+
+
+def test_unwritable_output_dir_is_one_line_with_the_fix(tmp_path, train_file, monkeypatch):
+  monkeypatch.setattr(make_records_job.os, "access", lambda path, mode: False)
+  with pytest.raises(make_records_job.OutputDirError) as raised:
+    make_records_job.make_records(config(train_file=train_file, output_dir=str(tmp_path / "out")))
+  assert str(raised.value) == (f"--output_dir={tmp_path / 'out'}: not writable (permission "
+                               f"denied); pass a folder you can write to")
+  assert isinstance(raised.value, errors.UserError) and isinstance(raised.value, OSError)
+
+
+def test_system_errors_are_one_line_user_errors(tmp_path, train_file, monkeypatch):
+  def unreadable(path, **kwargs):
+    del kwargs
+    raise PermissionError(13, "Permission denied", path)
+
+  monkeypatch.setattr(make_records_job.squad_reader, "read_squad", unreadable)
+  with pytest.raises(make_records_job.FileAccessError) as raised:
+    make_records_job.make_records(config(train_file=train_file, output_dir=str(tmp_path / "out")))
+  assert str(raised.value) == f"[Errno 13] Permission denied: '{train_file}'"
+  assert isinstance(raised.value, errors.UserError) and isinstance(raised.value, OSError)
+
+
+def test_worker_errors_are_user_errors():
+  assert issubclass(shard_writer.WorkerError, errors.UserError)
