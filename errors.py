@@ -20,3 +20,8 @@ class UsageError(UserError, ValueError):
 
 class MissingFileError(UserError, FileNotFoundError):
   """An input file or folder that is not there (the message names the flag and what makes it)."""
+
+
+class OutputExistsError(UserError, FileExistsError):
+  """An output that is already there and would be overwritten (the message names the flag and
+  the fix)."""

@@ -66,7 +66,7 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     checkpoints.CheckpointError: the checkpoint does not fit the config.
   """
   if tf.io.gfile.exists(output):
-    raise errors.UsageError(f"--output={output} exists; remove it or choose another folder")
+    raise errors.OutputExistsError(f"--output={output} exists; remove it or choose another folder")
   config_file, vocab_file = model_dir_lib.resolve_model_files(init_checkpoint, bert_config_file,
                                                             vocab_file)
   if not config_file:
