@@ -17,9 +17,36 @@ when null score - best non-null span score > `null_score_diff_threshold` (`null_
 """
 
 import dataclasses
+import math
 from typing import Dict, List, Optional
 
 import numpy as np
+
+from squad_qa import errors
+
+
+def check_decoding_settings(n_best_size=None, max_answer_length=None,
+                            null_score_diff_threshold=None):
+  """Refuses decoding settings that cannot give an answer; None skips a setting.
+
+  The one check of these settings for every entry point (train.py's prediction, export.py's
+  serve_text, ask.py, the benchmarks), run before any work, so a refused value writes nothing.
+
+  Args:
+    n_best_size: start and end candidates per window (int, at least 1).
+    max_answer_length: longest answer, in tokens (int, at least 1).
+    null_score_diff_threshold: SQuAD 2.0 null-answer threshold, in logit units (finite).
+
+  Raises:
+    errors.UsageError: one line naming the flag, its value and what it must be.
+  """
+  for name, value in (("n_best_size", n_best_size), ("max_answer_length", max_answer_length)):
+    if value is not None and (not isinstance(value, int) or value < 1):
+      raise errors.UsageError(f"--{name}={value}: must be at least 1 (below that no span can be "
+                              f"an answer, and every prediction would be empty)")
+  if null_score_diff_threshold is not None and not math.isfinite(null_score_diff_threshold):
+    raise errors.UsageError(f"--null_score_diff_threshold={null_score_diff_threshold}: must be a "
+                            f"finite number of logits")
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.preprocess import wordpiece
 
 META_FILE = "meta.json"
 # 2: train records carry example_index and is_impossible; eval offsets are stored + 1.
@@ -114,6 +115,20 @@ def read_meta(records_dir):
         f"{path}: records of format {meta.get('format_version')} (this version reads "
         f"{FORMAT_VERSION}); rerun `python preprocess/make_records.py --output_dir={records_dir}`")
   return meta
+
+
+def vocab_size_of(meta):
+  """How many tokens the records' vocab has (their ids are below it), or None when unknown.
+
+  meta.json records it; for records made before it did, the vocab file named in meta.json is
+  counted when it still exists.
+  """
+  if "vocab_size" in meta:
+    return meta["vocab_size"]
+  path = meta.get("flags", {}).get("vocab_file")
+  if path and tf.io.gfile.exists(path):
+    return len(wordpiece.read_vocab(path))
+  return None
 
 
 def shard_paths(records_dir, meta, split):

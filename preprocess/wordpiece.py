@@ -69,6 +69,41 @@ def read_vocab(vocab_file):
   return vocab
 
 
+# A vocab is cased when more than this share of its tokens change under lower-casing: an uncased
+# BERT vocab has none (a symbol such as "ℝ" does not change), a cased one thousands (bert-base-cased
+# vocab.txt: 26 % of 28,996).
+CASED_VOCAB_SHARE = 0.01
+
+
+def check_casing(vocab, vocab_file, do_lower_case):
+  """Refuses a `do_lower_case` that contradicts the vocab's casing.
+
+  Lower-casing against a cased vocab leaves its capitalized tokens unreachable; keeping case
+  against an uncased vocab splits or drops every capitalized word ([UNK]). google-research/bert
+  guards this from the checkpoint's name (`validate_case_matches_checkpoint`); here the vocab's
+  tokens tell (special tokens in brackets aside).
+
+  Args:
+    vocab: the tokens (list of str, as `read_vocab` returns).
+    vocab_file: its path, for the message.
+    do_lower_case: the setting to check.
+
+  Raises:
+    errors.UsageError: one line naming the vocab, what it is and the flag to pass.
+  """
+  words = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
+  cased = [t for t in words if t.lower() != t]
+  if do_lower_case and len(cased) > CASED_VOCAB_SHARE * len(words):
+    raise errors.UsageError(
+        f"--do_lower_case=true but {vocab_file} is a cased vocab ({len(cased)} tokens with "
+        f"capitals, e.g. {cased[0]!r}), which lower-cased text never reaches; pass "
+        f"--do_lower_case=false")
+  if not do_lower_case and not cased:
+    raise errors.UsageError(
+        f"--do_lower_case=false but {vocab_file} is an uncased vocab (no token has a capital), so "
+        f"every capitalized word would be split or [UNK]; pass --do_lower_case=true")
+
+
 def file_sha256(path):
   """Hex SHA-256 of a file's bytes."""
   digest = hashlib.sha256()

@@ -18,11 +18,15 @@ from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import wordpiece
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import model_dir as model_dir_lib
 
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
+# What the export records about its vocab (assets.extra/qa_config.json), to be checked, not served.
+VOCAB_KEYS = ("vocab_sha256", "vocab_size")
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 
 
@@ -69,6 +73,12 @@ class ExportConfig:
   window_batch_size: int = serving_module.DECODING_DEFAULTS["window_batch_size"]
   serve_text: bool = True
   typed_flags: tuple = None
+
+  def __post_init__(self):
+    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
+                                          self.null_score_diff_threshold)
+    if self.window_batch_size < 1:
+      raise errors.UsageError(f"--window_batch_size={self.window_batch_size}: must be at least 1")
 
   def given(self, name):
     """Whether the user gave field `name`: typed its flag, or (typed_flags None) set it to a value
@@ -122,12 +132,65 @@ def decoding_config(config, saved_config):
   model_dir's qa_config.json (`version_2_with_negative`, `null_score_diff_threshold` when
   train.py saved them; a threshold the user gave wins)."""
   version_2 = bool(config.version_2_with_negative or saved_config.get("version_2_with_negative"))
-  threshold = config.null_score_diff_threshold
-  if not config.given("null_score_diff_threshold") and "null_score_diff_threshold" in saved_config:
-    threshold = saved_config["null_score_diff_threshold"]
-  return {"n_best_size": config.n_best_size, "max_answer_length": config.max_answer_length,
-          "version_2_with_negative": version_2, "null_score_diff_threshold": float(threshold),
+  settings = {}
+  for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
+    use_saved = not config.given(name) and name in saved_config
+    settings[name] = saved_config[name] if use_saved else getattr(config, name)
+  return {"n_best_size": settings["n_best_size"],
+          "max_answer_length": settings["max_answer_length"],
+          "version_2_with_negative": version_2,
+          "null_score_diff_threshold": float(settings["null_score_diff_threshold"]),
           "window_batch_size": config.window_batch_size}
+
+
+def setting_sources(config, served, recorded):
+  """One log line: every served setting with where it came from.
+
+  Args:
+    config: the ExportConfig (a flag the user gave wins).
+    served: the qa_config baked into the export (`serving_config`).
+    recorded: the qa_config.json of the exported run ({} for a checkpoint without one).
+
+  Returns:
+    e.g. "serving max_seq_length=384 (training), ..., n_best_size=5 (--n_best_size), ...".
+  """
+  def source(name):
+    if name in ExportConfig.__dataclass_fields__ and config.given(name):
+      return f"--{name}"
+    if name in recorded:
+      return "training"
+    return "default"
+  return "serving " + ", ".join(f"{name}={served[name]} ({source(name)})" for name in served
+                                if name not in VOCAB_KEYS)
+
+
+def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
+  """Refuses a vocab the exported encoder cannot serve; returns {"vocab_sha256", "vocab_size"}.
+
+  Args:
+    vocab_file: the vocab.txt that goes into the SavedModel.
+    bert_config: the exported encoder's config.
+    recorded: the run's qa_config.json ({} when there is none).
+    export_vocab_given: whether --vocab_file named it (rather than the run's record).
+
+  Raises:
+    errors.UsageError: a vocab other than training's (by SHA-256), or one with more tokens than
+      the encoder's embedding has rows (one line each, with the fix).
+  """
+  sha256 = wordpiece.file_sha256(vocab_file)
+  size = len(wordpiece.read_vocab(vocab_file))
+  trained_sha256 = recorded.get("vocab_sha256")
+  if export_vocab_given and trained_sha256 and sha256 != trained_sha256:
+    raise errors.UsageError(
+        f"--vocab_file={vocab_file} (SHA-256 {sha256[:12]}…, {size} tokens) is not the vocab the "
+        f"model was trained with ({recorded['vocab_file']}, SHA-256 {trained_sha256[:12]}…): its "
+        f"token ids mean other words to the encoder; drop --vocab_file to serve with training's")
+  if size > bert_config.vocab_size:
+    raise errors.UsageError(
+        f"{vocab_file} has {size} tokens but the encoder's vocab_size is {bert_config.vocab_size}: "
+        f"ids from {bert_config.vocab_size} on have no embedding; export with the encoder's "
+        f"vocab.txt")
+  return {"vocab_sha256": sha256, "vocab_size": size}
 
 
 def serving_config(config, saved_config):
@@ -227,5 +290,10 @@ def export_model(config):
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
-  write_saved_model(model, vocab_file, serving_config(config, qa_config), config.export_dir,
-                    config.serve_text, bert_config.max_position_embeddings)
+  recorded = artifacts.read_qa_config(
+      model_dir if start.resume else checkpoints.checkpoint_folder(start.init_checkpoint))
+  served = dict(serving_config(config, qa_config),
+                **check_vocab(vocab_file, bert_config, recorded, config.given("vocab_file")))
+  logging.info("%s", setting_sources(config, served, recorded))
+  write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
+                    bert_config.max_position_embeddings)

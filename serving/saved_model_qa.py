@@ -157,6 +157,7 @@ class AskConfig:
   typed_flags: tuple = None
 
   def __post_init__(self):
+    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length)
     if self.question is None or (self.context is None and not self.context_file):
       raise errors.UsageError("give --question and --context (or --context_file)")
 

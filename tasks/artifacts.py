@@ -23,6 +23,10 @@ NULL_ODDS_FILE = "null_odds.json"
 EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read
 # The records' featurization settings a model must be served with (make_records.py's flags).
 FEATURIZATION_KEYS = ("do_lower_case", "max_seq_length", "doc_stride", "max_query_length")
+# How answers are chosen from the logits: what train.py's prediction scored with, recorded in
+# qa_config.json so that export.py serves what was scored.
+DECODING_KEYS = ("n_best_size", "max_answer_length", "version_2_with_negative",
+                 "null_score_diff_threshold")
 
 
 def write_json(path, value):
@@ -40,27 +44,30 @@ def read_json(path):
     return json.load(f)
 
 
-def write_qa_config(model_dir, bert_config_file, bert_config, records_flags,
-                    version_2_with_negative, null_score_diff_threshold, recorded=None):
-  """Writes --model_dir/qa_config.json.
+def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, decoding,
+                    recorded=None):
+  """Writes --model_dir/qa_config.json: the run's contract with export.py.
 
   Args:
     model_dir: the training run's folder.
     bert_config_file: path of the encoder's config (stored absolute).
     bert_config: its `model.bert_config.BertConfig`.
-    records_flags: meta.json's "flags" of the records (vocab_file and FEATURIZATION_KEYS).
-    version_2_with_negative, null_score_diff_threshold: the SQuAD 2.0 decoding rule export.py
-      bakes into serve_text.
+    records_meta: the records' meta.json: "flags" (vocab_file and FEATURIZATION_KEYS, tokens),
+      "vocab_sha256" and, when recorded, "vocab_size" (tokens).
+    decoding: the DECODING_KEYS settings train.py's prediction scores with, which export.py
+      serves unless told otherwise.
     recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`, e.g.
       {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
   """
+  flags = records_meta["flags"]
   write_json(os.path.join(model_dir, QA_CONFIG_FILE), {
       "bert_config_file": os.path.abspath(bert_config_file),
       "bert_config": bert_config.to_dict(),
-      "vocab_file": os.path.abspath(records_flags["vocab_file"]),
-      **{k: records_flags[k] for k in FEATURIZATION_KEYS},
-      "version_2_with_negative": bool(version_2_with_negative),
-      "null_score_diff_threshold": null_score_diff_threshold,
+      "vocab_file": os.path.abspath(flags["vocab_file"]),
+      "vocab_sha256": records_meta["vocab_sha256"],
+      **({"vocab_size": records_meta["vocab_size"]} if "vocab_size" in records_meta else {}),
+      **{k: flags[k] for k in FEATURIZATION_KEYS},
+      **{k: decoding[k] for k in DECODING_KEYS},
       **(recorded or {})})
 
 

@@ -93,6 +93,7 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
     artifacts.write_json(os.path.join(model_dir, "null_odds.json"), final.null_odds)
   else:
     results = squad_scoring.score_v1(dataset_json, predictions)
+  results.update(n_best_size=n_best_size, max_answer_length=max_answer_length)  # scored with these
   results["predict_seconds"] = time.time() - started
   artifacts.write_json(os.path.join(model_dir, "predictions.json"), predictions)
   artifacts.write_json(os.path.join(model_dir, "eval_results.json"), results)

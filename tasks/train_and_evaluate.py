@@ -65,6 +65,21 @@ def bert_config_and_meta(config):
   if meta["flags"]["max_seq_length"] > bert_config.max_position_embeddings:
     raise errors.UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but "
                             f"the encoder has {bert_config.max_position_embeddings} positions")
+  vocab_size = records.vocab_size_of(meta)
+  if vocab_size and vocab_size > bert_config.vocab_size:
+    raise errors.UsageError(
+        f"the records in {config.records_dir} were made with a vocab of {vocab_size} tokens "
+        f"({meta['flags']['vocab_file']}) but the encoder's vocab_size is {bert_config.vocab_size} "
+        f"({config_file}): ids from {bert_config.vocab_size} on have no embedding; make the "
+        f"records with the encoder's vocab.txt, or resize the encoder's embedding to "
+        f"{vocab_size} rows and its config's vocab_size with it")
+  trained = artifacts.read_qa_config(config.model_dir)
+  if trained.get("vocab_sha256") and trained["vocab_sha256"] != meta["vocab_sha256"]:
+    raise errors.UsageError(
+        f"the records in {config.records_dir} were made with {meta['flags']['vocab_file']} "
+        f"(SHA-256 {meta['vocab_sha256'][:12]}…) but --model_dir={config.model_dir} was trained "
+        f"with {trained['vocab_file']} (SHA-256 {trained['vocab_sha256'][:12]}…); make the records "
+        f"with that vocab, or pass a new --model_dir")
   return bert_config, config_file, meta
 
 
@@ -338,8 +353,11 @@ def train_and_evaluate(config):
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
   def write_qa_config():
-    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta["flags"], version_2,
-                              config.null_score_diff_threshold, start.recorded)
+    artifacts.write_qa_config(
+        config.model_dir, config_file, bert_config, meta,
+        {"n_best_size": config.n_best_size, "max_answer_length": config.max_answer_length,
+         "version_2_with_negative": version_2,
+         "null_score_diff_threshold": config.null_score_diff_threshold}, start.recorded)
     artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
                          dataclasses.asdict(config))
 

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Optional, Tuple, Union
 
 from squad_qa import errors
+from squad_qa.postprocess import span_decoding
 
 PRECISIONS = ("float32", "float16", "bfloat16")
 
@@ -57,6 +58,8 @@ class TrainConfig:
   steps_per_loop: int = 100
 
   def __post_init__(self):
+    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
+                                          self.null_score_diff_threshold)
     if self.num_train_epochs <= 0:
       raise errors.UsageError("--num_train_epochs must be above 0")
     if self.max_steps is not None and self.max_steps < 1:

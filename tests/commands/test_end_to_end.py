@@ -17,6 +17,7 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import evaluation
 from tests import testutil
 
@@ -199,7 +200,8 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
                             "max_query_length": QUERY, "do_lower_case": True,
                             "n_best_size": 20, "max_answer_length": 30,
                             "version_2_with_negative": False, "null_score_diff_threshold": 0.0,
-                            "window_batch_size": 32}
+                            "window_batch_size": 32, "vocab_size": 30522,
+                            "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
   assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout

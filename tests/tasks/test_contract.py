@@ -1,0 +1,176 @@
+"""One contract from records to served answers: the vocab and the decoding settings a model was
+trained and scored with travel with it, and every mismatch is refused in one line before any work.
+"""
+
+import json
+import os
+
+import pytest
+
+from squad_qa import errors
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.preprocess import make_records_job
+from squad_qa.preprocess import records
+from squad_qa.preprocess import wordpiece
+from squad_qa.serving import export_model
+from squad_qa.serving import saved_model_qa
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import train_and_evaluate
+from squad_qa.tasks import train_config
+from tests import testutil
+
+EXTRA_TOKENS = ["[NEW1]", "[NEW2]", "[NEW3]", "[NEW4]"]
+
+
+def extended_vocab(tmp_path):
+  """The encoder's vocab plus 4 added tokens (ids 30522..30525), as a user extending it would."""
+  path = tmp_path / "vocab_plus_4.txt"
+  with open(testutil.vocab_file(), encoding="utf-8") as f:
+    path.write_text(f.read().rstrip("\n") + "\n" + "\n".join(EXTRA_TOKENS) + "\n", encoding="utf-8")
+  return str(path)
+
+
+def make_records(tmp_path, vocab_file, name="records"):
+  """Tiny train records of 8 real questions made with `vocab_file` (in process)."""
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 8)
+  output_dir = str(tmp_path / name)
+  make_records_job.make_records(make_records_job.RecordsConfig(
+      vocab_file=vocab_file, max_seq_length=64, doc_stride=32, max_query_length=16,
+      train_file=train_file, output_dir=output_dir, num_shards=1, num_workers=1))
+  return output_dir
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"max_answer_length": 0}, "--max_answer_length=0: must be at least 1"),
+    ({"n_best_size": 0}, "--n_best_size=0: must be at least 1"),
+    ({"null_score_diff_threshold": float("nan")},
+     "--null_score_diff_threshold=nan: must be a finite number of logits"),
+])
+def test_decoding_settings_are_refused_alike_by_every_command(settings, message):
+  """train.py, export.py and ask.py check the decoding settings with one rule, on construction of
+  their configs, before any work (so nothing is written)."""
+  configs = [lambda: train_config.TrainConfig(**settings),
+             lambda: export_model.ExportConfig(**settings)]
+  if "null_score_diff_threshold" not in settings:
+    configs.append(lambda: saved_model_qa.AskConfig(question="q", context="c", **settings))
+  for make_config in configs:
+    with pytest.raises(errors.UsageError) as error:
+      make_config()
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_records_record_their_vocab_size(tmp_path):
+  meta = records.read_meta(make_records(tmp_path, testutil.vocab_file()))
+  assert meta["vocab_size"] == 30522 == records.vocab_size_of(meta)
+  del meta["vocab_size"]  # records made before it was recorded: the vocab file is counted
+  assert records.vocab_size_of(meta) == 30522
+
+
+def test_token_ids_beyond_the_encoder_are_refused_before_training(tmp_path):
+  records_dir = make_records(tmp_path, extended_vocab(tmp_path))
+  config_file = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  config = train_config.TrainConfig(records_dir=records_dir, model_dir=str(tmp_path / "model"),
+                                    bert_config_file=config_file)
+  with pytest.raises(errors.UsageError) as error:
+    train_and_evaluate.train_and_evaluate(config)
+  assert str(error.value) == (
+      f"the records in {records_dir} were made with a vocab of 30526 tokens "
+      f"({tmp_path / 'vocab_plus_4.txt'}) but the encoder's vocab_size is 30522 ({config_file}): "
+      f"ids from 30522 on have no embedding; make the records with the encoder's vocab.txt, or "
+      f"resize the encoder's embedding to 30526 rows and its config's vocab_size with it")
+  assert not os.path.exists(tmp_path / "model")  # nothing written
+
+
+def test_records_of_another_vocab_than_the_model_dir_are_refused(tmp_path):
+  """A --model_dir trained on one vocab, resumed (or scored) on records of another: same size,
+  other tokens, so only the hash tells them apart."""
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  swapped = tmp_path / "swapped_vocab.txt"  # two tokens trade ids: same size, other meaning
+  vocab[1000], vocab[1001] = vocab[1001], vocab[1000]
+  swapped.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+  records_dir = make_records(tmp_path, str(swapped))
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  trained = {"vocab_file": testutil.vocab_file(),
+             "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  (model_dir / artifacts.QA_CONFIG_FILE).write_text(json.dumps(trained))
+  before = sorted(os.listdir(model_dir))
+  config = train_config.TrainConfig(
+      records_dir=records_dir, model_dir=str(model_dir),
+      bert_config_file=testutil.write_tiny_config(tmp_path / "bert_config.json"))
+  with pytest.raises(errors.UsageError) as error:
+    train_and_evaluate.train_and_evaluate(config)
+  meta = records.read_meta(records_dir)
+  assert str(error.value) == (
+      f"the records in {records_dir} were made with {swapped} (SHA-256 "
+      f"{meta['vocab_sha256'][:12]}…) but --model_dir={model_dir} was trained with "
+      f"{testutil.vocab_file()} (SHA-256 {trained['vocab_sha256'][:12]}…); make the records with "
+      f"that vocab, or pass a new --model_dir")
+  assert sorted(os.listdir(model_dir)) == before
+
+
+def test_export_refuses_a_vocab_other_than_trainings(tmp_path):
+  bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  recorded = {"vocab_file": testutil.vocab_file(),
+              "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  other = extended_vocab(tmp_path)
+  with pytest.raises(errors.UsageError) as error:
+    export_model.check_vocab(other, bert_config, recorded, export_vocab_given=True)
+  assert str(error.value).startswith(
+      f"--vocab_file={other} (SHA-256 {wordpiece.file_sha256(other)[:12]}…, 30526 tokens) is not "
+      f"the vocab the model was trained with ({testutil.vocab_file()}, SHA-256 "
+      f"{recorded['vocab_sha256'][:12]}…)")
+  # Training's vocab is served, and recorded in the export; a bigger one never fits the encoder.
+  assert export_model.check_vocab(testutil.vocab_file(), bert_config, recorded, True) == {
+      "vocab_sha256": recorded["vocab_sha256"], "vocab_size": 30522}
+  with pytest.raises(errors.UsageError, match="has 30526 tokens but the encoder's vocab_size is "
+                                              "30522: ids from 30522 on have no embedding"):
+    export_model.check_vocab(other, bert_config, {}, export_vocab_given=True)
+
+
+def test_export_serves_the_settings_training_scored_with_unless_told():
+  recorded = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64,
+              "do_lower_case": True, "n_best_size": 5, "max_answer_length": 2,
+              "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+  config = export_model.ExportConfig(typed_flags=("export_dir",))
+  served = export_model.serving_config(config, recorded)
+  assert (served["n_best_size"], served["max_answer_length"]) == (5, 2)
+  assert export_model.setting_sources(config, served, recorded) == (
+      "serving max_seq_length=384 (training), doc_stride=128 (training), max_query_length=64 "
+      "(training), do_lower_case=True (training), n_best_size=5 (training), max_answer_length=2 "
+      "(training), version_2_with_negative=False (training), null_score_diff_threshold=0.0 "
+      "(training), window_batch_size=32 (default)")
+  told = export_model.ExportConfig(n_best_size=7, typed_flags=("n_best_size",))
+  served = export_model.serving_config(told, recorded)
+  assert (served["n_best_size"], served["max_answer_length"]) == (7, 2)
+  assert "n_best_size=7 (--n_best_size)" in export_model.setting_sources(told, served, recorded)
+
+
+def test_casing_that_contradicts_the_vocab_is_refused_before_any_work(tmp_path):
+  uncased = wordpiece.read_vocab(testutil.vocab_file())
+  # A cased vocab: the uncased one with its first 2,000 plain words capitalized (still unique).
+  seen, cased, capitalized = set(uncased), [], 0
+  for token in uncased:
+    capital = token.capitalize()
+    if capitalized < 2000 and token.isalpha() and capital != token and capital not in seen:
+      seen.add(capital)
+      token, capitalized = capital, capitalized + 1
+    cased.append(token)
+  cased_file = tmp_path / "cased_vocab.txt"
+  cased_file.write_text("\n".join(cased) + "\n", encoding="utf-8")
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 2)
+  for vocab_file, do_lower_case, message in [
+      (str(cased_file), True, f"--do_lower_case=true but {cased_file} is a cased vocab (2000 "
+                              f"tokens with capitals, e.g. 'A'), which lower-cased text never "
+                              f"reaches; pass --do_lower_case=false"),
+      (testutil.vocab_file(), False, f"--do_lower_case=false but {testutil.vocab_file()} is an "
+                                     f"uncased vocab (no token has a capital), so every "
+                                     f"capitalized word would be split or [UNK]; pass "
+                                     f"--do_lower_case=true")]:
+    with pytest.raises(errors.UsageError) as error:
+      make_records_job.make_records(make_records_job.RecordsConfig(
+          vocab_file=vocab_file, do_lower_case=do_lower_case, train_file=train_file,
+          output_dir=str(tmp_path / "records"), num_workers=1))
+    assert str(error.value) == message
+    assert not os.path.exists(tmp_path / "records")
