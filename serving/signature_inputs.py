@@ -11,8 +11,8 @@ A failed check raises tf.errors.InvalidArgumentError (HTTP 400 from TF Serving) 
 one line such as
 
   assertion failed: [serve_text: `question` must be a vector of strings, shape [batch]; got rank 0,
-  shape [] (a REST body sends {"instances": [{"question": "...", "context": "..."}]} or {"inputs":
-  {"question": [...], "context": [...]}})]
+  shape [] (a REST body sends {instances: [{question: ..., context: ...}]} or {inputs: {question:
+  [...], context: [...]}})]
 
 (one line in the message; wrapped here). The dtypes stay the signatures' own: a tensor of another
 dtype is refused before the graph runs; from Python, a loaded signature says
@@ -24,14 +24,13 @@ import tensorflow as tf
 
 # How the two REST bodies of TensorFlow Serving's predict API spell a well-shaped request: the row
 # format ("instances", one object per example) and the columnar one ("inputs", one list per input).
-TEXT_REST_BODIES = ('{"instances": [{"question": "...", "context": "..."}]} or '
-                    '{"inputs": {"question": [...], "context": [...]}}')
-FEATURES_REST_BODIES = ('{"instances": [{"input_word_ids": [...], "input_mask": [...], '
-                        '"input_type_ids": [...]}]} or {"inputs": {"input_word_ids": [[...]], '
-                        '"input_mask": [[...]], "input_type_ids": [[...]]}}')
-EXAMPLES_REST_BODIES = ('{"instances": [{"b64": "..."}]} or '
-                        '{"inputs": {"examples": [{"b64": "..."}]}}')
-
+# Without quotes: the Assert op C-escapes the strings it reports, and \" would blur the message.
+TEXT_REST_BODIES = ("{instances: [{question: ..., context: ...}]} or "
+                    "{inputs: {question: [...], context: [...]}}")
+FEATURES_REST_BODIES = ("{instances: [{input_word_ids: [...], input_mask: [...], "
+                        "input_type_ids: [...]}]} or {inputs: {input_word_ids: [[...]], "
+                        "input_mask: [[...]], input_type_ids: [[...]]}}")
+EXAMPLES_REST_BODIES = "{instances: [{b64: ...}]} or {inputs: {examples: [{b64: ...}]}}"
 
 def _shape_text(tensor):
   """The tensor's dynamic shape as a string tensor, e.g. "[1, 2]" ("[]" for a scalar)."""
