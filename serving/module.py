@@ -115,7 +115,8 @@ class LogitsServingModule(tf.Module):
         tensor, 2, "serve_features", name, "a matrix of int32 token ids, shape [batch, seq_length]",
         signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()}
     inputs = signature_inputs.require_same_shape(inputs, "serve_features", "[batch, seq_length]")
-    start_logits, end_logits = self._logits(*inputs.values())
+    start_logits, end_logits = self._logits(*(inputs[name] for name in (
+        span_model.INPUT_WORD_IDS, span_model.INPUT_MASK, span_model.INPUT_TYPE_IDS)))
     return {"start_logits": start_logits, "end_logits": end_logits}
 
   def signatures(self):
@@ -246,10 +247,11 @@ class QAServingModule(FeatureServingModule):
     Another rank fails with one line naming the input (signature_inputs.py), a batch size that
     differs between the two with "serve_text: `question` and `context` need the same batch size".
     """
-    question, context = (signature_inputs.require_rank(
-        tensor, 1, "serve_text", name, "a vector of strings, shape [batch]",
-        signature_inputs.TEXT_REST_BODIES) for name, tensor in (("question", question),
-                                                                 ("context", context)))
+    question, context = (
+        signature_inputs.require_rank(tensor, 1, "serve_text", name,
+                                      "a vector of strings, shape [batch]",
+                                      signature_inputs.TEXT_REST_BODIES)
+        for name, tensor in (("question", question), ("context", context)))
     check = tf.debugging.assert_equal(
         tf.shape(question), tf.shape(context),
         message="serve_text: `question` and `context` need the same batch size")
