@@ -7,7 +7,7 @@ encoder (`slice index 0 of dimension 0 out of bounds`, `ConcatOp : Ranks of all 
 match`). So serving/module.py declares its signatures' inputs with unknown rank (a TensorSpec of a
 known rank would let these checks fold away while tracing) and checks them here first, at run time.
 
-A failed check raises tf.errors.InvalidArgumentError (HTTP 400 from TF Serving) whose message holds
+A failed check raises tf.errors.InvalidArgumentError (its message is what TF Serving returns) with
 one line such as
 
   assertion failed: [serve_text: `question` must be a vector of strings, shape [batch]; got rank 0,
