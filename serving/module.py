@@ -20,6 +20,10 @@ Signatures (all batched along the first axis):
       names of preprocess/records.py (int64 `input_ids`, `input_mask`, `segment_ids` of length
       max_seq_length; optional `unique_ids`) -> `unique_ids` int64 [B] (-1 when absent),
       `start_logits`, `end_logits` float32 [B, max_seq_length].
+The signatures declare their inputs' dtypes but not their ranks, and check the shapes in the graph
+(serving/signature_inputs.py): a client that sends another shape, also through TF Serving (which
+feeds tensors without checking them against the signature's shapes), gets one line naming the input
+and the shape it must have.
 serve_text needs the tensorflow-text ops registered wherever the SavedModel is loaded (`import
 tensorflow_text`, or TF Serving, which links them): TensorFlow validates every function of a
 SavedModel when importing it, so without those ops even serve_features cannot be loaded.
@@ -35,6 +39,7 @@ from squad_qa.model import span_model
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
+from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
 from squad_qa.serving import windows as windows_lib
 
@@ -93,13 +98,25 @@ class LogitsServingModule(tf.Module):
                        span_model.INPUT_MASK: input_mask,
                        span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
 
+  # Inputs of any rank, checked in the graph (serving/signature_inputs.py); the dtypes are checked
+  # by the signature itself.
   @tf.function(input_signature=[
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_WORD_IDS),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_MASK),
-      tf.TensorSpec([None, None], tf.int32, name=span_model.INPUT_TYPE_IDS)])
+      tf.TensorSpec(None, tf.int32, name=span_model.INPUT_WORD_IDS),
+      tf.TensorSpec(None, tf.int32, name=span_model.INPUT_MASK),
+      tf.TensorSpec(None, tf.int32, name=span_model.INPUT_TYPE_IDS)])
   def serve_features(self, input_word_ids, input_mask, input_type_ids):
-    """Token ids in, float32 [batch, seq] start/end logits out."""
-    start_logits, end_logits = self._logits(input_word_ids, input_mask, input_type_ids)
+    """Token ids int32 [batch, seq] in, float32 [batch, seq] start/end logits out.
+
+    A wrong rank or unequal shapes fail with one line naming the input (signature_inputs.py).
+    """
+    inputs = {span_model.INPUT_WORD_IDS: input_word_ids, span_model.INPUT_MASK: input_mask,
+              span_model.INPUT_TYPE_IDS: input_type_ids}
+    inputs = {name: signature_inputs.require_rank(
+        tensor, 2, "serve_features", name, "a matrix of int32 token ids, shape [batch, seq_length]",
+        signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()}
+    inputs = signature_inputs.require_same_shape(inputs, "serve_features", "[batch, seq_length]")
+    start_logits, end_logits = self._logits(*(inputs[name] for name in (
+        span_model.INPUT_WORD_IDS, span_model.INPUT_MASK, span_model.INPUT_TYPE_IDS)))
     return {"start_logits": start_logits, "end_logits": end_logits}
 
   def signatures(self):
@@ -114,9 +131,16 @@ class FeatureServingModule(LogitsServingModule):
   Args and errors as LogitsServingModule.
   """
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+  @tf.function(input_signature=[tf.TensorSpec(None, tf.string, name="examples")])
   def serve_examples(self, examples):
-    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
+    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out.
+
+    Another rank fails with one line naming the input (signature_inputs.py).
+    """
+    examples = signature_inputs.require_rank(
+        examples, 1, "serve_examples", "examples",
+        "a vector of serialized tf.train.Example strings, shape [batch]",
+        signature_inputs.EXAMPLES_REST_BODIES)
     seq = self._config["max_seq_length"]
     spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in records.MODEL_INPUT_KEYS}
     spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
@@ -215,10 +239,19 @@ class QAServingModule(FeatureServingModule):
     return {"answer": text, "start_char": start_char, "end_char": end_char,
             "score": tf.cast(spans.score, tf.float32)}
 
-  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
-                                tf.TensorSpec([None], tf.string, name="context")])
+  @tf.function(input_signature=[tf.TensorSpec(None, tf.string, name="question"),
+                                tf.TensorSpec(None, tf.string, name="context")])
   def serve_text(self, question, context):
-    """Raw question and context strings in, answers out (module docstring)."""
+    """Raw question and context strings [B] in, answers out (module docstring).
+
+    Another rank fails with one line naming the input (signature_inputs.py), a batch size that
+    differs between the two with "serve_text: `question` and `context` need the same batch size".
+    """
+    question, context = (
+        signature_inputs.require_rank(tensor, 1, "serve_text", name,
+                                      "a vector of strings, shape [batch]",
+                                      signature_inputs.TEXT_REST_BODIES)
+        for name, tensor in (("question", question), ("context", context)))
     check = tf.debugging.assert_equal(
         tf.shape(question), tf.shape(context),
         message="serve_text: `question` and `context` need the same batch size")

@@ -1,0 +1,179 @@
+"""The SavedModel's signatures fed the tensors TF Serving's REST bodies make: the documented bodies
+answer as a plain call does, a wrong shape or dtype gets one clear line naming the input."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.serving import taught_model
+
+QUESTIONS = [q for q, _, _ in taught_model.TAUGHT[:2]]
+CONTEXTS = [c for _, c, _ in taught_model.TAUGHT[:2]]
+ANSWERS = [a for _, _, a in taught_model.TAUGHT[:2]]
+TEXT_REST_HINT = ("(a REST body sends {instances: [{question: ..., context: ...}]} or "
+                  "{inputs: {question: [...], context: [...]}})")
+
+
+def _rest_tensors(body, dtype=None, single_input=None):
+  """The tensors TF Serving's predict API feeds a signature for a JSON request `body`.
+
+  The row format ("instances") stacks each input's values of all instances along a new first axis
+  (an instance is an object keyed by input name, or, for a signature of one input named
+  `single_input`, that input's value); the columnar format ("inputs") takes each input's value as
+  it is. {"b64": ...} is bytes. `dtype`: the signature's (TF Serving converts JSON numbers to it);
+  None infers it from the values, to make a tensor of another dtype than the signature's.
+  """
+  def decoded(value):
+    if isinstance(value, dict):
+      return base64.b64decode(value["b64"])
+    return [decoded(v) for v in value] if isinstance(value, list) else value
+  body = json.loads(body)
+  if "instances" in body:
+    rows = body["instances"]
+    if single_input:
+      rows = [{single_input: row} for row in rows]
+    columns = {name: [row[name] for row in rows] for name in rows[0]}
+  else:
+    columns = body["inputs"]
+  return {name: tf.constant(decoded(value), dtype) for name, value in columns.items()}
+
+
+def _signature(served, name):
+  return served["qa"]._loaded.signatures[name]  # pylint: disable=protected-access
+
+
+def _fails_with(signature, tensors, line):
+  """Asserts the signature refuses `tensors` with an error whose message holds `line`."""
+  with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+    signature(**tensors)
+  assert line in str(raised.value)
+
+
+# ---- serve_text (serving_default) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    json.dumps({"instances": [{"question": q, "context": c} for q, c in zip(QUESTIONS, CONTEXTS)]}),
+    json.dumps({"inputs": {"question": QUESTIONS, "context": CONTEXTS}})],
+                         ids=["rows", "columns"])
+def test_serve_text_rest_bodies_answer_as_the_plain_call(served, body):
+  tensors = _rest_tensors(body, tf.string)
+  assert tensors["question"].shape == tensors["context"].shape == [2]
+  for name in ("serving_default", "serve_text"):
+    out = _signature(served, name)(**tensors)
+    plain = served["qa"].answers(QUESTIONS, CONTEXTS)
+    assert [a.decode() for a in out["answer"].numpy()] == [a.text for a in plain] == ANSWERS
+    assert out["start_char"].numpy().tolist() == [a.start_char for a in plain]
+    assert out["end_char"].numpy().tolist() == [a.end_char for a in plain]
+    np.testing.assert_array_equal(out["score"].numpy(), [a.score for a in plain])
+
+
+@pytest.mark.parametrize("body, line", [
+    ('{"inputs": {"question": "q", "context": "c"}}',
+     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 0, shape [] "
+     + TEXT_REST_HINT),
+    ('{"instances": [{"question": ["q1"], "context": ["c1"]}, {"question": ["q2"], "context": '
+     '["c2"]}]}',
+     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [2, 1] "
+     + TEXT_REST_HINT),
+    ('{"inputs": {"question": [["q1", "q2"]], "context": [["c1", "c2"]]}}',
+     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
+     + TEXT_REST_HINT),
+    ('{"inputs": {"question": ["q1", "q2"], "context": [["c1", "c2"]]}}',
+     "serve_text: `context` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
+     + TEXT_REST_HINT),
+    ('{"inputs": {"question": ["q1", "q2"], "context": ["c1"]}}',
+     "serve_text: `question` and `context` need the same batch size"),
+], ids=["scalar", "rows_of_lists", "nested_columns", "nested_context", "batch_sizes"])
+def test_serve_text_wrong_shapes_get_one_line(served, body, line):
+  _fails_with(_signature(served, "serving_default"), _rest_tensors(body, tf.string), line)
+
+
+def test_serve_text_wrong_dtype_is_refused_by_the_signature(served):
+  # Inputs are numbered in alphabetical order of their names: context #0, question #1.
+  tensors = _rest_tensors('{"inputs": {"question": [1, 2], "context": ["c1", "c2"]}}')
+  _fails_with(_signature(served, "serve_text"), tensors,
+              "input #1(zero-based) was expected to be a string tensor but is a int32 tensor")
+
+
+# ---- serve_features and serve_examples ---------------------------------------------------------
+
+
+def _features(served):
+  """The two TAUGHT rows' windows (one each) as lists: ids, mask, type ids, serialized examples."""
+  features = [f for q, c in zip(QUESTIONS, CONTEXTS) for f in served["qa"].features(q, c)]
+  assert len(features) == 2
+  columns = {"input_word_ids": [list(f.input_ids) for f in features],
+             "input_mask": [list(f.input_mask) for f in features],
+             "input_type_ids": [list(f.segment_ids) for f in features]}
+  examples = [tf.train.Example(features=tf.train.Features(feature={
+      key: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for key, value in (
+          ("input_ids", f.input_ids), ("input_mask", f.input_mask),
+          ("segment_ids", f.segment_ids))})).SerializeToString() for f in features]
+  return columns, examples
+
+
+def _rows(columns):
+  return [dict(zip(columns, values)) for values in zip(*columns.values())]
+
+
+@pytest.mark.parametrize("rows", [True, False], ids=["rows", "columns"])
+def test_serve_features_rest_bodies_give_the_plain_call_logits(served, rows):
+  columns, _ = _features(served)
+  body = json.dumps({"instances": _rows(columns)} if rows else {"inputs": columns})
+  tensors = _rest_tensors(body, tf.int32)
+  assert all(t.shape == [2, taught_model.SEQ] for t in tensors.values())
+  signature = _signature(served, "serve_features")
+  out = signature(**tensors)
+  plain = signature(**{name: tf.constant(value) for name, value in columns.items()})
+  for key in ("start_logits", "end_logits"):
+    np.testing.assert_array_equal(out[key].numpy(), plain[key].numpy())
+
+
+def test_serve_features_wrong_shapes_and_dtype_get_one_line(served):
+  columns, _ = _features(served)
+  signature = _signature(served, "serve_features")
+  one_window = {name: value[0] for name, value in columns.items()}
+  _fails_with(signature, _rest_tensors(json.dumps({"inputs": one_window}), tf.int32),
+              "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
+              "[batch, seq_length]; got rank 1, shape [128] (a REST body sends {instances: "
+              "[{input_word_ids: [...], input_mask: [...], input_type_ids: [...]}]} or "
+              "{inputs: {input_word_ids: [[...]], input_mask: [[...]], input_type_ids: [[...]]}})")
+  nested = [{name: [value] for name, value in row.items()} for row in _rows(columns)]
+  _fails_with(signature, _rest_tensors(json.dumps({"instances": nested}), tf.int32),
+              "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
+              "[batch, seq_length]; got rank 3, shape [2, 1, 128]")
+  short_mask = dict(columns, input_mask=[row[:64] for row in columns["input_mask"]])
+  _fails_with(signature, _rest_tensors(json.dumps({"inputs": short_mask}), tf.int32),
+              "serve_features: `input_word_ids`, `input_mask` and `input_type_ids` must have one "
+              "shape [batch, seq_length]; got [2, 128], [2, 64], [2, 128]")
+  # Inputs are numbered in alphabetical order: input_mask #0, input_type_ids #1, input_word_ids #2.
+  as_int64 = {name: tf.constant(value, tf.int64 if name == "input_word_ids" else tf.int32)
+              for name, value in columns.items()}
+  _fails_with(signature, as_int64,
+              "input #2(zero-based) was expected to be a int32 tensor but is a int64 tensor")
+
+
+def test_serve_examples_rest_bodies_and_wrong_shapes(served):
+  columns, examples = _features(served)
+  signature = _signature(served, "serve_examples")
+  b64 = [{"b64": base64.b64encode(e).decode()} for e in examples]
+  plain = _signature(served, "serve_features")(
+      **{name: tf.constant(value) for name, value in columns.items()})
+  for body in ({"instances": b64}, {"inputs": {"examples": b64}}):
+    tensors = _rest_tensors(json.dumps(body), tf.string, single_input="examples")
+    assert tensors["examples"].shape == [2]
+    out = signature(**tensors)
+    for key in ("start_logits", "end_logits"):
+      np.testing.assert_allclose(out[key].numpy(), plain[key].numpy(), atol=1e-5)
+  rest_hint = "(a REST body sends {instances: [{b64: ...}]} or {inputs: {examples: [{b64: ...}]}})"
+  for body, shape in (({"inputs": {"examples": b64[0]}}, "rank 0, shape []"),
+                      ({"inputs": {"examples": [b64]}}, "rank 2, shape [1, 2]")):
+    _fails_with(signature, _rest_tensors(json.dumps(body), tf.string),
+                "serve_examples: `examples` must be a vector of serialized tf.train.Example "
+                f"strings, shape [batch]; got {shape} {rest_hint}")
+  _fails_with(signature, {"examples": tf.constant([1, 2])},
+              "input #0(zero-based) was expected to be a string tensor but is a int32 tensor")
