@@ -1,4 +1,4 @@
-"""tasks/console.py: which C++ log level it sets, and which Python log lines its filter lets through."""
+"""tasks/console.py: the C++ log level it sets, the Python log lines its filter lets through."""
 
 import logging
 import os
