@@ -11,6 +11,7 @@ character offsets.
 """
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions

@@ -10,7 +10,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export SQUAD_DIR="${SQUAD_DIR:-data/squad}"
-export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-1}"  # TensorFlow C++ INFO lines are noise here
 OUT="${DEMO_OUT:-demo_out}"
 STEPS="${DEMO_STEPS:-320}"
 BATCH="${DEMO_BATCH:-16}"

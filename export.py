@@ -30,6 +30,7 @@ The export is written under a temporary name and renamed into place when complet
 """
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions

@@ -10,6 +10,7 @@ predictions.json and eval_results.json into --model_dir.
 """
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 
 from squad_qa.flags import command_line

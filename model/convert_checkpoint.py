@@ -17,6 +17,8 @@ The folder is written under a temporary name and renamed when complete; an exist
 an error, never overwritten.
 """
 
+from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+
 import json
 import os
 

@@ -67,10 +67,13 @@ def write_tiny_config(path):
   return str(path)
 
 
-def run_cli(script, *args, expect_ok=True):
-  """Runs `python <script> args...` from the repository root; returns (returncode, stdout+stderr)."""
+def run_cli(script, *args, expect_ok=True, env=None):
+  """Runs `python <script> args...` from the repository root; returns (returncode, stdout+stderr).
+
+  `env`: the command's whole environment (default: this process's).
+  """
   proc = subprocess.run([sys.executable, *str(script).split(), *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=900)
+                        capture_output=True, text=True, timeout=900, env=env)
   output = proc.stdout + proc.stderr
   if expect_ok and proc.returncode != 0:
     raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{output[-4000:]}")

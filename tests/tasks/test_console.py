@@ -1,0 +1,57 @@
+"""tasks/console.py: the C++ log level it sets, the Python log lines its filter lets through."""
+
+import logging
+import os
+
+from absl import logging as absl_logging
+import pytest
+
+from squad_qa.tasks import console
+from tests import testutil
+
+
+def record(level, path):
+  return logging.LogRecord("absl", level, path, 1, "a message", None, None)
+
+
+@pytest.mark.parametrize("environ, driver, expected", [
+    ({}, False, console.QUIET_LEVEL_WITHOUT_GPU_DRIVER),  # hides the cuInit probe's ERROR
+    ({}, True, console.QUIET_LEVEL),  # a GPU machine keeps the C++ runtime's errors
+    ({console.LOG_LEVEL_ENV: "0"}, False, None),  # the user's value wins
+    ({console.VERBOSE_ENV: "1"}, False, None),  # TensorFlow's default
+    ({console.VERBOSE_ENV: "0"}, True, console.QUIET_LEVEL),
+])
+def test_cpp_log_level(environ, driver, expected):
+  assert console.cpp_log_level_to_set(environ, nvidia_driver=driver) == expected
+
+
+def test_project_files_are_told_from_libraries():
+  assert console.is_project_file(os.path.join(testutil.REPO, "tasks", "trainer.py"))
+  assert console.is_project_file(os.path.join(testutil.REPO, "train.py"))
+  assert not console.is_project_file(absl_logging.__file__)
+  # In the clone but not in one of its packages, e.g. a virtualenv made inside it.
+  assert not console.is_project_file(os.path.join(testutil.REPO, ".venv", "lib", "x.py"))
+
+
+def test_filter_keeps_warnings_and_the_projects_info_lines():
+  project = os.path.join(testutil.REPO, "tasks", "trainer.py")
+  library = absl_logging.__file__
+  quiet = console.ProjectInfoFilter()
+  assert quiet.filter(record(logging.INFO, project))
+  assert not quiet.filter(record(logging.INFO, library))
+  assert quiet.filter(record(logging.WARNING, library))
+  assert quiet.filter(record(logging.ERROR, library))
+  assert console.ProjectInfoFilter(verbose=True).filter(record(logging.INFO, library))
+  verbosity = absl_logging.get_verbosity()
+  absl_logging.set_verbosity(absl_logging.DEBUG)  # --verbosity=1
+  try:
+    assert quiet.filter(record(logging.INFO, library))
+  finally:
+    absl_logging.set_verbosity(verbosity)
+
+
+@pytest.mark.parametrize("value, verbose", [("1", True), ("true", True), ("0", False),
+                                            ("false", False), ("", False)])
+def test_verbose_environment(value, verbose):
+  assert console.verbose_from_environment({console.VERBOSE_ENV: value}) == verbose
+  assert not console.verbose_from_environment({})
