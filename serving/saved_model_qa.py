@@ -8,6 +8,7 @@ preprocessing makes them (vocab and settings from the SavedModel) and Python spa
 """
 
 import dataclasses
+import os
 
 from absl import logging
 import numpy as np
@@ -29,10 +30,13 @@ class SavedModelQA:
     export_dir: folder written by export.py.
 
   Raises:
-    errors.MissingFileError: the folder has no assets.extra/qa_config.json.
+    errors.MissingFileError: the folder holds no SavedModel, or no assets.extra/qa_config.json.
   """
 
   def __init__(self, export_dir):
+    if not tf.saved_model.contains_saved_model(export_dir):
+      raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
+                                    f"with `python export.py --export_dir={export_dir}`")
     self._loaded = tf.saved_model.load(export_dir)
     self.config = artifacts.read_export_config(export_dir)
     self.has_serve_text = "serve_text" in self._loaded.signatures
@@ -181,11 +185,13 @@ def answer_question(config):
     A span_decoding.Answer (text == context[start_char:end_char]; character offsets in code points).
 
   Raises:
-    OSError: no SavedModel at `config.export_dir`, or no `config.context_file`.
-    errors.MissingFileError: the export has no assets.extra/qa_config.json.
+    errors.MissingFileError: no `config.context_file`, no SavedModel at `config.export_dir`, or
+      an export without assets.extra/qa_config.json.
   """
   context = config.context
   if config.context_file:
+    if not os.path.exists(config.context_file):
+      raise errors.MissingFileError(f"--context_file={config.context_file}: no such file")
     with open(config.context_file, encoding="utf-8") as f:
       context = f.read()
   qa = SavedModelQA(config.export_dir)

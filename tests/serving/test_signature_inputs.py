@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from squad_qa import errors
+from squad_qa.serving import saved_model_qa
 from tests.serving import taught_model
 
 QUESTIONS = [q for q, _, _ in taught_model.TAUGHT[:2]]
@@ -177,3 +179,14 @@ def test_serve_examples_rest_bodies_and_wrong_shapes(served):
                 f"strings, shape [batch]; got {shape} {rest_hint}")
   _fails_with(signature, {"examples": tf.constant([1, 2])},
               "input #0(zero-based) was expected to be a string tensor but is a int32 tensor")
+
+
+def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
+  with pytest.raises(errors.MissingFileError) as error:
+    saved_model_qa.answer_question(saved_model_qa.AskConfig(
+        export_dir=str(tmp_path / "none"), question="q", context="c"))
+  assert str(error.value) == (f"--export_dir={tmp_path / 'none'}: no SavedModel there; make one "
+                              f"with `python export.py --export_dir={tmp_path / 'none'}`")
+  with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
+    saved_model_qa.answer_question(saved_model_qa.AskConfig(
+        export_dir=str(tmp_path / "none"), question="q", context_file=str(tmp_path / "c.txt")))
