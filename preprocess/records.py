@@ -318,6 +318,18 @@ def steps_per_epoch(num_records, batch_size):
 EVAL_POOL_BATCHES = 64
 
 
+def count_eval_windows(paths, max_examples=None):
+  """How many eval windows `eval_dataset` yields for questions < `max_examples` (all: None).
+
+  Reads only each record's `example_index` (about a second for SQuAD v1.1 dev's 10,833 windows).
+  """
+  spec = {"example_index": tf.io.FixedLenFeature([], tf.int64)}
+  dataset = tf.data.TFRecordDataset(paths).map(lambda x: tf.io.parse_single_example(x, spec))
+  if max_examples is not None:
+    dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
+  return int(dataset.reduce(0, lambda count, _: count + 1))
+
+
 def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True):
   """Eval batches, optionally only questions < max_examples.
 

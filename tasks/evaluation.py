@@ -8,7 +8,6 @@ import os
 import time
 
 import tensorflow as tf
-import tf_keras
 
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
@@ -17,11 +16,14 @@ from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
+from squad_qa.tasks import progress as progress_lib
 from squad_qa.errors import UsageError
 
 
-def predict(model, dataset):
+def predict(model, dataset, total_windows=None):
   """Runs the model over eval batches (of any width: records.eval_dataset trims them).
+
+  Shows its progress in windows of `total_windows` (tasks/progress.py).
 
   Returns:
     {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
@@ -29,7 +31,7 @@ def predict(model, dataset):
   """
   predict_step = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
   windows = collections.defaultdict(list)
-  progress = tf_keras.utils.Progbar(None, unit_name="batch")
+  progress = progress_lib.Progress("predicting", total_windows, "windows")
   for batch in dataset:
     start_logits, end_logits = predict_step(span_model.model_inputs(batch))
     arrays = {k: v.numpy() for k, v in batch.items()}
@@ -38,7 +40,8 @@ def predict(model, dataset):
       windows[int(example_index)].append((int(arrays["unique_ids"][i]), span_decoding.real_window(
           start_logits[i], end_logits[i], arrays["token_start_char"][i],
           arrays["token_end_char"][i], arrays["token_is_max_context"][i], arrays["input_mask"][i])))
-    progress.add(1)
+    progress.update(len(arrays["example_index"]))
+  progress.finish()
   return {index: [w for _, w in sorted(found, key=lambda pair: pair[0])]
           for index, found in windows.items()}
 
@@ -69,11 +72,13 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
                      f"answers (SQuAD 2.0?); pass --version_2_with_negative")
   squad = squad_reader.read_squad(predict_file, is_training=False,
                                   version_2_with_negative=version_2_with_negative)
-  dataset = records.eval_dataset(records.shard_paths(records_dir, meta, records.EVAL_SPLIT),
-                                 meta["flags"]["max_seq_length"], predict_batch_size,
+  paths = records.shard_paths(records_dir, meta, records.EVAL_SPLIT)
+  dataset = records.eval_dataset(paths, meta["flags"]["max_seq_length"], predict_batch_size,
                                  max_eval_examples)
   started = time.time()
-  windows = predict(model, dataset)
+  total = (eval_meta["num_features"] if max_eval_examples is None
+           else records.count_eval_windows(paths, max_eval_examples))
+  windows = predict(model, dataset, total)
   answers = span_decoding.decode_all(
       windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
       n_best_size, max_answer_length)
