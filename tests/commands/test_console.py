@@ -11,7 +11,7 @@ import pytest
 from squad_qa.tasks import console
 from tests import testutil
 
-# A line of TensorFlow's C++ logging: "2026-12-02 01:18:24.546203: I external/...".
+# A line of TensorFlow's C++ logging: "YYYY-MM-DD hh:mm:ss.ffffff: I external/...".
 CPP_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) ")
 # absl's prefix, "I1202 01:18:28.557408 140555288148864 make_records_job.py:245] ": compared
 # without it, two lines logged at different times are the same line.
