@@ -235,8 +235,8 @@ def make_records(config):
 
 def _make_records(config):
   """`make_records` without the conversion of system errors."""
-  wordpiece.check_casing(wordpiece.read_vocab(config.vocab_file), config.vocab_file,
-                         config.do_lower_case)
+  vocab = wordpiece.read_vocab(config.vocab_file)
+  wordpiece.check_casing(vocab, config.vocab_file, config.do_lower_case)
   inputs = _resolve_inputs(config)
   output_dir = config.output_dir
   started = time.time()
@@ -261,7 +261,7 @@ def _make_records(config):
       "format_version": records.FORMAT_VERSION,
       "flags": {name: getattr(config, name) for name in FEATURIZATION_FIELDS},
       "vocab_sha256": wordpiece.file_sha256(config.vocab_file),
-      "vocab_size": len(wordpiece.read_vocab(config.vocab_file)),  # token ids are below it
+      "vocab_size": len(vocab),  # token ids are below it
       "splits": {split: _split_meta(split, squad, totals[split], config.num_shards)
                  for split, squad in splits},
   }

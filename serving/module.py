@@ -36,6 +36,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
@@ -67,9 +68,11 @@ def validate_config(qa_config):
     raise errors.UsageError(f"need doc_stride > 0 and max_seq_length > max_query_length + 3 (got "
                      f"{qa_config['doc_stride']}, {qa_config['max_seq_length']}, "
                      f"{qa_config['max_query_length']})")
-  for key in ("n_best_size", "max_answer_length", "window_batch_size"):
-    if qa_config[key] <= 0:
-      raise errors.UsageError(f"{key} must be positive (got {qa_config[key]})")
+  span_decoding.check_decoding_settings(qa_config["n_best_size"], qa_config["max_answer_length"],
+                                        qa_config["null_score_diff_threshold"])
+  if qa_config["window_batch_size"] <= 0:
+    raise errors.UsageError(f"window_batch_size must be positive (got "
+                            f"{qa_config['window_batch_size']})")
 
 
 class LogitsServingModule(tf.Module):
