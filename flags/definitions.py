@@ -164,8 +164,13 @@ def define_distribution_flags():
       "on each (for tests and trying a multi-device configuration).")
   DEFINE_integer(
       "steps_per_loop", 100,
-      "Training steps per compiled loop (tfm's trainer.steps_per_loop): progress, summaries and "
-      "the SIGTERM check happen between loops; at most --save_checkpoints_steps.")
+      "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
+      "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
+      "and where a progress line is due.")
+  DEFINE_integer(
+      "log_steps", 0,
+      "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
+      "many steps; 0: about every 30 seconds (on several workers: every --steps_per_loop steps).")
 
 
 def define_export_flags():

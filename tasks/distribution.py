@@ -96,6 +96,14 @@ def is_chief(strategy):
           and "chief" not in resolver.cluster_spec().as_dict())
 
 
+def is_multi_worker(strategy):
+  """Whether `strategy` spans several worker processes (a cluster of more than one task)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not resolver.task_type:
+    return False
+  return sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) > 1
+
+
 def per_replica_batch_size(global_batch_size, num_replicas):
   """`global_batch_size` / `num_replicas`.
 

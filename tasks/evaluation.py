@@ -100,6 +100,6 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
     results = squad_scoring.score_v1(dataset_json, predictions)
   results.update(n_best_size=n_best_size, max_answer_length=max_answer_length)  # scored with these
   results["predict_seconds"] = time.time() - started
-  artifacts.write_json(os.path.join(model_dir, "predictions.json"), predictions)
-  artifacts.write_json(os.path.join(model_dir, "eval_results.json"), results)
+  artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), predictions)
+  artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
   return results

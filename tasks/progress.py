@@ -34,41 +34,91 @@ class Progress:
     total: how many units the work has (int), or None when unknown (no percentage or ETA).
     unit: the unit's name, plural, e.g. "windows".
     interactive: draw a bar (default: whether stdout is a terminal).
-    interval: seconds between log lines when not interactive.
+    interval: seconds between log lines when not interactive (None: a line only when `update`
+      is told to log, and at the end).
     clock: a function returning seconds (time.monotonic; tests pass their own).
+    initial: units already done before this process (a resumed run): counted in "done of total",
+      not in the rate.
+    show_rate: whether the line has "<rate> <unit>/s" (off when a figure says the rate better,
+      e.g. training's examples/s).
+    rate_after_first_update: measure the rate (and the ETA) from the first update on, leaving out
+      the time before it: a first step's one-time cost such as tracing a tf.function.
   """
 
   def __init__(self, what, total, unit, interactive=None, interval=LOG_INTERVAL_SECONDS,
-               clock=time.monotonic):
+               clock=time.monotonic, initial=0, show_rate=True, rate_after_first_update=False):
     self.what, self.total, self.unit = what, total, unit
-    self.done = 0
+    self.done = initial
+    self.initial = initial
+    self.updates = 0  # calls of `update`
+    self.figures = {}  # name -> (value, text) of the last update
     self._clock = clock
     self._started = clock()
+    self._rate_since = (self._started, initial)  # (time, done) the rate is measured from
+    self._rate_after_first_update = rate_after_first_update
     self._last_line = self._started
     self._logged_done = None  # `done` at the last log line
     self._interval = interval
+    self._show_rate = show_rate
     interactive = sys.stdout.isatty() if interactive is None else interactive
-    self._bar = tf_keras.utils.Progbar(total, unit_name=unit.rstrip("s")) if interactive else None
+    self._bar = None
+    if interactive:
+      self._bar = tf_keras.utils.Progbar(None if total is None else total - initial,
+                                         unit_name=unit.rstrip("s"))
+
+  @property
+  def elapsed(self):
+    """Seconds since this object was made."""
+    return self._clock() - self._started
+
+  def rate(self):
+    """Units per second (0.0 before any can be measured)."""
+    since, done_then = self._rate_since
+    seconds = self._clock() - since
+    return (self.done - done_then) / seconds if seconds > 0 else 0.0
 
   def line(self):
     """The progress as one line, e.g. "predicting: 5,000 of 10,833 windows (46 %), 120 windows/s,
-    42 s elapsed, ETA 49 s"."""
-    elapsed = self._clock() - self._started
-    rate = self.done / elapsed if elapsed > 0 else 0.0
+    42 s elapsed, ETA 49 s"; figures (see `update`) come after the count."""
+    rate = self.rate()
     parts = [f"{self.what}: {self.done:,}" + (f" of {self.total:,}" if self.total else "")
-             + f" {self.unit}" + (f" ({100 * self.done / self.total:.0f} %)" if self.total else ""),
-             f"{rate:,.0f} {self.unit}/s", f"{format_seconds(elapsed)} elapsed"]
+             + f" {self.unit}" + (f" ({100 * self.done / self.total:.0f} %)" if self.total else "")]
+    parts += [text for _, text in self.figures.values()]
+    if self._show_rate:
+      parts.append(f"{rate:,.0f} {self.unit}/s")
+    parts.append(f"{format_seconds(self.elapsed)} elapsed")
     if self.total and rate > 0 and self.done < self.total:
       parts.append(f"ETA {format_seconds((self.total - self.done) / rate)}")
     return ", ".join(parts)
 
-  def update(self, count):
-    """Adds `count` units done; shows the progress when it is time to."""
+  def update(self, count, figures=None, log=None):
+    """Adds `count` units done and shows the progress when it is time to.
+
+    Args:
+      count: units done since the last update.
+      figures: {name: (number, text)} to show with the count until the next update, e.g.
+        {"loss": (4.21, "loss 4.2100")}: the bar shows the number, the log line the text.
+      log: True to log a line now, False not to, None to log when `interval` seconds have
+        passed since the last line (not interactive only).
+    """
     self.done += count
+    self.updates += 1
+    if self._rate_after_first_update and self.updates == 1:
+      self._rate_since = (self._clock(), self.done)
+    if figures is not None:
+      self.figures = dict(figures)
     if self._bar is not None:
-      self._bar.update(self.done)
-    elif self._clock() - self._last_line >= self._interval:
+      # Figures are the latest values (a loss, a learning rate), not means over the run.
+      self._bar.stateful_metrics.update(self.figures)
+      self._bar.update(self.done - self.initial,
+                       values=[(name, value) for name, (value, _) in self.figures.items()])
+    elif log or (log is None and self._interval is not None
+                 and self._clock() - self._last_line >= self._interval):
       self._log()
+
+  def seconds_since_line(self):
+    """Seconds since the last log line (or since the start)."""
+    return self._clock() - self._last_line
 
   def _log(self):
     self._last_line, self._logged_done = self._clock(), self.done
@@ -78,7 +128,8 @@ class Progress:
     """Shows the final count (once), and returns it as a line."""
     line = self.line()
     if self._bar is not None:
-      self._bar.update(self.done, finalize=True)
+      if self.total is None or self.done < self.total:  # a bar at its target has ended itself
+        self._bar.update(self.done - self.initial, finalize=True)
     elif self._logged_done != self.done:  # not the line just logged again
       self._log()
     return line

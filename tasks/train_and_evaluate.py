@@ -21,6 +21,7 @@ out-of-memory step stops with the same diagnosis and leaves the last checkpoint 
 
 import dataclasses
 import os
+import time
 
 from absl import logging
 import tensorflow as tf
@@ -39,7 +40,9 @@ from squad_qa.tasks import artifacts
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
 from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import progress as progress_lib
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_progress
 from squad_qa.tasks import trainer as trainer_lib
 
 def bert_config_and_meta(config):
@@ -196,6 +199,19 @@ def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=Fals
                             f"make_records.py --max_seq_length={max_seq_length}") from None
 
 
+def describe_lengths(lengths):
+  """The padded lengths (increasing token counts) in a few words: "384 tokens", "8, 16 and 24
+  tokens", or "48 buckets, 8..384 tokens in steps of 8"."""
+  lengths = list(lengths)
+  if len(lengths) == 1:
+    return f"{lengths[0]} tokens"
+  if len(lengths) <= 3:
+    return f"{', '.join(map(str, lengths[:-1]))} and {lengths[-1]} tokens"
+  steps = {b - a for a, b in zip(lengths, lengths[1:])}
+  step = f" in steps of {steps.pop()}" if len(steps) == 1 else ""
+  return f"{len(lengths)} buckets, {lengths[0]}..{lengths[-1]} tokens{step}"
+
+
 def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
   """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`).
 
@@ -220,7 +236,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
   length_buckets = train_length_buckets(
       config.length_buckets, max_seq_length, xla,
       static_shapes=isinstance(strategy, tf.distribute.TPUStrategy))
-  logging.info("padded lengths: %s", ", ".join(map(str, length_buckets or [max_seq_length])))
+  logging.info("padded lengths: %s", describe_lengths(length_buckets or (max_seq_length,)))
   task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
       bert_config=bert_config, max_seq_length=max_seq_length,
       train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
@@ -246,12 +262,18 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
     trainer_lib.check_schedule(checkpoint_path, steps)
     trainer_lib.check_loss_scale(checkpoint_path, config.precision == "float16")
 
+  progress = train_progress.TrainProgress(
+      optimizer.iterations, steps,
+      records.steps_per_epoch(meta["splits"][records.TRAIN_SPLIT]["num_features"], global_batch),
+      config.log_steps, config.steps_per_loop, fixed_loops=distribution.is_multi_worker(strategy),
+      show=distribution.is_chief(strategy))
   try:
     stats = trainer_lib.train(
         strategy, trainer, checkpoint, config.model_dir, steps, task.build_inputs,
         config.save_checkpoints_steps, min(config.steps_per_loop, config.save_checkpoints_steps),
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
-        restore_fn=check_resumable, start=start, before_first_save=write_qa_config)
+        restore_fn=check_resumable, start=start, before_first_save=write_qa_config,
+        progress=progress)
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, max_seq_length, plan.micro_batch_size, policy, device,
@@ -314,6 +336,36 @@ def score_line(results, predict_file, version_2):
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
 
+def summary_line(seconds, stats, results, model_dir):
+  """What train.py did, in one line: its time, the steps trained and their rate, the scores and
+  where the outputs are.
+
+  Args:
+    seconds: the whole command's wall time.
+    stats: `train`'s figures (None without training).
+    results: the eval results (None without prediction).
+    model_dir: the --model_dir.
+  """
+  parts = [f"done in {progress_lib.format_seconds(seconds)}"]
+  if stats and stats["steps"]:
+    rate = stats["steps"] * stats["effective_batch_size"] / stats["train_seconds"]
+    parts.append(f"trained steps {stats['start_step']}..{stats['end_step']} in "
+                 f"{progress_lib.format_seconds(stats['train_seconds'])} ({rate:.1f} examples/s, "
+                 f"final loss {stats['loss']:.4f})")
+  if results and "exact_match" in results:
+    parts.append(f"EM {results['exact_match']:.2f} / F1 {results['f1']:.2f} on "
+                 f"{results['num_questions']:,} questions")
+  elif results:
+    parts.append(f"exact {results['exact']:.2f} / F1 {results['f1']:.2f} on "
+                 f"{results['total']:,} questions")
+  outputs = ["checkpoints", artifacts.QA_CONFIG_FILE]
+  if results:
+    outputs += [artifacts.PREDICTIONS_FILE, artifacts.EVAL_RESULTS_FILE]
+  if stats:
+    outputs.append(f"TensorBoard logs (tensorboard --logdir={model_dir})")
+  return "; ".join(parts) + f"; in {model_dir}: " + ", ".join(outputs)
+
+
 def train_and_evaluate(config):
   """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief.
 
@@ -328,6 +380,7 @@ def train_and_evaluate(config):
     errors.UserError: anything the user can fix (flags, records, checkpoints, memory), one line
       each (several for a memory diagnosis).
   """
+  started = time.time()
   if config.gpu and not tf.config.list_physical_devices("GPU"):
     raise errors.UsageError(
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
@@ -362,6 +415,7 @@ def train_and_evaluate(config):
                          dataclasses.asdict(config))
 
   # Task -> controller.
+  stats = None
   if config.do_train:
     model, stats = train(config, strategy, bert_config, meta, policy, start,
                          write_qa_config if is_chief else None)
@@ -372,6 +426,8 @@ def train_and_evaluate(config):
       model = restore_for_prediction(config, bert_config, start)
   # Evaluate: the chief alone, one device (tasks/evaluation.py), under the strategy's scope.
   if not config.do_predict or not is_chief:
+    if is_chief:
+      print(summary_line(time.time() - started, stats, None, config.model_dir))
     return None
   with strategy.scope():
     model = float32_model(model, bert_config)
@@ -385,4 +441,5 @@ def train_and_evaluate(config):
                                   config.max_answer_length, config.max_eval_examples, version_2,
                                   config.null_score_diff_threshold)
   print(score_line(results, predict_file, version_2))
+  print(summary_line(time.time() - started, stats, results, config.model_dir))
   return results

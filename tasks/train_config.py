@@ -56,12 +56,19 @@ class TrainConfig:
   tpu: Optional[str] = None
   num_cpu_devices: int = 1
   steps_per_loop: int = 100
+  log_steps: int = 0
 
   def __post_init__(self):
     span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
                                           self.null_score_diff_threshold)
     if self.num_train_epochs <= 0:
       raise errors.UsageError("--num_train_epochs must be above 0")
+    for name in ("steps_per_loop", "save_checkpoints_steps"):
+      if getattr(self, name) < 1:
+        raise errors.UsageError(f"--{name}={getattr(self, name)}: must be at least 1")
+    if self.log_steps < 0:
+      raise errors.UsageError(f"--log_steps={self.log_steps}: must be 0 (about every 30 s) or "
+                              f"more")
     if self.max_steps is not None and self.max_steps < 1:
       raise errors.UsageError(f"--max_steps={self.max_steps}: must be at least 1")
     if self.train_batch_size != "auto" and (

@@ -1,8 +1,8 @@
 """The training loop: an orbit `StandardTrainer` for the QA task, and the `orbit.Controller` around it.
 
-The controller runs `steps_per_loop` steps per call of a compiled loop, saves checkpoints every
-`save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s) and logs
-progress after each loop. A checkpoint holds the model, the optimizer (its `iterations` is the
+The controller runs at most `steps_per_loop` steps per call of a compiled loop, saves checkpoints
+every `save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s)
+after each loop, and shows progress (tasks/train_progress.py) where a loop ends. A checkpoint holds the model, the optimizer (its `iterations` is the
 global step) and the schedule's length; the input position is the global step (the task's
 pipeline is deterministic and skips the batches already trained). Only the chief writes into
 `--model_dir`; other workers write their (identical) checkpoints into a temporary folder that is
@@ -27,6 +27,7 @@ from squad_qa import errors
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import train_progress
 
 SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
 DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
@@ -93,8 +94,8 @@ class QATrainer(orbit.StandardTrainer):
     steps = step - self._loop_start_step
     self.last_output = {
         "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)}
-    # A process's first loop includes tracing; a one-step first loop measures nothing but that.
-    if elapsed and (self._loops or steps > 1):
+    # A process's first loop includes tracing: its rate would measure mostly that.
+    if elapsed and self._loops:
       self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
     self._loops += 1
     return self.last_output
@@ -192,7 +193,7 @@ def worker_dir(model_dir, is_chief):
 
 def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
           save_checkpoints_steps, steps_per_loop, is_chief, cluster_resolver=None,
-          restore_fn=None, start=None, before_first_save=None):
+          restore_fn=None, start=None, before_first_save=None, progress=None):
   """Trains to `num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
@@ -212,11 +213,14 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
       resume ignores); default: resume --model_dir's latest checkpoint.
     before_first_save: a function of no arguments run just before the first checkpoint is saved
       (train.py writes qa_config.json there, so a run failing before leaves none).
+    progress: a `tasks.train_progress.TrainProgress` that shows progress after each loop and cuts
+      the loops to end where its lines are due (None: no progress lines).
 
   Returns:
-    {"steps": steps run now, "start_step", "end_step"} plus the last loop's "loss",
-    "learning_rate" and "examples_per_second" (None when that loop was this process's first and
-    ran one step: its time is mostly tracing).
+    {"steps": steps run now, "start_step", "end_step", "train_seconds" (wall time of the steps,
+    tracing included)} plus the last loop's "loss",
+    "learning_rate" and "examples_per_second" (None when that loop was this process's first: its
+    time is mostly tracing).
 
   Raises:
     OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError; the last checkpoint is left
@@ -256,17 +260,25 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         orbit.actions.SaveCheckpointIfPreempted(
             cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
             checkpoint_number=global_step)]
-    controller = orbit.Controller(
-        strategy=strategy, trainer=trainer, global_step=global_step,
-        steps_per_loop=lambda step: min(steps_per_loop,
-                                        save_checkpoints_steps - step % save_checkpoints_steps),
-        checkpoint_manager=manager, train_actions=actions,
-        summary_dir=os.path.join(write_dir, "train") if is_chief else None,
-        summary_interval=steps_per_loop if is_chief else None)
-    trainer.train_dataset = strategy.distribute_datasets_from_function(
-        lambda context: dataset_fn(context, start_step))
+    if progress:
+      actions.append(progress)
+      progress.begin(start_step, trainer.global_batch_size)
+
+    def loop_steps(step):
+      steps = min(steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps)
+      return min(steps, progress.loop_steps(step)) if progress else steps
+
+    started = time.time()
     try:
-      controller.train(steps=num_train_steps, checkpoint_at_completion=False)
+      with train_progress.orbit_lines_to_debug():
+        controller = orbit.Controller(
+            strategy=strategy, trainer=trainer, global_step=global_step,
+            steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,
+            summary_dir=os.path.join(write_dir, "train") if is_chief else None,
+            summary_interval=steps_per_loop if is_chief else None)
+        trainer.train_dataset = strategy.distribute_datasets_from_function(
+            lambda context: dataset_fn(context, start_step))
+        controller.train(steps=num_train_steps, checkpoint_at_completion=False)
     except tf.errors.ResourceExhaustedError as e:
       raise OutOfMemoryError(
           f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
@@ -276,7 +288,8 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     rate = trainer.last_output.get("examples_per_second")
     logging.info("trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
                  trainer.last_output.get("loss", float("nan")),
-                 "speed n/a (one step, whose time includes tracing)" if rate is None
+                 "speed n/a (one loop, whose time includes tracing)" if rate is None
                  else f"{rate:.2f} examples/s (last loop)")
   return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
-          "examples_per_second": None, **trainer.last_output}
+          "train_seconds": time.time() - started, "examples_per_second": None,
+          **trainer.last_output}

@@ -23,7 +23,7 @@ NOISE = (
     "Start watcher for local signal", "PreemptionCheckpointHandler", "Found untraced functions",
     "Assets written to", "Writing fingerprint", "contains input name(s)", "INFO:tensorflow:",
     "AdamWeightDecay gradient_clip_norm", "Sync on async checkpoint saving",
-    "Logging before flag parsing",
+    "Logging before flag parsing", "train | step:", "DictWrapper", "restoring or initializing",
 )
 # The lines each command must still print (its results, its settings, warnings a user acts on).
 PRODUCT_LINES = {
@@ -31,9 +31,10 @@ PRODUCT_LINES = {
                 "meta.json in "),
     "train": ("strategy: OneDeviceStrategy, 1 replicas", "batch: 8 features per step = ",
               "no --init_checkpoint: the encoder starts from random weights",
-              "restoring or initializing model...", "train | step:      0 | training until step 2",
-              "train | step:      2 | steps/sec:", "trained steps 0..2: final loss",
-              "SQuAD v1.1 on 8 questions of ", "exact_match = "),
+              "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
+              "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",
+              "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ",
+              " on 8 questions; in "),
     "export": ("exporting ", "serving max_seq_length=64 (training)", "exported SavedModel to "),
     "ask": ("Q: Who won the game?", "A: "),
 }

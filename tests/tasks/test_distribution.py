@@ -9,6 +9,7 @@ strategies (float32 tolerance) and on for resuming (exact).
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -409,20 +410,21 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   model_dir = data["tmp"] / "sigterm"
   with Processes() as processes:
     proc = processes.start(train_command(data, model_dir, "--max_steps=100000",
-                                         "--save_checkpoints_steps=100000", "--steps_per_loop=1"),
+                                         "--save_checkpoints_steps=100000", "--steps_per_loop=1",
+                                         "--log_steps=1"),
                            log=data["tmp"] / "sigterm.log")
-    wait_for(lambda: "train | step:      2 |" in Processes.output(proc), procs=[proc])
+    wait_for(lambda: "training: 2 of 100,000 steps" in Processes.output(proc), procs=[proc])
     assert latest_step(model_dir) is None  # no periodic checkpoint before 100000
     proc.send_signal(signal.SIGTERM)
     returncode = processes.wait(proc)
   output = Processes.output(proc)
   step = latest_step(model_dir)
   assert step is not None and 2 <= step < 100000, output[-3000:]
-  last_logged = max(int(line.split("train | step:")[1].split("|")[0])
-                    for line in output.splitlines() if "train | step:" in line and "|" in
-                    line.split("train | step:")[1])
-  # The loop that noticed the signal saved (orbit runs train actions before logging the loop) and
-  # exited: the checkpoint is at the step training had reached, one past the last logged loop.
+  last_logged = max(int(m.group(1).replace(",", ""))
+                    for m in re.finditer(r"training: ([\d,]+) of 100,000 steps", output))
+  # The loop that noticed the signal saved (the preemption action runs before the progress
+  # action) and exited: the checkpoint is at the step training had reached, one past the last
+  # logged loop.
   assert step == last_logged + 1
   assert returncode != 0  # stopped, not finished
   restored, _ = span_model.build_span_model(tiny_config())

@@ -200,7 +200,7 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": SEQ, **start.recorded})
   assert stats["steps"] == 1 and stats["examples_per_second"] is None
   assert "trained steps 0..1: final loss" in caplog.text
-  assert "speed n/a (one step, whose time includes tracing)" in caplog.text
+  assert "speed n/a (one loop, whose time includes tracing)" in caplog.text
   assert "examples/s" not in caplog.text
   assert artifacts.read_qa_config(model_dir) == {"max_seq_length": SEQ,
                                                  "init_checkpoint": os.path.realpath(prefix)}

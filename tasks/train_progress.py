@@ -1,0 +1,140 @@
+"""What a person watching training sees: one progress line every ~30 s of work (or every
+`log_steps` steps), and the length of orbit's compiled loops chosen so that it can be printed.
+
+A line reads, on a file or CI log:
+
+  training: 80 of 320 steps (25 %), epoch 0.29, loss 4.2086, learning rate 1.67e-04,
+  16.1 examples/s, 1 min 20 s elapsed, ETA 4 min 00 s
+
+and on a terminal the same figures are a Keras progress bar. Python only regains control between
+orbit's compiled loops (`steps_per_loop` steps in one tf.while_loop), so the loops are cut to end
+where a line is due: at multiples of `log_steps`, or, without it, after about
+`progress.LOG_INTERVAL_SECONDS` of steps at the rate measured so far. Every worker of a
+multi-worker cluster must run loops of the same length, so there the length cannot follow each
+worker's clock: loops end at multiples of `log_steps` (default: `steps_per_loop`).
+
+orbit's controller prints its own line per loop (`train | step: ... | output: DictWrapper(...)`)
+and "restoring or initializing model..." both to stdout and to the log; `orbit_lines_to_debug`
+moves them to absl's debug level (`--verbosity=1` shows them, as does SQUAD_QA_VERBOSE=1).
+"""
+
+import contextlib
+import math
+
+from absl import logging
+import orbit.controller
+
+from squad_qa.tasks import console
+from squad_qa.tasks import progress as progress_lib
+
+# Steps of the first loop, before any rate is known: its time is mostly tracing, and a short one
+# shows the first line (and the first measured speed) early.
+FIRST_LOOP_STEPS = 5
+
+
+class TrainProgress:
+  """An orbit train action that shows training's progress, and the loop length that lets it.
+
+  Args:
+    global_step: the optimizer's `iterations` variable (the global step).
+    num_train_steps: the global step training ends at.
+    steps_per_epoch: optimizer steps in one epoch (records.steps_per_epoch), for the epoch figure.
+    log_steps: a line every this many steps (0: about every `interval` seconds).
+    steps_per_loop: the most steps in one compiled loop (--steps_per_loop).
+    fixed_loops: loops of fixed lengths (multi-worker): end at multiples of `log_steps`, or of
+      `steps_per_loop` when `log_steps` is 0, never after a clock.
+    show: whether to show anything (False on workers other than the chief).
+    interactive, interval, clock: as `progress.Progress`'s (tests pass their own).
+  """
+
+  def __init__(self, global_step, num_train_steps, steps_per_epoch, log_steps, steps_per_loop,
+               fixed_loops=False, show=True, interactive=None,
+               interval=progress_lib.LOG_INTERVAL_SECONDS, clock=None):
+    self.global_step = global_step
+    self.num_train_steps = num_train_steps
+    self.steps_per_epoch = steps_per_epoch
+    self.log_steps = log_steps or (steps_per_loop if fixed_loops else 0)
+    self.steps_per_loop = steps_per_loop
+    self.show = show
+    self.interval = interval
+    self._progress_options = {"interactive": interactive, **({"clock": clock} if clock else {})}
+    self.progress = None  # made by `begin`
+
+  def begin(self, start_step, global_batch_size):
+    """Starts counting at global step `start_step` (a resume's) and shows what will be trained
+    (`global_batch_size` features per step) and how often progress shows."""
+    options = {**self._progress_options, **({} if self.show else {"interactive": False})}
+    self.progress = progress_lib.Progress(
+        "training", self.num_train_steps, "steps", interval=None, initial=start_step,
+        show_rate=False, rate_after_first_update=True, **options)
+    if not self.show:
+      return
+    every = (f"every {self.log_steps} steps" if self.log_steps
+             else f"about every {progress_lib.format_seconds(self.interval)}")
+    logging.info("training steps %d..%d, %d features per step (%.2f epochs); progress %s",
+                 start_step, self.num_train_steps, global_batch_size,
+                 (self.num_train_steps - start_step) / self.steps_per_epoch, every)
+
+  def loop_steps(self, step):
+    """Steps of the next compiled loop from global step `step`: at most `steps_per_loop`, ending
+    where the next progress line is due."""
+    steps = self.steps_per_loop
+    if self.log_steps:
+      steps = min(steps, self.log_steps - step % self.log_steps)
+    elif not self.progress.updates:
+      steps = min(steps, FIRST_LOOP_STEPS)
+    else:
+      # Steps/s since the first loop (tracing left out); after the first loop alone, the rate
+      # with tracing: lower than the true one, so the loop ends early rather than late.
+      rate = self.progress.rate() or (
+          (self.progress.done - self.progress.initial) / max(self.progress.elapsed, 1e-9))
+      if rate > 0:
+        seconds_left = max(self.interval - self.progress.seconds_since_line(), 0.0)
+        steps = min(steps, max(1, math.ceil(seconds_left * rate)))
+    return max(1, steps)
+
+  def figures(self, output):
+    """The line's figures from a loop's output (tasks.trainer.QATrainer.train_loop_end)."""
+    step = int(self.global_step.numpy())
+    figures = {"epoch": (step / self.steps_per_epoch, f"epoch {step / self.steps_per_epoch:.2f}")}
+    if "loss" in output:
+      figures["loss"] = (output["loss"], f"loss {output['loss']:.4f}")
+    if "learning_rate" in output:
+      figures["learning_rate"] = (output["learning_rate"],
+                                  f"learning rate {output['learning_rate']:.2e}")
+    if output.get("examples_per_second"):
+      rate = output["examples_per_second"]
+      figures["examples/s"] = (rate, f"{rate:.1f} examples/s")
+    return figures
+
+  def __call__(self, output):
+    """Counts the loop that just ended; shows a line when one is due: at multiples of
+    `log_steps`, or (without it) after the first loop and then about every `interval` seconds,
+    and at the last step."""
+    step = int(self.global_step.numpy())
+    if self.log_steps:
+      due = step % self.log_steps == 0
+    else:  # the loop was cut to end near the interval: a little early is on time
+      due = not self.progress.updates or self.progress.seconds_since_line() >= 0.8 * self.interval
+    self.progress.update(step - self.progress.done, self.figures(output), log=due and self.show)
+    if step >= self.num_train_steps and self.show:
+      self.progress.finish()
+
+
+@contextlib.contextmanager
+def orbit_lines_to_debug():
+  """Within: orbit's controller logs its lines at debug level instead of printing and logging
+  them at INFO (unless SQUAD_QA_VERBOSE asks for every line).
+
+  Uses `orbit.controller._log`, a private function (BUILD.md lists it): orbit has no option to
+  silence its per-loop line. Raises nothing if orbit renames it: the lines then show as before.
+  """
+  original = getattr(orbit.controller, "_log", None)
+  if original is None or console.verbose_from_environment():
+    yield
+    return
+  orbit.controller._log = lambda message: logging.vlog(1, "%s", message)  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    orbit.controller._log = original  # pylint: disable=protected-access

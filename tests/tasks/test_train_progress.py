@@ -1,0 +1,110 @@
+"""Training's progress lines: when they are due, what they say, and the loop lengths that let
+them be printed (tasks/train_progress.py)."""
+
+from absl import logging
+import orbit
+import tensorflow as tf
+
+from squad_qa.tasks import console
+from squad_qa.tasks import train_progress
+
+
+class FakeClock:
+  def __init__(self):
+    self.now = 1000.0
+
+  def __call__(self):
+    return self.now
+
+
+def make(monkeypatch, log_steps=0, fixed_loops=False, num_train_steps=400, steps_per_loop=100):
+  """A TrainProgress on a fake clock whose log lines go to a list."""
+  lines = []
+  monkeypatch.setattr(logging, "info", lambda fmt, *args: lines.append(fmt % args))
+  clock = FakeClock()
+  step = tf.Variable(0, dtype=tf.int64)
+  progress = train_progress.TrainProgress(step, num_train_steps, steps_per_epoch=200,
+                                          log_steps=log_steps, steps_per_loop=steps_per_loop,
+                                          fixed_loops=fixed_loops, interactive=False, clock=clock)
+  return progress, step, clock, lines
+
+
+def run_loop(progress, step, clock, seconds_per_step, output=None):
+  """Runs the loop `progress` asks for at `seconds_per_step` (cut at the last step, as orbit's
+  controller does); returns its length."""
+  steps = min(progress.loop_steps(int(step.numpy())),
+              progress.num_train_steps - int(step.numpy()))
+  clock.now += steps * seconds_per_step
+  step.assign_add(steps)
+  progress(output or {"loss": 2.5, "learning_rate": 1e-4, "examples_per_second": 32.0})
+  return steps
+
+
+def test_loops_end_about_every_30_seconds_with_a_line_each(monkeypatch):
+  progress, step, clock, lines = make(monkeypatch)
+  progress.begin(0, 16)
+  clock.now += 20  # tracing: the first loop's time is mostly this
+  lengths = [run_loop(progress, step, clock, 0.5) for _ in range(5)]
+  # 5 steps first (no rate yet); then 7 at the rate with tracing (5 steps in 22.5 s, for 30 s);
+  # then the rest of 30 s at 2 steps/s (53), and 60 steps per 30 s from there on.
+  assert lengths == [5, 7, 53, 60, 60]
+  assert lines == [
+      "training steps 0..400, 16 features per step (2.00 epochs); progress about every 30 s",
+      "training: 5 of 400 steps (1 %), epoch 0.03, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 22 s elapsed",
+      "training: 65 of 400 steps (16 %), epoch 0.33, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 52 s elapsed, ETA 2 min 48 s",
+      "training: 125 of 400 steps (31 %), epoch 0.62, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 1 min 22 s elapsed, ETA 2 min 18 s",
+      "training: 185 of 400 steps (46 %), epoch 0.93, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 1 min 52 s elapsed, ETA 1 min 48 s"]
+
+
+def test_slow_steps_never_loop_longer_than_steps_per_loop_and_the_end_shows_once(monkeypatch):
+  progress, step, clock, lines = make(monkeypatch, num_train_steps=12, steps_per_loop=4)
+  progress.begin(0, 8)
+  lengths = []
+  while int(step.numpy()) < 12:
+    lengths.append(run_loop(progress, step, clock, 20.0))  # 20 s per step: a line every loop
+  assert lengths == [4, 2, 2, 2, 2]  # first: min(5, 4); then 30 s is 1.5 steps -> 2
+  assert [line.split(",")[0] for line in lines[1:]] == [
+      "training: 4 of 12 steps (33 %)", "training: 6 of 12 steps (50 %)",
+      "training: 8 of 12 steps (67 %)", "training: 10 of 12 steps (83 %)",
+      "training: 12 of 12 steps (100 %)"]
+
+
+def test_log_steps_fixes_the_lines_to_its_multiples(monkeypatch):
+  progress, step, clock, lines = make(monkeypatch, log_steps=25, num_train_steps=60)
+  progress.begin(10, 8)  # a resumed run: step 10 of 60
+  lengths = []
+  while int(step.numpy()) < 60:
+    if not lengths:
+      step.assign(10)
+    lengths.append(run_loop(progress, step, clock, 0.1))
+  assert lengths == [15, 25, 10]  # to 25, to 50, to the end
+  assert lines[0] == ("training steps 10..60, 8 features per step (0.25 epochs); progress every "
+                      "25 steps")
+  assert [line.split(",")[0] for line in lines[1:]] == [
+      "training: 25 of 60 steps (42 %)", "training: 50 of 60 steps (83 %)",
+      "training: 60 of 60 steps (100 %)"]
+
+
+def test_multi_worker_loops_never_follow_a_clock(monkeypatch):
+  progress, step, clock, _ = make(monkeypatch, fixed_loops=True, steps_per_loop=40)
+  progress.begin(0, 8)
+  assert [run_loop(progress, step, clock, seconds) for seconds in (5.0, 0.01, 3.0)] == [40] * 3
+
+
+def test_orbit_prints_no_line_of_its_own(monkeypatch, capsys):
+  monkeypatch.delenv(console.VERBOSE_ENV, raising=False)
+  # The private function this replaces exists in the installed orbit.
+  assert callable(orbit.controller._log)  # pylint: disable=protected-access
+  with train_progress.orbit_lines_to_debug():
+    orbit.controller._log("train | step: 2 | output: {}")  # pylint: disable=protected-access
+  assert capsys.readouterr().out == ""
+  orbit.controller._log("restored")  # pylint: disable=protected-access
+  assert capsys.readouterr().out == "restored\n"  # put back on the way out
+  monkeypatch.setenv(console.VERBOSE_ENV, "1")
+  with train_progress.orbit_lines_to_debug():
+    orbit.controller._log("kept")  # pylint: disable=protected-access
+  assert capsys.readouterr().out == "kept\n"
