@@ -18,8 +18,9 @@ def documentation_files():
           *sorted((testutil.REPO / "docs").glob("*.md"))]
 
 
-def prose_lines(text):
-  """(line number, line) of `text` outside fenced and indented code blocks, inline code removed."""
+def prose_lines(text, keep_inline_code=False):
+  """(line number, line) of `text` outside fenced and indented code blocks, inline code removed
+  unless `keep_inline_code`."""
   in_fence = False
   for number, line in enumerate(text.splitlines(), start=1):
     if FENCE.match(line):
@@ -27,7 +28,7 @@ def prose_lines(text):
       continue
     if in_fence or line.startswith("    ") or line.startswith("\t"):
       continue
-    yield number, INLINE_CODE.sub("", line)
+    yield number, line if keep_inline_code else INLINE_CODE.sub("", line)
 
 
 def slug(heading):
@@ -43,7 +44,7 @@ def anchors(path):
   """The anchors of the headings of Markdown file `path` (a repeated heading gets -1, -2, ...)."""
   seen = {}
   result = set()
-  for _, line in prose_lines(path.read_text(encoding="utf-8")):
+  for _, line in prose_lines(path.read_text(encoding="utf-8"), keep_inline_code=True):
     match = HEADING.match(line)
     if not match:
       continue
