@@ -29,9 +29,9 @@ one:
 The table gives each configuration's examples/s, the mean padded length of its timed batches and
 of a whole epoch (simulated on the records' real lengths with the configuration's own batching),
 examples/s scaled to the epoch's mean length (x timed length / epoch length: step time is close
-to linear in length here, BUILD.md "Length-bucketed training"), the ratio of that to the peer's
-best, and the machine's load average (`/proc/loadavg`) before each configuration: the machine is
-shared, so compare rows of one run, never runs of different days.
+to linear in length here, docs/distribution.md "Length-bucketed training"), the ratio of that to
+the peer's best, and the machine's load average (`/proc/loadavg`) before each configuration: the
+machine is shared, so compare rows of one run, never runs of different days.
 """
 
 import argparse

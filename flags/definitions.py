@@ -182,8 +182,8 @@ def define_export_flags():
       "serve_text's step, in tokens, between the starts of consecutive context windows. Default: "
       "the doc_stride the model was trained with (its qa_config.json; 128 for an "
       "--init_checkpoint). A longer step gives long contexts fewer windows: 256 at "
-      "max_seq_length 384 is about the step of HF's question-answering pipeline (BUILD.md has its "
-      "measured effect on dev F1).")
+      "max_seq_length 384 is about the step of HF's question-answering pipeline "
+      "(docs/serving.md has its measured effect on dev F1).")
   DEFINE_integer(
       "window_batch_size", 32,
       "Windows per model call inside serve_text (bounds memory for long contexts and big batches).")

@@ -7,8 +7,8 @@ CPU runs that operand order about 3x slower than the same product written query 
 `tf.einsum("abcd,aecd->acbe", query, key)`, which gives bit-identical scores and gradients
 (measured on this 2-core machine, MiniLM's 12 heads of 32: 159 ms against 51 ms for 15 windows of
 384; forward + backward at 16 x 192: 63 ms against 41 ms; max |difference| 0.0). In the whole
-MiniLM forward pass at 15 x 384 the key-first einsum was 32 % of the op time (profile in BUILD.md,
-"Attention operand order").
+MiniLM forward pass at 15 x 384 the key-first einsum was 32 % of the op time (profile in
+docs/serving.md, "Attention operand order").
 
 `use_query_first_attention` switches the attention layers of a built encoder to
 `QueryFirstMultiHeadAttention`, a subclass that overrides only `_compute_attention` (the method

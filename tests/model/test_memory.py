@@ -467,7 +467,7 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
   (its step differs from plain TF's by ~4e-5 of a 1e-3 update on this CPU), so compiled k = 1 is
   compared with compiled k = 4. That needs XLA's float16 forward pass to be row-independent, which
   it is here (asserted) but not for every shape on this CPU: batch 4 vs 2 x 2 at seq 32 already
-  differ by 2.4e-4 in the compiled logits, before any gradient (see BUILD.md)."""
+  differ by 2.4e-4 in the compiled logits, before any gradient (see docs/training.md)."""
   question_answering.set_precision_policy("float16" if mixed else "float32")
   config, plain, compiled = twin_models(seed=4)
   initial = plain.get_weights()

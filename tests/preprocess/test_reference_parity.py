@@ -5,7 +5,7 @@ with its `FullTokenizer` (google-research/bert run_squad.py's algorithm), run he
 with the same vocab; tools/compare_with_reference.py matches the features question by question and
 window by window. The slices are the articles of each file with the most non-ASCII text (accents,
 dashes, CJK, IPA, Greek, Cyrillic), where tokenizers disagree if they ever do. The full files are
-compared by `python -m tools.compare_with_reference` (BUILD.md has the numbers).
+compared by `python -m tools.compare_with_reference` (docs/featurization.md has the numbers).
 """
 
 import pytest
