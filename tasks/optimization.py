@@ -84,9 +84,9 @@ def apply_gradients(optimizer, gradients, variables):
     steps are then paired: "Shape mismatch in the collective instance" as soon as two steps have
     different batch widths, even when all replicas of each step agree. A dense gradient is
     all-reduced with the others, after this step's backward pass.
-  The cost is a [vocab_size, hidden] all-reduce per step (94 MB for BERT-base in float32; BUILD.md
-  "Training on several replicas" weighs it); AdamW updates every row of the embedding's slots
-  either way. On one device a MiniLM step took the same time dense as with the rows as given, or
+  The cost is a [vocab_size, hidden] all-reduce per step (94 MB for BERT-base in float32;
+  docs/distribution.md "Training on several replicas" weighs it); AdamW updates every row of the
+  embedding's slots either way. On one device a MiniLM step took the same time dense as with the rows as given, or
   with them summed per token, to the noise of the measurement (±5 %).
   """
   context = tf.distribute.get_replica_context()

@@ -141,7 +141,7 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
   reduction over the batch * seq rows into a weight gradient is computed in float32 from the
   float16 operands (model/float32_gradients.py), so k passes of b give one batch of k * b within
   float32 tolerance here too (on TF's CPU kernels; XLA and GPU kernels may pick shape-dependent
-  algorithms: see BUILD.md). That path uses tf.gradients (the tape cannot take gradient
+  algorithms: see docs/training.md). That path uses tf.gradients (the tape cannot take gradient
   overrides), so the returned function must run inside a tf.function; it raises
   float32_gradients.OverrideError at trace time if the override misses a weight. float32 models,
   and float16 ones with `float32_weight_gradients` off, use a GradientTape.

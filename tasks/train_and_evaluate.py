@@ -91,7 +91,7 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu):
 
   float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
   matmuls are fast only where the CPU has them (AVX512-BF16 or AMX, read from /proc/cpuinfo on
-  Linux: matmuls at 2x float32 on an AMD Zen 4, BUILD.md "bfloat16 training on the CPU").
+  Linux: matmuls at 2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU").
   """
   if has_gpu or dtype == "float32":
     return
@@ -310,8 +310,8 @@ def float32_model(model, bert_config):
   """`model`, or a float32 copy of its weights when it computes in float16 or bfloat16.
 
   Prediction scores what export.py serves, which is always float32: a mixed-precision model's
-  answers differ from it (14 of 1,000 dev answers after bfloat16 training, BUILD.md "bfloat16
-  training on the CPU"). Sets the global policy to float32.
+  answers differ from it (14 of 1,000 dev answers after bfloat16 training, docs/training.md
+  "bfloat16 training on the CPU"). Sets the global policy to float32.
   """
   if model.dtype_policy.compute_dtype == "float32":
     return model

@@ -133,7 +133,8 @@ def orbit_lines_to_debug():
   if original is None or console.verbose_from_environment():
     yield
     return
-  orbit.controller._log = lambda message: logging.vlog(1, "%s", message)  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  orbit.controller._log = lambda message: logging.vlog(1, "%s", message)
   try:
     yield
   finally:

@@ -2,8 +2,8 @@
 
 The controller runs at most `steps_per_loop` steps per call of a compiled loop, saves checkpoints
 every `save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s)
-after each loop, and shows progress (tasks/train_progress.py) where a loop ends. A checkpoint holds the model, the optimizer (its `iterations` is the
-global step) and the schedule's length; the input position is the global step (the task's
+after each loop, and shows progress (tasks/train_progress.py) where a loop ends. A checkpoint
+holds the model, the optimizer (its `iterations` is the global step) and the schedule's length; the input position is the global step (the task's
 pipeline is deterministic and skips the batches already trained). Only the chief writes into
 `--model_dir`; other workers write their (identical) checkpoints into a temporary folder that is
 removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loop and exits
