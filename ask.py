@@ -1,13 +1,14 @@
-r"""Answers one question with a SavedModel written by export.py.
+r"""Answers questions about one passage with a SavedModel written by export.py.
 
-  python ask.py --export_dir=export --question="Who won?" --context="The Broncos won the game."
+  python ask.py --export_dir=export --question="Who won?" --question="Where?" \
+      --context="The Broncos won the game in Santa Clara."
 
 By default it calls the SavedModel's raw-text `serving_default` signature (serve_text): tokenization,
 windowing and span decoding run inside the graph. With --use_serve_features (and automatically for
 SavedModels exported without serve_text) it tokenizes and windows the question and passage in Python
 exactly as preprocessing does (vocab and settings come from the SavedModel), calls `serve_features`
-and decodes the best span over all windows (postprocess/span_decoding.py). Prints the answer and its
-character offsets.
+and decodes the best span over all windows (postprocess/span_decoding.py). Prints each answer with
+its character offsets, score (start + end logit) and time.
 """
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
@@ -22,13 +23,18 @@ definitions.define_ask_flags()
 
 
 def main(argv):
-  """Answers the question of the flags (`serving.saved_model_qa.answer_question`); prints it."""
+  """Answers the questions of the flags (`serving.saved_model_qa.answer_questions`); prints each
+  answer with its score and time, then one summary line."""
   del argv
   config = command_line.config_from_flags(saved_model_qa.AskConfig)
-  answer = saved_model_qa.answer_question(config)
-  print(f"Q: {config.question}")
-  print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
-        f"score {answer.score:.2f})")
+  answers, load_seconds = saved_model_qa.answer_questions(config)
+  for question, answer, seconds in answers:
+    print(f"Q: {question}")
+    print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
+          f"score {answer.score:.2f}, {1000 * seconds:.0f} ms)")
+  print(f"answered {len(answers)} question{'s' if len(answers) > 1 else ''} in "
+        f"{sum(seconds for _, _, seconds in answers):.2f} s (the SavedModel loaded in "
+        f"{load_seconds:.1f} s)")
 
 
 def cli():

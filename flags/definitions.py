@@ -32,6 +32,7 @@ DEFINE_string = _once(flags.DEFINE_string)
 DEFINE_bool = _once(flags.DEFINE_bool)
 DEFINE_integer = _once(flags.DEFINE_integer)
 DEFINE_float = _once(flags.DEFINE_float)
+DEFINE_multi_string = _once(flags.DEFINE_multi_string)
 
 def define_squad_file_flags():
   """--train_file, --predict_file: the SQuAD JSON inputs (defaults under $SQUAD_DIR)."""
@@ -195,8 +196,9 @@ def define_export_flags():
 
 
 def define_ask_flags():
-  """Flags of ask.py (one question against an exported SavedModel)."""
-  DEFINE_string("question", None, "The question.")
+  """Flags of ask.py (questions about one passage, against an exported SavedModel)."""
+  DEFINE_multi_string("question", None, "A question; give the flag again for more questions about "
+                      "the same passage.")
   DEFINE_string("context", None, "The passage holding the answer.")
   DEFINE_string("context_file", None, "Read the passage from this UTF-8 file instead.")
   DEFINE_bool(

@@ -268,9 +268,12 @@ def _make_records(config):
   _commit(output_dir, new_shards, meta)
   elapsed = time.time() - started
   num_questions = sum(len(squad.examples) for _, squad in splits)
-  logging.info("wrote %s in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers)",
-               os.path.join(output_dir, records.META_FILE), elapsed,
-               num_questions / max(elapsed, 1e-9), _cpu_seconds() - started_cpu)
+  logging.info("done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
+               "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
+               _cpu_seconds() - started_cpu,
+               ", ".join(f"{split}: {len(squad.examples):,} questions -> "
+                         f"{totals[split].num_features:,} windows" for split, squad in splits),
+               records.META_FILE, output_dir)
   return meta
 
 

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 
 from absl import logging
 import tensorflow as tf
@@ -23,6 +24,7 @@ from squad_qa.preprocess import wordpiece
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import progress
 
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 # What the export records about its vocab (assets.extra/qa_config.json), to be checked, not served.
@@ -117,14 +119,18 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
   temp_dir = export_dir.rstrip("/") + ".tmp-export"
   if os.path.exists(temp_dir):
     shutil.rmtree(temp_dir)
-  tf.saved_model.save(module, temp_dir, signatures=module.signatures())
+  signatures = module.signatures()
+  tf.saved_model.save(module, temp_dir, signatures=signatures)
   os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
   with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
-  logging.info("exported SavedModel to %s", export_dir)
+  size = sum(os.path.getsize(os.path.join(folder, name))
+             for folder, _, names in os.walk(export_dir) for name in names)
+  logging.info("exported SavedModel to %s: signatures %s; %.1f MB", export_dir,
+               ", ".join(signatures), size / 1e6)
 
 
 def decoding_config(config, saved_config):
@@ -272,6 +278,7 @@ def export_model(config):
     errors.UserError: (one line each) the refusal above, missing config/vocab/qa_config files, an
       unusable doc_stride, qa_config or vocab; checkpoint errors of `model.checkpoints`.
   """
+  started = time.time()
   given = config.given("model_dir")
   model_dir = config.model_dir if given or not config.init_checkpoint else None
   if model_dir is None and config.model_dir and tf.io.gfile.isdir(config.model_dir):
@@ -297,3 +304,5 @@ def export_model(config):
   logging.info("%s", setting_sources(config, served, recorded))
   write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
                     bert_config.max_position_embeddings)
+  logging.info("done in %s; ask it: python ask.py --export_dir=%s --question=... --context=...",
+               progress.format_seconds(time.time() - started), config.export_dir)

@@ -9,6 +9,7 @@ preprocessing makes them (vocab and settings from the SavedModel) and Python spa
 
 import dataclasses
 import os
+import time
 
 from absl import logging
 import numpy as np
@@ -133,11 +134,12 @@ class SavedModelQA:
 
 @dataclasses.dataclass(frozen=True)
 class AskConfig:
-  """One question for an export (ask.py's flags of the same names).
+  """Questions about one passage for an export (ask.py's flags of the same names).
 
   Attributes:
     export_dir: folder written by export.py.
-    question: the question (str).
+    question: the questions, a tuple of str (a str is taken as one question; ask.py's
+      --question may be given several times).
     context: the passage holding the answer (str), unless `context_file` is given.
     context_file: a UTF-8 file holding the passage; wins over `context`.
     n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
@@ -162,7 +164,11 @@ class AskConfig:
 
   def __post_init__(self):
     span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length)
-    if self.question is None or (self.context is None and not self.context_file):
+    if isinstance(self.question, str):
+      object.__setattr__(self, "question", (self.question,))
+    elif self.question is not None:
+      object.__setattr__(self, "question", tuple(self.question))
+    if not self.question or (self.context is None and not self.context_file):
       raise errors.UsageError("give --question and --context (or --context_file)")
 
   def given(self, name):
@@ -173,8 +179,9 @@ class AskConfig:
     return name in self.typed_flags
 
 
-def answer_question(config):
-  """ask.py's job: the best answer to `config.question` in its context, from `config.export_dir`.
+def answer_questions(config):
+  """ask.py's job: the best answer to each of `config.question` in its context, from
+  `config.export_dir` (loaded once).
 
   Through serve_text, unless `config.use_serve_features` or the export has no serve_text.
 
@@ -182,7 +189,10 @@ def answer_question(config):
     config: an AskConfig.
 
   Returns:
-    A span_decoding.Answer (text == context[start_char:end_char]; character offsets in code points).
+    (answers, load_seconds): answers is a list of (question, span_decoding.Answer, seconds) in
+    the order asked (Answer.text == context[start_char:end_char], character offsets in code
+    points; seconds: the wall time of that question's call); load_seconds: the wall time of
+    loading the SavedModel.
 
   Raises:
     errors.MissingFileError: no `config.context_file`, no SavedModel at `config.export_dir`, or
@@ -194,13 +204,25 @@ def answer_question(config):
       raise errors.MissingFileError(f"--context_file={config.context_file}: no such file")
     with open(config.context_file, encoding="utf-8") as f:
       context = f.read()
+  started = time.perf_counter()
   qa = SavedModelQA(config.export_dir)
+  load_seconds = time.perf_counter() - started
   if config.use_serve_features or not qa.has_serve_text:
-    return qa.answer_with_serve_features(config.question, context, config.n_best_size,
-                                         config.max_answer_length)
-  for name in ("n_best_size", "max_answer_length"):
-    value = getattr(config, name)
-    if config.given(name) and value != qa.config.get(name):
-      logging.warning("--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
-                      "--use_serve_features)", name, value, qa.config.get(name))
-  return qa.answer(config.question, context)
+    def answer(question):
+      return qa.answer_with_serve_features(question, context, config.n_best_size,
+                                           config.max_answer_length)
+  else:
+    for name in ("n_best_size", "max_answer_length"):
+      value = getattr(config, name)
+      if config.given(name) and value != qa.config.get(name):
+        logging.warning("--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
+                        "--use_serve_features)", name, value, qa.config.get(name))
+
+    def answer(question):
+      return qa.answer(question, context)
+  answers = []
+  for question in config.question:
+    started = time.perf_counter()
+    result = answer(question)
+    answers.append((question, result, time.perf_counter() - started))
+  return answers, load_seconds

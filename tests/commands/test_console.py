@@ -28,15 +28,17 @@ NOISE = (
 # The lines each command must still print (its results, its settings, warnings a user acts on).
 PRODUCT_LINES = {
     "records": ("read train: 24 questions, eval: 8 questions", "train: 24 questions -> ",
-                "meta.json in "),
+                "done in ", "the shards and meta.json in "),
     "train": ("strategy: OneDeviceStrategy, 1 replicas", "batch: 8 features per step = ",
               "no --init_checkpoint: the encoder starts from random weights",
               "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
               "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",
               "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ",
               " on 8 questions; in "),
-    "export": ("exporting ", "serving max_seq_length=64 (training)", "exported SavedModel to "),
-    "ask": ("Q: Who won the game?", "A: "),
+    "export": ("exporting ", "serving max_seq_length=64 (training)", "exported SavedModel to ",
+               "signatures serving_default, serve_features, serve_examples, serve_text; ",
+               "done in ", "ask it: python ask.py --export_dir="),
+    "ask": ("Q: Who won the game?", "A: ", "answered 1 question in "),
 }
 
 

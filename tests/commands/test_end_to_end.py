@@ -3,6 +3,7 @@ resume -> export -> reload in a fresh process -> ask. Each command runs as a use
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -209,11 +210,19 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
 
 
 @pytest.mark.slow
-def test_ask_answers_from_the_export(run):
+def test_ask_answers_each_question_from_the_export(run):
   context = "The harbour bridge was painted red in 1932 by a crew of forty workers."
+  questions = ("When was the bridge painted?", "How many workers painted the bridge?")
   _, output = testutil.run_cli("ask.py", f"--export_dir={run['export']}",
-                               "--question=When was the bridge painted?", f"--context={context}")
-  line = next(l for l in output.splitlines() if l.startswith("A: "))
-  text = line[len("A: "):].split(" (characters ")[0]
-  start, end = line.split(" (characters ")[1].split(",")[0].split("..")
-  assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
+                               *(f"--question={q}" for q in questions), f"--context={context}")
+  lines = output.splitlines()
+  assert [l[len("Q: "):] for l in lines if l.startswith("Q: ")] == list(questions)
+  answers = [l for l in lines if l.startswith("A: ")]
+  assert len(answers) == 2
+  for line in answers:
+    text = line[len("A: "):].split(" (characters ")[0]
+    start, end = line.split(" (characters ")[1].split(",")[0].split("..")
+    assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
+    assert re.search(r", score -?\d+\.\d\d, \d+ ms\)$", line), line
+  assert re.search(r"^answered 2 questions in \d+\.\d\d s \(the SavedModel loaded in "
+                   r"\d+\.\d s\)$", output, re.M), output

@@ -183,10 +183,10 @@ def test_serve_examples_rest_bodies_and_wrong_shapes(served):
 
 def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.MissingFileError) as error:
-    saved_model_qa.answer_question(saved_model_qa.AskConfig(
+    saved_model_qa.answer_questions(saved_model_qa.AskConfig(
         export_dir=str(tmp_path / "none"), question="q", context="c"))
   assert str(error.value) == (f"--export_dir={tmp_path / 'none'}: no SavedModel there; make one "
                               f"with `python export.py --export_dir={tmp_path / 'none'}`")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
-    saved_model_qa.answer_question(saved_model_qa.AskConfig(
+    saved_model_qa.answer_questions(saved_model_qa.AskConfig(
         export_dir=str(tmp_path / "none"), question="q", context_file=str(tmp_path / "c.txt")))
