@@ -13,6 +13,7 @@ from official.nlp.modeling import models
 from official.nlp.modeling import networks
 
 from squad_qa.model import attention
+from squad_qa.model import precision
 
 # Input names of tfm's BertEncoder, used by the model and by the serving signatures.
 INPUT_WORD_IDS = "input_word_ids"
@@ -66,24 +67,39 @@ def build_encoder(config):
   return encoder
 
 
-def build_span_model(config):
+def build_span_model(config, encoder_policy=None):
   """Builds the encoder and the QA model around it.
+
+  Args:
+    config: a `model.bert_config.BertConfig`.
+    encoder_policy: None: every layer takes the global tf_keras dtype policy (training sets it).
+      A policy name, e.g. "mixed_bfloat16" (export.py --serving_precision=bfloat16): the encoder is
+      built under it and the span head (one Dense(2) per token) under float32, so the logits keep
+      float32 precision from the bfloat16 hidden states; the global policy is left as it was.
+      The variables are float32 either way: the same checkpoints load.
 
   Returns:
     (model, encoder). `model` maps a dict of int32 [batch, seq] `input_word_ids`, `input_mask`,
     `input_type_ids` to (start_logits, end_logits), each float32 [batch, seq] even under a mixed
     precision policy (softmax and loss need float32 range).
   """
-  encoder = build_encoder(config)
-  labeler = models.BertSpanLabeler(
-      network=encoder,
-      initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
-  inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-            for name in MODEL_INPUTS}
-  start_logits, end_logits = labeler(inputs)
-  to_float32 = functools.partial(tf_keras.layers.Activation, "linear", dtype="float32")
-  outputs = (to_float32(name="start_logits")(start_logits),
-             to_float32(name="end_logits")(end_logits))
-  model = tf_keras.Model(inputs=inputs, outputs=outputs, name="bert_span_model")
+  with precision.global_policy(encoder_policy):
+    encoder = build_encoder(config)  # tfm's BertEncoder creates all its layers here
+  with precision.global_policy(None if encoder_policy is None else "float32"):
+    labeler = models.BertSpanLabeler(
+        network=encoder,
+        initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
+    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
+              for name in MODEL_INPUTS}
+    start_logits, end_logits = labeler(inputs)
+    to_float32 = functools.partial(tf_keras.layers.Activation, "linear", dtype="float32")
+    outputs = (to_float32(name="start_logits")(start_logits),
+               to_float32(name="end_logits")(end_logits))
+    model = tf_keras.Model(inputs=inputs, outputs=outputs, name="bert_span_model")
   model.labeler = labeler
   return model, encoder
+
+
+def encoder_compute_dtype(model):
+  """The dtype the encoder of a `build_span_model` model computes in ("float32", "bfloat16", ...)."""
+  return model.labeler.checkpoint_items["encoder"].compute_dtype

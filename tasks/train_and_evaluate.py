@@ -30,6 +30,7 @@ import tf_keras
 from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
+from squad_qa.model import precision
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import plan as memory_plan
@@ -90,8 +91,8 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu):
   """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
 
   float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
-  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX, read from /proc/cpuinfo on
-  Linux: matmuls at 2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU").
+  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX: `model.precision`; matmuls at
+  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU").
   """
   if has_gpu or dtype == "float32":
     return
@@ -99,12 +100,7 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu):
     logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
                     "40x slower than float32")
     return
-  try:
-    with open("/proc/cpuinfo") as f:
-      flags_line = next((line for line in f if line.startswith("flags")), "")
-  except OSError:
-    return
-  if not {"avx512_bf16", "amx_bf16"} & set(flags_line.split()):
+  if precision.cpu_has_native_bfloat16() is False:
     logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
                     "so bfloat16 matmuls may be slower than float32 here")
 
@@ -309,7 +305,7 @@ def restore_for_prediction(config, bert_config, start):
 def float32_model(model, bert_config):
   """`model`, or a float32 copy of its weights when it computes in float16 or bfloat16.
 
-  Prediction scores what export.py serves, which is always float32: a mixed-precision model's
+  Prediction scores what export.py serves by default, float32: a mixed-precision model's
   answers differ from it (14 of 1,000 dev answers after bfloat16 training, docs/training.md
   "bfloat16 training on the CPU"). Sets the global policy to float32.
   """

@@ -1,0 +1,60 @@
+"""Compute precision: a tf_keras dtype policy for one build, and whether this CPU has fast bfloat16.
+
+bfloat16 matmuls run at about twice the float32 rate on a CPU with AVX512-BF16 or AMX (docs/training.md
+"bfloat16 training on the CPU"); elsewhere TensorFlow emulates them and they may be slower than
+float32. `cpu_has_native_bfloat16` is the one check of that, for training (tasks/train_and_evaluate.py)
+and for loading a bfloat16 export (serving/saved_model_qa.py).
+"""
+
+import contextlib
+
+import tf_keras
+
+CPUINFO_FILE = "/proc/cpuinfo"
+# /proc/cpuinfo flags of x86 CPUs with bfloat16 matmul instructions.
+BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def cpu_has_native_bfloat16(cpuinfo=None):
+  """Whether the CPU has bfloat16 matmul instructions (AVX512-BF16 or AMX-BF16).
+
+  Args:
+    cpuinfo: the text of /proc/cpuinfo; default: read it.
+
+  Returns:
+    True or False from the first "flags" line; None when that cannot be told (no /proc/cpuinfo,
+    as on macOS or Windows, or no "flags" line, as on ARM).
+  """
+  if cpuinfo is None:
+    try:
+      with open(CPUINFO_FILE, encoding="utf-8", errors="replace") as f:
+        cpuinfo = f.read()
+    except OSError:
+      return None
+  flags_line = next((line for line in cpuinfo.splitlines()
+                     if line.split(":")[0].strip() == "flags"), None)
+  if flags_line is None:
+    return None
+  return bool(set(BFLOAT16_CPU_FLAGS) & set(flags_line.partition(":")[2].split()))
+
+
+@contextlib.contextmanager
+def global_policy(policy):
+  """Sets the global tf_keras dtype policy for the `with` block and restores the previous one.
+
+  Layers take the global policy when they are created, so a model built inside the block keeps
+  `policy` after it, while the rest of the process stays as it was.
+
+  Args:
+    policy: a tf_keras policy name ("float32", "mixed_bfloat16", ...) or Policy; None leaves the
+      global policy alone.
+  """
+  if policy is None:
+    yield
+    return
+  previous = tf_keras.mixed_precision.global_policy()
+  tf_keras.mixed_precision.set_global_policy(policy)
+  try:
+    yield
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
