@@ -87,7 +87,8 @@ def main(argv):
     dataset = squad_scoring.restrict_to_questions(dataset, set(serve_predictions))
   python_predictions = {qid: python_predictions[qid] for qid, _, _ in examples}
   same = len(examples) - len(disagreements)
-  print(f"questions: {len(examples)} (of {len(questions)} in {predict_file})")
+  print(f"questions: {len(examples)} (of {len(questions)} in {predict_file}); the SavedModel "
+        f"computes in {qa.serving_precision}")
   print(f"identical answers: {same} ({100.0 * same / max(len(examples), 1):.2f}%); "
         f"different: {len(disagreements)} {kinds}")
   for name, predictions in (("predictions.json (Python pipeline)", python_predictions),

@@ -78,7 +78,8 @@ def main(argv):
   first_article = squad.contexts[:40]
   print(f"SavedModel {FLAGS.export_dir}: max_seq_length {qa.config['max_seq_length']}, "
         f"doc_stride {qa.config['doc_stride']}, window_batch_size "
-        f"{qa.config.get('window_batch_size')}; {FLAGS.repeats} calls per cell")
+        f"{qa.config.get('window_batch_size')}, {qa.serving_precision}; {FLAGS.repeats} calls "
+        f"per cell")
   print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
   rows = []
   for num_chars in CONTEXT_LENGTHS:

@@ -141,7 +141,8 @@ def main(argv):
   cases, questions, contexts = pick_cases(predict_file)
   qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
   print(f"ours: SavedModel {FLAGS.export_dir} (max_seq_length {qa.config['max_seq_length']}, "
-        f"doc_stride {qa.config['doc_stride']}); peer: {peer_script} with {FLAGS.peer_python}; "
+        f"doc_stride {qa.config['doc_stride']}, {qa.serving_precision}); peer: {peer_script} "
+        f"with {FLAGS.peer_python}; "
         f"{FLAGS.calls} calls per length; {os.cpu_count()} CPUs")
   for run in range(FLAGS.runs):
     load_start = os.getloadavg()

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
 from squad_qa import errors
+from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import wordpiece
@@ -24,8 +25,37 @@ from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 
 
+def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
+  """Logs one warning when an export of `serving_precision` runs slower here than float32 would:
+  bfloat16 on a CPU without AVX512-BF16 or AMX (`model.precision.cpu_has_native_bfloat16`; no
+  warning when that cannot be told) and no visible GPU.
+
+  Args:
+    serving_precision: the export's qa_config.json "serving_precision".
+    cpuinfo, has_gpu: the text of /proc/cpuinfo and whether TensorFlow sees a GPU (default: this
+      machine's).
+
+  Returns:
+    Whether it warned.
+  """
+  if serving_precision != "bfloat16":
+    return False
+  if has_gpu is None:
+    has_gpu = bool(tf.config.list_physical_devices("GPU"))
+  if has_gpu or precision.cpu_has_native_bfloat16(cpuinfo) is not False:
+    return False
+  logging.warning("this SavedModel computes in bfloat16, but this CPU has neither AVX512-BF16 nor "
+                  "AMX and no GPU is visible: it will answer slower here than a float32 export "
+                  "(export.py --serving_precision=float32)")
+  return True
+
+
 class SavedModelQA:
   """Question answering with an exported SavedModel.
+
+  `serving_precision` is what its encoder computes in ("float32" or "bfloat16", from its
+  qa_config.json; exports without the key are float32); a bfloat16 export on a machine without
+  fast bfloat16 logs one warning (`warn_if_slow_precision`).
 
   Args:
     export_dir: folder written by export.py.
@@ -40,6 +70,8 @@ class SavedModelQA:
                                     f"with `python export.py --export_dir={export_dir}`")
     self._loaded = tf.saved_model.load(export_dir)
     self.config = artifacts.read_export_config(export_dir)
+    self.serving_precision = self.config.get("serving_precision", "float32")
+    warn_if_slow_precision(self.serving_precision)
     self.has_serve_text = "serve_text" in self._loaded.signatures
     self._tokenizer = None
 

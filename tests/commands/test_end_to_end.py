@@ -202,7 +202,8 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
                             "n_best_size": 20, "max_answer_length": 30,
                             "version_2_with_negative": False, "null_score_diff_threshold": 0.0,
                             "window_batch_size": 32, "vocab_size": 30522,
-                            "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+                            "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file()),
+                            "serving_precision": "float32"}
   assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout
