@@ -1,6 +1,6 @@
 r"""Times --init_checkpoint loading at BERT-base size (random weights, google-research TF1 names).
 
-  python -m benchmarks.checkpoint_loading [--workdir=/tmp/ckpt_bench] [--layers=12]
+  python -m benchmarks.checkpoint_loading [--workdir=ckpt_bench] [--layers=12]
 
 A child process writes a 12-layer, 768-hidden checkpoint as google-research/bert does
 (tests/model/test_checkpoints.py's writer, with the pre-training heads); this process then prints seconds
@@ -25,7 +25,7 @@ from squad_qa.model import span_model
 from tests import numpy_bert
 from tests.model import test_checkpoints
 
-flags.DEFINE_string("workdir", "/tmp/ckpt_bench", "Scratch folder (removed first and after).")
+flags.DEFINE_string("workdir", "ckpt_bench", "Scratch folder (removed first and after).")
 flags.DEFINE_integer("layers", 12, "Encoder layers (BERT-base: 12).")
 flags.DEFINE_bool("write_only", False, "Internal: write the checkpoint and exit.")
 FLAGS = flags.FLAGS

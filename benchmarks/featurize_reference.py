@@ -1,7 +1,7 @@
 r"""The reference's end-to-end featurization, timed: SQuAD JSON -> tfm TFRecords, one split at a time.
 
   python -m benchmarks.featurize_reference --predict_file=dev.json --train_file=train.json \
-      --vocab_file=vocab.txt --output_dir=/tmp/ref [--cache_dir=...]
+      --vocab_file=vocab.txt --output_dir=reference_features [--cache_dir=...]
 
 Runs tf-models-official's `squad_lib.read_squad_examples` + `FullTokenizer` +
 `convert_examples_to_features` + `FeatureWriter` (what its `generate_tf_record_from_json_file` does for

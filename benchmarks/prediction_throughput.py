@@ -5,7 +5,7 @@ And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
       [--predict_batch_size=64] [--max_eval_examples=N] [--passes=2]
   python -m benchmarks.prediction_throughput --records_dir=records --init_checkpoint=<HF folder>
   python -m benchmarks.prediction_throughput --records_dir=records --init_checkpoint=<HF folder> \
-      --configurations=trimmed,peer_sorted --peer_python=/tmp/peer/bin/python \
+      --configurations=trimmed,peer_sorted --peer_python=<peer venv>/bin/python \
       --peer_model=<BertForQuestionAnswering folder>
 
 The model is the latest checkpoint of --model_dir (its qa_config.json gives the config), or

@@ -1,7 +1,7 @@
 r"""serve_text against Hugging Face's question-answering pipeline, back to back in one run.
 
   python -m benchmarks.serving_vs_peer --export_dir=export \
-      --peer_python=/tmp/peer52/bin/python --peer_model=<save_pretrained folder> \
+      --peer_python=<peer venv>/bin/python --peer_model=<save_pretrained folder> \
       [--peer_script=../shared/peer/bench_serve.py] [--runs=2] [--calls=20]
 
 The peer is ../shared/peer/bench_serve.py (transformers 5.2.0 on PyTorch CPU, set up as its README
@@ -38,7 +38,7 @@ from squad_qa.serving import saved_model_qa
 
 definitions.define_export_flags()
 definitions.define_squad_file_flags()
-flags.DEFINE_string("peer_python", "/tmp/peer52/bin/python", "Interpreter of the peer's venv.")
+flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (its README's recipe).")
 flags.DEFINE_string("peer_script", None, "bench_serve.py (default ../shared/peer/ beside the repo).")
 flags.DEFINE_string("peer_model", None, "BertForQuestionAnswering save_pretrained folder.")
 flags.DEFINE_integer("runs", 2, "Ours-then-peer runs.")
@@ -129,8 +129,9 @@ def measure_peer(peer_script):
 
 def main(argv):
   del argv
-  if not FLAGS.peer_model:
-    sys.exit("serving_vs_peer.py: --peer_model (a BertForQuestionAnswering folder) is required")
+  if not FLAGS.peer_model or not FLAGS.peer_python:
+    sys.exit("serving_vs_peer.py: --peer_python (the peer venv's interpreter) and --peer_model (a "
+             "BertForQuestionAnswering folder) are required")
   peer_script = FLAGS.peer_script or os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "peer",
       "bench_serve.py")

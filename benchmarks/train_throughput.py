@@ -1,8 +1,8 @@
 r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs Hugging Face.
 
     python -m benchmarks.train_throughput --records_dir=records \
-        [--peer_python=/tmp/peer/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] [--xla] \
-        [--mixed_precision_dtype=float32|bfloat16]
+        [--peer_python=<peer venv>/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] \
+        [--xla] [--mixed_precision_dtype=float32|bfloat16]
 
 `--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
 all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
@@ -250,8 +250,8 @@ def main():
   parser.add_argument("--xla", action="store_true", help="also ours bucketed under XLA")
   parser.add_argument("--mixed_precision_dtype", default="float32", choices=["float32", "bfloat16"],
                       help="compute dtype of every configuration, ours and the peer's")
-  parser.add_argument("--peer_python", default="/tmp/peer/bin/python",
-                      help="python of the peer's venv (../shared/peer/README.md); '' skips it")
+  parser.add_argument("--peer_python", default="",
+                      help="python of the peer's venv (its README's recipe); empty: ours only")
   parser.add_argument("--peer_script", default=DEFAULT_PEER)
   parser.add_argument("--peer_modes", default="full,dynamic,grouped",
                       help="the peer's configurations, comma-separated: full, dynamic, grouped")

@@ -138,11 +138,12 @@ def define_train_flags():
       "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
   _DEFINE_enum(
-      "mixed_precision_dtype", None, ["float32", "float16", "bfloat16"],
+      "mixed_precision_dtype", "auto", ["auto", "float32", "float16", "bfloat16"],
       "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "
-      "prediction runs in float32, as export.py serves. float16: mixed_float16 with dynamic "
-      "loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere on and on "
-      "CPUs with AVX512-BF16 or AMX. Default: float16 with --gpu, else float32.")
+      "prediction runs in float32, as export.py serves by default. float16: mixed_float16 with "
+      "dynamic loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere "
+      "on and on CPUs with AVX512-BF16 or AMX. auto: float16 with --gpu; on the CPU bfloat16 "
+      "where it has AVX512-BF16 or AMX, else float32 (the log says which and why).")
   DEFINE_integer("seed", 42, "Seed of weight init, dropout and shuffling.")
   define_decoding_flags()
 
@@ -168,6 +169,11 @@ def define_distribution_flags():
       "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
       "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
       "and where a progress line is due.")
+  DEFINE_integer(
+      "eval_every_steps", 0,
+      "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
+      "while training: a learning curve in --model_dir/learning_curve.csv and TensorBoard's "
+      "eval/; 0: off.")
   DEFINE_integer(
       "log_steps", 0,
       "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "

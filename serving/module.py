@@ -43,9 +43,11 @@ from squad_qa.serving import answers
 from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
 from squad_qa.serving import windows as windows_lib
+from squad_qa.tasks import artifacts
 
-# Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in.
-FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")
+# Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in:
+# training's featurization settings, as train.py records them.
+FEATURIZATION_KEYS = artifacts.FEATURIZATION_KEYS
 DECODING_DEFAULTS = {  # postprocess/span_decoding.py and run_squad.py defaults
     "n_best_size": 20,
     "max_answer_length": 30,

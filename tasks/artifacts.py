@@ -16,13 +16,14 @@ from squad_qa import errors
 
 QA_CONFIG_FILE = "qa_config.json"
 TRAIN_RESULTS_FILE = "train_results.json"
+LEARNING_CURVE_FILE = "learning_curve.csv"  # dev EM/F1 during training (tasks/learning_curve.py)
 TRAIN_CONFIG_FILE = "train_config.json"  # the TrainConfig of the run that wrote the checkpoints
 PREDICTIONS_FILE = "predictions.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 NULL_ODDS_FILE = "null_odds.json"
 EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read
 # The records' featurization settings a model must be served with (make_records.py's flags).
-FEATURIZATION_KEYS = ("do_lower_case", "max_seq_length", "doc_stride", "max_query_length")
+FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")
 # How answers are chosen from the logits: what train.py's prediction scored with, recorded in
 # qa_config.json so that export.py serves what was scored.
 DECODING_KEYS = ("n_best_size", "max_answer_length", "version_2_with_negative",

@@ -13,7 +13,7 @@ user gave always wins, e.g. `TF_ENABLE_ONEDNN_OPTS=0` for bit-for-bit Eigen resu
   attention tensors again (113 MB each for 16 x 12 heads x 384 x 384 float32).
 
 Measured on this project's 2-core machine (AMD EPYC, AVX2, no AVX512), one float32 train step of
-all-MiniLM-L6-v2 on 16 x 384 tokens, median of 4 (2026-11-30): default 13.4 s, BFC 10.0 s, oneDNN
+all-MiniLM-L6-v2 on 16 x 384 tokens, median of 4: default 13.4 s, BFC 10.0 s, oneDNN
 8.8 s, both 8.0 s. Results differ from the Eigen kernels' by float32 rounding only (oneDNN sums in
 another order).
 

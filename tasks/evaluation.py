@@ -46,6 +46,86 @@ def predict(model, dataset, total_windows=None):
           for index, found in windows.items()}
 
 
+class DevScorer:
+  """Predicts the first `max_eval_examples` questions of the eval shards and scores them with the
+  official SQuAD scorer; the files are read and checked once, so it can score a model many times
+  (the learning curve during training, then the final score).
+
+  Args:
+    records_dir, meta: the records folder and its meta.json (dict).
+    predict_file: the SQuAD JSON the eval records were made from.
+    predict_batch_size: windows per prediction batch.
+    n_best_size, max_answer_length: span decoding settings (max_answer_length in tokens).
+    max_eval_examples: score only the first N questions (None: all).
+    version_2_with_negative, null_score_diff_threshold: SQuAD 2.0 decoding (logit units).
+
+  Raises:
+    UsageError: no eval records; --predict_file is not the file the eval records were made from;
+      it has unanswerable questions without --version_2_with_negative.
+  """
+
+  def __init__(self, records_dir, meta, predict_file, predict_batch_size, n_best_size,
+               max_answer_length, max_eval_examples=None, version_2_with_negative=False,
+               null_score_diff_threshold=0.0):
+    eval_meta = meta["splits"].get(records.EVAL_SPLIT)
+    if not eval_meta:
+      raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
+    if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
+      raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
+                       f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
+    dataset_json = squad_reader.load_json(predict_file)
+    if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
+      raise UsageError(f"--predict_file={predict_file} has "
+                       f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions "
+                       f"without answers (SQuAD 2.0?); pass --version_2_with_negative")
+    self.squad = squad_reader.read_squad(predict_file, is_training=False,
+                                         version_2_with_negative=version_2_with_negative)
+    self.paths = records.shard_paths(records_dir, meta, records.EVAL_SPLIT)
+    self.max_seq_length = meta["flags"]["max_seq_length"]
+    self.total_windows = (eval_meta["num_features"] if max_eval_examples is None
+                          else records.count_eval_windows(self.paths, max_eval_examples))
+    # Every question of the file (the first --max_eval_examples) is predicted and scored, "" for
+    # those without windows (a context without tokens), as in SQuAD v1.1's scorer.
+    self.ids = squad_scoring.question_ids(dataset_json, max_eval_examples)
+    if max_eval_examples is not None:
+      dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(self.ids))
+    self.dataset_json = dataset_json
+    self.predict_batch_size, self.max_eval_examples = predict_batch_size, max_eval_examples
+    self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
+    self.version_2_with_negative = version_2_with_negative
+    self.null_score_diff_threshold = null_score_diff_threshold
+
+  def score(self, model):
+    """Predicts and scores `model`.
+
+    Returns:
+      (results, final): the official scorer's figures (v1.1: exact_match, f1; v2.0: exact, f1,
+      HasAns_*, NoAns_*, best_*) plus n_best_size, max_answer_length and predict_seconds; and
+      the `span_decoding.final_predictions` (texts by question id, null_odds).
+    """
+    started = time.time()
+    dataset = records.eval_dataset(self.paths, self.max_seq_length, self.predict_batch_size,
+                                   self.max_eval_examples)
+    windows = predict(model, dataset, self.total_windows)
+    squad = self.squad
+    answers = span_decoding.decode_all(
+        windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
+        self.n_best_size, self.max_answer_length)
+    final = span_decoding.final_predictions(
+        self.ids, {squad.examples[i].qas_id: answer for i, answer in answers.items()},
+        self.version_2_with_negative, self.null_score_diff_threshold)
+    if self.version_2_with_negative:
+      results = squad_scoring.score_v2(self.dataset_json, final.texts, final.null_odds,
+                                       final.best_non_null)
+      results["null_score_diff_threshold"] = self.null_score_diff_threshold
+    else:
+      results = squad_scoring.score_v1(self.dataset_json, final.texts)
+    results.update(n_best_size=self.n_best_size,  # scored with these
+                   max_answer_length=self.max_answer_length)
+    results["predict_seconds"] = time.time() - started
+    return results, final
+
+
 def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
              max_answer_length, max_eval_examples=None, version_2_with_negative=False,
              null_score_diff_threshold=0.0):
@@ -56,50 +136,14 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   question's difference, and the official v2.0 scorer's figures are returned.
 
   Raises:
-    UsageError: --predict_file is not the file the eval records were made from, or it has
-      unanswerable questions without --version_2_with_negative.
+    UsageError: as `DevScorer`.
   """
-  eval_meta = meta["splits"].get(records.EVAL_SPLIT)
-  if not eval_meta:
-    raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
-  if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
-    raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
-                     f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
-  dataset_json = squad_reader.load_json(predict_file)
-  if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
-    raise UsageError(f"--predict_file={predict_file} has "
-                     f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions without "
-                     f"answers (SQuAD 2.0?); pass --version_2_with_negative")
-  squad = squad_reader.read_squad(predict_file, is_training=False,
-                                  version_2_with_negative=version_2_with_negative)
-  paths = records.shard_paths(records_dir, meta, records.EVAL_SPLIT)
-  dataset = records.eval_dataset(paths, meta["flags"]["max_seq_length"], predict_batch_size,
-                                 max_eval_examples)
-  started = time.time()
-  total = (eval_meta["num_features"] if max_eval_examples is None
-           else records.count_eval_windows(paths, max_eval_examples))
-  windows = predict(model, dataset, total)
-  answers = span_decoding.decode_all(
-      windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
-      n_best_size, max_answer_length)
-  # Every question of the file (the first --max_eval_examples) is predicted and scored, "" for
-  # those without windows (a context without tokens), as in SQuAD v1.1's scorer.
-  ids = squad_scoring.question_ids(dataset_json, max_eval_examples)
-  if max_eval_examples is not None:
-    dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(ids))
-  final = span_decoding.final_predictions(
-      ids, {squad.examples[i].qas_id: answer for i, answer in answers.items()},
-      version_2_with_negative, null_score_diff_threshold)
-  predictions = final.texts
+  scorer = DevScorer(records_dir, meta, predict_file, predict_batch_size, n_best_size,
+                     max_answer_length, max_eval_examples, version_2_with_negative,
+                     null_score_diff_threshold)
+  results, final = scorer.score(model)
   if version_2_with_negative:
-    results = squad_scoring.score_v2(dataset_json, predictions, final.null_odds,
-                                     final.best_non_null)
-    results["null_score_diff_threshold"] = null_score_diff_threshold
     artifacts.write_json(os.path.join(model_dir, "null_odds.json"), final.null_odds)
-  else:
-    results = squad_scoring.score_v1(dataset_json, predictions)
-  results.update(n_best_size=n_best_size, max_answer_length=max_answer_length)  # scored with these
-  results["predict_seconds"] = time.time() - started
-  artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), predictions)
+  artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
   return results

@@ -14,9 +14,11 @@ predictions.json and eval_results.json (official SQuAD EM/F1) to `model_dir`
 train_batch_size / replicas; `gradient_accumulation_steps` passes make an optimizer step.
 `gpu` trains under mixed_float16 with dynamic loss scaling (logits and loss float32);
 `mixed_precision_dtype="bfloat16"` under mixed_bfloat16 (on the GPU or on a CPU with bfloat16
-matmuls: AVX512-BF16, AMX), "float32" in float32. Memory (model/memory/): the per-replica batch
-is checked against one device before training; `train_batch_size="auto"` plans it; an
-out-of-memory step stops with the same diagnosis and leaves the last checkpoint as it was.
+matmuls: AVX512-BF16, AMX), "float32" in float32; "auto" (the default) picks float16 with `gpu`,
+else bfloat16 on a CPU with bfloat16 matmuls, else float32. Memory (model/memory/): the
+per-replica batch is checked against one device before training; `train_batch_size="auto"` plans
+it; an out-of-memory step stops with the same diagnosis and leaves the last checkpoint as it was.
+`eval_every_steps` scores dev while training (tasks/learning_curve.py).
 """
 
 import dataclasses
@@ -40,9 +42,11 @@ from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
+from squad_qa.tasks import learning_curve
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import progress as progress_lib
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_config
 from squad_qa.tasks import train_progress
 from squad_qa.tasks import trainer as trainer_lib
 
@@ -208,11 +212,12 @@ def describe_lengths(lengths):
   return f"{len(lengths)} buckets, {lengths[0]}..{lengths[-1]} tokens{step}"
 
 
-def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
+def train(config, strategy, bert_config, meta, policy, start, write_qa_config, scorer=None):
   """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`).
 
   `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved, so a
-  run that fails before leaves no qa_config.json.
+  run that fails before leaves no qa_config.json. `scorer` (a `tasks.evaluation.DevScorer`, or
+  None) scores the model every `config.eval_every_steps` steps (tasks/learning_curve.py).
 
   Returns:
     (the model, trained or restored; the run's figures as a dict for train_results.json).
@@ -269,7 +274,9 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
         config.save_checkpoints_steps, min(config.steps_per_loop, config.save_checkpoints_steps),
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
         restore_fn=check_resumable, start=start, before_first_save=write_qa_config,
-        progress=progress)
+        watchers=[progress] + ([learning_curve.LearningCurve(
+            config.eval_every_steps, scorer, model, strategy, optimizer.iterations, global_batch,
+            config.model_dir, score=distribution.is_chief(strategy))] if scorer else []))
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, max_seq_length, plan.micro_batch_size, policy, device,
@@ -278,7 +285,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config):
                gradient_accumulation_steps=plan.accumulation_steps,
                effective_batch_size=global_batch, xla=bool(xla),
                mixed_precision_dtype=config.precision,
-               distribution_strategy=type(strategy).__name__,
+               distribution_strategy=type(strategy).__name__, learning_curve=bool(scorer),
                length_buckets=list(length_buckets or []))
   return model, stats
 
@@ -332,6 +339,12 @@ def score_line(results, predict_file, version_2):
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
 
+def check_predict_file(predict_file):
+  """Raises errors.UsageError (one line) when `predict_file` does not exist."""
+  if not os.path.exists(predict_file):
+    raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
+
+
 def summary_line(seconds, stats, results, model_dir):
   """What train.py did, in one line: its time, the steps trained and their rate, the scores and
   where the outputs are.
@@ -357,6 +370,8 @@ def summary_line(seconds, stats, results, model_dir):
   outputs = ["checkpoints", artifacts.QA_CONFIG_FILE]
   if results:
     outputs += [artifacts.PREDICTIONS_FILE, artifacts.EVAL_RESULTS_FILE]
+  if stats and stats.get("learning_curve"):
+    outputs.append(artifacts.LEARNING_CURVE_FILE)
   if stats:
     outputs.append(f"TensorBoard logs (tensorboard --logdir={model_dir})")
   return "; ".join(parts) + f"; in {model_dir}: " + ", ".join(outputs)
@@ -392,10 +407,11 @@ def train_and_evaluate(config):
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
   if config.do_train:
     policy = question_answering.set_precision_policy(config.precision)
+    logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
     warn_if_slow_on_this_cpu(config.precision, config.gpu)
   else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
     policy = question_answering.set_precision_policy("float32")
-    if config.mixed_precision_dtype not in (None, "float32"):
+    if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):
       logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
                       "predicts in float32", config.mixed_precision_dtype)
   tf_keras.utils.set_random_seed(config.seed)
@@ -411,10 +427,19 @@ def train_and_evaluate(config):
                          dataclasses.asdict(config))
 
   # Task -> controller.
+  predict_file = config.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
+  scorer = None
+  if config.do_train and config.eval_every_steps:
+    check_predict_file(predict_file)
+    scorer = evaluation.DevScorer(
+        config.records_dir, meta, predict_file, config.predict_batch_size, config.n_best_size,
+        config.max_answer_length, config.max_eval_examples, version_2,
+        config.null_score_diff_threshold)
   stats = None
   if config.do_train:
     model, stats = train(config, strategy, bert_config, meta, policy, start,
-                         write_qa_config if is_chief else None)
+                         write_qa_config if is_chief else None, scorer)
     if is_chief:
       artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
   else:
@@ -427,10 +452,7 @@ def train_and_evaluate(config):
     return None
   with strategy.scope():
     model = float32_model(model, bert_config)
-  predict_file = config.predict_file or squad_reader.default_squad_file(
-      squad_reader.PREDICT_FILE_NAMES)
-  if not os.path.exists(predict_file):
-    raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
+  check_predict_file(predict_file)
   with strategy.scope():
     results = evaluation.evaluate(model, config.records_dir, meta, predict_file, config.model_dir,
                                   config.predict_batch_size, config.n_best_size,

@@ -193,7 +193,7 @@ def worker_dir(model_dir, is_chief):
 
 def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
           save_checkpoints_steps, steps_per_loop, is_chief, cluster_resolver=None,
-          restore_fn=None, start=None, before_first_save=None, progress=None):
+          restore_fn=None, start=None, before_first_save=None, watchers=()):
   """Trains to `num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
@@ -213,8 +213,10 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
       resume ignores); default: resume --model_dir's latest checkpoint.
     before_first_save: a function of no arguments run just before the first checkpoint is saved
       (train.py writes qa_config.json there, so a run failing before leaves none).
-    progress: a `tasks.train_progress.TrainProgress` that shows progress after each loop and cuts
-      the loops to end where its lines are due (None: no progress lines).
+    watchers: more train actions, run after the checkpoint actions at the end of each loop, e.g.
+      `tasks.train_progress.TrainProgress`, `tasks.learning_curve.LearningCurve`. Each is called
+      with the loop's output, and its `begin(start_step, global_batch_size)` once before the first
+      step; the loops are cut to end at its `loop_steps(step)` (steps until it next needs to run).
 
   Returns:
     {"steps": steps run now, "start_step", "end_step", "train_seconds" (wall time of the steps,
@@ -260,13 +262,13 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         orbit.actions.SaveCheckpointIfPreempted(
             cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
             checkpoint_number=global_step)]
-    if progress:
-      actions.append(progress)
-      progress.begin(start_step, trainer.global_batch_size)
+    for watcher in watchers:
+      actions.append(watcher)
+      watcher.begin(start_step, trainer.global_batch_size)
 
     def loop_steps(step):
-      steps = min(steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps)
-      return min(steps, progress.loop_steps(step)) if progress else steps
+      return min([steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps,
+                  *(watcher.loop_steps(step) for watcher in watchers)])
 
     started = time.time()
     try:

@@ -29,7 +29,8 @@ NOISE = (
 PRODUCT_LINES = {
     "records": ("read train: 24 questions, eval: 8 questions", "train: 24 questions -> ",
                 "done in ", "the shards and meta.json in "),
-    "train": ("strategy: OneDeviceStrategy, 1 replicas", "batch: 8 features per step = ",
+    "train": ("strategy: OneDeviceStrategy, 1 replicas", "precision: ", " (auto: ",
+              "batch: 8 features per step = ",
               "no --init_checkpoint: the encoder starts from random weights",
               "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
               "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",

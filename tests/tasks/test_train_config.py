@@ -11,7 +11,9 @@ from squad_qa.tasks import train_config
     ({"max_steps": 0}, "--max_steps=0: must be at least 1"),
     ({"train_batch_size": 0}, "--train_batch_size=0: expected a positive integer or 'auto'"),
     ({"mixed_precision_dtype": "int8"},
-     "--mixed_precision_dtype=int8: expected one of float32, float16, bfloat16"),
+     "--mixed_precision_dtype=int8: expected one of auto, float32, float16, bfloat16"),
+    ({"log_steps": -1}, "--log_steps=-1: must be 0 (about every 30 s) or more"),
+    ({"steps_per_loop": 0}, "--steps_per_loop=0: must be at least 1"),
     ({"length_buckets": (128, 64)},
      "--length_buckets=(128, 64): expected increasing positive token counts"),
 ])
@@ -21,8 +23,17 @@ def test_a_value_no_run_can_use_is_one_line(values, message):
   assert str(error.value) == message
 
 
-def test_precision_follows_the_gpu_unless_named():
-  assert train_config.TrainConfig().precision == "float32"
-  assert train_config.TrainConfig(gpu=True).precision == "float16"
+@pytest.mark.parametrize("native, expected, reason", [
+    (True, "bfloat16", "auto: this CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"),
+    (False, "float32", "auto: this CPU has no bfloat16 matmuls (AVX512-BF16 or AMX)"),
+    (None, "float32", "auto: bfloat16 matmuls of this CPU unknown"),
+])
+def test_auto_precision_follows_the_device_unless_named(monkeypatch, native, expected, reason):
+  monkeypatch.setattr(train_config.precision_lib, "cpu_has_native_bfloat16", lambda: native)
+  assert train_config.TrainConfig().mixed_precision_dtype == "auto"
+  assert train_config.TrainConfig().precision_and_reason == (expected, reason)
+  assert train_config.TrainConfig(gpu=True).precision_and_reason == ("float16", "auto: --gpu")
+  assert train_config.TrainConfig(mixed_precision_dtype="float32").precision_and_reason == (
+      "float32", "--mixed_precision_dtype=float32")
   assert train_config.TrainConfig(gpu=True, mixed_precision_dtype="bfloat16").precision == "bfloat16"
   assert train_config.TrainConfig(train_batch_size="auto").train_batch_size == "auto"

@@ -1,0 +1,100 @@
+"""Dev EM/F1 during training, every `eval_every_steps` steps: the learning curve.
+
+What a person fine-tuning on a budget wants to know is how good a model a minute of training buys.
+Every `eval_every_steps` optimizer steps the chief scores the model as it trains (its training
+precision; the final score after training uses a float32 copy) on the first `max_eval_examples`
+dev questions, and writes the point to TensorBoard (`<model_dir>/eval`: eval/exact_match, eval/f1
+against the global step) and as a row of `<model_dir>/learning_curve.csv`:
+
+  step,examples,train_seconds,exact_match,f1,loss
+
+`train_seconds` is training time only (the scoring is left out), continued across resumes from the
+file's last row; `examples` is step x the global batch. The loops are cut to end on those steps.
+"""
+
+import csv
+import os
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from squad_qa.tasks import artifacts
+from squad_qa.tasks import progress as progress_lib
+
+CSV_FIELDS = ("step", "examples", "train_seconds", "exact_match", "f1", "loss")
+
+
+def read_rows(path):
+  """The rows of a learning_curve.csv as dicts of floats ([] when there is no file)."""
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8", newline="") as f:
+    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+class LearningCurve:
+  """An orbit train action that scores the model every `every_steps` steps.
+
+  Args:
+    every_steps: steps between two points (> 0).
+    scorer: a `tasks.evaluation.DevScorer`.
+    model: the model being trained.
+    strategy: its tf.distribute strategy (the scoring runs under its scope).
+    global_step: the optimizer's `iterations` variable.
+    global_batch_size: features per optimizer step (for the examples column).
+    model_dir: where learning_curve.csv and the eval/ TensorBoard folder go.
+    score: whether to score (the chief); other workers of a cluster only end their loops on the
+      same steps, as every worker must.
+    clock: a function returning seconds (tests pass their own).
+  """
+
+  def __init__(self, every_steps, scorer, model, strategy, global_step, global_batch_size,
+               model_dir, score=True, clock=time.monotonic):
+    self.every_steps = every_steps
+    self.score = score
+    self.scorer, self.model, self.strategy = scorer, model, strategy
+    self.global_step, self.global_batch_size = global_step, global_batch_size
+    self.path = os.path.join(model_dir, artifacts.LEARNING_CURVE_FILE)
+    self.summary_dir = os.path.join(model_dir, "eval")
+    self._clock = clock
+    self._started = None
+    self._scoring_seconds = 0.0
+    self._offset = 0.0  # training seconds of earlier runs (the file's last row)
+
+  def begin(self, start_step, global_batch_size):
+    """Starts the training clock at global step `start_step` (a resume's)."""
+    del global_batch_size
+    rows = [r for r in read_rows(self.path) if r["step"] <= start_step]
+    self._offset = rows[-1]["train_seconds"] if rows else 0.0
+    self._started = self._clock()
+
+  def loop_steps(self, step):
+    """Steps to the next point from global step `step`."""
+    return self.every_steps - step % self.every_steps
+
+  def __call__(self, output):
+    step = int(self.global_step.numpy())
+    if step % self.every_steps or not self.score:
+      return
+    train_seconds = self._offset + self._clock() - self._started - self._scoring_seconds
+    scoring_started = self._clock()
+    with self.strategy.scope():
+      results, _ = self.scorer.score(self.model)
+    self._scoring_seconds += self._clock() - scoring_started
+    exact = results.get("exact_match", results.get("exact"))
+    row = {"step": step, "examples": step * self.global_batch_size,
+           "train_seconds": round(train_seconds, 1), "exact_match": round(exact, 2),
+           "f1": round(results["f1"], 2), "loss": round(float(output.get("loss", float("nan"))), 4)}
+    new_file = not os.path.exists(self.path)
+    with open(self.path, "a", encoding="utf-8", newline="") as f:
+      writer = csv.DictWriter(f, CSV_FIELDS)
+      if new_file:
+        writer.writeheader()
+      writer.writerow(row)
+    with tf.summary.create_file_writer(self.summary_dir).as_default():
+      tf.summary.scalar("eval/exact_match", exact, step=step)
+      tf.summary.scalar("eval/f1", results["f1"], step=step)
+    logging.info("dev at step %d (%s of training): EM %.2f / F1 %.2f on %d questions", step,
+                 progress_lib.format_seconds(train_seconds), exact, results["f1"],
+                 len(self.scorer.ids))

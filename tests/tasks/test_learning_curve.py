@@ -1,0 +1,126 @@
+"""The learning curve: dev EM/F1 every --eval_every_steps steps, in a CSV and TensorBoard, with
+training time that leaves the scoring out and continues across a resume (tasks/learning_curve.py)."""
+
+import contextlib
+import json
+import os
+
+import pytest
+import tensorflow as tf
+
+from squad_qa.tasks import learning_curve
+from tests import testutil
+
+
+class FakeClock:
+  def __init__(self):
+    self.now = 0.0
+
+  def __call__(self):
+    return self.now
+
+
+class FakeScorer:
+  """Scores 40.0 / 50.0, then +10 each time; scoring takes 7 s of the fake clock."""
+
+  def __init__(self, clock):
+    self.clock, self.calls, self.ids = clock, 0, ["q1", "q2", "q3"]
+
+  def score(self, model):
+    del model
+    self.calls += 1
+    self.clock.now += 7.0
+    return {"exact_match": 30.0 + 10 * self.calls, "f1": 40.0 + 10 * self.calls}, None
+
+
+class FakeStrategy:
+  def scope(self):
+    return contextlib.nullcontext()
+
+
+def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0):
+  """Trains `steps` fake steps of batch 16 from `start_step`, the curve scoring every 10."""
+  step = tf.Variable(start_step, dtype=tf.int64)
+  scorer = FakeScorer(clock)
+  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, 16, str(tmp_path),
+                                       clock=clock)
+  curve.begin(start_step, 16)
+  loops = []
+  while int(step.numpy()) < start_step + steps:
+    n = min(curve.loop_steps(int(step.numpy())), start_step + steps - int(step.numpy()))
+    loops.append(n)
+    clock.now += n * seconds_per_step
+    step.assign_add(n)
+    curve({"loss": 1.5})
+  return loops, scorer
+
+
+def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):
+  clock = FakeClock()
+  loops, scorer = run(tmp_path, clock, 0, 25)
+  assert loops == [10, 10, 5] and scorer.calls == 2
+  rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
+  assert rows == [
+      {"step": 10, "examples": 160, "train_seconds": 20.0, "exact_match": 40.0, "f1": 50.0,
+       "loss": 1.5},
+      {"step": 20, "examples": 320, "train_seconds": 40.0, "exact_match": 50.0, "f1": 60.0,
+       "loss": 1.5}]  # 47 s of wall time, 7 of them scoring
+  events = tf.io.gfile.glob(os.path.join(tmp_path, "eval", "events.out.tfevents.*"))
+  assert events
+  scalars = {}
+  for path in events:
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+  assert scalars == {("eval/exact_match", 10): 40.0, ("eval/f1", 10): 50.0,
+                     ("eval/exact_match", 20): 50.0, ("eval/f1", 20): 60.0}
+
+
+def test_a_resume_continues_the_time_axis_from_the_last_row(tmp_path):
+  clock = FakeClock()
+  run(tmp_path, clock, 0, 20)
+  run(tmp_path, clock, 20, 10, seconds_per_step=3.0)
+  rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
+  assert [(r["step"], r["train_seconds"]) for r in rows] == [(10, 20.0), (20, 40.0), (30, 70.0)]
+
+
+def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
+  step = tf.Variable(0, dtype=tf.int64)
+  scorer = FakeScorer(FakeClock())
+  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, 16, str(tmp_path),
+                                       score=False)
+  curve.begin(0, 16)
+  assert curve.loop_steps(3) == 7
+  step.assign(10)
+  curve({"loss": 1.0})
+  assert scorer.calls == 0 and not os.path.exists(os.path.join(tmp_path, "learning_curve.csv"))
+
+
+@pytest.mark.slow
+def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_path):
+  """train.py --eval_every_steps=3 on a tiny float32 model, 6 steps, 6 dev questions of several
+  lengths: two points, and the one at the last step scores what the final evaluation scores (the
+  same float32 weights on the same questions)."""
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 40)
+  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 30)
+  records_dir, model_dir = tmp_path / "records", tmp_path / "model"
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+                   f"--predict_file={dev_file}", f"--vocab_file={testutil.vocab_file()}",
+                   "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32",
+                   f"--output_dir={records_dir}")
+  _, log = testutil.run_cli(
+      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--mixed_precision_dtype=float32", "--max_steps=6", "--train_batch_size=8",
+      "--learning_rate=1e-3", "--eval_every_steps=3", "--max_eval_examples=6",
+      f"--predict_file={dev_file}")
+  rows = learning_curve.read_rows(os.path.join(model_dir, "learning_curve.csv"))
+  assert [(r["step"], r["examples"]) for r in rows] == [(3, 24), (6, 48)]
+  assert 0 < rows[0]["train_seconds"] < rows[1]["train_seconds"]
+  with open(model_dir / "eval_results.json") as f:
+    final = json.load(f)
+  assert final["num_questions"] == 6
+  assert (rows[1]["exact_match"], rows[1]["f1"]) == (round(final["exact_match"], 2),
+                                                     round(final["f1"], 2))
+  assert "dev at step 3 (" in log and "on 6 questions" in log
+  assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log
