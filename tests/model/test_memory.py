@@ -533,12 +533,17 @@ def tiny_records(tmp_path_factory):
           "config": testutil.write_tiny_config(tmp / "tiny.json"), "tmp": tmp}
 
 
+# The memory figures these tests assert are float32's; the default precision (auto) would be
+# bfloat16 on a CPU with bfloat16 matmuls.
+FLOAT32 = "--mixed_precision_dtype=float32"
+
+
 def train_cli(records, model_dir, *args, expect_ok=True):
-  """train.py on the tiny records for 2 steps (unless args say otherwise)."""
+  """train.py in float32 on the tiny records for 2 steps (unless args say otherwise)."""
   return testutil.run_cli(
       "train.py", f"--records_dir={records['records']}", f"--model_dir={model_dir}",
       f"--bert_config_file={records['config']}", f"--vocab_file={testutil.vocab_file()}",
-      "--do_predict=false", "--max_steps=2", *args, expect_ok=expect_ok)
+      "--do_predict=false", "--max_steps=2", FLOAT32, *args, expect_ok=expect_ok)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setrlimit(RLIMIT_AS)")
@@ -586,7 +591,8 @@ def check_real_out_of_memory(tiny_records, model_dir):
   command = [sys.executable, "train.py", f"--records_dir={tiny_records['records']}",
              f"--model_dir={model_dir}", f"--bert_config_file={tiny_records['config']}",
              f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--max_steps=4",
-             "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1"]
+             "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1",
+             FLOAT32]
   proc = subprocess.run(command, cwd=testutil.REPO, capture_output=True, text=True, timeout=600,
                         preexec_fn=cap_address_space, check=False)
   output = proc.stdout + proc.stderr
