@@ -7,6 +7,7 @@ and for loading a bfloat16 export (serving/saved_model_qa.py).
 """
 
 import contextlib
+import functools
 
 import tf_keras
 
@@ -26,16 +27,24 @@ def cpu_has_native_bfloat16(cpuinfo=None):
     as on macOS or Windows, or no "flags" line, as on ARM).
   """
   if cpuinfo is None:
-    try:
-      with open(CPUINFO_FILE, encoding="utf-8", errors="replace") as f:
-        cpuinfo = f.read()
-    except OSError:
+    cpuinfo = _this_cpuinfo()
+    if cpuinfo is None:
       return None
   flags_line = next((line for line in cpuinfo.splitlines()
                      if line.split(":")[0].strip() == "flags"), None)
   if flags_line is None:
     return None
   return bool(set(BFLOAT16_CPU_FLAGS) & set(flags_line.partition(":")[2].split()))
+
+
+@functools.lru_cache(maxsize=None)
+def _this_cpuinfo():
+  """The text of /proc/cpuinfo, read once per process (None where there is none)."""
+  try:
+    with open(CPUINFO_FILE, encoding="utf-8", errors="replace") as f:
+      return f.read()
+  except OSError:
+    return None
 
 
 @contextlib.contextmanager

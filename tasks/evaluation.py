@@ -141,8 +141,14 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   scorer = DevScorer(records_dir, meta, predict_file, predict_batch_size, n_best_size,
                      max_answer_length, max_eval_examples, version_2_with_negative,
                      null_score_diff_threshold)
+  return score_and_write(scorer, model, model_dir)
+
+
+def score_and_write(scorer, model, model_dir):
+  """`scorer.score(model)`, written to `model_dir` as predictions.json, eval_results.json (and
+  null_odds.json for SQuAD 2.0); returns the results."""
   results, final = scorer.score(model)
-  if version_2_with_negative:
+  if scorer.version_2_with_negative:
     artifacts.write_json(os.path.join(model_dir, "null_odds.json"), final.null_odds)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)

@@ -42,19 +42,19 @@ class LearningCurve:
     model: the model being trained.
     strategy: its tf.distribute strategy (the scoring runs under its scope).
     global_step: the optimizer's `iterations` variable.
-    global_batch_size: features per optimizer step (for the examples column).
     model_dir: where learning_curve.csv and the eval/ TensorBoard folder go.
     score: whether to score (the chief); other workers of a cluster only end their loops on the
       same steps, as every worker must.
     clock: a function returning seconds (tests pass their own).
   """
 
-  def __init__(self, every_steps, scorer, model, strategy, global_step, global_batch_size,
-               model_dir, score=True, clock=time.monotonic):
+  def __init__(self, every_steps, scorer, model, strategy, global_step, model_dir, score=True,
+               clock=time.monotonic):
     self.every_steps = every_steps
     self.score = score
     self.scorer, self.model, self.strategy = scorer, model, strategy
-    self.global_step, self.global_batch_size = global_step, global_batch_size
+    self.global_step = global_step
+    self.global_batch_size = None  # set by `begin`
     self.path = os.path.join(model_dir, artifacts.LEARNING_CURVE_FILE)
     self.summary_dir = os.path.join(model_dir, "eval")
     self._clock = clock
@@ -63,8 +63,9 @@ class LearningCurve:
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
 
   def begin(self, start_step, global_batch_size):
-    """Starts the training clock at global step `start_step` (a resume's)."""
-    del global_batch_size
+    """Starts the training clock at global step `start_step` (a resume's); `global_batch_size`
+    (features per optimizer step) gives the examples column."""
+    self.global_batch_size = global_batch_size
     rows = [r for r in read_rows(self.path) if r["step"] <= start_step]
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
     self._started = self._clock()

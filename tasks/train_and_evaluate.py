@@ -275,7 +275,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
         restore_fn=check_resumable, start=start, before_first_save=write_qa_config,
         watchers=[progress] + ([learning_curve.LearningCurve(
-            config.eval_every_steps, scorer, model, strategy, optimizer.iterations, global_batch,
+            config.eval_every_steps, scorer, model, strategy, optimizer.iterations,
             config.model_dir, score=distribution.is_chief(strategy))] if scorer else []))
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
@@ -429,13 +429,15 @@ def train_and_evaluate(config):
   # Task -> controller.
   predict_file = config.predict_file or squad_reader.default_squad_file(
       squad_reader.PREDICT_FILE_NAMES)
-  scorer = None
-  if config.do_train and config.eval_every_steps:
+
+  def dev_scorer():  # reads and checks the dev files once, for the learning curve and the score
     check_predict_file(predict_file)
-    scorer = evaluation.DevScorer(
+    return evaluation.DevScorer(
         config.records_dir, meta, predict_file, config.predict_batch_size, config.n_best_size,
         config.max_answer_length, config.max_eval_examples, version_2,
         config.null_score_diff_threshold)
+
+  scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
   stats = None
   if config.do_train:
     model, stats = train(config, strategy, bert_config, meta, policy, start,
@@ -452,12 +454,9 @@ def train_and_evaluate(config):
     return None
   with strategy.scope():
     model = float32_model(model, bert_config)
-  check_predict_file(predict_file)
+  scorer = scorer or dev_scorer()
   with strategy.scope():
-    results = evaluation.evaluate(model, config.records_dir, meta, predict_file, config.model_dir,
-                                  config.predict_batch_size, config.n_best_size,
-                                  config.max_answer_length, config.max_eval_examples, version_2,
-                                  config.null_score_diff_threshold)
+    results = evaluation.score_and_write(scorer, model, config.model_dir)
   print(score_line(results, predict_file, version_2))
   print(summary_line(time.time() - started, stats, results, config.model_dir))
   return results

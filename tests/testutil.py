@@ -90,20 +90,26 @@ def write_squad_articles(source, destination, article_indices):
   return str(destination)
 
 
-def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16)):
+def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), dev_questions=0):
   """make_records.py on the first `num_questions` of the real train file.
 
   Args:
+    num_shards: shards per split (None: make_records.py's default).
     lengths: (max_seq_length, doc_stride, max_query_length). At 64 tokens nearly every window is
       full; at 256 their real lengths vary (length-grouped batches differ in width).
+    dev_questions: also the eval records of the first N questions of the real dev file, written
+      to `tmp`/dev.json (0: none).
 
   Returns:
     The records folder (str), `tmp`/records.
   """
   train_file = write_squad_slice(TRAIN_FILE, tmp / "train.json", num_questions)
   max_seq_length, doc_stride, max_query_length = lengths
-  run_cli("preprocess/make_records.py", f"--train_file={train_file}",
+  dev = ([f"--predict_file={write_squad_slice(DEV_FILE, tmp / 'dev.json', dev_questions)}"]
+         if dev_questions else [])
+  shards = [] if num_shards is None else [f"--num_shards={num_shards}"]
+  run_cli("preprocess/make_records.py", f"--train_file={train_file}", *dev,
           f"--vocab_file={vocab_file()}", f"--max_seq_length={max_seq_length}",
           f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}",
-          f"--num_shards={num_shards}", f"--output_dir={tmp / 'records'}")
+          *shards, f"--output_dir={tmp / 'records'}")
   return str(tmp / "records")

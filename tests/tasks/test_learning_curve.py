@@ -42,7 +42,7 @@ def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0):
   """Trains `steps` fake steps of batch 16 from `start_step`, the curve scoring every 10."""
   step = tf.Variable(start_step, dtype=tf.int64)
   scorer = FakeScorer(clock)
-  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, 16, str(tmp_path),
+  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, str(tmp_path),
                                        clock=clock)
   curve.begin(start_step, 16)
   loops = []
@@ -87,7 +87,7 @@ def test_a_resume_continues_the_time_axis_from_the_last_row(tmp_path):
 def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
   step = tf.Variable(0, dtype=tf.int64)
   scorer = FakeScorer(FakeClock())
-  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, 16, str(tmp_path),
+  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, str(tmp_path),
                                        score=False)
   curve.begin(0, 16)
   assert curve.loop_steps(3) == 7
@@ -101,13 +101,9 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   """train.py --eval_every_steps=3 on a tiny float32 model, 6 steps, 6 dev questions of several
   lengths: two points, and the one at the last step scores what the final evaluation scores (the
   same float32 weights on the same questions)."""
-  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 40)
-  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 30)
-  records_dir, model_dir = tmp_path / "records", tmp_path / "model"
-  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
-                   f"--predict_file={dev_file}", f"--vocab_file={testutil.vocab_file()}",
-                   "--max_seq_length=128", "--doc_stride=64", "--max_query_length=32",
-                   f"--output_dir={records_dir}")
+  records_dir = testutil.make_train_records(tmp_path, 40, num_shards=None, lengths=(128, 64, 32),
+                                            dev_questions=30)
+  dev_file, model_dir = tmp_path / "dev.json", tmp_path / "model"
   _, log = testutil.run_cli(
       "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
       f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",

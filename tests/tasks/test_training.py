@@ -143,13 +143,8 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   """train.py --mixed_precision_dtype=bfloat16 on the CPU: mixed_bfloat16 is what trains (the log's
   batch line, train_results.json), no loss scale is checkpointed, and the prediction after training
   is the float32 model's: the same predictions.json as a float32 prediction-only run."""
-  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
-  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 8)
-  records_dir, model_dir = tmp_path / "records", tmp_path / "model"
-  testutil.run_cli("preprocess/make_records.py", f"--train_file={train_file}",
-                   f"--predict_file={dev_file}", f"--vocab_file={testutil.vocab_file()}",
-                   "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16",
-                   f"--output_dir={records_dir}")
+  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None, dev_questions=8)
+  dev_file, model_dir = tmp_path / "dev.json", tmp_path / "model"
   _, log = testutil.run_cli(
       "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
       f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
