@@ -75,6 +75,11 @@ class TrainConfig:
     if self.log_steps < 0:
       raise errors.UsageError(f"--log_steps={self.log_steps}: must be 0 (about every 30 s) or "
                               f"more")
+    if not self.do_train:  # both shape training only: refuse rather than ignore them
+      for name in ("eval_every_steps", "log_steps"):
+        if getattr(self, name):
+          raise errors.UsageError(f"--{name}={getattr(self, name)} applies to training; "
+                                  f"--do_train=false only predicts: drop one of the two")
     if self.max_steps is not None and self.max_steps < 1:
       raise errors.UsageError(f"--max_steps={self.max_steps}: must be at least 1")
     if self.train_batch_size != "auto" and (

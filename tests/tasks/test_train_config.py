@@ -14,6 +14,11 @@ from squad_qa.tasks import train_config
      "--mixed_precision_dtype=int8: expected one of auto, float32, float16, bfloat16"),
     ({"log_steps": -1}, "--log_steps=-1: must be 0 (about every 30 s) or more"),
     ({"steps_per_loop": 0}, "--steps_per_loop=0: must be at least 1"),
+    ({"do_train": False, "eval_every_steps": 100},
+     "--eval_every_steps=100 applies to training; --do_train=false only predicts: drop one of the "
+     "two"),
+    ({"do_train": False, "log_steps": 5},
+     "--log_steps=5 applies to training; --do_train=false only predicts: drop one of the two"),
     ({"length_buckets": (128, 64)},
      "--length_buckets=(128, 64): expected increasing positive token counts"),
 ])
