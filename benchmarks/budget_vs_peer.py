@@ -10,9 +10,9 @@ finetune_eval.py (transformers on PyTorch CPU, ../shared/peer/README.md) with th
 training budget (`--budget-s`), the demo's learning rate and batch (read from the demo's
 train_config.json), and its fastest settings (`--group-by-length --bf16`). The peer's budget is
 training alone: its featurization and scoring come on top, so the comparison favors the peer.
-`--peer_planned_steps` is the step count its linear schedule decays over: set it to the steps the
-peer reaches in the budget (its JSON's `steps`) so that its learning rate ends near zero, as ours
-does. Both score the first 1,000 questions of dev-v1.1.json with the official v1.1 EM/F1.
+`--peer_planned_steps` is the step count its linear schedule decays over in the first run: set it
+to about the steps the peer reaches in the budget, so that its learning rate ends near zero as ours
+does; every later run plans for the steps the peer reached in the run before. Both score the first 1,000 questions of dev-v1.1.json with the official v1.1 EM/F1.
 
 --runs such runs alternate ours and the peer so that load from other processes hits both alike;
 the load average is printed with each. Prints one table (steps, examples, EM, F1 for each side) and
@@ -35,7 +35,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (its README's recipe).")
 flags.DEFINE_string("peer_dir", None, "The peer's folder (finetune_eval.py); default: "
                     "../shared/peer beside the repo.")
-flags.DEFINE_integer("peer_planned_steps", None, "Steps the peer's linear schedule decays over.")
+flags.DEFINE_integer("peer_planned_steps", None, "Steps the peer's linear schedule decays over "
+                     "in the first run (later runs: the steps it reached in the run before).")
 flags.DEFINE_integer("runs", 2, "Ours-then-peer runs.")
 flags.DEFINE_string("output_dir", "budget_vs_peer", "Where each run's outputs and figures go.")
 FLAGS = flags.FLAGS
@@ -87,12 +88,13 @@ def run_ours(run_dir):
           "precision": trained["mixed_precision_dtype"]}
 
 
-def run_peer(run_dir, budget_seconds, learning_rate, batch):
-  """Runs the peer's finetune_eval.py with `budget_seconds` of training; returns its figures."""
+def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
+  """Runs the peer's finetune_eval.py with `budget_seconds` of training, its schedule decaying over
+  `planned_steps`; returns its figures."""
   peer_dir = FLAGS.peer_dir or os.path.join(REPO, "..", "shared", "peer")
   result_file = os.path.join(run_dir, "peer.json")
   command = [FLAGS.peer_python, os.path.join(peer_dir, "finetune_eval.py"),
-             "--budget-s", str(budget_seconds), "--planned-steps", str(FLAGS.peer_planned_steps),
+             "--budget-s", str(budget_seconds), "--planned-steps", str(planned_steps),
              "--lr", str(learning_rate), "--batch", str(batch), "--group-by-length", "--bf16",
              "--n-dev", "1000", "--out", os.path.join(run_dir, "peer_model"),
              "--json", result_file]
@@ -108,7 +110,7 @@ def run_peer(run_dir, budget_seconds, learning_rate, batch):
           "wall_seconds": time.time() - started, "train_seconds": peer["train_s"],
           "steps": peer["steps"], "examples": peer["examples_seen"],
           "exact_match": peer["exact_match"], "f1": peer["f1"], "learning_rate": learning_rate,
-          "batch": batch, "precision": "bfloat16 autocast"}
+          "batch": batch, "precision": "bfloat16 autocast", "planned_steps": planned_steps}
 
 
 def table(rows):
@@ -129,6 +131,7 @@ def main(argv):
     sys.exit("--peer_python and --peer_planned_steps are required (../shared/peer/README.md sets "
              "up the peer's venv)")
   rows = []
+  planned_steps = FLAGS.peer_planned_steps
   for run in range(1, FLAGS.runs + 1):
     run_dir = os.path.join(FLAGS.output_dir, f"run{run}")
     os.makedirs(run_dir, exist_ok=True)
@@ -137,8 +140,10 @@ def main(argv):
     print(f"run {run}: ours {ours['budget_seconds']} s (install excluded), {ours['steps']} steps, "
           f"EM {ours['exact_match']:.2f} / F1 {ours['f1']:.2f}; load average "
           f"{os.getloadavg()[0]:.1f} before the peer", flush=True)
-    peer = run_peer(run_dir, ours["budget_seconds"], ours["learning_rate"], ours["batch"])
-    print(f"run {run}: peer {peer['steps']} steps in {peer['train_seconds']:.0f} s, "
+    peer = run_peer(run_dir, ours["budget_seconds"], planned_steps, ours["learning_rate"],
+                    ours["batch"])
+    planned_steps = peer["steps"]
+    print(f"run {run}: peer {peer['steps']} steps (planned {peer['planned_steps']}) in {peer['train_seconds']:.0f} s, "
           f"EM {peer['exact_match']:.2f} / F1 {peer['f1']:.2f}; load average "
           f"{os.getloadavg()[0]:.1f} after", flush=True)
     rows += [dict(ours, run=run), dict(peer, run=run)]
