@@ -10,6 +10,8 @@ against the global step) and as a row of `<model_dir>/learning_curve.csv`:
 
 `train_seconds` is training time only (the scoring is left out), continued across resumes from the
 file's last row; `examples` is step x the global batch. The loops are cut to end on those steps.
+When train.py scores dev after training, the curve's last point is that final score, at the last
+step: the model is not scored twice for it.
 """
 
 import csv
@@ -46,10 +48,13 @@ class LearningCurve:
     score: whether to score (the chief); other workers of a cluster only end their loops on the
       same steps, as every worker must.
     clock: a function returning seconds (tests pass their own).
+    final_step: the last step when the final evaluation follows training (train.py scores a
+      float32 copy then): its point is not scored here but written by `add_final_score`, whether
+      or not it is a multiple of `every_steps`. None: no final evaluation.
   """
 
   def __init__(self, every_steps, scorer, model, strategy, global_step, model_dir, score=True,
-               clock=time.monotonic):
+               clock=time.monotonic, final_step=None):
     self.every_steps = every_steps
     self.score = score
     self.scorer, self.model, self.strategy = scorer, model, strategy
@@ -61,6 +66,8 @@ class LearningCurve:
     self._started = None
     self._scoring_seconds = 0.0
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
+    self.final_step = final_step
+    self._final = None  # (step, train_seconds, loss) of the final point, once training reached it
 
   def begin(self, start_step, global_batch_size):
     """Starts the training clock at global step `start_step` (a resume's); `global_batch_size`
@@ -76,17 +83,31 @@ class LearningCurve:
 
   def __call__(self, output):
     step = int(self.global_step.numpy())
-    if step % self.every_steps or not self.score:
+    if not self.score or (step % self.every_steps and step != self.final_step):
       return
     train_seconds = self._offset + self._clock() - self._started - self._scoring_seconds
+    loss = float(output.get("loss", float("nan")))
+    if step == self.final_step:
+      self._final = (step, train_seconds, loss)
+      return
     scoring_started = self._clock()
     with self.strategy.scope():
       results, _ = self.scorer.score(self.model)
     self._scoring_seconds += self._clock() - scoring_started
+    self._write(step, train_seconds, loss, results, "")
+
+  def add_final_score(self, results):
+    """Writes the final point: `results` (EM/F1, the final evaluation's) at `final_step`, when
+    training reached it in this run."""
+    if self._final:
+      self._write(*self._final, results, " (the final score)")
+      self._final = None
+
+  def _write(self, step, train_seconds, loss, results, note):
     exact = results.get("exact_match", results.get("exact"))
     row = {"step": step, "examples": step * self.global_batch_size,
            "train_seconds": round(train_seconds, 1), "exact_match": round(exact, 2),
-           "f1": round(results["f1"], 2), "loss": round(float(output.get("loss", float("nan"))), 4)}
+           "f1": round(results["f1"], 2), "loss": round(loss, 4)}
     new_file = not os.path.exists(self.path)
     with open(self.path, "a", encoding="utf-8", newline="") as f:
       writer = csv.DictWriter(f, CSV_FIELDS)
@@ -96,6 +117,6 @@ class LearningCurve:
     with tf.summary.create_file_writer(self.summary_dir).as_default():
       tf.summary.scalar("eval/exact_match", exact, step=step)
       tf.summary.scalar("eval/f1", results["f1"], step=step)
-    logging.info("dev at step %d (%s of training): EM %.2f / F1 %.2f on %d questions", step,
+    logging.info("dev at step %d (%s of training): EM %.2f / F1 %.2f on %d questions%s", step,
                  progress_lib.format_seconds(train_seconds), exact, results["f1"],
-                 len(self.scorer.ids))
+                 len(self.scorer.ids), note)

@@ -220,7 +220,8 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   None) scores the model every `config.eval_every_steps` steps (tasks/learning_curve.py).
 
   Returns:
-    (the model, trained or restored; the run's figures as a dict for train_results.json).
+    (the model, trained or restored; the run's figures as a dict for train_results.json; the
+    `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
   """
   max_seq_length = meta["flags"]["max_seq_length"]
   replicas = strategy.num_replicas_in_sync
@@ -268,15 +269,17 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
       records.steps_per_epoch(meta["splits"][records.TRAIN_SPLIT]["num_features"], global_batch),
       config.log_steps, config.steps_per_loop, fixed_loops=distribution.is_multi_worker(strategy),
       show=distribution.is_chief(strategy))
+  curve = learning_curve.LearningCurve(
+      config.eval_every_steps, scorer, model, strategy, optimizer.iterations, config.model_dir,
+      score=distribution.is_chief(strategy),
+      final_step=steps if config.do_predict else None) if scorer else None
   try:
     stats = trainer_lib.train(
         strategy, trainer, checkpoint, config.model_dir, steps, task.build_inputs,
         config.save_checkpoints_steps, min(config.steps_per_loop, config.save_checkpoints_steps),
         distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
         restore_fn=check_resumable, start=start, before_first_save=write_qa_config,
-        watchers=[progress] + ([learning_curve.LearningCurve(
-            config.eval_every_steps, scorer, model, strategy, optimizer.iterations,
-            config.model_dir, score=distribution.is_chief(strategy))] if scorer else []))
+        watchers=[progress] + ([curve] if curve else []))
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, max_seq_length, plan.micro_batch_size, policy, device,
@@ -287,7 +290,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
                mixed_precision_dtype=config.precision,
                distribution_strategy=type(strategy).__name__, learning_curve=bool(scorer),
                length_buckets=list(length_buckets or []))
-  return model, stats
+  return model, stats, curve
 
 
 def restore_for_prediction(config, bert_config, start):
@@ -438,9 +441,9 @@ def train_and_evaluate(config):
         config.null_score_diff_threshold)
 
   scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
-  stats = None
+  stats = curve = None
   if config.do_train:
-    model, stats = train(config, strategy, bert_config, meta, policy, start,
+    model, stats, curve = train(config, strategy, bert_config, meta, policy, start,
                          write_qa_config if is_chief else None, scorer)
     if is_chief:
       artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
@@ -457,6 +460,8 @@ def train_and_evaluate(config):
   scorer = scorer or dev_scorer()
   with strategy.scope():
     results = evaluation.score_and_write(scorer, model, config.model_dir)
+  if curve:
+    curve.add_final_score(results)
   print(score_line(results, predict_file, version_2))
   print(summary_line(time.time() - started, stats, results, config.model_dir))
   return results

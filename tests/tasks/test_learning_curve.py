@@ -38,12 +38,12 @@ class FakeStrategy:
     return contextlib.nullcontext()
 
 
-def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0):
+def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0, final_step=None):
   """Trains `steps` fake steps of batch 16 from `start_step`, the curve scoring every 10."""
   step = tf.Variable(start_step, dtype=tf.int64)
   scorer = FakeScorer(clock)
   curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, str(tmp_path),
-                                       clock=clock)
+                                       clock=clock, final_step=final_step)
   curve.begin(start_step, 16)
   loops = []
   while int(step.numpy()) < start_step + steps:
@@ -52,12 +52,12 @@ def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0):
     clock.now += n * seconds_per_step
     step.assign_add(n)
     curve({"loss": 1.5})
-  return loops, scorer
+  return loops, scorer, curve
 
 
 def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):
   clock = FakeClock()
-  loops, scorer = run(tmp_path, clock, 0, 25)
+  loops, scorer, _ = run(tmp_path, clock, 0, 25)
   assert loops == [10, 10, 5] and scorer.calls == 2
   rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
   assert rows == [
@@ -74,6 +74,25 @@ def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):
         scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
   assert scalars == {("eval/exact_match", 10): 40.0, ("eval/f1", 10): 50.0,
                      ("eval/exact_match", 20): 50.0, ("eval/f1", 20): 60.0}
+
+
+@pytest.mark.parametrize("final_step", [25, 20])
+def test_the_last_point_is_the_final_score_not_a_second_scoring(tmp_path, final_step):
+  """A final evaluation follows training: the last step is not scored during training (on or off
+  the every-10 grid); its point is the final score, at the training time the last step ended."""
+  clock = FakeClock()
+  _, scorer, curve = run(tmp_path, clock, 0, final_step, final_step=final_step)
+  assert scorer.calls == (2 if final_step == 25 else 1)
+  clock.now += 30.0  # the final evaluation's time is not training time
+  curve.add_final_score({"exact_match": 71.0, "f1": 80.5})
+  rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
+  assert rows[-1] == {"step": final_step, "examples": 16 * final_step,
+                      "train_seconds": 2.0 * final_step, "exact_match": 71.0, "f1": 80.5,
+                      "loss": 1.5}
+  assert [r["step"] for r in rows] == [10, 20, 25][:len(rows)] and len(rows) == final_step // 10 + (
+      final_step % 10 > 0)
+  curve.add_final_score({"exact_match": 0.0, "f1": 0.0})  # written once
+  assert len(learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))) == len(rows)
 
 
 def test_a_resume_continues_the_time_axis_from_the_last_row(tmp_path):
@@ -119,4 +138,5 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   assert (rows[1]["exact_match"], rows[1]["f1"]) == (round(final["exact_match"], 2),
                                                      round(final["f1"], 2))
   assert "dev at step 3 (" in log and "on 6 questions" in log
+  assert "on 6 questions (the final score)" in log
   assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log
