@@ -17,6 +17,10 @@ allocator overhead) is printed next to it.
 The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
 two regions, so it should fragment no less than a GPU's single pre-allocated region (cuBLAS
 workspaces, XLA's buffers and mixed precision are not exercised here).
+
+The child alone (`--child --device=GPU:0 --precision=float16`) runs the same two steps on a GPU
+under mixed_float16 and prints that device's peak: benchmarks/gpu_check.py compares it with the
+count.
 """
 
 import argparse
@@ -63,8 +67,8 @@ def child(args):
   except tf.errors.ResourceExhaustedError:
     status = "OOM"
   est = estimate.estimate(config, s, b, policy, args.device.split(":")[0].lower())
-  print(json.dumps({"status": status, "peak": tf.config.experimental.get_memory_info(args.device)["peak"],
-                    "count": est.subtotal}))
+  peak = tf.config.experimental.get_memory_info(args.device)["peak"]
+  print(json.dumps({"status": status, "peak": peak, "count": est.subtotal}))
 
 
 def run_child(model, seq, batch, limit_mib):
