@@ -223,8 +223,8 @@ def test_a_global_policy_is_restored_after_an_error():
 def test_int8_is_refused_in_one_line_by_the_config_and_the_flag():
   with pytest.raises(errors.UsageError) as error:
     export_model.ExportConfig(serving_precision="int8")
-  assert str(error.value) == ("--serving_precision=int8: expected one of float32, bfloat16, float16 "
-                              "(int8 is not offered yet)")
+  assert str(error.value) == ("--serving_precision=int8: expected one of float32, bfloat16, "
+                              "float16 (int8 is not offered yet)")
   from squad_qa import export  # pylint: disable=g-import-not-at-top,unused-import  (its flags)
   assert flags.FLAGS["serving_precision"].default == "float32"
   assert "int8 is not offered yet" in flags.FLAGS["serving_precision"].help
