@@ -13,6 +13,7 @@ import setuptools
 from setuptools.command import build_py
 
 PACKAGE = "squad_qa"
+TENSORFLOW_PIN = "~=2.20.0"  # tensorflow, and its CUDA build in the "gpu" extra
 LIBRARY_PACKAGES = ("flags", "model", "model.memory", "postprocess", "preprocess", "serving",
                     "tasks")
 # Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
@@ -49,7 +50,7 @@ setuptools.setup(
     packages=[PACKAGE] + [f"{PACKAGE}.{name}" for name in LIBRARY_PACKAGES],
     entry_points={"console_scripts": [f"{script}={target}" for script, target in COMMANDS.items()]},
     install_requires=[
-        "tensorflow~=2.20.0",
+        f"tensorflow{TENSORFLOW_PIN}",
         "tensorflow-text~=2.20.0",
         "tf-models-official==2.20.0",
         "tf-keras~=2.20.0",
@@ -59,5 +60,7 @@ setuptools.setup(
     ],
     extras_require={
         "test": ["pytest"],
+        # TensorFlow's Linux wheel finds a GPU only with the CUDA libraries of its and-cuda extra.
+        "gpu": [f"tensorflow[and-cuda]{TENSORFLOW_PIN}"],
     },
 )

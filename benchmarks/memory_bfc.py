@@ -17,6 +17,10 @@ allocator overhead) is printed next to it.
 The CPU's BFC grows its pool in regions of doubling size (allow_growth), and a chunk cannot span
 two regions, so it should fragment no less than a GPU's single pre-allocated region (cuBLAS
 workspaces, XLA's buffers and mixed precision are not exercised here).
+
+The child alone (`--child --device=GPU:0 --precision=float16`) runs the same two steps on a GPU
+under mixed_float16 and prints that device's peak: benchmarks/gpu_check.py compares it with the
+count.
 """
 
 import argparse
@@ -29,7 +33,9 @@ CONFIGS = [("tiny", 384, 32), ("minilm", 128, 16), ("minilm", 256, 16), ("minilm
 
 
 def child(args):
-  """Two training steps of one configuration; prints one JSON line (status OK or OOM)."""
+  """Two training steps of one configuration on `args.device` ("CPU:0" or "GPU:0") in
+  `args.precision` ("float32", or "float16": mixed_float16 with loss scaling); prints one JSON line:
+  status (OK or OOM), the device's allocator peak and the planner's count, both in bytes."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
@@ -37,13 +43,14 @@ def child(args):
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
   from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
-  policy = question_answering.set_precision_policy("float32")
+  policy = question_answering.set_precision_policy(args.precision)
   config = memory_cpu.bert_config(args.model)
   b, s = args.batch, args.seq
   status = "OK"
   try:
     model, _ = span_model.build_span_model(config)
-    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
+    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1,
+                                              loss_scale=args.precision == "float16")
     optimizer._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
     rng = np.random.default_rng(0)
     batch = {
@@ -59,9 +66,9 @@ def child(args):
       float(step(batch))
   except tf.errors.ResourceExhaustedError:
     status = "OOM"
-  est = estimate.estimate(config, s, b, policy, "cpu")
-  print(json.dumps({"status": status, "peak": tf.config.experimental.get_memory_info("CPU:0")["peak"],
-                    "count": est.subtotal}))
+  est = estimate.estimate(config, s, b, policy, args.device.split(":")[0].lower())
+  peak = tf.config.experimental.get_memory_info(args.device)["peak"]
+  print(json.dumps({"status": status, "peak": peak, "count": est.subtotal}))
 
 
 def run_child(model, seq, batch, limit_mib):
@@ -106,6 +113,10 @@ def main():
   parser.add_argument("--model", default="minilm", choices=["tiny", "minilm"])
   parser.add_argument("--seq", type=int, default=128)
   parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--device", default="CPU:0", choices=["CPU:0", "GPU:0"],
+                      help="where the child's steps run and its peak is read")
+  parser.add_argument("--precision", default="float32", choices=["float32", "float16"],
+                      help="the child's compute dtype (float16: mixed_float16, loss scaling)")
   parser.add_argument("--only", default=None, help="model:seq:batch,... instead of the default set")
   args = parser.parse_args()
   if args.child:

@@ -32,9 +32,9 @@ from squad_qa.tasks import progress
 VOCAB_KEYS = ("vocab_sha256", "vocab_size")
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 # --serving_precision -> the tf_keras policy the encoder is built under (model.span_model): bfloat16
-# computes the encoder's matmuls in bfloat16 from the same float32 weights; the span head, the logits
-# and span decoding stay float32.
-SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+# and float16 compute the encoder's matmuls in that dtype from the same float32 weights; the span
+# head, the logits and span decoding stay float32.
+SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +65,8 @@ class ExportConfig:
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
     serving_precision: what the encoder computes in, a key of SERVING_POLICIES ("float32", or
       "bfloat16": about 2x faster matmuls where the CPU has AVX512-BF16 or AMX, answers within
-      bfloat16 rounding of float32's; docs/serving.md "Reduced precision").
+      bfloat16 rounding of float32's; docs/serving.md "Reduced precision"; or "float16": fast on
+      GPUs, slow on CPUs).
     typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
       fills it), or None for a config built in Python.
   """

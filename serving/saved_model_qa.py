@@ -28,7 +28,8 @@ from squad_qa.tasks import artifacts
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   """Logs one warning when an export of `serving_precision` runs slower here than float32 would:
   bfloat16 on a CPU without AVX512-BF16 or AMX (`model.precision.cpu_has_native_bfloat16`; no
-  warning when that cannot be told) and no visible GPU.
+  warning when that cannot be told), or float16 on any CPU (CPUs have no fast float16 matmuls), in
+  both cases only when no GPU is visible.
 
   Args:
     serving_precision: the export's qa_config.json "serving_precision".
@@ -38,24 +39,30 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   Returns:
     Whether it warned.
   """
-  if serving_precision != "bfloat16":
+  if serving_precision not in ("bfloat16", "float16"):
     return False
   if has_gpu is None:
     has_gpu = bool(tf.config.list_physical_devices("GPU"))
-  if has_gpu or precision.cpu_has_native_bfloat16(cpuinfo) is not False:
+  if has_gpu:
     return False
-  logging.warning("this SavedModel computes in bfloat16, but this CPU has neither AVX512-BF16 nor "
-                  "AMX and no GPU is visible: it will answer slower here than a float32 export "
-                  "(export.py --serving_precision=float32)")
+  if serving_precision == "bfloat16":
+    if precision.cpu_has_native_bfloat16(cpuinfo) is not False:
+      return False
+    why = "this CPU has neither AVX512-BF16 nor AMX"
+  else:
+    why = "CPUs have no fast float16 matmuls"
+  logging.warning("this SavedModel computes in %s, but %s and no GPU is visible: it will answer "
+                  "slower here than a float32 export (export.py --serving_precision=float32)",
+                  serving_precision, why)
   return True
 
 
 class SavedModelQA:
   """Question answering with an exported SavedModel.
 
-  `serving_precision` is what its encoder computes in ("float32" or "bfloat16", from its
-  qa_config.json; exports without the key are float32); a bfloat16 export on a machine without
-  fast bfloat16 logs one warning (`warn_if_slow_precision`).
+  `serving_precision` is what its encoder computes in ("float32", "bfloat16" or "float16", from
+  its qa_config.json; exports without the key are float32); a bfloat16 or float16 export on a
+  machine without fast kernels for it logs one warning (`warn_if_slow_precision`).
 
   Args:
     export_dir: folder written by export.py.

@@ -86,7 +86,7 @@ def exports(served, tmp_path_factory):
   absl_logger.addHandler(lines)
   level = absl_logger.level
   try:
-    for name in ("float32", "bfloat16"):
+    for name in ("float32", "bfloat16", "float16"):
       absl_logger.setLevel(std_logging.INFO)  # saving a SavedModel lowers absl's verbosity
       export_dir = str(tmp / name)
       export_model.export_model(export_model.ExportConfig(
@@ -126,6 +126,25 @@ def test_bfloat16_logits_are_within_bfloat16_rounding_of_float32(exports):
   assert 0 < worst < 0.05, worst
 
 
+def test_float16_logits_are_within_float16_rounding_of_float32(exports):
+  questions, contexts = _dev_questions()
+  features = [f for q, c in zip(questions, contexts) for f in exports["float32"].features(q, c)]
+  float32 = _features_logits(exports["float32"], features)
+  float16 = _features_logits(exports["float16"], features)
+  mask = np.array([f.input_mask for f in features], bool)
+  worst = 0.0
+  for want, got in zip(float32, float16):
+    assert got.dtype == tf.float32  # the span head and the logits stay float32
+    want, got = want.numpy()[mask], got.numpy()[mask]
+    worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
+  # float16 keeps 3 more mantissa bits than bfloat16: 8x finer rounding than bfloat16's bound.
+  assert 0 < worst < 0.05 / 8, worst
+  answers = exports["float16"].answers(questions, contexts)
+  same = sum(a.text == b.text for a, b in zip(exports["float32"].answers(questions, contexts),
+                                              answers))
+  assert same >= 15, [a.text for a in answers]
+
+
 def test_bfloat16_answers_mostly_equal_float32_on_real_dev(exports):
   questions, contexts = _dev_questions()
   float32 = exports["float32"].answers(questions, contexts)
@@ -138,18 +157,19 @@ def test_bfloat16_answers_mostly_equal_float32_on_real_dev(exports):
 
 
 def test_the_export_records_its_precision(exports):
-  for name in ("float32", "bfloat16"):
+  for name in ("float32", "bfloat16", "float16"):
     with open(os.path.join(exports[name + "_dir"], "assets.extra", "qa_config.json")) as f:
       assert json.load(f)["serving_precision"] == name
     assert exports[name].serving_precision == name
   sources = [line for line in exports["log"] if line.startswith("serving ")]
-  assert len(sources) == 2
+  assert len(sources) == 3
   assert sources[0].endswith("serving_precision=float32 (default)")
   assert sources[1].endswith("serving_precision=bfloat16 (--serving_precision)")
+  assert sources[2].endswith("serving_precision=float16 (--serving_precision)")
 
 
-def test_the_global_policy_stays_float32_after_a_bfloat16_export(exports):
-  assert exports["policies"] == {"float32": "float32", "bfloat16": "float32"}
+def test_the_global_policy_stays_float32_after_a_reduced_precision_export(exports):
+  assert exports["policies"] == {"float32": "float32", "bfloat16": "float32", "float16": "float32"}
   assert tf_keras.mixed_precision.global_policy().name == "float32"
 
 
@@ -203,8 +223,8 @@ def test_a_global_policy_is_restored_after_an_error():
 def test_int8_is_refused_in_one_line_by_the_config_and_the_flag():
   with pytest.raises(errors.UsageError) as error:
     export_model.ExportConfig(serving_precision="int8")
-  assert str(error.value) == ("--serving_precision=int8: expected one of float32, bfloat16 (int8 "
-                              "is not offered yet)")
+  assert str(error.value) == ("--serving_precision=int8: expected one of float32, bfloat16, "
+                              "float16 (int8 is not offered yet)")
   from squad_qa import export  # pylint: disable=g-import-not-at-top,unused-import  (its flags)
   assert flags.FLAGS["serving_precision"].default == "float32"
   assert "int8 is not offered yet" in flags.FLAGS["serving_precision"].help
@@ -214,7 +234,7 @@ def test_int8_is_refused_in_one_line_by_the_config_and_the_flag():
   message = str(exit_.value.code)
   assert "\n" not in message
   assert message.startswith("export.py: flag --serving_precision=int8: value should be one of")
-  assert "float32|bfloat16" in message
+  assert "float32|bfloat16|float16" in message
 
 
 @pytest.mark.parametrize("cpuinfo, native", [
@@ -233,3 +253,16 @@ def test_a_bfloat16_export_warns_once_where_bfloat16_is_slow(caplog):
   assert not warn("bfloat16", cpuinfo=ZEN3, has_gpu=True)
   assert not warn("bfloat16", cpuinfo=ARM, has_gpu=False)  # cannot tell: no warning
   assert not warn("float32", cpuinfo=ZEN3, has_gpu=False)
+
+
+def test_a_float16_export_warns_on_any_cpu_without_a_gpu(caplog):
+  warn = saved_model_qa.warn_if_slow_precision
+  with caplog.at_level(std_logging.WARNING, logger="absl"):
+    assert warn("float16", cpuinfo=ZEN4, has_gpu=False)  # even with fast bfloat16
+    assert warn("float16", cpuinfo=ARM, has_gpu=False)
+  assert len(caplog.records) == 2
+  assert caplog.records[0].getMessage() == (
+      "this SavedModel computes in float16, but CPUs have no fast float16 matmuls and no GPU is "
+      "visible: it will answer slower here than a float32 export (export.py "
+      "--serving_precision=float32)")
+  assert not warn("float16", cpuinfo=ZEN3, has_gpu=True)
