@@ -41,21 +41,20 @@ flags.DEFINE_integer("runs", 2, "Ours-then-peer runs.")
 flags.DEFINE_string("output_dir", "budget_vs_peer", "Where each run's outputs and figures go.")
 FLAGS = flags.FLAGS
 
-DEMO_DONE = re.compile(r"^== done in (\d+) s")
-DEMO_STAGE = re.compile(r"^\s*(\d+) s  install")
+DEMO_DONE = re.compile(r"^== done in (\d+) s \((\d+) s after the install\)")
 
 
 def demo_seconds(output):
   """(seconds from the end of the install stage to the end, install seconds) from demo.sh's output.
 
   Raises:
-    ValueError: the output has no `== done in N s` line or no install stage time.
+    ValueError: the output has no `== done in N s (M s after the install)` line.
   """
-  done = [int(m.group(1)) for line in output.splitlines() if (m := DEMO_DONE.match(line))]
-  install = [int(m.group(1)) for line in output.splitlines() if (m := DEMO_STAGE.match(line))]
-  if not done or not install:
-    raise ValueError("demo.sh's output has no '== done in N s' line or no install time")
-  return done[-1] - install[-1], install[-1]
+  done = [m for line in output.splitlines() if (m := DEMO_DONE.match(line))]
+  if not done:
+    raise ValueError("demo.sh's output has no '== done in N s (M s after the install)' line")
+  total, after_install = int(done[-1].group(1)), int(done[-1].group(2))
+  return after_install, total - after_install
 
 
 def run_ours(run_dir):
