@@ -59,5 +59,8 @@ setuptools.setup(
     ],
     extras_require={
         "test": ["pytest"],
+        # int8 exports (export.py --serving_precision=int8) run on the LiteRT interpreter; the
+        # release the int8 tests and the full-dev measurement ran on.
+        "int8": ["ai-edge-litert==2.3.0"],
     },
 )
