@@ -55,9 +55,9 @@ def test_int8_logits_are_within_quantization_error_of_float32(exports):
     assert got.dtype == np.float32 and got.shape == want.shape
     want, got = want[mask], got[mask]
     worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
-  # Measured 0.019 of the float32 logits' range (max over the real tokens of 16 questions); the
+  # Measured 0.027 of the float32 logits' range (max over the real tokens of 16 questions); the
   # bound is about 3x that. Above 0 too: the LiteRT model did compute in int8.
-  assert 0 < worst < 0.06, worst
+  assert 0 < worst < 0.08, worst
 
 
 @pytest.mark.slow  # exports the model twice
@@ -68,8 +68,8 @@ def test_int8_answers_mostly_equal_float32_on_real_dev(exports):
   assert int8 == exports["int8"].answers_with_serve_features(questions, contexts)
   same = sum((a.text, a.start_char, a.end_char) == (b.text, b.start_char, b.end_char)
              for a, b in zip(float32, int8))
-  # Measured: 16 of 16 identical; at least 14 of 16 (87.5 %) asserted.
-  assert same >= 14, [(a.text, b.text) for a, b in zip(float32, int8)]
+  # Measured: 15 of 16 identical; at least 13 of 16 (81 %) asserted.
+  assert same >= 13, [(a.text, b.text) for a, b in zip(float32, int8)]
   assert all(b.text == c[b.start_char:b.end_char] and np.isfinite(b.score)
              for b, c in zip(int8, contexts))
 
