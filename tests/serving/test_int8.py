@@ -124,8 +124,9 @@ def test_ask_without_litert_says_so_in_one_line(exports, tmp_path):
   fake = tmp_path / "no_litert" / "ai_edge_litert"
   fake.mkdir(parents=True)
   (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ai_edge_litert'\")\n")
-  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-      [str(fake.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(fake.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
   code, output = testutil.run_cli("ask.py", f"--export_dir={exports['int8_dir']}",
                                   "--question=Who?", "--context=Someone.", expect_ok=False,
                                   env=env)
