@@ -62,5 +62,8 @@ setuptools.setup(
         "test": ["pytest"],
         # TensorFlow's Linux wheel finds a GPU only with the CUDA libraries of its and-cuda extra.
         "gpu": [f"tensorflow[and-cuda]{TENSORFLOW_PIN}"],
+        # int8 exports (export.py --serving_precision=int8) run on the LiteRT interpreter; the
+        # release the int8 tests and the full-dev measurement ran on.
+        "int8": ["ai-edge-litert==2.3.0"],
     },
 )

@@ -200,13 +200,15 @@ def define_export_flags():
       "tensorflow-text ops wherever the SavedModel is loaded. false: serve_features (= "
       "serving_default) and serve_examples only, loadable with core TensorFlow alone.")
   _DEFINE_enum(
-      "serving_precision", "float32", ["float32", "bfloat16", "float16"],
+      "serving_precision", "float32", ["float32", "bfloat16", "float16", "int8"],
       "What the exported encoder computes in, from the same float32 weights. float32: the model as "
       "trained and scored. bfloat16: the encoder's matmuls in bfloat16 (layer norms, the span "
       "head, the logits and span decoding stay float32): about 2x faster matmuls on CPUs with "
       "AVX512-BF16 or AMX and on GPUs, slower elsewhere; answers may differ slightly from "
-      "float32's. float16: the same under mixed_float16, fast on GPUs, slow on CPUs. int8 is not "
-      "offered yet.")
+      "float32's. float16: the same under mixed_float16, fast on GPUs, slow on CPUs. int8: the "
+      "encoder's matmul weights quantized to int8 (dynamic range) and run by LiteRT (needs pip "
+      "install \"squad-qa[int8]\" where it is served); no SavedModel and no serve_text: ask.py and "
+      "SavedModelQA tokenize and decode in Python.")
 
 
 def define_ask_flags():

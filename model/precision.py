@@ -1,9 +1,11 @@
-"""Compute precision: a tf_keras dtype policy for one build, and whether this CPU has fast bfloat16.
+"""Compute precision: a tf_keras dtype policy for one build, and whether this CPU has fast bfloat16
+(and int8 dot products).
 
 bfloat16 matmuls run at about twice the float32 rate on a CPU with AVX512-BF16 or AMX (docs/training.md
 "bfloat16 training on the CPU"); elsewhere TensorFlow emulates them and they may be slower than
 float32. `cpu_has_native_bfloat16` is the one check of that, for training (tasks/train_and_evaluate.py)
-and for loading a bfloat16 export (serving/saved_model_qa.py).
+and for loading a bfloat16 export (serving/saved_model_qa.py); `cpu_has_int8_dot_product` the same
+for an int8 export.
 """
 
 import contextlib
@@ -14,6 +16,9 @@ import tf_keras
 CPUINFO_FILE = "/proc/cpuinfo"
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matmul instructions.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# /proc/cpuinfo flags of x86 CPUs with int8 dot-product instructions (VNNI, AMX-INT8): without them
+# int8 matmuls take several instructions per multiply-add and may run slower than float32's FMAs.
+INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 def cpu_has_native_bfloat16(cpuinfo=None):
@@ -26,6 +31,24 @@ def cpu_has_native_bfloat16(cpuinfo=None):
     True or False from the first "flags" line; None when that cannot be told (no /proc/cpuinfo,
     as on macOS or Windows, or no "flags" line, as on ARM).
   """
+  return _has_any_cpu_flag(BFLOAT16_CPU_FLAGS, cpuinfo)
+
+
+def cpu_has_int8_dot_product(cpuinfo=None):
+  """Whether the CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8).
+
+  Args:
+    cpuinfo: the text of /proc/cpuinfo; default: read it.
+
+  Returns:
+    True, False, or None when that cannot be told (as `cpu_has_native_bfloat16`).
+  """
+  return _has_any_cpu_flag(INT8_CPU_FLAGS, cpuinfo)
+
+
+def _has_any_cpu_flag(names, cpuinfo):
+  """Whether the first "flags" line of `cpuinfo` (default: this machine's) holds one of `names`;
+  None without /proc/cpuinfo or a "flags" line."""
   if cpuinfo is None:
     cpuinfo = _this_cpuinfo()
     if cpuinfo is None:
@@ -34,7 +57,7 @@ def cpu_has_native_bfloat16(cpuinfo=None):
                      if line.split(":")[0].strip() == "flags"), None)
   if flags_line is None:
     return None
-  return bool(set(BFLOAT16_CPU_FLAGS) & set(flags_line.partition(":")[2].split()))
+  return bool(set(names) & set(flags_line.partition(":")[2].split()))
 
 
 @functools.lru_cache(maxsize=None)

@@ -22,6 +22,7 @@ from squad_qa.model import checkpoints
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import wordpiece
+from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import model_dir as model_dir_lib
@@ -33,8 +34,10 @@ VOCAB_KEYS = ("vocab_sha256", "vocab_size")
 DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
 # --serving_precision -> the tf_keras policy the encoder is built under (model.span_model): bfloat16
 # and float16 compute the encoder's matmuls in that dtype from the same float32 weights; the span
-# head, the logits and span decoding stay float32.
-SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+# head, the logits and span decoding stay float32. int8 builds the float32 model and quantizes it
+# for LiteRT (serving.features_model.write_int8_model).
+SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16",
+                    features_model.INT8: "float32"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +66,11 @@ class ExportConfig:
     null_score_diff_threshold: SQuAD 2.0 null-answer threshold (logit units); not given: the run's
       qa_config.json value, else 0.0.
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
-    serving_precision: what the encoder computes in, a key of SERVING_POLICIES ("float32", or
+    serving_precision: what the encoder computes in, a key of SERVING_POLICIES ("float32";
       "bfloat16": about 2x faster matmuls where the CPU has AVX512-BF16 or AMX, answers within
-      bfloat16 rounding of float32's; docs/serving.md "Reduced precision"; or "float16": fast on
-      GPUs, slow on CPUs).
+      bfloat16 rounding of float32's; docs/serving.md "Reduced precision"; "float16": fast on
+      GPUs, slow on CPUs; "int8": int8 matmul weights run by LiteRT, no SavedModel and no
+      serve_text, answered through Python tokenization).
     typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
       fills it), or None for a config built in Python.
   """
@@ -90,7 +94,7 @@ class ExportConfig:
     if self.serving_precision not in SERVING_POLICIES:
       raise errors.UsageError(
           f"--serving_precision={self.serving_precision}: expected one of "
-          f"{', '.join(SERVING_POLICIES)} (int8 is not offered yet)")
+          f"{', '.join(SERVING_POLICIES)}")
     span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
                                           self.null_score_diff_threshold)
     if self.window_batch_size < 1:
@@ -147,6 +151,47 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
              for folder, _, names in os.walk(export_dir) for name in names)
   logging.info("exported SavedModel to %s: signatures %s; %.1f MB; computes in %s", export_dir,
                ", ".join(signatures), size / 1e6, qa_config["serving_precision"])
+
+
+def write_int8_export(model, vocab_file, qa_config, export_dir):
+  """Writes an int8 export at `export_dir`, replacing what was there only when complete.
+
+  The folder holds what a client of a SavedModel export's serve_features reads (the vocab at
+  `features_model.VOCAB_ASSET`, assets.extra/qa_config.json with `serving_precision` "int8") and
+  the LiteRT model (`features_model.INT8_MODEL_FILE`); `serving.saved_model_qa.SavedModelQA`
+  answers from it.
+
+  Args:
+    model: a float32 model from `model.span_model.build_span_model`, weights loaded.
+    vocab_file: its vocab.txt.
+    qa_config: dict of featurization and decoding settings, as for `write_saved_model`.
+    export_dir: destination folder.
+
+  Raises:
+    errors.UsageError: an unusable qa_config or vocab (one line).
+  """
+  try:
+    serving_module.validate_config(qa_config)
+    wordpiece.read_vocab(vocab_file)
+  except ValueError as error:
+    raise errors.UsageError(str(error)) from None
+  qa_config = dict(qa_config, serving_precision=features_model.INT8)
+  temp_dir = export_dir.rstrip("/") + ".tmp-export"
+  if os.path.exists(temp_dir):
+    shutil.rmtree(temp_dir)
+  os.makedirs(os.path.join(temp_dir, os.path.dirname(features_model.VOCAB_ASSET)))
+  shutil.copyfile(vocab_file, os.path.join(temp_dir, features_model.VOCAB_ASSET))
+  size = features_model.write_int8_model(model,
+                                         os.path.join(temp_dir, features_model.INT8_MODEL_FILE))
+  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR))
+  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
+    json.dump(qa_config, f, indent=2)
+  if os.path.exists(export_dir):
+    shutil.rmtree(export_dir)
+  os.rename(temp_dir, export_dir)
+  logging.info("exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (ask.py and "
+               "SavedModelQA tokenize in Python); running it needs `pip install \"squad-qa[%s]\"`",
+               export_dir, features_model.INT8_MODEL_FILE, size / 1e6, features_model.INT8_EXTRA)
 
 
 def decoding_config(config, saved_config):
@@ -320,7 +365,10 @@ def export_model(config):
                 **check_vocab(vocab_file, bert_config, recorded, config.given("vocab_file")),
                 serving_precision=config.serving_precision)
   logging.info("%s", setting_sources(config, served, recorded))
-  write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
-                    bert_config.max_position_embeddings)
+  if config.serving_precision == features_model.INT8:
+    write_int8_export(model, vocab_file, served, config.export_dir)
+  else:
+    write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
+                      bert_config.max_position_embeddings)
   logging.info("done in %s; ask it: python ask.py --export_dir=%s --question=... --context=...",
                progress.format_seconds(time.time() - started), config.export_dir)

@@ -2,9 +2,10 @@
 
 `SavedModelQA` loads an export and answers through its raw-text `serve_text` signature
 (tokenization, windowing and span decoding in the graph) or, for servers without the
-tensorflow-text ops, through `serve_features` with Python-side tokenization and windows exactly as
-preprocessing makes them (vocab and settings from the SavedModel) and Python span decoding
-(postprocess/span_decoding.py).
+tensorflow-text ops and for int8 exports, through a features model (`serving/features_model.py`:
+the SavedModel's `serve_features`, or the int8 LiteRT model) with Python-side tokenization and
+windows exactly as preprocessing makes them (vocab and settings from the export) and Python span
+decoding (postprocess/span_decoding.py).
 """
 
 import dataclasses
@@ -21,15 +22,17 @@ from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import wordpiece
+from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 
 
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   """Logs one warning when an export of `serving_precision` runs slower here than float32 would:
-  bfloat16 on a CPU without AVX512-BF16 or AMX (`model.precision.cpu_has_native_bfloat16`; no
-  warning when that cannot be told), or float16 on any CPU (CPUs have no fast float16 matmuls), in
-  both cases only when no GPU is visible.
+  bfloat16 on a CPU without AVX512-BF16 or AMX (`model.precision.cpu_has_native_bfloat16`), or
+  float16 on any CPU (CPUs have no fast float16 matmuls), in both cases only when no GPU is visible;
+  int8 (LiteRT, always on the CPU) on a CPU without VNNI or AMX-INT8
+  (`model.precision.cpu_has_int8_dot_product`). No warning when the CPU cannot be told.
 
   Args:
     serving_precision: the export's qa_config.json "serving_precision".
@@ -39,6 +42,13 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   Returns:
     Whether it warned.
   """
+  if serving_precision == features_model.INT8:
+    if precision.cpu_has_int8_dot_product(cpuinfo) is not False:
+      return False
+    logging.warning("this export computes in int8, but this CPU has no int8 dot-product "
+                    "instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8): it may answer slower here "
+                    "than a float32 export (export.py --serving_precision=float32)")
+    return True
   if serving_precision not in ("bfloat16", "float16"):
     return False
   if has_gpu is None:
@@ -58,32 +68,53 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
 
 
 class SavedModelQA:
-  """Question answering with an exported SavedModel.
+  """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
-  `serving_precision` is what its encoder computes in ("float32", "bfloat16" or "float16", from
-  its qa_config.json; exports without the key are float32); a bfloat16 or float16 export on a
-  machine without fast kernels for it logs one warning (`warn_if_slow_precision`).
+  `serving_precision` is what its encoder computes in ("float32", "bfloat16", "float16" or
+  "int8", from its qa_config.json; exports without the key are float32); an export on a machine
+  without fast instructions for its precision logs one warning (`warn_if_slow_precision`). The
+  features model (`features_model`) is the SavedModel's serve_features, or for int8 the LiteRT model
+  (`serving.features_model.LiteRTFeatures`); an int8 export has no serve_text, so `answers`
+  answers through the Python path there.
 
   Args:
     export_dir: folder written by export.py.
 
   Raises:
-    errors.MissingFileError: the folder holds no SavedModel, or no assets.extra/qa_config.json.
+    errors.MissingFileError: the folder holds no assets.extra/qa_config.json, or no SavedModel
+      (int8: no LiteRT model).
+    errors.UsageError: an int8 export where ai-edge-litert is not installed (one line naming the
+      extra that installs it).
   """
 
   def __init__(self, export_dir):
-    if not tf.saved_model.contains_saved_model(export_dir):
+    is_saved_model = tf.saved_model.contains_saved_model(export_dir)
+    if not is_saved_model and not os.path.exists(os.path.join(
+        export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
       raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
                                     f"with `python export.py --export_dir={export_dir}`")
-    self._loaded = tf.saved_model.load(export_dir)
     self.config = artifacts.read_export_config(export_dir)
     self.serving_precision = self.config.get("serving_precision", "float32")
+    if self.serving_precision == features_model.INT8:
+      self._loaded = None
+      self.features_model = features_model.LiteRTFeatures(
+          os.path.join(export_dir, features_model.INT8_MODEL_FILE))
+      self._vocab_path = os.path.join(export_dir, features_model.VOCAB_ASSET)
+      self.has_serve_text = False
+    else:
+      if not is_saved_model:
+        raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
+                                      f"with `python export.py --export_dir={export_dir}`")
+      self._loaded = tf.saved_model.load(export_dir)
+      self.features_model = features_model.SavedModelFeatures(self._loaded)
+      self._vocab_path = self._loaded.vocab_file.asset_path.numpy().decode()
+      self.has_serve_text = "serve_text" in self._loaded.signatures
     warn_if_slow_precision(self.serving_precision)
-    self.has_serve_text = "serve_text" in self._loaded.signatures
     self._tokenizer = None
 
   def answers(self, questions, contexts):
-    """Answers a batch through the raw-text signature.
+    """Answers a batch through the raw-text signature (an int8 export, which has none: through
+    `answers_with_serve_features`).
 
     Args:
       questions, contexts: equally long lists of str.
@@ -96,6 +127,8 @@ class SavedModelQA:
       errors.UsageError: the SavedModel has no serve_text signature (use
         `answers_with_serve_features`).
     """
+    if self.serving_precision == features_model.INT8:
+      return self.answers_with_serve_features(questions, contexts)
     if not self.has_serve_text:
       raise errors.UsageError("this SavedModel has no serve_text signature; re-export it with "
                               "export.py or use --use_serve_features")
@@ -113,8 +146,8 @@ class SavedModelQA:
   def tokenizer(self):
     """The Python-side WordPieceTokenizer of the SavedModel's vocab asset (built on first use)."""
     if self._tokenizer is None:
-      self._tokenizer = wordpiece.WordPieceTokenizer(
-          self._loaded.vocab_file.asset_path.numpy().decode(), self.config["do_lower_case"])
+      self._tokenizer = wordpiece.WordPieceTokenizer(self._vocab_path,
+                                                     self.config["do_lower_case"])
     return self._tokenizer
 
   def features(self, question, context):
@@ -130,10 +163,13 @@ class SavedModelQA:
 
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
                                   max_answer_length=None):
-    """Answers a batch with Python-side tokenization, one serve_features call, Python decoding.
+    """Answers a batch with Python-side tokenization, the features model, Python decoding.
 
-    The path for servers without the tensorflow-text ops, and the reference serve_text is checked
-    against. n_best_size and max_answer_length default to the values baked into the export (else
+    The path for servers without the tensorflow-text ops and for int8 exports, and the reference
+    serve_text is checked against. The windows of the batch go to the features model (the
+    SavedModel's serve_features, or LiteRT) `window_batch_size` at a time (the export's, else 32),
+    each call cut to its longest window as serve_text does (the positions cut are padding in every
+    window). n_best_size and max_answer_length default to the values baked into the export (else
     20 and 30). A SQuAD 2.0 export (`version_2_with_negative` in its qa_config.json) answers ""
     with the null score when null - best > its `null_score_diff_threshold`, as serve_text does.
 
@@ -144,13 +180,7 @@ class SavedModelQA:
     max_answer_length = max_answer_length or self.config.get("max_answer_length", 30)
     per_question = self._features_batch(questions, contexts)
     features = [f for fs in per_question for f in fs]
-    if features:
-      outputs = self._loaded.signatures["serve_features"](
-          input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
-          input_mask=tf.constant([f.input_mask for f in features], tf.int32),
-          input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
-      start_logits = outputs["start_logits"].numpy()
-      end_logits = outputs["end_logits"].numpy()
+    start_logits, end_logits = self.window_logits(features)
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
       windows = [span_decoding.real_window(
@@ -164,6 +194,32 @@ class SavedModelQA:
           answer, self.config.get("version_2_with_negative", False),
           self.config.get("null_score_diff_threshold", 0.0)))
     return result
+
+  def window_logits(self, features):
+    """The features model's logits for windows of `features_lib.make_features`.
+
+    Args:
+      features: a list of Feature (all of one max_seq_length).
+
+    Returns:
+      (start_logits, end_logits): float32 NumPy [len(features), max_seq_length]; the positions
+      beyond a call's longest window are 0 (padding, never decoded).
+    """
+    if not features:
+      return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
+    inputs = [np.array([getattr(f, name) for f in features], np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids")]
+    start_logits = np.zeros(inputs[0].shape, np.float32)
+    end_logits = np.zeros(inputs[0].shape, np.float32)
+    chunk = self.config.get("window_batch_size", serving_module.DECODING_DEFAULTS[
+        "window_batch_size"])
+    for begin in range(0, len(features), chunk):
+      rows = slice(begin, begin + chunk)
+      width = int(inputs[1][rows].sum(axis=1).max())
+      start, end = self.features_model(*(x[rows, :width] for x in inputs))
+      start_logits[rows, :width] = start
+      end_logits[rows, :width] = end
+    return start_logits, end_logits
 
   def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None):
     """One question through `answers_with_serve_features` (an Answer)."""

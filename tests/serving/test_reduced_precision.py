@@ -220,21 +220,21 @@ def test_a_global_policy_is_restored_after_an_error():
   assert tf_keras.mixed_precision.global_policy().name == "float32"
 
 
-def test_int8_is_refused_in_one_line_by_the_config_and_the_flag():
+def test_an_unknown_precision_is_refused_in_one_line_by_the_config_and_the_flag():
   with pytest.raises(errors.UsageError) as error:
-    export_model.ExportConfig(serving_precision="int8")
-  assert str(error.value) == ("--serving_precision=int8: expected one of float32, bfloat16, "
-                              "float16 (int8 is not offered yet)")
+    export_model.ExportConfig(serving_precision="int4")
+  assert str(error.value) == ("--serving_precision=int4: expected one of float32, bfloat16, float16, "
+                              "int8")
   from squad_qa import export  # pylint: disable=g-import-not-at-top,unused-import  (its flags)
   assert flags.FLAGS["serving_precision"].default == "float32"
-  assert "int8 is not offered yet" in flags.FLAGS["serving_precision"].help
+  assert "int8: the encoder's matmul weights quantized" in flags.FLAGS["serving_precision"].help
   with flagsaver.flagsaver():
     with pytest.raises(SystemExit) as exit_:
-      command_line.parse_flags(["export.py", "--serving_precision=int8"])
+      command_line.parse_flags(["export.py", "--serving_precision=int4"])
   message = str(exit_.value.code)
   assert "\n" not in message
-  assert message.startswith("export.py: flag --serving_precision=int8: value should be one of")
-  assert "float32|bfloat16|float16" in message
+  assert message.startswith("export.py: flag --serving_precision=int4: value should be one of")
+  assert "float32|bfloat16|float16|int8" in message
 
 
 @pytest.mark.parametrize("cpuinfo, native", [

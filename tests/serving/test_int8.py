@@ -1,0 +1,168 @@
+"""export.py --serving_precision=int8: the encoder quantized for LiteRT, answered by SavedModelQA.
+
+The taught tiny model's checkpoint (tests/serving/taught_model.py) goes through export.py's own
+path once in float32 (a SavedModel) and once in int8 (vocab, qa_config.json and the LiteRT model),
+and the two are compared on real SQuAD dev questions through the same Python tokenization, windows
+and decoding; only the features model differs.
+"""
+
+import json
+import logging as std_logging
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from squad_qa import errors
+from squad_qa.serving import export_model
+from squad_qa.serving import features_model
+from squad_qa.serving import saved_model_qa
+from tests import testutil
+from tests.serving import test_reduced_precision as reduced
+
+
+
+@pytest.fixture(scope="module")
+def exports(served, tmp_path_factory):
+  """{precision: SavedModelQA, precision + "_dir": its folder} for float32 and int8."""
+  tmp = tmp_path_factory.mktemp("int8")
+  model_dir = reduced._model_dir_of(served, str(tmp / "model_out"))  # pylint: disable=protected-access
+  result = {}
+  for name in ("float32", "int8"):
+    export_dir = str(tmp / name)
+    export_model.export_model(export_model.ExportConfig(
+        export_dir=export_dir, model_dir=model_dir, serving_precision=name))
+    result[name] = saved_model_qa.SavedModelQA(export_dir)
+    result[name + "_dir"] = export_dir
+  return result
+
+
+def _dev_features(qa):
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  return [f for q, c in zip(questions, contexts) for f in qa.features(q, c)]
+
+
+@pytest.mark.slow  # exports the model twice
+def test_int8_logits_are_within_quantization_error_of_float32(exports):
+  features = _dev_features(exports["float32"])
+  assert features == _dev_features(exports["int8"])  # same vocab and settings: same windows
+  float32 = exports["float32"].window_logits(features)
+  int8 = exports["int8"].window_logits(features)
+  mask = np.array([f.input_mask for f in features], bool)
+  worst = 0.0
+  for want, got in zip(float32, int8):
+    assert got.dtype == np.float32 and got.shape == want.shape
+    want, got = want[mask], got[mask]
+    worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
+  # Measured 0.027 of the float32 logits' range (max over the real tokens of 16 questions); the
+  # bound is about 3x that. Above 0 too: the LiteRT model did compute in int8.
+  assert 0 < worst < 0.08, worst
+
+
+@pytest.mark.slow  # exports the model twice
+def test_int8_answers_mostly_equal_float32_on_real_dev(exports):
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  float32 = exports["float32"].answers_with_serve_features(questions, contexts)
+  int8 = exports["int8"].answers(questions, contexts)  # no serve_text: the Python path
+  assert int8 == exports["int8"].answers_with_serve_features(questions, contexts)
+  same = sum((a.text, a.start_char, a.end_char) == (b.text, b.start_char, b.end_char)
+             for a, b in zip(float32, int8))
+  # Measured: 15 of 16 identical; at least 13 of 16 (81 %) asserted.
+  assert same >= 13, [(a.text, b.text) for a, b in zip(float32, int8)]
+  assert all(b.text == c[b.start_char:b.end_char] and np.isfinite(b.score)
+             for b, c in zip(int8, contexts))
+
+
+@pytest.mark.slow  # exports the model twice
+def test_the_int8_export_holds_vocab_config_and_litert_model_only(exports):
+  export_dir = exports["int8_dir"]
+  assert sorted(os.listdir(export_dir)) == ["assets", "assets.extra",
+                                            features_model.INT8_MODEL_FILE]
+  with open(os.path.join(export_dir, "assets.extra", "qa_config.json")) as f:
+    config = json.load(f)
+  with open(os.path.join(exports["float32_dir"], "assets.extra", "qa_config.json")) as f:
+    float32_config = json.load(f)
+  assert config == dict(float32_config, serving_precision="int8")
+  with open(os.path.join(export_dir, features_model.VOCAB_ASSET), "rb") as f, \
+      open(testutil.vocab_file(), "rb") as vocab:
+    assert f.read() == vocab.read()
+  qa = exports["int8"]
+  assert qa.serving_precision == "int8" and not qa.has_serve_text
+  assert isinstance(qa.features_model, features_model.LiteRTFeatures)
+  assert qa.features_model.num_threads == os.cpu_count()
+
+
+@pytest.mark.slow  # exports the model twice
+def test_ask_answers_from_the_int8_export_as_float32_does(exports):
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  for question, context in list(zip(questions, contexts))[:2]:
+    want = exports["float32"].answer_with_serve_features(question, context)
+    _, output = testutil.run_cli("ask.py", f"--export_dir={exports['int8_dir']}",
+                                 f"--question={question}", f"--context={context}")
+    answer = [line for line in output.splitlines() if line.startswith("A: ")]
+    assert answer and answer[0].startswith(
+        f"A: {want.text!r} (characters {want.start_char}..{want.end_char}, "), output
+
+
+@pytest.mark.slow  # exports the model twice
+def test_without_litert_an_int8_export_is_refused_in_one_line(exports, monkeypatch):
+  monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+  monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.SavedModelQA(exports["int8_dir"])
+  message = str(error.value)
+  assert "\n" not in message
+  assert message.startswith("int8 exports run on LiteRT, which is not installed (")
+  assert message.endswith("install it with `python -m pip install \"squad-qa[int8]\"` (or "
+                          "`pip install -e \".[int8]\"` in a clone)")
+
+
+@pytest.mark.slow  # exports the model twice
+def test_ask_without_litert_says_so_in_one_line(exports, tmp_path):
+  # A package of the same name that fails to import stands in for a missing install.
+  fake = tmp_path / "no_litert" / "ai_edge_litert"
+  fake.mkdir(parents=True)
+  (fake / "__init__.py").write_text("raise ImportError(\"No module named 'ai_edge_litert'\")\n")
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(fake.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+  code, output = testutil.run_cli("ask.py", f"--export_dir={exports['int8_dir']}",
+                                  "--question=Who?", "--context=Someone.", expect_ok=False,
+                                  env=env)
+  assert code != 0
+  errors_shown = [line for line in output.splitlines() if "LiteRT" in line]
+  assert len(errors_shown) == 1, output
+  assert "pip install \"squad-qa[int8]\"" in errors_shown[0]
+  assert "Traceback" not in output
+
+
+@pytest.mark.slow  # exports the model twice
+def test_a_missing_litert_model_is_refused_in_one_line(exports, tmp_path):
+  broken = tmp_path / "int8"
+  os.makedirs(broken / "assets.extra")
+  with open(os.path.join(exports["int8_dir"], "assets.extra", "qa_config.json")) as f:
+    (broken / "assets.extra" / "qa_config.json").write_text(f.read())
+  with pytest.raises(errors.MissingFileError) as error:
+    saved_model_qa.SavedModelQA(str(broken))
+  assert str(error.value) == (f"{broken / features_model.INT8_MODEL_FILE}: not found; re-export "
+                              f"with `python export.py --serving_precision=int8`")
+
+
+@pytest.mark.parametrize("cpuinfo, fast", [
+    (reduced.ZEN4, True), (reduced.ZEN3, False), (reduced.SAPPHIRE_RAPIDS, True),
+    (reduced.ARM, None), ("", None)])
+def test_int8_dot_products_are_read_from_cpuinfo(cpuinfo, fast):
+  from squad_qa.model import precision  # pylint: disable=g-import-not-at-top
+  assert precision.cpu_has_int8_dot_product(cpuinfo) is fast
+
+
+def test_an_int8_export_warns_once_where_int8_may_be_slow(caplog):
+  warn = saved_model_qa.warn_if_slow_precision
+  with caplog.at_level(std_logging.WARNING, logger="absl"):
+    assert warn("int8", cpuinfo=reduced.ZEN3, has_gpu=True)  # LiteRT runs on the CPU anyway
+    assert not warn("int8", cpuinfo=reduced.ZEN4)
+    assert not warn("int8", cpuinfo=reduced.ARM)
+  assert len(caplog.records) == 1
+  message = caplog.records[0].getMessage()
+  assert "\n" not in message and message.startswith("this export computes in int8, but this CPU")
