@@ -59,5 +59,7 @@ setuptools.setup(
     ],
     extras_require={
         "test": ["pytest"],
+        # benchmarks/learning_curve_plot.py draws its PNG with it (and its test).
+        "bench": ["matplotlib~=3.11"],
     },
 )
