@@ -121,6 +121,14 @@ class SavedModelQA:
         self.config["max_seq_length"], self.config["doc_stride"], self.config["max_query_length"])
             for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])]
 
+  def window_logits(self, input_word_ids, input_mask, input_type_ids):
+    """The `serve_features` signature on windows already made: int32 [batch, seq] inputs (any seq
+    up to max_seq_length) to (start_logits, end_logits), float32 [batch, seq] tensors. Callable
+    inside a tf.function."""
+    outputs = self._loaded.signatures["serve_features"](
+        input_word_ids=input_word_ids, input_mask=input_mask, input_type_ids=input_type_ids)
+    return outputs["start_logits"], outputs["end_logits"]
+
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
                                   max_answer_length=None):
     """Answers a batch with Python-side tokenization, one serve_features call, Python decoding.
@@ -138,12 +146,10 @@ class SavedModelQA:
     per_question = self._features_batch(questions, contexts)
     features = [f for fs in per_question for f in fs]
     if features:
-      outputs = self._loaded.signatures["serve_features"](
-          input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
-          input_mask=tf.constant([f.input_mask for f in features], tf.int32),
-          input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
-      start_logits = outputs["start_logits"].numpy()
-      end_logits = outputs["end_logits"].numpy()
+      start_logits, end_logits = (t.numpy() for t in self.window_logits(
+          tf.constant([f.input_ids for f in features], tf.int32),
+          tf.constant([f.input_mask for f in features], tf.int32),
+          tf.constant([f.segment_ids for f in features], tf.int32)))
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
       windows = [span_decoding.real_window(
