@@ -117,9 +117,11 @@ def compare_precisions(meta):
   sorted batches at each of --peer_precisions, alternating one of ours and one of the peer's per
   round; questions/s per pass, then EM / F1 and the share of answers identical to float32's on
   each side (from the last pass)."""
-  exports = precision_axis.load_exports(FLAGS.export_dirs)
+  if FLAGS["peer_precisions"].present and not FLAGS.peer_python:
+    sys.exit("prediction_throughput.py: --peer_precisions needs --peer_python and --peer_model")
   peer_precisions = (precision_axis.check_peer_precisions(FLAGS.peer_precisions)
                      if FLAGS.peer_python else [])
+  exports = precision_axis.load_exports(FLAGS.export_dirs)
   eval_meta = meta["splits"][records.EVAL_SPLIT]
   predict_file = FLAGS.predict_file or eval_meta["input_file"]
   first = next(iter(exports.values())).qa.config
