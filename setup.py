@@ -65,5 +65,7 @@ setuptools.setup(
         # int8 exports (export.py --serving_precision=int8) run on the LiteRT interpreter; the
         # release the int8 tests and the full-dev measurement ran on.
         "int8": ["ai-edge-litert==2.3.0"],
+        # benchmarks/learning_curve_plot.py draws its PNG with it (and its test).
+        "bench": ["matplotlib~=3.11"],
     },
 )

@@ -8,6 +8,18 @@ And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
       --configurations=trimmed,peer_sorted --peer_python=<peer venv>/bin/python \
       --peer_model=<BertForQuestionAnswering folder>
 
+  python -m benchmarks.prediction_throughput --records_dir=records \
+      --export_dirs=export,export_bf16 --peer_python=<peer venv>/bin/python \
+      --peer_model=<BertForQuestionAnswering folder> --peer_precisions=float32,bfloat16,int8
+
+With --export_dirs the precisions are compared (benchmarks/precision_axis.py): each export (its
+qa_config.json's serving_precision) predicts the eval records in trimmed batches through its
+serve_features signature, and the peer (benchmarks/peer_prediction.py, sorted batches) runs at each
+of --peer_precisions; one of ours and one of the peer's alternate per round, --passes times. The
+table gives questions/s per pass, EM / F1 and the share of answers identical to float32's (within
+each side), a column per precision of each side and ours best / the peer's best per row. Without
+the peer flags only ours runs. Without --export_dirs:
+
 The model is the latest checkpoint of --model_dir (its qa_config.json gives the config), or
 --init_checkpoint (any kind train.py takes; for speed alone the weights do not matter). Each pass
 times every one of --configurations in turn, so load from other processes hits them alike:
@@ -26,7 +38,6 @@ and trimmed both timed, how many answers differ (postprocess/span_decoding.py; e
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +47,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import precision_axis
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
@@ -61,6 +73,7 @@ flags.DEFINE_list("configurations", "padded,trimmed",
 flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (peer_* configurations).")
 flags.DEFINE_string("peer_model", None, "The peer's BertForQuestionAnswering folder (peer_*).")
 flags.DEFINE_string("peer_dir", None, "../shared/peer (its qa_common.py); default: beside the repo.")
+precision_axis.define_flags()
 FLAGS = flags.FLAGS
 
 OURS = ("padded", "trimmed")
@@ -84,25 +97,104 @@ def load_model():
   return model
 
 
-def measure_peer(predict_file, orders):
+def measure_peer(predict_file, orders, precisions=(precision_axis.REFERENCE,)):
   """Runs benchmarks/peer_prediction.py with --peer_python; returns its JSON (see there)."""
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    subprocess.run([FLAGS.peer_python, os.path.join(REPO, "benchmarks", "peer_prediction.py"),
+    precision_axis.run_peer([FLAGS.peer_python, os.path.join(REPO, "benchmarks", "peer_prediction.py"),
                     "--model", FLAGS.peer_model, "--predict_file", predict_file,
                     "--peer_dir", FLAGS.peer_dir or os.path.join(REPO, "..", "shared", "peer"),
-                    "--orders", *orders, "--max_questions", str(FLAGS.max_eval_examples or 0),
+                    "--orders", *orders, "--precisions", *precisions,
+                    "--max_questions", str(FLAGS.max_eval_examples or 0),
                     "--batch", str(FLAGS.predict_batch_size),
-                    "--warmup_batches", str(FLAGS.warmup_batches), "--json", out],
-                   check=True, stdout=subprocess.DEVNULL)
+                    "--warmup_batches", str(FLAGS.warmup_batches), "--json", out])
     with open(out) as f:
       return json.load(f)
 
 
+def compare_precisions(meta):
+  """--export_dirs: each export's trimmed batches through its serve_features against the peer's
+  sorted batches at each of --peer_precisions, alternating one of ours and one of the peer's per
+  round; questions/s per pass, then EM / F1 and the share of answers identical to float32's on
+  each side (from the last pass)."""
+  if FLAGS["peer_precisions"].present and not FLAGS.peer_python:
+    sys.exit("prediction_throughput.py: --peer_precisions needs --peer_python and --peer_model")
+  peer_precisions = (precision_axis.check_peer_precisions(FLAGS.peer_precisions)
+                     if FLAGS.peer_python else [])
+  exports = precision_axis.load_exports(FLAGS.export_dirs)
+  eval_meta = meta["splits"][records.EVAL_SPLIT]
+  predict_file = FLAGS.predict_file or eval_meta["input_file"]
+  first = next(iter(exports.values())).qa.config
+  scorer = evaluation.DevScorer(FLAGS.records_dir, meta, predict_file, FLAGS.predict_batch_size,
+                                first["n_best_size"], first["max_answer_length"],
+                                FLAGS.max_eval_examples)
+  models = {p: (lambda inputs, training=False, qa=e.qa: qa.features_logits(**inputs))
+            for p, e in exports.items()}
+  for model in models.values():  # trace the predict step's shapes outside the timed passes
+    evaluation.predict(model, scorer.dataset().take(FLAGS.warmup_batches))
+  print(f"ours: {', '.join(f'{p} {e.export_dir}' for p, e in exports.items())}; "
+        f"{scorer.total_windows} eval windows, batch {FLAGS.predict_batch_size}, trimmed; peer: "
+        f"{', '.join(peer_precisions) or 'not run (no --peer_python)'}, sorted batches")
+  ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
+  rows, windows, peer = [], {}, {}
+  for p in range(FLAGS.passes):
+    ours_qps, peer_qps, loads = {}, {}, []
+    for i in range(rounds):
+      if i < len(ours_names):
+        name = ours_names[i]
+        loads.append(f"{os.getloadavg()[0]:.1f} before ours {name}")
+        started = time.perf_counter()
+        windows[name] = evaluation.predict(models[name], scorer.dataset())
+        ours_qps[name] = len(windows[name]) / (time.perf_counter() - started)
+      if i < len(peer_precisions):
+        name = peer_precisions[i]
+        loads.append(f"{os.getloadavg()[0]:.1f} before HF {name}")
+        found = measure_peer(predict_file, ["sorted"], [name])
+        peer[name] = found["runs"][name]
+        peer_qps[name] = found["questions"] / peer[name]["sorted"]["seconds"]
+    print(f"pass {p + 1}: load average (1 min) {', '.join(loads)}; questions/s: "
+          + ", ".join([f"ours {k} {v:.2f}" for k, v in ours_qps.items()]
+                      + [f"HF {k} {v:.2f}" for k, v in peer_qps.items()]), flush=True)
+    rows.append((f"questions/s, pass {p + 1}", ours_qps, peer_qps, ".2f", True))
+  ours_scores, ours_texts = {}, {}
+  for name, found in windows.items():
+    results, final = scorer.score_windows(found)
+    ours_scores[name], ours_texts[name] = results, final.texts
+  peer_texts = {name: run["predictions"] for name, run in peer.items()}
+  for metric in ("exact_match", "f1"):
+    rows.append((metric, {k: v[metric] for k, v in ours_scores.items()},
+                 {k: v[metric] for k, v in peer.items()}, ".2f", True))
+  rows.append((f"answers identical to {precision_axis.REFERENCE} (%)",
+               {k: share(v, ours_texts.get(precision_axis.REFERENCE)) for k, v in ours_texts.items()},
+               {k: share(v, peer_texts.get(precision_axis.REFERENCE)) for k, v in peer_texts.items()},
+               ".2f", None))
+  print(f"\n{len(scorer.ids)} questions (the peer: {len(next(iter(peer_texts.values()), []))}); "
+        f"load average at the end: {os.getloadavg()}\n")
+  precision_axis.print_table("full dev", ours_names, peer_precisions, rows)
+
+
+def share(answers, reference):
+  """precision_axis.identical_share in percent (None without a reference)."""
+  found = precision_axis.identical_share(answers, reference)
+  return None if found is None else 100 * found
+
+
 def main(argv):
   del argv
+  if FLAGS.export_dirs:
+    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations") if FLAGS[n].present]
+    if not FLAGS.records_dir or given:
+      sys.exit(f"prediction_throughput.py: --export_dirs compares precisions on --records_dir "
+               f"alone{'; drop ' + ', '.join(given) if given else ''}")
+    if bool(FLAGS.peer_python) != bool(FLAGS.peer_model):
+      sys.exit("prediction_throughput.py: the peer needs both --peer_python and --peer_model")
+    compare_precisions(records.read_meta(FLAGS.records_dir))
+    return
+  if FLAGS["peer_precisions"].present:
+    sys.exit("prediction_throughput.py: --peer_precisions goes with --export_dirs")
   if not FLAGS.records_dir or not (FLAGS.model_dir or FLAGS.init_checkpoint):
-    sys.exit("prediction_throughput.py: give --records_dir and --model_dir or --init_checkpoint")
+    sys.exit("prediction_throughput.py: give --records_dir and --model_dir or --init_checkpoint "
+             "(or --export_dirs)")
   unknown = [c for c in FLAGS.configurations if c not in OURS + PEER]
   if unknown or not FLAGS.configurations:
     sys.exit(f"prediction_throughput.py: --configurations={','.join(FLAGS.configurations)}: "
@@ -151,15 +243,16 @@ def main(argv):
       rates[name] = (num_windows / seconds, len(windows[name]) / seconds)
     if peer_orders:
       peer = measure_peer(predict_file, peer_orders)
+      run = peer["runs"][precision_axis.REFERENCE]
       for order in peer_orders:
-        rates["peer_" + order] = (peer[order]["windows_per_s"],
-                                  peer["questions"] / peer[order]["seconds"])
+        rates["peer_" + order] = (run[order]["windows_per_s"],
+                                  peer["questions"] / run[order]["seconds"])
       if p == 0:
         print(f"peer: torch {peer['torch']}, transformers {peer['transformers']}, "
-              f"{peer['threads']} threads; {peer[peer_orders[0]]['windows']} windows for "
+              f"{peer['threads']} threads; {run[peer_orders[0]]['windows']} windows for "
               f"{peer['questions']} questions, real tokens per window "
               f"{peer['real_tokens_per_window']:.1f}, sorted batches "
-              f"{peer.get('sorted', {}).get('width', float('nan')):.1f} wide")
+              f"{run.get('sorted', {}).get('width', float('nan')):.1f} wide")
     cells = [f"{rates[c][0]:.2f}, {rates[c][1]:.2f}" for c in FLAGS.configurations]
     ratios = [f"{c} {rates[c][1] / rates[first][1]:.2f}x" for c in FLAGS.configurations[1:]]
     print(" | ".join([f"{p + 1}"] + cells + [", ".join(ratios)]), flush=True)

@@ -1,13 +1,19 @@
-r"""serve_text against Hugging Face's question-answering pipeline, back to back in one run.
+r"""serve_text against Hugging Face's question-answering pipeline, precision by precision, back
+to back in one run.
 
-  python -m benchmarks.serving_vs_peer --export_dir=export \
+  python -m benchmarks.serving_vs_peer --export_dirs=export,export_bf16 \
       --peer_python=<peer venv>/bin/python --peer_model=<save_pretrained folder> \
-      [--peer_script=../shared/peer/bench_serve.py] [--runs=2] [--calls=20]
+      [--peer_precisions=float32,bfloat16,int8] [--peer_script=../shared/peer/bench_serve.py] \
+      [--runs=2] [--calls=20]
 
 The peer is ../shared/peer/bench_serve.py (transformers 5.2.0 on PyTorch CPU, set up as its README
-says), run as a subprocess with its own interpreter: never imported. Each run measures ours, then
-the peer, on the same inputs, and prints one table with ratios; --runs such runs alternate so that
-load from other processes hits both alike, and the load average is printed with each.
+says), run as a subprocess with its own interpreter at each of --peer_precisions through
+benchmarks/peer_precision.py (float32; bfloat16 autocast; dynamic int8): never imported. Ours is
+each of --export_dirs at its qa_config.json's serving_precision (benchmarks/precision_axis.py).
+Each run measures one precision of ours, then one of the peer's, and so on, on the same inputs, and
+prints one table with a column per precision of each side and the ratio of our best to the peer's
+best per row; --runs such runs repeat it so that load from other processes hits both alike, and the
+load average is printed before each measurement.
 
 The inputs are the peer script's own (`pick_cases`, rebuilt here and checked against the lengths it
 reports): one question on a ~100-character context (the first dev sentence of 90-110 characters
@@ -22,7 +28,6 @@ compared.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,13 +36,13 @@ from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must p
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from benchmarks import precision_axis
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.preprocess import squad_reader
-from squad_qa.serving import saved_model_qa
 
-definitions.define_export_flags()
 definitions.define_squad_file_flags()
+precision_axis.define_flags()
 flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (its README's recipe).")
 flags.DEFINE_string("peer_script", None, "bench_serve.py (default ../shared/peer/ beside the repo).")
 flags.DEFINE_string("peer_model", None, "BertForQuestionAnswering save_pretrained folder.")
@@ -115,14 +120,13 @@ def measure_ours(qa, cases, questions, contexts):
   return result, len(questions) / float(np.median(reps))
 
 
-def measure_peer(peer_script):
-  """Runs bench_serve.py; returns its JSON results."""
+def measure_peer(peer_script, precision):
+  """Runs bench_serve.py at `precision` (benchmarks/peer_precision.py); returns its JSON results."""
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    subprocess.run([FLAGS.peer_python, peer_script, "--model", FLAGS.peer_model, "--calls",
-                    str(FLAGS.calls), "--json", out], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
+    precision_axis.run_peer(precision_axis.peer_command(
+        FLAGS.peer_python, precision, peer_script, "--model", FLAGS.peer_model, "--calls",
+        str(FLAGS.calls), "--json", out))
     with open(out) as f:
       return json.load(f)
 
@@ -132,6 +136,7 @@ def main(argv):
   if not FLAGS.peer_model or not FLAGS.peer_python:
     sys.exit("serving_vs_peer.py: --peer_python (the peer venv's interpreter) and --peer_model (a "
              "BertForQuestionAnswering folder) are required")
+  peer_precisions = precision_axis.check_peer_precisions(FLAGS.peer_precisions)
   peer_script = FLAGS.peer_script or os.path.join(
       os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "peer",
       "bench_serve.py")
@@ -140,37 +145,50 @@ def main(argv):
   predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
       squad_reader.PREDICT_FILE_NAMES)
   cases, questions, contexts = pick_cases(predict_file)
-  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
-  print(f"ours: SavedModel {FLAGS.export_dir} (max_seq_length {qa.config['max_seq_length']}, "
-        f"doc_stride {qa.config['doc_stride']}, {qa.serving_precision}); peer: {peer_script} "
-        f"with {FLAGS.peer_python}; "
+  exports = precision_axis.load_exports(FLAGS.export_dirs)
+  for precision, (export_dir, qa) in exports.items():
+    print(f"ours {precision}: SavedModel {export_dir} (max_seq_length "
+          f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at "
+          + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}" for n in CASES)
+          + ")")
+  print(f"peer: {peer_script} with {FLAGS.peer_python} at {', '.join(peer_precisions)}; "
         f"{FLAGS.calls} calls per length; {os.cpu_count()} CPUs")
+  ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
   for run in range(FLAGS.runs):
-    load_start = os.getloadavg()
-    ours, ours_qps = measure_ours(qa, cases, questions, contexts)
-    load_mid = os.getloadavg()
-    peer = measure_peer(peer_script)
-    load_end = os.getloadavg()
-    print(f"\nrun {run + 1}: load average (1 min) {load_start[0]:.1f} before ours, "
-          f"{load_mid[0]:.1f} before the peer, {load_end[0]:.1f} after "
-          f"(torch {peer['torch']}, transformers {peer['transformers']}, {peer['threads']} threads)")
-    print(f"| measure | ours | HF pipeline | ours / HF |")
-    print(f"|---|---|---|---|")
+    ours, ours_qps, peer, loads = {}, {}, {}, []
+    # Ours and the peer alternate, one precision each per round.
+    for i in range(rounds):
+      if i < len(ours_names):
+        loads.append(f"{os.getloadavg()[0]:.1f} before ours {ours_names[i]}")
+        ours[ours_names[i]], ours_qps[ours_names[i]] = measure_ours(
+            exports[ours_names[i]].qa, cases, questions, contexts)
+      if i < len(peer_precisions):
+        loads.append(f"{os.getloadavg()[0]:.1f} before HF {peer_precisions[i]}")
+        peer[peer_precisions[i]] = measure_peer(peer_script, peer_precisions[i])
+    loads.append(f"{os.getloadavg()[0]:.1f} after")
+    some = peer[peer_precisions[0]]
+    print(f"\nrun {run + 1}: load average (1 min) {', '.join(loads)} (torch {some['torch']}, "
+          f"transformers {some['transformers']}, {some['threads']} threads)")
+    for precision, theirs in peer.items():
+      for name in CASES:
+        question, context = cases[name]
+        mine = theirs["latency"][name]
+        if mine["context_chars"] != len(context) or mine["question"] != question:
+          sys.exit(f"serving_vs_peer.py: the peer's {name} input is not ours "
+                   f"({mine['context_chars']} vs {len(context)} characters)")
+    rows = []
     for name in CASES:
-      question, context = cases[name]
-      theirs = peer["latency"][name]
-      if theirs["context_chars"] != len(context) or theirs["question"] != question:
-        sys.exit(f"serving_vs_peer.py: the peer's {name} input is not ours "
-                 f"({theirs['context_chars']} vs {len(context)} characters)")
+      chars = len(cases[name][1])
+      windows = peer[peer_precisions[0]]["latency"][name]["windows_384_128"]
       for stat, index in (("p50", 0), ("p95", 1)):
-        mine = ours[name][index]
-        print(f"| {stat}, {len(context):,} chars ({ours[name][2]} vs {theirs['windows_384_128']} "
-              f"windows) | {mine:.1f} ms | {theirs[stat + '_ms']:.1f} ms | "
-              f"{mine / theirs[stat + '_ms']:.2f} |")
-    best = max(peer["batch"].values(), key=lambda r: r["questions_per_s"])
-    print(f"| questions/s, {BATCH} questions on ~1,000 chars | {ours_qps:.1f} (one call) | "
-          f"{best['questions_per_s']:.1f} (batch_size {best['batch_size']}) | "
-          f"{ours_qps / best['questions_per_s']:.2f} |", flush=True)
+        rows.append((f"{stat} ms, {chars:,} chars (HF {windows} windows)",
+                     {p: ours[p][name][index] for p in ours},
+                     {p: peer[p]["latency"][name][stat + "_ms"] for p in peer}, ".1f", False))
+    batch = {p: max(peer[p]["batch"].values(), key=lambda r: r["questions_per_s"]) for p in peer}
+    rows.append((f"questions/s, {BATCH} questions on ~1,000 chars (ours one call, HF best "
+                 f"batch_size: " + ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
+                 + ")", ours_qps, {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
+    precision_axis.print_table("measure", ours_names, peer_precisions, rows)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ with `--nolength_buckets` (every window padded to 384), optionally ours bucketed
 the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
 dynamic padding, `group_by_length`), all at batch 16 in float32, or all with bfloat16 compute
 (`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it, the peer's
-forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, benchmarks/peer_autocast.py).
+forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, benchmarks/peer_precision.py).
 Ours runs
 `question_answering.make_train_step` on `records.train_dataset` batches (the MiniLM weights loaded
 as train.py loads them); the first `--warmup` steps, a step that traced (`reduce_retracing` traces
@@ -46,7 +46,7 @@ from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-i
 
 REPO = memory_cpu.REPO
 # The peer's scripts: $PEER_DIR, else ../shared/peer beside the repository.
-PEER_AUTOCAST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_autocast.py")
+PEER_PRECISION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_precision.py")
 DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
                                                                     "peer")), "bench_train_real.py")
 # (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
@@ -180,7 +180,8 @@ def run_ours(args, buckets, xla, steps):
 def run_peer(args, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    autocast = [PEER_AUTOCAST] if args.mixed_precision_dtype == "bfloat16" else []
+    autocast = ([PEER_PRECISION, "--precision=bfloat16"] if args.mixed_precision_dtype == "bfloat16"
+                else [])
     proc = subprocess.run([args.peer_python, *autocast, args.peer_script, "--modes", *modes,
                            "--steps", str(steps), "--warmup", str(args.warmup),
                            "--batch", str(args.batch), "--json", out],

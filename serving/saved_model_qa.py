@@ -161,6 +161,22 @@ class SavedModelQA:
         self.config["max_seq_length"], self.config["doc_stride"], self.config["max_query_length"])
             for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])]
 
+  def features_logits(self, input_word_ids, input_mask, input_type_ids):
+    """The features model on windows already made, as tensors: int32 [batch, seq] inputs (any seq
+    up to max_seq_length) to (start_logits, end_logits), float32 [batch, seq] tensors. Callable
+    inside a tf.function: the SavedModel's `serve_features` signature, or for an int8 export the
+    LiteRT model through `tf.numpy_function`."""
+    if self._loaded is not None:
+      outputs = self._loaded.signatures["serve_features"](
+          input_word_ids=input_word_ids, input_mask=input_mask, input_type_ids=input_type_ids)
+      return outputs["start_logits"], outputs["end_logits"]
+    start_logits, end_logits = tf.numpy_function(
+        self.features_model, [input_word_ids, input_mask, input_type_ids],
+        [tf.float32, tf.float32], stateful=False)
+    start_logits.set_shape(input_word_ids.shape)
+    end_logits.set_shape(input_word_ids.shape)
+    return start_logits, end_logits
+
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
                                   max_answer_length=None):
     """Answers a batch with Python-side tokenization, the features model, Python decoding.

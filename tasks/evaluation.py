@@ -104,9 +104,22 @@ class DevScorer:
       the `span_decoding.final_predictions` (texts by question id, null_odds).
     """
     started = time.time()
-    dataset = records.eval_dataset(self.paths, self.max_seq_length, self.predict_batch_size,
-                                   self.max_eval_examples)
-    windows = predict(model, dataset, self.total_windows)
+    results, final = self.score_windows(self.predict(model))
+    results["predict_seconds"] = time.time() - started
+    return results, final
+
+  def dataset(self):
+    """The eval batches scored (records.eval_dataset: trimmed, pools sorted by length)."""
+    return records.eval_dataset(self.paths, self.max_seq_length, self.predict_batch_size,
+                                self.max_eval_examples)
+
+  def predict(self, model):
+    """`predict(model, self.dataset())`: {example index: [WindowLogits, ...]}."""
+    return predict(model, self.dataset(), self.total_windows)
+
+  def score_windows(self, windows):
+    """Decodes and scores the windows of `predict`; returns (results, final) as `score`, without
+    predict_seconds."""
     squad = self.squad
     answers = span_decoding.decode_all(
         windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
@@ -122,7 +135,6 @@ class DevScorer:
       results = squad_scoring.score_v1(self.dataset_json, final.texts)
     results.update(n_best_size=self.n_best_size,  # scored with these
                    max_answer_length=self.max_answer_length)
-    results["predict_seconds"] = time.time() - started
     return results, final
 
 

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.serving import export_model
@@ -58,6 +59,23 @@ def test_int8_logits_are_within_quantization_error_of_float32(exports):
   # Measured 0.027 of the float32 logits' range (max over the real tokens of 16 questions); the
   # bound is about 3x that. Above 0 too: the LiteRT model did compute in int8.
   assert 0 < worst < 0.08, worst
+
+
+@pytest.mark.slow  # exports the model twice
+def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
+  """The benchmarks' tensor path (tasks.evaluation.predict traces it) gives each export's own
+  logits: the SavedModel's serve_features, and the LiteRT model through tf.numpy_function."""
+  features = _dev_features(exports["float32"])[:8]
+  width = max(sum(f.input_mask) for f in features)
+  inputs = [tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")]
+  for name in ("float32", "int8"):
+    qa = exports[name]
+    start, end = tf.function(qa.features_logits)(*inputs)
+    assert start.dtype == tf.float32 and start.shape == (8, width)
+    want_start, want_end = qa.window_logits(features)
+    np.testing.assert_allclose(start.numpy(), want_start[:, :width], atol=1e-5)
+    np.testing.assert_allclose(end.numpy(), want_end[:, :width], atol=1e-5)
 
 
 @pytest.mark.slow  # exports the model twice
