@@ -27,8 +27,9 @@ import subprocess
 import sys
 import time
 
-from absl import app
 from absl import flags
+
+from squad_qa.flags import command_line
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -124,8 +125,7 @@ def table(rows):
 
 
 def main(argv):
-  if len(argv) > 1:
-    sys.exit(f"unexpected arguments: {' '.join(argv[1:])}")
+  del argv  # command_line.run refuses positional arguments
   if not FLAGS.peer_python or not FLAGS.peer_planned_steps:
     sys.exit("--peer_python and --peer_planned_steps are required (../shared/peer/README.md sets "
              "up the peer's venv)")
@@ -152,4 +152,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  command_line.run(main)

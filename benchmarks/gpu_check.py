@@ -36,11 +36,11 @@ import tempfile
 import time
 
 from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
+from squad_qa.flags import command_line
 from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import squad_reader
 from squad_qa.tasks import artifacts
@@ -289,4 +289,4 @@ def finish(table, started):
 
 
 if __name__ == "__main__":
-  app.run(lambda argv: sys.exit(main(argv)))
+  command_line.run(main)  # main's return value is the exit status
