@@ -101,25 +101,26 @@ def exports(served, tmp_path_factory):
   return result
 
 
-def _features_logits(qa, features):
-  out = qa._loaded.signatures["serve_features"](  # pylint: disable=protected-access
-      input_word_ids=tf.constant([f.input_ids for f in features], tf.int32),
-      input_mask=tf.constant([f.input_mask for f in features], tf.int32),
-      input_type_ids=tf.constant([f.segment_ids for f in features], tf.int32))
-  return out["start_logits"], out["end_logits"]
-
-
-def test_bfloat16_logits_are_within_bfloat16_rounding_of_float32(exports):
+def _worst_logit_gap(exports, name):
+  """The largest |logit - float32's logit| over the real tokens of the dev questions' windows, as a
+  share of float32's logit range, through each export's serve_features; the logits must stay
+  float32 (the span head computes in float32 in every precision)."""
   questions, contexts = _dev_questions()
   features = [f for q, c in zip(questions, contexts) for f in exports["float32"].features(q, c)]
-  float32 = _features_logits(exports["float32"], features)
-  bfloat16 = _features_logits(exports["bfloat16"], features)
+  inputs = [tf.constant([getattr(f, key) for f in features], tf.int32)
+            for key in ("input_ids", "input_mask", "segment_ids")]
   mask = np.array([f.input_mask for f in features], bool)
   worst = 0.0
-  for want, got in zip(float32, bfloat16):
+  for want, got in zip(exports["float32"].features_logits(*inputs),
+                       exports[name].features_logits(*inputs)):
     assert got.dtype == tf.float32
     want, got = want.numpy()[mask], got.numpy()[mask]
     worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
+  return worst
+
+
+def test_bfloat16_logits_are_within_bfloat16_rounding_of_float32(exports):
+  worst = _worst_logit_gap(exports, "bfloat16")
   # Measured 0.016 of the float32 logits' range (max over the real tokens of 16 questions); the
   # bound is 3x that. Above 0 too: the encoder did compute in bfloat16 (the float32 export gives
   # the checkpoint's logits to the last bit).
@@ -127,18 +128,10 @@ def test_bfloat16_logits_are_within_bfloat16_rounding_of_float32(exports):
 
 
 def test_float16_logits_are_within_float16_rounding_of_float32(exports):
-  questions, contexts = _dev_questions()
-  features = [f for q, c in zip(questions, contexts) for f in exports["float32"].features(q, c)]
-  float32 = _features_logits(exports["float32"], features)
-  float16 = _features_logits(exports["float16"], features)
-  mask = np.array([f.input_mask for f in features], bool)
-  worst = 0.0
-  for want, got in zip(float32, float16):
-    assert got.dtype == tf.float32  # the span head and the logits stay float32
-    want, got = want.numpy()[mask], got.numpy()[mask]
-    worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
+  worst = _worst_logit_gap(exports, "float16")
   # float16 keeps 3 more mantissa bits than bfloat16: 8x finer rounding than bfloat16's bound.
   assert 0 < worst < 0.05 / 8, worst
+  questions, contexts = _dev_questions()
   answers = exports["float16"].answers(questions, contexts)
   same = sum(a.text == b.text for a, b in zip(exports["float32"].answers(questions, contexts),
                                               answers))
