@@ -9,7 +9,7 @@ from benchmarks import gpu_check
 from tests import testutil
 
 
-# TensorFlow's C++ log lines ("2026-12-02 06:44:23.011658: E external/...cuda_platform.cc:51] failed
+# TensorFlow's C++ log lines ("YYYY-MM-DD hh:mm:ss.ffffff: E external/...cuda_platform.cc:51] failed
 # call to cuInit ..."): on a machine with CUDA libraries and no usable GPU TensorFlow logs such an
 # error itself, whatever the script prints.
 TF_CPP_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ")
