@@ -14,6 +14,7 @@ removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loo
 import contextlib
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -101,12 +102,33 @@ class QATrainer(orbit.StandardTrainer):
     return self.last_output
 
 
-def _oom_summary(message):
-  """The "OOM when allocating tensor with shape[...]" line of a ResourceExhaustedError message
-  (TF puts "Graph execution error:" and the Python stack first), without the device and allocator."""
-  lines = [l.strip() for l in message.splitlines() if l.strip()]
-  line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
-  return line.split(" on /job:")[0][:300]
+# oneDNN (TensorFlow's CPU kernels) reports a failed allocation inside an op as its status 1,
+# dnnl_out_of_memory (oneDNN's dnnl_types.h), and TensorFlow raises it as an AbortedError, e.g.
+# "Status: 1, message: could not create a primitive, in file .../mkl_softmax_op.cc:290".
+_ONEDNN_OUT_OF_MEMORY = re.compile(r"Status: 1, message: ([^,\n]*)")
+
+
+def _out_of_memory_summary(error):
+  """What ran out of memory, in one line, if `error` is an out-of-memory error; else None.
+
+  Args:
+    error: a tf.errors.OpError raised by a training step.
+
+  Returns:
+    For a ResourceExhaustedError, its "OOM when allocating tensor with shape[...]" line (TF puts
+    "Graph execution error:" and the Python stack first) without the device and allocator; for
+    oneDNN's out-of-memory status, "oneDNN out of memory (<its message>) in <op>"; None otherwise.
+  """
+  lines = [l.strip() for l in error.message.splitlines() if l.strip()]
+  if isinstance(error, tf.errors.ResourceExhaustedError):
+    line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
+    return line.split(" on /job:")[0][:300]
+  found = _ONEDNN_OUT_OF_MEMORY.search(error.message)
+  if not found:
+    return None
+  node = re.search(r"\[\[\{\{node ([^}]*)\}\}\]\]", error.message)
+  where = f" in {node.group(1).rsplit('/', 1)[-1]}" if node else ""
+  return f"oneDNN out of memory ({found.group(1).strip()}){where}"
 
 
 class SaveAtMultiples:
@@ -225,8 +247,8 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     time is mostly tracing).
 
   Raises:
-    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError; the last checkpoint is left
-      as it was.
+    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError, or oneDNN's out-of-memory
+      status (an AbortedError on the CPU); the last checkpoint is left as it was.
   """
   start = start or model_dir_lib.decide_start(model_dir, None)
   latest = start.resume
@@ -281,10 +303,13 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         trainer.train_dataset = strategy.distribute_datasets_from_function(
             lambda context: dataset_fn(context, start_step))
         controller.train(steps=num_train_steps, checkpoint_at_completion=False)
-    except tf.errors.ResourceExhaustedError as e:
+    except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError) as e:
+      summary = _out_of_memory_summary(e)
+      if summary is None:
+        raise
       raise OutOfMemoryError(
           f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
-          f"({_oom_summary(e.message)}); the last checkpoint is "
+          f"({summary}); the last checkpoint is "
           f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     end_step = int(trainer.optimizer.iterations.numpy())
     rate = trainer.last_output.get("examples_per_second")

@@ -239,6 +239,38 @@ def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):
   assert not tf.train.latest_checkpoint(model_dir)
 
 
+# What TensorFlow raised on a CPU whose oneDNN kernels failed to allocate (address space capped).
+ONEDNN_OUT_OF_MEMORY = (
+    "Graph execution error:\n\nDetected at node while/body/_1/bert_span_model/bert_span_labeler/"
+    "bert_encoder/transformer/layer_0/self_attention/softmax/Softmax defined at (most recent call "
+    "last):\n<stack traces unavailable>\nOperation received an exception:Status: 1, message: could "
+    "not create a primitive, in file tensorflow/core/kernels/mkl/mkl_softmax_op.cc:290\n\t "
+    "[[{{node while/body/_1/bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_0/"
+    "self_attention/softmax/Softmax}}]] [Op:__inference_loop_fn_7979]")
+
+
+@pytest.mark.parametrize("message, out_of_memory", [
+    (ONEDNN_OUT_OF_MEMORY, True),
+    # Another oneDNN status (2: invalid arguments) is not out of memory: it is raised as it is.
+    (ONEDNN_OUT_OF_MEMORY.replace("Status: 1,", "Status: 2,"), False)])
+def test_onednn_out_of_memory_is_reported_as_out_of_memory(tiny_init, tmp_path, message,
+                                                           out_of_memory):
+  config, init, _ = tiny_init
+  model_dir = str(tmp_path / "onednn")
+
+  def failing_step(unused_batch):
+    raise tf.errors.AbortedError(None, None, message)
+
+  expected = ((trainer_lib.OutOfMemoryError,
+               r"step 1 ran out of memory \(oneDNN out of memory \(could not create a primitive\) "
+               r"in Softmax\); the last checkpoint is none") if out_of_memory
+              else (tf.errors.AbortedError, "Status: 2, message: could not create a primitive"))
+  with pytest.raises(expected[0], match=expected[1]):
+    run_trainer(config, model_dir, 2, model_dir_lib.decide_start(model_dir, init),
+                {"max_seq_length": SEQ}, replica_step=failing_step)
+  assert not tf.train.latest_checkpoint(model_dir)
+
+
 def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
   from squad_qa import export  # pylint: disable=g-import-not-at-top
   config = tiny_config()
