@@ -15,11 +15,9 @@ prints one table with a column per precision of each side and the ratio of our b
 best per row; --runs such runs repeat it so that load from other processes hits both alike, and the
 load average is printed before each measurement.
 
-The inputs are the peer script's own (`pick_cases`, rebuilt here and checked against the lengths it
-reports): one question on a ~100-character context (the first dev sentence of 90-110 characters
-holding its answer), on the dev paragraph closest to 1,000 characters, and on consecutive dev
-paragraphs joined up to >= 10,000 characters; then 32 questions on the 32 dev paragraphs closest to
-1,000 characters. Ours: `serving_default` of the SavedModel through saved_model_qa.SavedModelQA
+The inputs are the peer script's own (benchmarks/peer_cases.py, checked against the lengths it
+reports): one question on a ~100-character context, on a ~1,000-character paragraph and on
+>= 10,000 characters of joined paragraphs; then 32 questions on ~1,000-character paragraphs. Ours: `serving_default` of the SavedModel through saved_model_qa.SavedModelQA
 (3 warm-up calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3).
 The peer: the same, with its pipeline at batch_size 1, 8 and 32; its best questions/s is the one
 compared.
@@ -27,7 +25,6 @@ compared.
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -36,6 +33,7 @@ from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must p
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from benchmarks import peer_cases
 from benchmarks import precision_axis
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
@@ -50,57 +48,10 @@ flags.DEFINE_integer("runs", 2, "Ours-then-peer runs.")
 flags.DEFINE_integer("calls", 20, "Timed calls per context length.")
 FLAGS = flags.FLAGS
 
-CASES = ("ctx~100", "ctx~1000", "ctx~10000")
-BATCH = 32
-
-
-def pick_cases(predict_file):
-  """The peer's inputs: {case: (question, context)}, and 32 questions and their contexts.
-
-  As ../shared/peer/bench_serve.py `pick_cases` chooses them from the SQuAD file (unique paragraphs
-  in file order with their first question; first gold answers).
-  """
-  with open(predict_file, encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  examples = [(qa["question"], paragraph["context"], qa["answers"][0]["answer_start"],
-               qa["answers"][0]["text"])
-              for article in articles for paragraph in article["paragraphs"]
-              for qa in paragraph["qas"]]
-  paragraphs, seen = [], set()
-  for example in examples:
-    if example[1] not in seen:
-      seen.add(example[1])
-      paragraphs.append(example)
-  mid = min(paragraphs, key=lambda e: abs(len(e[1]) - 1000))
-  short = None
-  for question, context, answer_start, answer in examples:
-    pos = 0
-    for sentence in re.split(r"(?<=[.!?])\s+", context):
-      start = context.find(sentence, pos)
-      pos = start + len(sentence)
-      if (90 <= len(sentence) <= 110 and start <= answer_start < start + len(sentence)
-          and answer in sentence):
-        short = (question, sentence)
-        break
-    if short:
-      break
-  first = next(i for i, e in enumerate(paragraphs) if len(e[1]) >= 600)
-  parts, total = [], 0
-  for example in paragraphs[first:]:
-    parts.append(example[1])
-    total += len(example[1]) + 1
-    if total >= 10000:
-      break
-  cases = {"ctx~100": short, "ctx~1000": mid[:2],
-           "ctx~10000": (paragraphs[first][0], " ".join(parts))}
-  batch = sorted(paragraphs, key=lambda e: abs(len(e[1]) - 1000))[:BATCH]
-  return cases, [e[0] for e in batch], [e[1] for e in batch]
-
-
 def measure_ours(qa, cases, questions, contexts):
   """{case: (p50 ms, p95 ms, windows)}, questions/s at batch 32."""
   result = {}
-  for name in CASES:
+  for name in peer_cases.CASES:
     question, context = cases[name]
     for _ in range(3):
       qa.answers([question], [context])
@@ -144,12 +95,13 @@ def main(argv):
     sys.exit(f"serving_vs_peer.py: no peer script at {peer_script}; pass --peer_script")
   predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
       squad_reader.PREDICT_FILE_NAMES)
-  cases, questions, contexts = pick_cases(predict_file)
+  cases, questions, contexts = peer_cases.pick_cases(predict_file)
   exports = precision_axis.load_exports(FLAGS.export_dirs)
   for precision, (export_dir, qa) in exports.items():
     print(f"ours {precision}: SavedModel {export_dir} (max_seq_length "
           f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at "
-          + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}" for n in CASES)
+          + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
+                      for n in peer_cases.CASES)
           + ")")
   print(f"peer: {peer_script} with {FLAGS.peer_python} at {', '.join(peer_precisions)}; "
         f"{FLAGS.calls} calls per length; {os.cpu_count()} CPUs")
@@ -170,14 +122,14 @@ def main(argv):
     print(f"\nrun {run + 1}: load average (1 min) {', '.join(loads)} (torch {some['torch']}, "
           f"transformers {some['transformers']}, {some['threads']} threads)")
     for precision, theirs in peer.items():
-      for name in CASES:
+      for name in peer_cases.CASES:
         question, context = cases[name]
         mine = theirs["latency"][name]
         if mine["context_chars"] != len(context) or mine["question"] != question:
           sys.exit(f"serving_vs_peer.py: the peer's {name} input is not ours "
                    f"({mine['context_chars']} vs {len(context)} characters)")
     rows = []
-    for name in CASES:
+    for name in peer_cases.CASES:
       chars = len(cases[name][1])
       windows = peer[peer_precisions[0]]["latency"][name]["windows_384_128"]
       for stat, index in (("p50", 0), ("p95", 1)):
@@ -185,8 +137,8 @@ def main(argv):
                      {p: ours[p][name][index] for p in ours},
                      {p: peer[p]["latency"][name][stat + "_ms"] for p in peer}, ".1f", False))
     batch = {p: max(peer[p]["batch"].values(), key=lambda r: r["questions_per_s"]) for p in peer}
-    rows.append((f"questions/s, {BATCH} questions on ~1,000 chars (ours one call, HF best "
-                 f"batch_size: " + ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
+    rows.append((f"questions/s, {peer_cases.BATCH} questions on ~1,000 chars (ours one call, "
+                 "HF best batch_size: " + ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
                  + ")", ours_qps, {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
     precision_axis.print_table("measure", ours_names, peer_precisions, rows)
 
