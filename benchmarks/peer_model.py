@@ -5,7 +5,7 @@ arithmetic, not by training.
   python -m benchmarks.peer_model --model_dir=model_out --output_dir=peer_model
 
 The folder holds config.json (transformers' BertConfig fields, from the model's qa_config.json),
-model.safetensors and vocab.txt. The names and layouts are the inverse of the reader's
+model.safetensors, vocab.txt and tokenizer_config.json (the featurization's do_lower_case). The names and layouts are the inverse of the reader's
 (model/hf_checkpoint.py: each HF name maps to a google-research/bert name, then through
 model/tf1_checkpoint.py's table to a tfm variable): a tfm variable is reshaped back to the
 google-research layout and `nn.Linear` weights are transposed back to [out, in]. Reading the folder
@@ -31,13 +31,12 @@ from squad_qa.model import span_model
 from squad_qa.model import tf1_checkpoint
 from squad_qa.tasks import artifacts
 
-flags.DEFINE_string("model_dir", None, "train.py --model_dir (its latest checkpoint).")
-flags.DEFINE_string("output_dir", None, "The HF folder to write (must not exist yet).")
 FLAGS = flags.FLAGS
 
 # tfm's BertEncoder normalizes with this epsilon (google-research/bert's); transformers' default
 # BertConfig.layer_norm_eps is the same, written out so the folder does not depend on it.
 LAYER_NORM_EPS = 1e-12
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
 
 def hf_names_and_shapes(config):
@@ -111,6 +110,13 @@ def hf_config(config):
           "pad_token_id": 0}
 
 
+def tokenizer_config(do_lower_case, config):
+  """transformers' tokenizer_config.json for the WordPiece vocab: BERT's special tokens."""
+  return {"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case,
+          "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+          "mask_token": "[MASK]", "model_max_length": config.max_position_embeddings}
+
+
 def write_hf_folder(model_dir, output_dir):
   """Writes --model_dir's latest checkpoint as an HF folder; returns the number of tensors.
 
@@ -133,6 +139,8 @@ def write_hf_folder(model_dir, output_dir):
   with open(os.path.join(output_dir, hf_checkpoint.CONFIG_FILE), "w") as f:
     json.dump(hf_config(config), f, indent=2)
   shutil.copy(qa_config["vocab_file"], os.path.join(output_dir, hf_checkpoint.VOCAB_FILE))
+  with open(os.path.join(output_dir, TOKENIZER_CONFIG_FILE), "w") as f:
+    json.dump(tokenizer_config(qa_config["do_lower_case"], config), f, indent=2)
   return len(weights)
 
 
@@ -145,5 +153,12 @@ def main(argv):
   print(f"wrote {count} tensors of {FLAGS.model_dir} to {FLAGS.output_dir}")
 
 
+def define_flags():
+  """The command's flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_string("model_dir", None, "train.py --model_dir (its latest checkpoint).")
+  flags.DEFINE_string("output_dir", None, "The HF folder to write (must not exist yet).")
+
+
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -42,11 +42,6 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.preprocess import squad_reader
 from squad_qa.serving import features_model
 
-definitions.define_squad_file_flags()
-flags.DEFINE_list("export_dirs", [], "export.py exports, one per precision.")
-flags.DEFINE_integer("repeats", 20, "Timed calls per stage (median).")
-flags.DEFINE_string("bert_config_file", None, "The exported encoder's config (sizes for the floor); "
-                    "default: the packaged all-MiniLM-L6-v2's config.json.")
 FLAGS = flags.FLAGS
 
 STAGES = ("tokenize", "windows", "encoder", "decode", "Python path", "serve_text")
@@ -195,5 +190,15 @@ def main(argv):
     print(f"| {shape} | " + " | ".join(f"{rates[p][shape]:.1f}" for p in names) + " |")
 
 
+def define_flags():
+  """The command's flags, defined when run as a script (importing the module defines none)."""
+  definitions.define_squad_file_flags()
+  flags.DEFINE_list("export_dirs", [], "export.py exports, one per precision.")
+  flags.DEFINE_integer("repeats", 20, "Timed calls per stage (median).")
+  flags.DEFINE_string("bert_config_file", None, "The exported encoder's config (sizes for the "
+                      "floor); default: the packaged all-MiniLM-L6-v2's config.json.")
+
+
 if __name__ == "__main__":
+  define_flags()
   command_line.run(main)

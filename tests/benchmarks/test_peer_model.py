@@ -24,7 +24,8 @@ def test_the_hf_folder_reads_back_to_the_same_weights(tmp_path):
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir),
                              max_to_keep=1).save(checkpoint_number=7)
   artifacts.write_json(str(model_dir / artifacts.QA_CONFIG_FILE),
-                       {"bert_config": config.to_dict(), "vocab_file": testutil.vocab_file()})
+                       {"bert_config": config.to_dict(), "vocab_file": testutil.vocab_file(),
+                        "do_lower_case": True})
 
   folder = tmp_path / "peer_model"
   # 3 embeddings and their LayerNorm's 2, 16 tensors per layer, and the head's 2 (no pooler).
@@ -34,6 +35,7 @@ def test_the_hf_folder_reads_back_to_the_same_weights(tmp_path):
   assert written["hidden_act"] == "gelu" and written["layer_norm_eps"] == 1e-12
   assert written["num_attention_heads"] == config.num_attention_heads
   assert (folder / "vocab.txt").read_text() == open(testutil.vocab_file()).read()
+  assert json.loads((folder / "tokenizer_config.json").read_text())["do_lower_case"] is True
 
   # What the project's HF reader makes of it is the model we started from, variable by variable.
   again_config = bert_config_lib.BertConfig.from_json_file(str(folder / "config.json"))

@@ -1,0 +1,20 @@
+"""benchmarks/precision_profile.py: the encoder's matmuls and their FLOP."""
+
+import os
+
+from benchmarks import precision_profile
+from squad_qa.model import bert_config as bert_config_lib
+from tests import testutil
+
+
+def test_the_matmuls_count_minilms_forward_flop():
+  config = bert_config_lib.BertConfig.from_json_file(
+      os.path.join(testutil.minilm_dir(), "config.json"))
+  n = 221  # tokens of the ~1,000-character window
+  shapes = precision_profile.matmul_shapes(config, n)
+  total = sum(count * precision_profile.flop(a, b) for _, a, b, count, _ in shapes)
+  # 6 layers x (8 H^2 n for the 4 projections, 4 H I n for the feed-forward, 4 n^2 H for attention).
+  assert total == 6 * (n * (8 * 384**2 + 4 * 384 * 1536) + 4 * n**2 * 384) == 5_142_758_400  # docs/serving.md: 5.14 G
+  assert [(a, b) for name, a, b, _, _ in shapes if name.startswith("attention")] == [
+      ((12, n, 32), (12, 32, n)), ((12, n, n), (12, n, 32))]
+  assert [has_weights for *_, has_weights in shapes] == [True, True, True, False, False]
