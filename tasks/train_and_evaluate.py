@@ -400,12 +400,16 @@ def train_and_evaluate(config):
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
   bert_config, config_file, meta = bert_config_and_meta(config)
+  predict_file = config.predict_file or squad_reader.default_squad_file(
+      squad_reader.PREDICT_FILE_NAMES)
   version_2 = bool(config.version_2_with_negative or
                    meta["flags"].get("version_2_with_negative", False))
   # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).
   strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
   is_chief = distribution.is_chief(strategy)
+  if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
+    check_predict_file(predict_file)  # now, not after the training it would follow
   logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
   if config.do_train:
@@ -430,11 +434,7 @@ def train_and_evaluate(config):
                          dataclasses.asdict(config))
 
   # Task -> controller.
-  predict_file = config.predict_file or squad_reader.default_squad_file(
-      squad_reader.PREDICT_FILE_NAMES)
-
-  def dev_scorer():  # reads and checks the dev files once, for the learning curve and the score
-    check_predict_file(predict_file)
+  def dev_scorer():  # reads the dev files once, for the learning curve and the score
     return evaluation.DevScorer(
         config.records_dir, meta, predict_file, config.predict_batch_size, config.n_best_size,
         config.max_answer_length, config.max_eval_examples, version_2,

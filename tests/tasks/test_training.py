@@ -206,3 +206,19 @@ def test_tiny_model_memorizes_8_real_features():
   assert first > 4.0  # ~log(128) at random init
   assert last < 0.1 * first
   assert start_accuracy >= 0.9 and end_accuracy >= 0.9
+
+
+def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
+  """The dev file is checked before the first step, not after the training it would score."""
+  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None)
+  model_dir, missing = tmp_path / "model", tmp_path / "nowhere" / "dev-v1.1.json"
+  code, log = testutil.run_cli(
+      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--max_steps=2", "--train_batch_size=8", f"--predict_file={missing}", expect_ok=False)
+  assert code != 0 and "Traceback" not in log
+  assert log.strip().splitlines()[-1] == (
+      f"train.py: --predict_file: no file at '{missing}'. SQuAD v1.1 is published at "
+      f"https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json); download it "
+      f"and set SQUAD_DIR=<folder holding it> or pass --predict_file=<path>.")
+  assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
