@@ -98,7 +98,8 @@ def main(argv):
   cases, questions, contexts = peer_cases.pick_cases(predict_file)
   exports = precision_axis.load_exports(FLAGS.export_dirs)
   for precision, (export_dir, qa) in exports.items():
-    print(f"ours {precision}: SavedModel {export_dir} (max_seq_length "
+    runtime = "serve_text" if qa.has_serve_text else "Python path, LiteRT features model"
+    print(f"ours {precision}: {export_dir}, {runtime} (max_seq_length "
           f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at "
           + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
                       for n in peer_cases.CASES)
