@@ -192,11 +192,27 @@ class SavedModelQA:
     Returns:
       A list of span_decoding.Answer.
     """
+    per_question = self._features_batch(questions, contexts)
+    start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
+    return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
+                       max_answer_length)
+
+  def decode(self, contexts, per_question, start_logits, end_logits, n_best_size=None,
+             max_answer_length=None):
+    """Answers from window logits: the decoding step of `answers_with_serve_features`.
+
+    Args:
+      contexts: the questions' contexts (str).
+      per_question: for each question, its list of Feature (`features`).
+      start_logits, end_logits: float32 [windows, max_seq_length], the rows of all questions'
+        windows in order (`window_logits`).
+      n_best_size, max_answer_length: as `answers_with_serve_features`.
+
+    Returns:
+      A list of span_decoding.Answer, one per context.
+    """
     n_best_size = n_best_size or self.config.get("n_best_size", 20)
     max_answer_length = max_answer_length or self.config.get("max_answer_length", 30)
-    per_question = self._features_batch(questions, contexts)
-    features = [f for fs in per_question for f in fs]
-    start_logits, end_logits = self.window_logits(features)
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
       windows = [span_decoding.real_window(
