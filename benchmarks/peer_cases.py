@@ -26,7 +26,8 @@ def pick_cases(predict_file):
     errors.MissingFileError: no file at predict_file.
   """
   if not os.path.exists(predict_file):
-    raise errors.MissingFileError(f"{predict_file}: not found; set SQUAD_DIR or pass --predict_file")
+    raise errors.MissingFileError(
+        f"{predict_file}: not found; set SQUAD_DIR or pass --predict_file")
   with open(predict_file, encoding="utf-8") as f:
     articles = json.load(f)["data"]
   examples = [(qa["question"], paragraph["context"], qa["answers"][0]["answer_start"],

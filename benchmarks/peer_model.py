@@ -5,11 +5,12 @@ arithmetic, not by training.
   python -m benchmarks.peer_model --model_dir=model_out --output_dir=peer_model
 
 The folder holds config.json (transformers' BertConfig fields, from the model's qa_config.json),
-model.safetensors, vocab.txt and tokenizer_config.json (the featurization's do_lower_case). The names and layouts are the inverse of the reader's
-(model/hf_checkpoint.py: each HF name maps to a google-research/bert name, then through
-model/tf1_checkpoint.py's table to a tfm variable): a tfm variable is reshaped back to the
-google-research layout and `nn.Linear` weights are transposed back to [out, in]. Reading the folder
-back with `hf_checkpoint.read_hf_weights` gives the same weights (tests/benchmarks/test_peer_model.py).
+model.safetensors, vocab.txt and tokenizer_config.json (the featurization's do_lower_case). The
+names and layouts are the inverse of the reader's (model/hf_checkpoint.py: each HF name maps to a
+google-research/bert name, then through model/tf1_checkpoint.py's table to a tfm variable): a tfm
+variable is reshaped back to the google-research layout and `nn.Linear` weights are transposed back
+to [out, in]. Reading the folder back with `hf_checkpoint.read_hf_weights` gives the same weights
+(tests/benchmarks/test_peer_model.py).
 """
 
 import json
@@ -86,7 +87,7 @@ def hf_weights(model, config):
     (entry,), _ = tf1_checkpoint.to_entries({google_name: google_shape}, None,
                                             config.num_attention_heads)
     value = variables[entry.target].numpy()
-    # The reader transposes the head's [2, hidden] to the kernel's [hidden, 2] and reshapes the rest.
+    # The reader transposes the head's [2, hidden] to the kernel's [hidden, 2], reshapes the rest.
     value = value.T if google_name == "cls/squad/output_weights" else value.reshape(google_shape)
     weights[hf_name] = np.ascontiguousarray(value.T if transposed else value, dtype=np.float32)
   return weights
@@ -99,7 +100,7 @@ def hf_config(config):
           "num_hidden_layers": config.num_hidden_layers,
           "num_attention_heads": config.num_attention_heads,
           "intermediate_size": config.intermediate_size,
-          # transformers' "gelu" is the exact erf form; its "gelu_new" is google-research's tanh one.
+          # transformers' "gelu" is the exact erf form, its "gelu_new" google-research's tanh one.
           "hidden_act": ("gelu" if config.exact_gelu else "gelu_new") if config.hidden_act == "gelu"
                         else config.hidden_act,
           "hidden_dropout_prob": config.hidden_dropout_prob,

@@ -17,8 +17,9 @@ load average is printed before each measurement.
 
 The inputs are the peer script's own (benchmarks/peer_cases.py, checked against the lengths it
 reports): one question on a ~100-character context, on a ~1,000-character paragraph and on
->= 10,000 characters of joined paragraphs; then 32 questions on ~1,000-character paragraphs. Ours: `serving_default` of the SavedModel through saved_model_qa.SavedModelQA
-(3 warm-up calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3).
+>= 10,000 characters of joined paragraphs; then 32 questions on ~1,000-character paragraphs.
+Ours: saved_model_qa.SavedModelQA.answers (serve_text; for an int8 export the Python path with its
+LiteRT features model) (3 warm-up calls, then --calls timed calls: p50/p95), the 32 questions in one call (median of 3).
 The peer: the same, with its pipeline at batch_size 1, 8 and 32; its best questions/s is the one
 compared.
 """
@@ -138,9 +139,10 @@ def main(argv):
                      {p: ours[p][name][index] for p in ours},
                      {p: peer[p]["latency"][name][stat + "_ms"] for p in peer}, ".1f", False))
     batch = {p: max(peer[p]["batch"].values(), key=lambda r: r["questions_per_s"]) for p in peer}
+    best_sizes = ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
     rows.append((f"questions/s, {peer_cases.BATCH} questions on ~1,000 chars (ours one call, "
-                 "HF best batch_size: " + ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
-                 + ")", ours_qps, {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
+                 f"HF best batch_size: {best_sizes})", ours_qps,
+                 {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
     precision_axis.print_table("measure", ours_names, peer_precisions, rows)
 
 

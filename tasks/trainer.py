@@ -121,7 +121,8 @@ def _out_of_memory_summary(error):
   """
   lines = [l.strip() for l in error.message.splitlines() if l.strip()]
   if isinstance(error, tf.errors.ResourceExhaustedError):
-    line = next((l for l in lines if l.startswith("OOM when allocating")), lines[0] if lines else "")
+    line = next((l for l in lines if l.startswith("OOM when allocating")),
+                lines[0] if lines else "")
     return line.split(" on /job:")[0][:300]
   found = _ONEDNN_OUT_OF_MEMORY.search(error.message)
   if not found:

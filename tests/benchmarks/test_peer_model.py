@@ -1,4 +1,5 @@
-"""benchmarks/peer_model.py: our trained weights as an HF folder that reads back to the same weights."""
+"""benchmarks/peer_model.py: our trained weights as an HF folder that reads back to the same
+weights."""
 
 import json
 
