@@ -19,12 +19,12 @@ import shutil
 import sys
 
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from absl import app  # pylint: disable=g-import-not-at-top
-from absl import flags
+from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 from safetensors.numpy import save_file
 import tensorflow as tf
 
+from squad_qa.flags import command_line
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
@@ -162,4 +162,4 @@ def define_flags():
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  command_line.run(main)
