@@ -579,8 +579,9 @@ def test_preflight_check_and_real_out_of_memory(tiny_records):
 
 def check_real_out_of_memory(tiny_records, model_dir):
   """A real out-of-memory error: the address space is capped at 6 GiB (setrlimit), so TensorFlow's
-  allocator (or a oneDNN kernel's) fails inside step 3 (batch 8192 needs ~9.6 GiB) instead of the kernel killing the
-  process; the planner was told the device has 64 GiB, so the pre-flight check passes."""
+  allocator (or a oneDNN kernel's) fails inside step 3 (batch 8192 needs ~9.6 GiB) instead of the
+  kernel killing the process; the planner was told the device has 64 GiB, so the pre-flight check
+  passes."""
   saved = {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)
            if name.startswith("ckpt-2")}
   assert saved
