@@ -120,12 +120,9 @@ def litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp):
     inputs = [a, rng.standard_normal(b_shape).astype(np.float32)]
   holder = tf.Module()  # the converter's trackable object
   holder.function = function
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()],
-                                                              holder)
-  converter.optimizations = [tf.lite.Optimize.DEFAULT]
   path = os.path.join(tmp, f"matmul_{'x'.join(map(str, a_shape + b_shape))}.tflite")
   with open(path, "wb") as f:
-    f.write(converter.convert())
+    f.write(features_model.int8_flatbuffer(function.get_concrete_function(), holder))
   interpreter = interpreter_module.Interpreter(model_path=path, num_threads=os.cpu_count() or 1)
   interpreter.allocate_tensors()
   for detail in interpreter.get_input_details():  # the operands' shapes differ: match by shape

@@ -45,6 +45,14 @@ def _features_function(model):
   return serve_features.get_concrete_function()
 
 
+def int8_flatbuffer(concrete_function, trackable):
+  """A concrete function converted to LiteRT with dynamic-range int8 weights (the int8 export's
+  conversion; bytes). `trackable` holds the function's variables and signature."""
+  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
+  converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  return converter.convert()
+
+
 def write_int8_model(model, path):
   """Writes `model`'s features function, dynamic-range quantized to int8, as a LiteRT model.
 
@@ -55,10 +63,7 @@ def write_int8_model(model, path):
   Returns:
     The file's size in bytes.
   """
-  function = _features_function(model)
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
-  converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  flatbuffer = converter.convert()
+  flatbuffer = int8_flatbuffer(_features_function(model), model)
   with open(path, "wb") as f:
     f.write(flatbuffer)
   return len(flatbuffer)
