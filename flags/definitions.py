@@ -368,7 +368,8 @@ def define_memory_use_flags():
   DEFINE_bool(
       "xla", None,
       "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
-      "off on the CPU.")
+      "and under bfloat16 on a CPU without AVX512-BF16 or AMX (TensorFlow's own einsum sums in "
+      "bfloat16 there); off otherwise on the CPU.")
   DEFINE_bool(
       "float32_weight_gradients", True,
       "Under float16 compute (--gpu's default), sum each weight's gradient over the batch in "

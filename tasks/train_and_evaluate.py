@@ -91,12 +91,13 @@ def bert_config_and_meta(config):
   return bert_config, config_file, meta
 
 
-def warn_if_slow_on_this_cpu(dtype, has_gpu):
+def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
   """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
 
   float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
   matmuls are fast only where the CPU has them (AVX512-BF16 or AMX: `model.precision`; matmuls at
-  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU").
+  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU"). Elsewhere bfloat16
+  needs XLA (`precision.bfloat16_needs_xla`): without it, it sums in bfloat16 and is ~10x slower.
   """
   if has_gpu or dtype == "float32":
     return
@@ -104,9 +105,15 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu):
     logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
                     "40x slower than float32")
     return
-  if precision.cpu_has_native_bfloat16() is False:
+  if not precision.bfloat16_needs_xla():
+    return
+  if xla:
     logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
-                    "so bfloat16 matmuls may be slower than float32 here")
+                    "so bfloat16 runs under XLA and may be slower than float32 here")
+  else:
+    logging.warning("--mixed_precision_dtype=bfloat16 with --noxla: this CPU has neither "
+                    "AVX512-BF16 nor AMX, and TensorFlow's einsum sums in bfloat16 here (gradients "
+                    "~10x less exact, steps ~10x slower than under XLA); drop --noxla")
 
 
 def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
@@ -228,12 +235,12 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   device = memory_device.detect_device(config.device_memory_gb)
   plan = plan_memory(config, bert_config, max_seq_length, policy, device, replicas)
   global_batch = plan.effective_batch_size * replicas
-  xla = config.gpu if config.xla is None else config.xla
+  xla, xla_reason = config.xla_and_reason
   steps = num_train_steps_for(config, meta, global_batch)
   logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-               "XLA %s; %d steps; planner: %s of %s per replica", global_batch, replicas,
+               "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               steps, memory_device.format_bytes(plan.estimate.total), device.description)
+               xla_reason, steps, memory_device.format_bytes(plan.estimate.total), device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
   length_buckets = train_length_buckets(
       config.length_buckets, max_seq_length, xla,
@@ -415,7 +422,7 @@ def train_and_evaluate(config):
   if config.do_train:
     policy = question_answering.set_precision_policy(config.precision)
     logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
-    warn_if_slow_on_this_cpu(config.precision, config.gpu)
+    warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
   else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
     policy = question_answering.set_precision_policy("float32")
     if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):

@@ -43,7 +43,7 @@ class TrainConfig:
   max_eval_examples: Optional[int] = None
   gpu: bool = False
   mixed_precision_dtype: str = AUTO  # see `precision`
-  xla: Optional[bool] = None  # default: on with gpu
+  xla: Optional[bool] = None  # see `use_xla`
   float32_weight_gradients: bool = True
   memory_check: bool = True
   device_memory_gb: Optional[float] = None
@@ -94,6 +94,24 @@ class TrainConfig:
         any(a >= b for a, b in zip(self.length_buckets, self.length_buckets[1:]))):
       raise errors.UsageError(f"--length_buckets={self.length_buckets}: expected increasing "
                               f"positive token counts")
+
+  @property
+  def use_xla(self):
+    """Whether the training step is compiled with XLA: `xla`, or by default on with `gpu` and
+    under bfloat16 on a CPU without bfloat16 matmuls (`precision.bfloat16_needs_xla`: TensorFlow's
+    own einsum sums in bfloat16 there), otherwise off."""
+    return self.xla_and_reason[0]
+
+  @property
+  def xla_and_reason(self):
+    """(`use_xla`, why in a few words, e.g. "default with --gpu")."""
+    if self.xla is not None:
+      return self.xla, "--xla" if self.xla else "--noxla"
+    if self.gpu:
+      return True, "default with --gpu"
+    if self.precision == "bfloat16" and precision_lib.bfloat16_needs_xla():
+      return True, "default for bfloat16 on a CPU without bfloat16 matmuls"
+    return False, "default on the CPU"
 
   @property
   def precision(self):

@@ -41,6 +41,7 @@ def run_one(strategy, args, name, settings):
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering as qa  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
   steps = int(settings.get("steps", 6))
@@ -63,6 +64,8 @@ def run_one(strategy, args, name, settings):
       per_replica_batch_size=batch // replicas // accumulation, accumulation_steps=accumulation,
       learning_rate=1e-3, num_train_steps=steps, warmup_proportion=0.0,
       mixed_precision_dtype=dtype, seed=int(settings.get("seed", 5)),
+      # XLA where train.py turns it on without --gpu (bfloat16 on a CPU without bfloat16 matmuls).
+      jit_compile=train_config.TrainConfig(mixed_precision_dtype=dtype).use_xla,
       length_buckets=(records.length_bucket_boundaries(max_seq_length)
                       if int(settings.get("buckets", 1)) else None))
   task = qa.QuestionAnsweringTask(config)

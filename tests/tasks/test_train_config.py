@@ -42,3 +42,23 @@ def test_auto_precision_follows_the_device_unless_named(monkeypatch, native, exp
       "float32", "--mixed_precision_dtype=float32")
   assert train_config.TrainConfig(gpu=True, mixed_precision_dtype="bfloat16").precision == "bfloat16"
   assert train_config.TrainConfig(train_batch_size="auto").train_batch_size == "auto"
+
+
+@pytest.mark.parametrize("values, native, expected", [
+    ({}, False, (False, "default on the CPU")),  # auto: float32 here
+    ({"mixed_precision_dtype": "bfloat16"}, False,
+     (True, "default for bfloat16 on a CPU without bfloat16 matmuls")),
+    ({"mixed_precision_dtype": "bfloat16"}, True, (False, "default on the CPU")),
+    ({"mixed_precision_dtype": "bfloat16"}, None, (False, "default on the CPU")),
+    ({}, True, (False, "default on the CPU")),  # auto: bfloat16 with native matmuls
+    ({"gpu": True}, False, (True, "default with --gpu")),
+    ({"mixed_precision_dtype": "bfloat16", "xla": False}, False, (False, "--noxla")),
+    ({"xla": True}, True, (True, "--xla")),
+])
+def test_xla_by_default_with_a_gpu_and_for_bfloat16_without_bfloat16_matmuls(
+    monkeypatch, values, native, expected):
+  """TensorFlow's einsum sums in bfloat16 on a CPU without bfloat16 matmuls; XLA sums in float32."""
+  monkeypatch.setattr(train_config.precision_lib, "cpu_has_native_bfloat16",
+                      lambda cpuinfo=None: native)
+  assert train_config.TrainConfig(**values).xla_and_reason == expected
+  assert train_config.TrainConfig(**values).use_xla == expected[0]

@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import precision
 from squad_qa.model import span_model
 from squad_qa.preprocess import answer_spans
 from squad_qa.preprocess import features as features_lib
@@ -101,7 +102,8 @@ def test_precision_policies_and_unknown_dtype(float32_policy_after):
 
 
 def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
-  """The same weights and real batch under float32 and mixed_bfloat16 (dropout off): bfloat16
+  """The same weights and real batch under float32 and mixed_bfloat16 (dropout off), compiled as
+  train.py compiles them (XLA for bfloat16 where the CPU has no bfloat16 matmuls): bfloat16
   compute (8-bit mantissa, relative rounding 2^-9) gives gradients pointing the same way, each
   weight's within a few percent, and no loss scaling is involved."""
   config = bert_config_lib.BertConfig.from_dict(dict(
@@ -113,7 +115,9 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
     tf_keras.utils.set_random_seed(3)  # the same initial weights under both policies
     model, encoder = span_model.build_span_model(config)
     optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
-    loss, grads = tf.function(question_answering.make_gradient_fn(model, optimizer))(batch)
+    jit = train_config.TrainConfig(mixed_precision_dtype=dtype).use_xla
+    loss, grads = tf.function(question_answering.make_gradient_fn(model, optimizer),
+                              jit_compile=jit)(batch)
     results[dtype] = (float(loss), [tf.convert_to_tensor(g).numpy() for g in grads],
                       model.get_weights(), encoder)
   (loss32, grads32, weights32, _), (loss16, grads16, weights16, encoder16) = (
@@ -136,6 +140,28 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
               if np.linalg.norm(a) >= 1e-7 * total]
   assert max(relative) < 0.1
   assert np.median(relative) < 0.03
+
+
+def test_xla_sums_bfloat16_einsums_in_float32():
+  """XLA's bfloat16 einsum (as EinsumDense computes it) is off from the exact sum of its bfloat16
+  operands by its output rounding only, as tf.matmul is; TensorFlow's own einsum kernel is so too
+  where the CPU has bfloat16 matmuls, and far off elsewhere (`precision.bfloat16_needs_xla`)."""
+  rng = np.random.default_rng(0)
+  inputs = tf.cast(rng.standard_normal((4, 64, 1024)), tf.bfloat16)
+  kernel = tf.cast(rng.standard_normal((1024, 64)), tf.bfloat16)
+  exact = np.einsum("abc,cd->abd", tf.cast(inputs, tf.float64), tf.cast(kernel, tf.float64))
+
+  def error(result):  # median absolute error over the mean magnitude
+    return np.median(np.abs(tf.cast(result, tf.float64).numpy() - exact)) / np.abs(exact).mean()
+
+  einsum = lambda a, b: tf.einsum("abc,cd->abd", a, b)
+  rounding = error(tf.matmul(inputs, kernel))
+  assert 2 ** -11 < rounding < 2 ** -8  # bfloat16 output rounding (2^-9 relative at most)
+  assert error(tf.function(einsum, jit_compile=True)(inputs, kernel)) < 1.5 * rounding
+  if precision.bfloat16_needs_xla():
+    assert error(einsum(inputs, kernel)) > 4 * rounding
+  elif precision.cpu_has_native_bfloat16():
+    assert error(einsum(inputs, kernel)) < 1.5 * rounding
 
 
 @pytest.mark.slow
