@@ -626,3 +626,17 @@ def test_auto_batch_with_accumulation_trains(tiny_records):
           results["effective_batch_size"]) == (32, 4, 128)
   assert results["steps"] == 2 and results["xla"] is False
   assert "batch: 128 features per step = 1 replicas x 32 features x 4 accumulated" in output
+
+
+def test_the_planner_reads_a_config_without_importing_tensorflow(tmp_path):
+  """`python -m model.memory --bert_config_file=...` answers in about a second: neither the
+  planner nor the config reader imports TensorFlow (10 s on a 2-core CPU)."""
+  config = testutil.write_tiny_config(tmp_path / "tiny.json")
+  code = ("import sys\n"
+          "from squad_qa.model import bert_config\n"
+          "from squad_qa.model.memory import plan\n"
+          "size = bert_config.BertConfig.from_json_file(sys.argv[1]).hidden_size\n"
+          "print(size, 'tensorflow' in sys.modules)")
+  output = subprocess.run([sys.executable, "-c", code, str(config)], cwd=testutil.REPO,
+                          capture_output=True, text=True, check=True).stdout
+  assert output.split() == [str(testutil.TINY_BERT_CONFIG["hidden_size"]), "False"]
