@@ -59,7 +59,8 @@ setuptools.setup(
         "safetensors",
     ],
     extras_require={
-        "test": ["pytest"],
+        # pytest-xdist: the test command runs two workers (BUILD.md "Tests").
+        "test": ["pytest", "pytest-xdist"],
         # TensorFlow's Linux wheel finds a GPU only with the CUDA libraries of its and-cuda extra.
         "gpu": [f"tensorflow[and-cuda]{TENSORFLOW_PIN}"],
         # int8 exports (export.py --serving_precision=int8) run on the LiteRT interpreter; the
