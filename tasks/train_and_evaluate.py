@@ -240,7 +240,8 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
                "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
                plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               xla_reason, steps, memory_device.format_bytes(plan.estimate.total), device.description)
+               xla_reason, steps, memory_device.format_bytes(plan.estimate.total),
+               device.description)
   # The planner counts max_seq_length, the largest bucket's length: every batch fits.
   length_buckets = train_length_buckets(
       config.length_buckets, max_seq_length, xla,

@@ -628,6 +628,7 @@ def test_auto_batch_with_accumulation_trains(tiny_records):
   assert "batch: 128 features per step = 1 replicas x 32 features x 4 accumulated" in output
 
 
+@pytest.mark.slow
 def test_the_planner_reads_a_config_without_importing_tensorflow(tmp_path):
   """`python -m model.memory --bert_config_file=...` answers in about a second: neither the
   planner nor the config reader imports TensorFlow (10 s on a 2-core CPU)."""
