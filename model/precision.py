@@ -43,9 +43,9 @@ def bfloat16_needs_xla(cpuinfo=None):
   AVX-512): measured on an AVX2 CPU, a bfloat16 einsum with 1,024 terms per sum is off by 1.5 % of
   the mean output magnitude (median), a bfloat16 tf.matmul of the same operands by 0.18 % (its
   output rounding, 2^-9). The tiny model's bfloat16 weight gradients were then up to 27-36 % from
-  float32's (under XLA 3.6 %; tests/tasks/test_training.py bounds it at 10 %), and MiniLM-sized training steps ran at
-  0.19-0.20 examples/s against 2.53-2.56 under XLA and 2.65-3.00 in float32. XLA's dot sums in
-  float32.
+  float32's (under XLA 3.6 %; tests/tasks/test_training.py bounds it at 10 %), and MiniLM-sized
+  training steps ran at 0.19-0.20 examples/s against 2.53-2.56 under XLA and 2.65-3.00 in float32.
+  XLA's dot sums in float32.
 
   Args:
     cpuinfo: the text of /proc/cpuinfo; default: read it.
