@@ -16,7 +16,6 @@ from squad_qa.tasks import console  # pylint: disable=unused-import  (must prece
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
-from squad_qa.serving import saved_model_qa
 
 definitions.define_export_flags()
 definitions.define_ask_flags()
@@ -26,6 +25,9 @@ def main(argv):
   """Answers the questions of the flags (`serving.saved_model_qa.answer_questions`); prints each
   answer with its score and time, then one summary line."""
   del argv
+  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
+  # the ~10 s that loading TensorFlow takes.
+  from squad_qa.serving import saved_model_qa  # pylint: disable=g-import-not-at-top
   config = command_line.config_from_flags(saved_model_qa.AskConfig)
   answers, load_seconds = saved_model_qa.answer_questions(config)
   for question, answer, seconds in answers:

@@ -40,7 +40,6 @@ from squad_qa.tasks import console  # pylint: disable=unused-import  (must prece
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
-from squad_qa.serving import export_model
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -50,6 +49,9 @@ definitions.define_export_flags()
 def main(argv):
   """Exports what the flags name (`serving.export_model.export_model`)."""
   del argv
+  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
+  # the ~10 s that loading TensorFlow takes.
+  from squad_qa.serving import export_model  # pylint: disable=g-import-not-at-top
   export_model.export_model(command_line.config_from_flags(export_model.ExportConfig))
 
 

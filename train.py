@@ -15,8 +15,6 @@ from absl import flags
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
-from squad_qa.tasks import train_and_evaluate as train_lib
-from squad_qa.tasks import train_config
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -29,6 +27,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
+  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
+  # the ~10 s that loading TensorFlow takes.
+  from squad_qa.tasks import train_and_evaluate as train_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
   train_lib.train_and_evaluate(command_line.config_from_flags(train_config.TrainConfig))
 
 

@@ -14,7 +14,6 @@ from squad_qa.tasks import console  # pylint: disable=unused-import  (must prece
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
-from squad_qa.preprocess import make_records_job
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
@@ -25,6 +24,9 @@ def main(argv):
   """Reads the flags into a RecordsConfig and runs the job (worker processes fork from here,
   before TensorFlow has run anything)."""
   del argv
+  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
+  # the ~10 s that loading TensorFlow takes.
+  from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
   make_records_job.make_records(command_line.config_from_flags(make_records_job.RecordsConfig))
 
 

@@ -26,7 +26,7 @@ before anything imports tensorflow, makes the commands quiet by default:
 
 Everything comes back with `SQUAD_QA_VERBOSE=1` in the environment (C++ level left at TensorFlow's
 default, every Python log line kept), or, for the Python lines only, with absl's `--verbosity=1`
-(`-v 1`): the flag is parsed after TensorFlow has loaded, too late for the C++ level.
+(`-v 1`): the C++ level was set when this module loaded, before any flag is parsed.
 """
 
 import ctypes

@@ -123,8 +123,9 @@ def test_verbose_environment_brings_every_line_back(tmp_path, quiet):
 
 @pytest.mark.slow
 def test_verbosity_flag_brings_the_python_lines_back(tmp_path, quiet):
-  """--verbosity=1 is parsed after TensorFlow has loaded: the Python INFO lines come back, the
-  C++ level stays quiet (README: the environment variable is the switch for those)."""
+  """--verbosity=1 is parsed after tasks/console.py has set the C++ level: the Python INFO lines
+  come back, the C++ level stays quiet (README: the environment variable is the switch for
+  those)."""
   output = testutil.run_cli("export.py", f"--model_dir={quiet[1]}",
                             f"--export_dir={tmp_path / 'export'}", "--verbosity=1",
                             env=default_environment())[1]

@@ -184,6 +184,42 @@ def test_commands_refuse_a_stray_false(tmp_path):
   assert os.listdir(tmp_path) == []  # nothing written: no records, no model_dir
 
 
+
+# Run as the console scripts do (the command module's cli()); prints whether TensorFlow had loaded
+# when the command stopped.
+_FLAG_ERROR_CHECK = """
+import importlib, sys
+command, sys.argv = sys.argv[1], sys.argv[2:]
+try:
+  importlib.import_module(command).cli()
+finally:
+  print("tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("command, argv, line", [
+    ("squad_qa.train", ["train.py", "--max_steps=0"],
+     "train.py: flag --max_steps=0: 0 is not a positive integer (--helpshort lists the flags)"),
+    ("squad_qa.export", ["export.py", "--serve_text", "no"],
+     "export.py: unexpected argument 'no' after --serve_text: a boolean flag takes no separate "
+     "value; write --serve_text, --noserve_text or --serve_text=true|false"),
+    ("squad_qa.ask", ["ask.py", "--export_dirr=x"],
+     "ask.py: Unknown command line flag 'export_dirr'. Did you mean: export_dir ? "
+     "(--helpshort lists the flags)"),
+    ("squad_qa.preprocess.make_records", ["make_records.py", "--max_seq_length=abc"],
+     "make_records.py: flag --max_seq_length=abc: invalid literal for int() with base 10: 'abc' "
+     "(--helpshort lists the flags)"),
+])
+def test_a_flag_error_answers_before_tensorflow_loads(command, argv, line):
+  """A mistyped flag costs the user no TensorFlow start (~5-10 s): the drivers import the library
+  only in main(), after the flags have parsed."""
+  proc = subprocess.run([sys.executable, "-c", _FLAG_ERROR_CHECK, command, *argv],
+                        cwd=testutil.REPO, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert proc.stderr.strip().splitlines()[-1] == line
+  assert proc.stdout.split() == ["False"]  # tensorflow not in sys.modules
+
+
 # Each command's config class, with the module that defines the command's flags.
 COMMAND_CONFIGS = [
     ("squad_qa.preprocess.make_records", "squad_qa.preprocess.make_records_job", "RecordsConfig"),
