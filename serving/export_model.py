@@ -297,7 +297,9 @@ def model_settings(config, start, model_dir):
     model_dir: the --model_dir `start` was decided in, or None.
 
   Returns:
-    (bert_config_lib.BertConfig, vocab file path, qa_config dict).
+    (bert_config_lib.BertConfig, vocab file path, qa_config dict, recorded): `recorded` is the
+    qa_config.json that came with the checkpoint ({} when there is none), which `qa_config`
+    completes with the defaults.
 
   Raises:
     errors.UsageError: the files needed are missing (one line).
@@ -310,7 +312,7 @@ def model_settings(config, start, model_dir):
           f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first checkpoint); export it "
           f"with --init_checkpoint={start.resume} --bert_config_file=... --vocab_file=... instead")
     return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
-            config.vocab_file or qa_config["vocab_file"], qa_config)
+            config.vocab_file or qa_config["vocab_file"], qa_config, qa_config)
   if not start.init_checkpoint:
     raise errors.UsageError(f"--model_dir={config.model_dir} has no trained checkpoint and no "
                             f"--init_checkpoint was given; run train.py first")
@@ -321,7 +323,7 @@ def model_settings(config, start, model_dir):
         "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
   saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
   return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
-          {**DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case, **saved})
+          {**DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case, **saved}, saved)
 
 
 def export_model(config):
@@ -347,7 +349,7 @@ def export_model(config):
                  "--model_dir=%s alone to export that one)", config.init_checkpoint,
                  config.model_dir, config.model_dir)
   start = model_dir_lib.decide_start(model_dir, config.init_checkpoint)
-  bert_config, vocab_file, qa_config = model_settings(config, start, model_dir)
+  bert_config, vocab_file, qa_config, recorded = model_settings(config, start, model_dir)
   model, _ = span_model.build_span_model(bert_config,
                                          SERVING_POLICIES[config.serving_precision])
   if start.resume:
@@ -359,8 +361,6 @@ def export_model(config):
     logging.info("exporting %s", report)
     if not report.head_restored:
       logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
-  recorded = artifacts.read_qa_config(
-      model_dir if start.resume else checkpoints.checkpoint_folder(start.init_checkpoint))
   served = dict(serving_config(config, qa_config),
                 **check_vocab(vocab_file, bert_config, recorded, config.given("vocab_file")),
                 serving_precision=config.serving_precision)

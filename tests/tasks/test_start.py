@@ -310,8 +310,10 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   # A --model_dir given as --init_checkpoint keeps its recorded featurization.
   config = export_model.ExportConfig("export", init_checkpoint=str(tmp_path / "model_out"))
   start = model_dir_lib.decide_start(None, config.init_checkpoint)
-  _, vocab_file, qa_config = export_model.model_settings(config, start, None)
+  _, vocab_file, qa_config, recorded = export_model.model_settings(config, start, None)
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
+  with open(tmp_path / "model_out" / "qa_config.json") as f:
+    assert recorded == json.load(f)
   # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), model_dir="model_out",
                            export_dir="export3"):
