@@ -27,6 +27,7 @@ from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import progress
+from squad_qa.tasks import typed_flags
 
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 # What the export records about its vocab (assets.extra/qa_config.json), to be checked, not served.
@@ -41,7 +42,7 @@ SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16
 
 
 @dataclasses.dataclass(frozen=True)
-class ExportConfig:
+class ExportConfig(typed_flags.GivenFields):
   """What export.py exports and how (its flags of the same names).
 
   Three rules tell a value the user gave from a default: the --model_dir not given yields to an
@@ -99,13 +100,6 @@ class ExportConfig:
                                           self.null_score_diff_threshold)
     if self.window_batch_size < 1:
       raise errors.UsageError(f"--window_batch_size={self.window_batch_size}: must be at least 1")
-
-  def given(self, name):
-    """Whether the user gave field `name`: typed its flag, or (typed_flags None) set it to a value
-    other than its default."""
-    if self.typed_flags is None:
-      return getattr(self, name) != self.__dataclass_fields__[name].default
-    return name in self.typed_flags
 
 
 def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,

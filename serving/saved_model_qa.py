@@ -25,6 +25,7 @@ from squad_qa.preprocess import wordpiece
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import artifacts
+from squad_qa.tasks import typed_flags
 
 
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
@@ -260,7 +261,7 @@ class SavedModelQA:
 
 
 @dataclasses.dataclass(frozen=True)
-class AskConfig:
+class AskConfig(typed_flags.GivenFields):
   """Questions about one passage for an export (ask.py's flags of the same names).
 
   Attributes:
@@ -297,13 +298,6 @@ class AskConfig:
       object.__setattr__(self, "question", tuple(self.question))
     if not self.question or (self.context is None and not self.context_file):
       raise errors.UsageError("give --question and --context (or --context_file)")
-
-  def given(self, name):
-    """Whether the user gave field `name`: typed its flag, or (typed_flags None) set it to a value
-    other than its default."""
-    if self.typed_flags is None:
-      return getattr(self, name) != self.__dataclass_fields__[name].default
-    return name in self.typed_flags
 
 
 def answer_questions(config):
