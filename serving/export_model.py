@@ -41,6 +41,10 @@ SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16
                     features_model.INT8: "float32"}
 
 
+# The file that makes a folder a SavedModel (tf.saved_model.save writes it).
+SAVED_MODEL_FILE = "saved_model.pb"
+
+
 @dataclasses.dataclass(frozen=True)
 class ExportConfig(typed_flags.GivenFields):
   """What export.py exports and how (its flags of the same names).
@@ -102,6 +106,35 @@ class ExportConfig(typed_flags.GivenFields):
       raise errors.UsageError(f"--window_batch_size={self.window_batch_size}: must be at least 1")
 
 
+def check_export_dir(export_dir):
+  """Refuses an --export_dir that export would have to delete something other than an export for.
+
+  An export replaces an earlier export at `export_dir` (a SavedModel or an int8 folder) once the
+  new one is complete; any other file or non-empty folder there (a --model_dir, the working
+  folder, a file) is the user's and is never deleted.
+
+  Args:
+    export_dir: the destination folder (str).
+
+  Raises:
+    errors.OutputExistsError: `export_dir` is a file, or a non-empty folder holding no export
+      (one line naming one of its entries and the fix).
+  """
+  if not os.path.lexists(export_dir):
+    return
+  if not os.path.isdir(export_dir):
+    raise errors.OutputExistsError(
+        f"--export_dir={export_dir} is a file, not a folder; choose a folder for the export")
+  entries = sorted(os.listdir(export_dir))
+  is_export = any(os.path.isfile(os.path.join(export_dir, name))
+                  for name in (SAVED_MODEL_FILE, features_model.INT8_MODEL_FILE))
+  if entries and not is_export:
+    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    raise errors.OutputExistsError(
+        f"--export_dir={export_dir} is a folder that holds no export ({shown}); export replaces "
+        f"only an earlier export, so choose a new or empty folder")
+
+
 def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
                       max_positions=None):
   """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
@@ -138,6 +171,7 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
   os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
   with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
+  check_export_dir(export_dir)
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
@@ -180,6 +214,7 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
   os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR))
   with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
     json.dump(qa_config, f, indent=2)
+  check_export_dir(export_dir)
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
@@ -332,10 +367,12 @@ def export_model(config):
     config: an ExportConfig.
 
   Raises:
-    errors.UserError: (one line each) the refusal above, missing config/vocab/qa_config files, an
-      unusable doc_stride, qa_config or vocab; checkpoint errors of `model.checkpoints`.
+    errors.UserError: (one line each) the refusal above, an --export_dir that is not an earlier
+      export (`check_export_dir`), missing config/vocab/qa_config files, an unusable doc_stride,
+      qa_config or vocab; checkpoint errors of `model.checkpoints`.
   """
   started = time.time()
+  check_export_dir(config.export_dir)
   given = config.given("model_dir")
   model_dir = config.model_dir if given or not config.init_checkpoint else None
   if model_dir is None and config.model_dir and tf.io.gfile.isdir(config.model_dir):

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import flags
 from absl.testing import flagsaver
 
+from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
@@ -320,3 +321,11 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
     with pytest.raises(checkpoints.CheckpointError, match="names another start"):
       export.main(["export.py"])
   assert not os.path.exists(tmp_path / "export3")
+  # The training folder as --export_dir: refused before any work, nothing in it deleted (an
+  # export replaces only an earlier export).
+  kept = sorted(os.listdir(tmp_path / "model_out"))
+  with flagsaver.flagsaver(model_dir="model_out", export_dir="model_out"):
+    with pytest.raises(errors.OutputExistsError, match="folder that holds no export"):
+      export.main(["export.py"])
+  assert sorted(os.listdir(tmp_path / "model_out")) == kept and "qa_config.json" in kept
+  assert not os.path.exists(tmp_path / "model_out.tmp-export")

@@ -1,0 +1,37 @@
+"""check_export_dir: an export replaces an earlier export, never other files."""
+
+import pytest
+
+from squad_qa import errors
+from squad_qa.serving import export_model
+from squad_qa.serving import features_model
+
+
+def test_a_new_or_empty_folder_or_an_earlier_export_is_accepted(tmp_path):
+  export_model.check_export_dir(str(tmp_path / "new"))
+  (tmp_path / "empty").mkdir()
+  export_model.check_export_dir(str(tmp_path / "empty"))
+  for folder, marker in (("saved", export_model.SAVED_MODEL_FILE),
+                         ("int8", features_model.INT8_MODEL_FILE)):
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / marker).write_bytes(b"")
+    (tmp_path / folder / "variables").mkdir()
+    export_model.check_export_dir(str(tmp_path / folder))
+
+
+def test_a_file_or_a_folder_of_other_files_is_refused_and_kept(tmp_path):
+  (tmp_path / "notes.txt").write_text("mine")
+  with pytest.raises(errors.OutputExistsError,
+                     match=r"--export_dir=.*notes.txt is a file, not a folder"):
+    export_model.check_export_dir(str(tmp_path / "notes.txt"))
+  model_dir = tmp_path / "model_out"
+  model_dir.mkdir()
+  for name in ("checkpoint", "ckpt-1.index", "qa_config.json", "train_config.json"):
+    (model_dir / name).write_text("x")
+  with pytest.raises(errors.OutputExistsError) as raised:
+    export_model.check_export_dir(str(model_dir))
+  assert str(raised.value) == (
+      f"--export_dir={model_dir} is a folder that holds no export (checkpoint, ckpt-1.index, "
+      f"qa_config.json, ...); export replaces only an earlier export, so choose a new or empty "
+      f"folder")
+  assert len(list(model_dir.iterdir())) == 4
