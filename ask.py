@@ -14,11 +14,13 @@ its character offsets, score (start + end logit) and time.
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 
+from absl import flags
+
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 
-definitions.define_export_flags()
 definitions.define_ask_flags()
+flags.adopt_module_key_flags(definitions)  # --help lists them
 
 
 def main(argv):

@@ -38,12 +38,15 @@ The export is written under a temporary name and renamed into place when complet
 from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 
+from absl import flags
+
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
 definitions.define_export_flags()
+flags.adopt_module_key_flags(definitions)  # --help lists them
 
 
 def main(argv):

@@ -22,6 +22,7 @@ definitions.define_model_flags()
 definitions.define_train_flags()
 definitions.define_memory_use_flags()
 definitions.define_distribution_flags()
+flags.adopt_module_key_flags(definitions)  # --help lists them
 FLAGS = flags.FLAGS
 
 

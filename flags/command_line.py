@@ -104,7 +104,7 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   try:
     leftover = flag_values(argv)[1:]
   except flags.Error as e:
-    sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpshort lists the flags)")
+    sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
   if leftover:
     stray = stray_argument(argv, flag_values) or (leftover[0], None)
     sys.exit(f"{program}: {stray_argument_message(*stray, flag_values)}")

@@ -60,12 +60,17 @@ def define_squad_version_flag():
 def define_decoding_flags():
   """How answers are decoded from logits (train.py's prediction, export.py's serve_text, ask.py)."""
   define_squad_version_flag()
-  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
-  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
+  define_span_limit_flags()
   DEFINE_float(
       "null_score_diff_threshold", 0.0,
       "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
       "the best non-null span score exceeds this (google-research/bert, tfm).")
+
+
+def define_span_limit_flags():
+  """--n_best_size, --max_answer_length: the span candidates decoding weighs (ask.py has only these)."""
+  DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
+  DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
 
 
 def define_tokenizer_flags():
@@ -213,6 +218,8 @@ def define_export_flags():
 
 def define_ask_flags():
   """Flags of ask.py (questions about one passage, against an exported SavedModel)."""
+  DEFINE_string("export_dir", "export", "The folder export.py wrote.")
+  define_span_limit_flags()
   DEFINE_multi_string("question", None, "A question; give the flag again for more questions about "
                       "the same passage.")
   DEFINE_string("context", None, "The passage holding the answer.")

@@ -38,6 +38,7 @@ from squad_qa.tasks import model_dir as model_dir_lib
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
 definitions.define_convert_flags()
+flags.adopt_module_key_flags(definitions)  # --help lists them
 FLAGS = flags.FLAGS
 
 CONVERSION_FILE = "conversion.json"

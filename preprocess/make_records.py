@@ -12,12 +12,15 @@ preprocess/make_records_job.py; errors a user can fix end the command with one l
 
 from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
 
+from absl import flags
+
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 
 definitions.define_squad_file_flags()
 definitions.define_tokenizer_flags()
 definitions.define_featurization_flags()
+flags.adopt_module_key_flags(definitions)  # --help lists them
 
 
 def main(argv):

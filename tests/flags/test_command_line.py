@@ -7,6 +7,7 @@ an entry point would drop the positional and run with the flag true.
 import ast
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -86,10 +87,10 @@ def test_flags_that_mean_what_they_say_are_accepted(argv, do_train, max_steps, m
 def test_absl_errors_are_one_line(flag_values):
   assert refusal(["train.py", "--max_step=5"], flag_values) == (
       "train.py: Unknown command line flag 'max_step'. Did you mean: max_steps ? "
-      "(--helpshort lists the flags)")
+      "(--helpfull lists the flags)")
   assert refusal(["train.py", "--max_steps=five"], flag_values) == (
       "train.py: flag --max_steps=five: invalid literal for int() with base 10: 'five' "
-      "(--helpshort lists the flags)")
+      "(--helpfull lists the flags)")
 
 
 def test_config_from_flags_reads_the_fields_and_lists_the_typed_flags(flag_values):
@@ -199,16 +200,16 @@ finally:
 
 @pytest.mark.parametrize("command, argv, line", [
     ("squad_qa.train", ["train.py", "--max_steps=0"],
-     "train.py: flag --max_steps=0: 0 is not a positive integer (--helpshort lists the flags)"),
+     "train.py: flag --max_steps=0: 0 is not a positive integer (--helpfull lists the flags)"),
     ("squad_qa.export", ["export.py", "--serve_text", "no"],
      "export.py: unexpected argument 'no' after --serve_text: a boolean flag takes no separate "
      "value; write --serve_text, --noserve_text or --serve_text=true|false"),
     ("squad_qa.ask", ["ask.py", "--export_dirr=x"],
      "ask.py: Unknown command line flag 'export_dirr'. Did you mean: export_dir ? "
-     "(--helpshort lists the flags)"),
+     "(--helpfull lists the flags)"),
     ("squad_qa.preprocess.make_records", ["make_records.py", "--max_seq_length=abc"],
      "make_records.py: flag --max_seq_length=abc: invalid literal for int() with base 10: 'abc' "
-     "(--helpshort lists the flags)"),
+     "(--helpfull lists the flags)"),
 ])
 def test_a_flag_error_answers_before_tensorflow_loads(command, argv, line):
   """A mistyped flag costs the user no TensorFlow start (~5-10 s): the drivers import the library
@@ -218,6 +219,22 @@ def test_a_flag_error_answers_before_tensorflow_loads(command, argv, line):
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert proc.stderr.strip().splitlines()[-1] == line
   assert proc.stdout.split() == ["False"]  # tensorflow not in sys.modules
+
+
+def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
+  """`python ask.py --help` shows ask.py's own flags; export.py's are not ask.py's (given there they
+  would change nothing) and are refused as unknown."""
+  proc = subprocess.run([sys.executable, "ask.py", "--help"], cwd=testutil.REPO,
+                        capture_output=True, text=True, timeout=300)
+  listed = set(re.findall(r"^  --(?:\[no\])?(\w+):", proc.stdout, re.MULTILINE))
+  assert listed == {"context", "context_file", "export_dir", "max_answer_length", "n_best_size",
+                    "question", "use_serve_features"}, proc.stdout
+  proc = subprocess.run([sys.executable, "ask.py", "--serving_precision=bfloat16", "--question=q",
+                         "--context=c"], cwd=testutil.REPO, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 1
+  assert proc.stderr.strip() == ("ask.py: Unknown command line flag 'serving_precision' "
+                                 "(--helpfull lists the flags)")
 
 
 # Each command's config class, with the module that defines the command's flags.
