@@ -331,7 +331,8 @@ def model_settings(config, start, model_dir):
     completes with the defaults.
 
   Raises:
-    errors.UsageError: the files needed are missing (one line).
+    errors.UsageError: the files needed are missing, or a --do_lower_case given against the
+      casing the --model_dir was trained with (one line each).
   """
   if start.resume:
     qa_config = artifacts.read_qa_config(model_dir)
@@ -340,6 +341,11 @@ def model_settings(config, start, model_dir):
           f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
           f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first checkpoint); export it "
           f"with --init_checkpoint={start.resume} --bert_config_file=... --vocab_file=... instead")
+    if config.given("do_lower_case") and config.do_lower_case != qa_config["do_lower_case"]:
+      raise errors.UsageError(
+          f"--do_lower_case={str(config.do_lower_case).lower()}: the model in {model_dir} was "
+          f"trained with do_lower_case={str(qa_config['do_lower_case']).lower()} "
+          f"({artifacts.QA_CONFIG_FILE}), and serving must tokenize as training did; drop the flag")
     return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
             config.vocab_file or qa_config["vocab_file"], qa_config, qa_config)
   if not start.init_checkpoint:

@@ -315,6 +315,14 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
   with open(tmp_path / "model_out" / "qa_config.json") as f:
     assert recorded == json.load(f)
+  # A casing against the trained one is refused in one line, not served as training's.
+  model_out = str(tmp_path / "model_out")
+  config = export_model.ExportConfig("export", model_dir=model_out, do_lower_case=False)
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.model_settings(config, model_dir_lib.decide_start(model_out, None), model_out)
+  assert str(raised.value) == (
+      f"--do_lower_case=false: the model in {model_out} was trained with do_lower_case=true "
+      f"(qa_config.json), and serving must tokenize as training did; drop the flag")
   # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), model_dir="model_out",
                            export_dir="export3"):
