@@ -43,7 +43,8 @@ def define_squad_file_flags():
   DEFINE_string(
       "predict_file", None,
       "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
-      "$SQUAD_DIR/dev-v1.1.json.")
+      "$SQUAD_DIR/dev-v1.1.json; for train.py, the file the eval records were made from "
+      "(meta.json) while it exists.")
   define_squad_version_flag()
 
 

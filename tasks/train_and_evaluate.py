@@ -350,6 +350,22 @@ def score_line(results, predict_file, version_2):
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
 
+def default_predict_file(meta):
+  """train.py's --predict_file when none is given: the SQuAD JSON the eval records were made from
+  (meta.json's `input_file`) while it is still there, else $SQUAD_DIR's dev file.
+
+  Args:
+    meta: the records' meta.json (dict).
+
+  Returns:
+    The path (str); `evaluation.DevScorer` checks its SHA-256 against the records'.
+  """
+  recorded = meta["splits"].get(records.EVAL_SPLIT, {}).get("input_file")
+  if recorded and os.path.exists(recorded):
+    return recorded
+  return squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
+
+
 def check_predict_file(predict_file):
   """Raises errors.UsageError (one line) when `predict_file` does not exist."""
   if not os.path.exists(predict_file):
@@ -408,8 +424,7 @@ def train_and_evaluate(config):
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
   bert_config, config_file, meta = bert_config_and_meta(config)
-  predict_file = config.predict_file or squad_reader.default_squad_file(
-      squad_reader.PREDICT_FILE_NAMES)
+  predict_file = config.predict_file or default_predict_file(meta)
   version_2 = bool(config.version_2_with_negative or
                    meta["flags"].get("version_2_with_negative", False))
   # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).

@@ -248,3 +248,17 @@ def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
       f"https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json); download it "
       f"and set SQUAD_DIR=<folder holding it> or pass --predict_file=<path>.")
   assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
+
+
+def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_path, monkeypatch):
+  """No --predict_file: the eval records' own source while it exists, else $SQUAD_DIR's dev file."""
+  from squad_qa.tasks import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "squad"))
+  source = tmp_path / "dev_slice.json"
+  source.write_text("{}")
+  meta = {"splits": {"eval": {"input_file": str(source)}}}
+  assert train_and_evaluate.default_predict_file(meta) == str(source)
+  source.unlink()
+  assert train_and_evaluate.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
+  assert (train_and_evaluate.default_predict_file({"splits": {}})
+          == str(tmp_path / "squad" / "dev-v1.1.json"))
