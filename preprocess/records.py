@@ -103,13 +103,20 @@ def read_meta(records_dir):
   Raises:
     FileNotFoundError: one line saying to run make_records.py (again): no meta.json, or one of an
       older record format.
+    errors.UsageError: meta.json is not valid JSON (one line, the same fix).
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.MissingFileError(
         f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first")
   with tf.io.gfile.GFile(path, "r") as f:
-    meta = json.load(f)
+    text = f.read()
+  try:
+    meta = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise errors.UsageError(
+        f"{path}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); the file is "
+        f"damaged: rerun `python preprocess/make_records.py --output_dir={records_dir}`") from None
   if meta.get("format_version") != FORMAT_VERSION:
     raise errors.MissingFileError(
         f"{path}: records of format {meta.get('format_version')} (this version reads "

@@ -37,12 +37,22 @@ def write_json(path, value):
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
-def read_json(path):
-  """The JSON value at `path`, or {} when there is no such file."""
+def read_json(path, remedy="write it again with the command that made it"):
+  """The JSON value at `path`, or {} when there is no such file.
+
+  Raises:
+    errors.UsageError: the file is not valid JSON (one line naming it, where it breaks and
+      `remedy`, e.g. "rerun train.py").
+  """
   if not tf.io.gfile.exists(path):
     return {}
   with tf.io.gfile.GFile(path) as f:
-    return json.load(f)
+    text = f.read()
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise errors.UsageError(f"{path}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); "
+                            f"the file is damaged: {remedy}") from None
 
 
 def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, decoding,
@@ -73,8 +83,9 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
 
 
 def read_qa_config(folder):
-  """`folder`/qa_config.json as a dict ({} when absent)."""
-  return read_json(os.path.join(folder, QA_CONFIG_FILE))
+  """`folder`/qa_config.json as a dict ({} when absent; errors as `read_json`'s)."""
+  return read_json(os.path.join(folder, QA_CONFIG_FILE),
+                   "train.py writes it with a checkpoint; restore it or train into a new --model_dir")
 
 
 def read_export_config(export_dir):
@@ -82,8 +93,9 @@ def read_export_config(export_dir):
 
   Raises:
     FileNotFoundError: the export has none.
+    errors.UsageError: it is not valid JSON (one line).
   """
   path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.MissingFileError(f"{path}: not found; is {export_dir} an export of export.py?")
-  return read_json(path)
+  return read_json(path, f"export the model again into {export_dir}")
