@@ -269,7 +269,7 @@ class AskConfig(typed_flags.GivenFields):
     question: the questions, a tuple of str (a str is taken as one question; ask.py's
       --question may be given several times).
     context: the passage holding the answer (str), unless `context_file` is given.
-    context_file: a UTF-8 file holding the passage; wins over `context`.
+    context_file: a UTF-8 file holding the passage, instead of `context`.
     n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
       export's); serve_text has its own baked in, and a different value given is ignored with a
       warning.
@@ -279,7 +279,7 @@ class AskConfig(typed_flags.GivenFields):
       differs from its default (the flag's).
 
   Raises:
-    errors.UsageError: no question, or neither a context nor a context file.
+    errors.UsageError: no question, or neither or both of a context and a context file.
   """
   export_dir: str = "export"
   question: str = None
@@ -298,6 +298,8 @@ class AskConfig(typed_flags.GivenFields):
       object.__setattr__(self, "question", tuple(self.question))
     if not self.question or (self.context is None and not self.context_file):
       raise errors.UsageError("give --question and --context (or --context_file)")
+    if self.context is not None and self.context_file:
+      raise errors.UsageError("give --context or --context_file, not both (one passage per run)")
 
 
 def answer_questions(config):

@@ -190,3 +190,6 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
     saved_model_qa.answer_questions(saved_model_qa.AskConfig(
         export_dir=str(tmp_path / "none"), question="q", context_file=str(tmp_path / "c.txt")))
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.AskConfig(question="q", context="c", context_file=str(tmp_path / "c.txt"))
+  assert str(error.value) == "give --context or --context_file, not both (one passage per run)"
