@@ -351,7 +351,7 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           if not isinstance(answer_text, str) or type(answer_start) is not int:
             raise SquadInputError(f"{where} question {q} ({qas_id}): first answer needs a string "
                                   f"'text' and an integer 'answer_start' (or its decimal string), "
-                                  f"got {answer_start!r}")
+                                  f"got {answers[0]!r:.200}")
           if not answer_text.strip():
             skipped["answer_empty"] += 1
             continue

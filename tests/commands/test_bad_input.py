@@ -91,13 +91,19 @@ FATAL = [
     ("answer_start_words", squad({"context": GOOD_CONTEXT, "qas": [
         {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "thirty"}]}]}),
      "question 0 (q): first answer needs a string 'text' and an integer 'answer_start' (or its "
-     "decimal string), got 'thirty'"),
+     "decimal string), got {'text': 'tower', 'answer_start': 'thirty'}"),
+    ("answer_without_text", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": [{"answer_start": 34}]}]}),
+     "got {'answer_start': 34}"),
+    ("answer_a_string", squad({"context": GOOD_CONTEXT, "qas": [
+        {"id": "q", "question": "Q?", "answers": ["tower"]}]}),
+     "got 'tower'"),
     ("answer_start_fraction", squad({"context": GOOD_CONTEXT, "qas": [
         {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "34.5"}]}]}),
-     "got '34.5'"),
+     "'answer_start': '34.5'}"),
     ("answer_start_float", squad({"context": GOOD_CONTEXT, "qas": [
         {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": 34.0}]}]}),
-     "got 34.0"),
+     "'answer_start': 34.0}"),
     ("id_float", squad({"context": GOOD_CONTEXT, "qas": [
         {"id": 1.5, "question": "Q?", "answers": [{"text": "tower", "answer_start": 34}]}]}),
      "question 0: needs string 'id' and 'question' (an integer id is read as its decimal string)"),
