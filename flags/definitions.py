@@ -69,7 +69,7 @@ def define_decoding_flags():
 
 
 def define_span_limit_flags():
-  """--n_best_size, --max_answer_length: the span candidates decoding weighs (ask.py has only these)."""
+  """--n_best_size, --max_answer_length: which spans decoding weighs (ask.py takes only these)."""
   DEFINE_integer("n_best_size", 20, "Start and end candidates considered per window.")
   DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
 

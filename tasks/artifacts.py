@@ -85,7 +85,8 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
 def read_qa_config(folder):
   """`folder`/qa_config.json as a dict ({} when absent; errors as `read_json`'s)."""
   return read_json(os.path.join(folder, QA_CONFIG_FILE),
-                   "train.py writes it with a checkpoint; restore it or train into a new --model_dir")
+                   "train.py writes it with a checkpoint; restore it or train into a new "
+                   "--model_dir")
 
 
 def read_export_config(export_dir):

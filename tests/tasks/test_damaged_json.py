@@ -1,4 +1,4 @@
-"""A damaged meta.json or qa_config.json is one line naming the file, where it breaks and the fix."""
+"""A damaged meta.json or qa_config.json: one line naming the file, where it breaks and the fix."""
 
 import os
 

@@ -277,8 +277,10 @@ def test_resuming_with_another_learning_rate_is_refused(tmp_path):
   with pytest.raises(errors.UsageError) as raised:
     train_and_evaluate.check_same_optimizer(dataclasses.replace(config, learning_rate=1.0))
   assert str(raised.value) == (
-      f"--learning_rate=1.0: {tmp_path} was trained with --learning_rate=0.0002 (train_config.json), "
+      f"--learning_rate=1.0: {tmp_path} was trained with --learning_rate=0.0002 "
+      f"(train_config.json), "
       f"and resuming would change its learning-rate schedule mid-run; resume with "
       f"--learning_rate=0.0002, or start a new --model_dir")
-  with pytest.raises(errors.UsageError, match="--warmup_proportion=0.0: .* --warmup_proportion=0.1 "):
+  with pytest.raises(errors.UsageError,
+                     match="--warmup_proportion=0.0: .* --warmup_proportion=0.1 "):
     train_and_evaluate.check_same_optimizer(dataclasses.replace(config, warmup_proportion=0.0))
