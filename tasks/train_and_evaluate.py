@@ -350,28 +350,6 @@ def score_line(results, predict_file, version_2):
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
 
-# TrainConfig fields a resumed run must keep: they shape the learning-rate schedule its optimizer
-# state was built on (its length, --max_steps and the batch, is checked against the checkpoint).
-RESUME_KEEPS = ("learning_rate", "warmup_proportion")
-
-
-def check_same_optimizer(config):
-  """Refuses to resume `config.model_dir` with another learning rate or warm-up than it was
-  trained with (its train_config.json; a run without one is not checked).
-
-  Raises:
-    errors.UsageError: one line with both values and the fixes.
-  """
-  saved = artifacts.read_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE))
-  for name in RESUME_KEEPS:
-    if name in saved and saved[name] != getattr(config, name):
-      raise errors.UsageError(
-          f"--{name}={getattr(config, name)}: {config.model_dir} was trained with "
-          f"--{name}={saved[name]} ({artifacts.TRAIN_CONFIG_FILE}), and resuming would change "
-          f"its learning-rate schedule mid-run; resume with --{name}={saved[name]}, or start a "
-          f"new --model_dir")
-
-
 def default_predict_file(meta):
   """train.py's --predict_file when none is given: the SQuAD JSON the eval records were made from
   (meta.json's `input_file`) while it is still there, else $SQUAD_DIR's dev file.
@@ -468,8 +446,6 @@ def train_and_evaluate(config):
                       "predicts in float32", config.mixed_precision_dtype)
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
-  if config.do_train and start.resume:
-    check_same_optimizer(config)
 
   def write_qa_config():
     artifacts.write_qa_config(

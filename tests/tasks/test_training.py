@@ -262,25 +262,3 @@ def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_pa
   assert train_and_evaluate.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
   assert (train_and_evaluate.default_predict_file({"splits": {}})
           == str(tmp_path / "squad" / "dev-v1.1.json"))
-
-
-def test_resuming_with_another_learning_rate_is_refused(tmp_path):
-  """The schedule a checkpoint's optimizer follows is kept: another --learning_rate or
-  --warmup_proportion on resume is one line with both values."""
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  from squad_qa import errors  # pylint: disable=g-import-not-at-top
-  from squad_qa.tasks import artifacts  # pylint: disable=g-import-not-at-top
-  from squad_qa.tasks import train_and_evaluate  # pylint: disable=g-import-not-at-top
-  config = train_config.TrainConfig(model_dir=str(tmp_path), learning_rate=2e-4)
-  artifacts.write_json(str(tmp_path / "train_config.json"), dataclasses.asdict(config))
-  train_and_evaluate.check_same_optimizer(config)  # the same: resumes
-  with pytest.raises(errors.UsageError) as raised:
-    train_and_evaluate.check_same_optimizer(dataclasses.replace(config, learning_rate=1.0))
-  assert str(raised.value) == (
-      f"--learning_rate=1.0: {tmp_path} was trained with --learning_rate=0.0002 "
-      f"(train_config.json), "
-      f"and resuming would change its learning-rate schedule mid-run; resume with "
-      f"--learning_rate=0.0002, or start a new --model_dir")
-  with pytest.raises(errors.UsageError,
-                     match="--warmup_proportion=0.0: .* --warmup_proportion=0.1 "):
-    train_and_evaluate.check_same_optimizer(dataclasses.replace(config, warmup_proportion=0.0))
