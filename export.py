@@ -35,8 +35,8 @@ project's code.
 The export is written under a temporary name and renamed into place when complete.
 """
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 from absl import flags
 

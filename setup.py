@@ -14,8 +14,8 @@ from setuptools.command import build_py
 
 PACKAGE = "squad_qa"
 TENSORFLOW_PIN = "~=2.20.0"  # tensorflow, and its CUDA build in the "gpu" extra
-LIBRARY_PACKAGES = ("flags", "model", "model.memory", "postprocess", "preprocess", "serving",
-                    "tasks")
+LIBRARY_PACKAGES = ("base", "flags", "model", "model.memory", "postprocess", "preprocess",
+                    "serving", "tasks")
 # Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
 COMMANDS = {
     "squad-qa-records": f"{PACKAGE}.preprocess.make_records:cli",

@@ -9,8 +9,8 @@ job: strategy -> task -> orbit controller -> evaluation, writing checkpoints, tr
 predictions.json and eval_results.json into --model_dir.
 """
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags
 
 from squad_qa.flags import command_line

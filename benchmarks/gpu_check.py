@@ -35,15 +35,15 @@ import sys
 import tempfile
 import time
 
-from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import squad_reader
-from squad_qa.tasks import artifacts
 from tests import testutil
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

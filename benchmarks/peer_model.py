@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 from safetensors.numpy import save_file
@@ -30,7 +30,7 @@ from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
 from squad_qa.model import span_model
 from squad_qa.model import tf1_checkpoint
-from squad_qa.tasks import artifacts
+from squad_qa.base import artifacts
 
 FLAGS = flags.FLAGS
 

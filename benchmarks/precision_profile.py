@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf

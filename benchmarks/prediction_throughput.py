@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
@@ -57,7 +57,6 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.tasks import evaluation
-from squad_qa.tasks import model_dir as model_dir_lib
 
 definitions.define_squad_file_flags()
 flags.DEFINE_string("records_dir", None, "make_records.py output with eval records.")
@@ -90,7 +89,7 @@ def load_model():
     tf.train.Checkpoint(model=model).read(
         tf.train.latest_checkpoint(FLAGS.model_dir)).expect_partial()
     return model
-  config_file, _ = model_dir_lib.resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
+  config_file, _ = checkpoints.resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
                                                    None)
   model, _ = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))
   checkpoints.initialize_from(model, FLAGS.init_checkpoint)

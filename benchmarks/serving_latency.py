@@ -19,7 +19,7 @@ time.perf_counter. The load average is printed: on a shared machine the numbers 
 import os
 import time
 
-from squad_qa.tasks import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 import numpy as np

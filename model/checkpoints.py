@@ -23,6 +23,7 @@ import re
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
@@ -99,7 +100,7 @@ def files_beside(init_checkpoint, bert_config_file, vocab_file):
 
   Looks in the checkpoint's folder for `bert_config.json` (google-research) or `config.json` (HF),
   and `vocab.txt`. A --model_dir names its files in its qa_config.json instead:
-  `tasks.model_dir.resolve_model_files` reads that too.
+  `resolve_model_files` reads that too.
 
   Returns:
     (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
@@ -169,3 +170,23 @@ def latest_checkpoint(folder, flag="model_dir"):
       f"gone ({', '.join(others) + ' still there' if others else 'no checkpoint left'}); delete "
       f"{os.path.join(folder, 'checkpoint')} to start afresh, or edit it to name a checkpoint "
       f"that exists")
+
+
+def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
+  """Fills in --bert_config_file and --vocab_file for a run that starts from --init_checkpoint.
+
+  Looks beside the checkpoint (`model.files_beside`), then, in a `--model_dir` of
+  train.py, for the files its `qa_config.json` names.
+
+  Returns:
+    (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
+  """
+  bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file,
+                                                          vocab_file)
+  if init_checkpoint and (not bert_config_file or not vocab_file):
+    saved = artifacts.read_qa_config(checkpoint_folder(init_checkpoint))
+    if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):
+      bert_config_file = saved["bert_config_file"]
+    if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):
+      vocab_file = saved["vocab_file"]
+  return bert_config_file, vocab_file

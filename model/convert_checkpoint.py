@@ -17,7 +17,7 @@ The folder is written under a temporary name and renamed when complete; an exist
 an error, never overwritten.
 """
 
-from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 import json
 import os
@@ -33,7 +33,6 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import span_model
-from squad_qa.tasks import model_dir as model_dir_lib
 
 definitions.define_tokenizer_flags()
 definitions.define_model_flags()
@@ -70,7 +69,7 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   """
   if tf.io.gfile.exists(output):
     raise errors.OutputExistsError(f"--output={output} exists; remove it or choose another folder")
-  config_file, vocab_file = model_dir_lib.resolve_model_files(init_checkpoint, bert_config_file,
+  config_file, vocab_file = checkpoints.resolve_model_files(init_checkpoint, bert_config_file,
                                                             vocab_file)
   if not config_file:
     raise errors.MissingFileError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.preprocess import wordpiece
 
 META_FILE = "meta.json"
@@ -114,9 +115,9 @@ def read_meta(records_dir):
   try:
     meta = json.loads(text)
   except json.JSONDecodeError as e:
-    raise errors.UsageError(
-        f"{path}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); the file is "
-        f"damaged: rerun `python preprocess/make_records.py --output_dir={records_dir}`") from None
+    raise errors.UsageError(artifacts.not_valid_json(
+        path, e, f"the file is damaged: rerun `python preprocess/make_records.py "
+        f"--output_dir={records_dir}`")) from None
   if meta.get("format_version") != FORMAT_VERSION:
     raise errors.MissingFileError(
         f"{path}: records of format {meta.get('format_version')} (this version reads "

@@ -33,6 +33,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 
 
 class SquadInputError(errors.UserError, ValueError):
@@ -189,8 +190,8 @@ def _load(path):
     raise SquadInputError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); "
                           f"re-export the file as UTF-8") from None
   except json.JSONDecodeError as e:
-    raise SquadInputError(f"{path}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); "
-                          f"the file may be truncated, re-download or re-export it") from None
+    raise SquadInputError(artifacts.not_valid_json(
+        path, e, "the file may be truncated, re-download or re-export it")) from None
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
     raise SquadInputError(f"{path}: top level has no 'data' list; is this a SQuAD file?")
   return dataset

@@ -17,6 +17,8 @@ from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.base import progress
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
@@ -24,9 +26,7 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
-from squad_qa.tasks import artifacts
 from squad_qa.tasks import model_dir as model_dir_lib
-from squad_qa.tasks import progress
 from squad_qa.tasks import typed_flags
 
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
@@ -351,7 +351,7 @@ def model_settings(config, start, model_dir):
   if not start.init_checkpoint:
     raise errors.UsageError(f"--model_dir={config.model_dir} has no trained checkpoint and no "
                             f"--init_checkpoint was given; run train.py first")
-  config_file, vocab_file = model_dir_lib.resolve_model_files(
+  config_file, vocab_file = checkpoints.resolve_model_files(
       start.init_checkpoint, config.bert_config_file, config.vocab_file)
   if not config_file or not vocab_file:
     raise errors.UsageError(

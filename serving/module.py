@@ -35,6 +35,7 @@ position embeddings are shorter than max_seq_length).
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
@@ -43,7 +44,6 @@ from squad_qa.serving import answers
 from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
 from squad_qa.serving import windows as windows_lib
-from squad_qa.tasks import artifacts
 
 # Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in:
 # training's featurization settings, as train.py records them.

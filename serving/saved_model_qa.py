@@ -18,13 +18,13 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
-from squad_qa.tasks import artifacts
 from squad_qa.tasks import typed_flags
 
 

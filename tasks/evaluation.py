@@ -9,21 +9,21 @@ import time
 
 import tensorflow as tf
 
+from squad_qa.base import artifacts
+from squad_qa.base import progress as progress_lib
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
-from squad_qa.tasks import artifacts
-from squad_qa.tasks import progress as progress_lib
 from squad_qa.errors import UsageError
 
 
 def predict(model, dataset, total_windows=None):
   """Runs the model over eval batches (of any width: records.eval_dataset trims them).
 
-  Shows its progress in windows of `total_windows` (tasks/progress.py).
+  Shows its progress in windows of `total_windows` (base/progress.py).
 
   Returns:
     {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
@@ -161,7 +161,7 @@ def score_and_write(scorer, model, model_dir):
   null_odds.json for SQuAD 2.0); returns the results."""
   results, final = scorer.score(model)
   if scorer.version_2_with_negative:
-    artifacts.write_json(os.path.join(model_dir, "null_odds.json"), final.null_odds)
+    artifacts.write_json(os.path.join(model_dir, artifacts.NULL_ODDS_FILE), final.null_odds)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
   return results

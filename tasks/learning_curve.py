@@ -21,8 +21,8 @@ import time
 from absl import logging
 import tensorflow as tf
 
-from squad_qa.tasks import artifacts
-from squad_qa.tasks import progress as progress_lib
+from squad_qa.base import artifacts
+from squad_qa.base import progress as progress_lib
 
 CSV_FIELDS = ("step", "examples", "train_seconds", "exact_match", "f1", "loss")
 

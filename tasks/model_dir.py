@@ -2,8 +2,7 @@
 
 `decide_start` is the one rule, shared by train.py and export.py, between the checkpoint a
 `--model_dir` already holds and `--init_checkpoint`; `ModelDirCheckpointManager` writes the
-`--model_dir`'s `qa_config.json` with its first checkpoint; `resolve_model_files` finds the encoder
-config and vocab of a start, beside a checkpoint or through a `--model_dir`'s qa_config.json.
+`--model_dir`'s `qa_config.json` with its first checkpoint.
 """
 
 import dataclasses
@@ -11,29 +10,9 @@ import os
 
 import tensorflow as tf
 
+from squad_qa.base import artifacts
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
-from squad_qa.tasks import artifacts
-
-
-def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
-  """Fills in --bert_config_file and --vocab_file for a run that starts from --init_checkpoint.
-
-  Looks beside the checkpoint (`model.checkpoints.files_beside`), then, in a `--model_dir` of
-  train.py, for the files its `qa_config.json` names.
-
-  Returns:
-    (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
-  """
-  bert_config_file, vocab_file = checkpoints.files_beside(init_checkpoint, bert_config_file,
-                                                          vocab_file)
-  if init_checkpoint and (not bert_config_file or not vocab_file):
-    saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(init_checkpoint))
-    if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):
-      bert_config_file = saved["bert_config_file"]
-    if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):
-      vocab_file = saved["vocab_file"]
-  return bert_config_file, vocab_file
 
 
 def _canonical(init_checkpoint):

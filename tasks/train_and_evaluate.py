@@ -30,6 +30,8 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.base import progress as progress_lib
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import precision
@@ -39,12 +41,10 @@ from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
-from squad_qa.tasks import artifacts
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
 from squad_qa.tasks import learning_curve
 from squad_qa.tasks import model_dir as model_dir_lib
-from squad_qa.tasks import progress as progress_lib
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import train_config
 from squad_qa.tasks import train_progress
@@ -60,7 +60,7 @@ def bert_config_and_meta(config):
     errors.UsageError: no config, a vocab other than the records', or too few positions.
   """
   meta = records.read_meta(config.records_dir)
-  config_file, vocab_file = model_dir_lib.resolve_model_files(
+  config_file, vocab_file = checkpoints.resolve_model_files(
       config.init_checkpoint, config.bert_config_file, config.vocab_file)
   config_file = config_file or artifacts.read_qa_config(config.model_dir).get("bert_config_file")
   if not config_file:

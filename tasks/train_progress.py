@@ -24,8 +24,8 @@ import math
 from absl import logging
 import orbit.controller
 
-from squad_qa.tasks import console
-from squad_qa.tasks import progress as progress_lib
+from squad_qa.base import console
+from squad_qa.base import progress as progress_lib
 
 # Steps of the first loop, before any rate is known: its time is mostly tracing, and a short one
 # shows the first line (and the first measured speed) early.

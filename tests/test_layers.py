@@ -1,9 +1,10 @@
 """The layers of docs/design.md run one way: a module imports only its own layer and those below.
 
-errors -> data (preprocess, postprocess) -> model -> tasks -> serving -> drivers. A driver is a
-module that runs as a command (it has an `if __name__ == "__main__":` block), a top-level module
-of the package (train.py, export.py, ask.py) or a module of `flags/`; drivers may import
-anything, and nothing imports a driver.
+base (errors.py, base/, flags/) -> data (preprocess, postprocess) -> model -> tasks -> serving ->
+the commands at the root (train.py, export.py, ask.py), which may import anything. A command
+inside a layer's folder (preprocess/make_records.py, model/memory/__main__.py,
+model/convert_checkpoint.py) keeps its folder's layer. Nothing imports a command: a module that
+runs as one (an `if __name__ == "__main__":` block or a `__main__.py`) or a root module.
 """
 
 import ast
@@ -14,8 +15,8 @@ from tests import testutil
 PACKAGE = "squad_qa"
 DRIVERS = "drivers"
 # Layer of each folder of the package, lowest first (docs/design.md).
-LAYERS = {"errors": 0, "preprocess": 1, "postprocess": 1, "model": 2, "tasks": 3, "serving": 4,
-          "flags": 5}
+LAYERS = {"errors": 0, "base": 0, "flags": 0, "preprocess": 1, "postprocess": 1, "model": 2,
+          "tasks": 3, "serving": 4}
 NOT_IN_PACKAGE = ("tests", "benchmarks", "tools", "build", "docs")
 
 
@@ -37,10 +38,15 @@ def package_modules(root):
   return modules
 
 
-def is_driver(module, tree):
+def is_root_command(module):
+  """Whether `module` is a command at the package's root (train.py, export.py, ask.py)."""
   parts = module.split(".")
-  if parts[-1] == "__main__" or (len(parts) == 2 and parts[1] not in LAYERS) or (
-      len(parts) > 1 and parts[1] == "flags"):
+  return len(parts) == 2 and parts[1] not in LAYERS
+
+
+def is_command(module, tree):
+  """Whether `module` runs as a command: a root module, a `__main__.py` or a `__main__` block."""
+  if module.split(".")[-1] == "__main__" or is_root_command(module):
     return True
   return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
              for node in tree.body)
@@ -75,10 +81,10 @@ def layer_violations(root):
   for module, path in modules.items():
     with open(path, encoding="utf-8") as f:
       trees[module] = ast.parse(f.read())
-  drivers = {m for m, tree in trees.items() if is_driver(m, tree)}
+  commands = {m for m, tree in trees.items() if is_command(m, tree)}
   violations = []
   for module, tree in sorted(trees.items()):
-    if module in drivers:
+    if is_root_command(module):
       continue
     try:
       layer = layer_of(module)
@@ -86,8 +92,8 @@ def layer_violations(root):
       violations.append(f"{module} is in no layer (add its folder to docs/design.md)")
       continue
     for target in sorted(imported_modules(tree, modules)):
-      if target in drivers:
-        violations.append(f"{module} imports {target} (a driver)")
+      if target in commands:
+        violations.append(f"{module} imports {target} (a command)")
       elif target != PACKAGE and layer_of(target) > layer:
         violations.append(f"{module} imports {target} (a higher layer)")
   return violations
@@ -98,9 +104,9 @@ def test_the_package_imports_one_way():
 
 
 def test_a_back_import_is_found(tmp_path):
-  """The check above can fail: a model module importing tasks, or a library module importing a
-  driver, is reported."""
-  for folder in ("model", "tasks", "preprocess"):
+  """The check above can fail: a model module importing tasks, a library module importing a
+  command, or a command inside a layer's folder importing a higher layer, is reported."""
+  for folder in ("model", "tasks", "preprocess", "base"):
     (tmp_path / folder).mkdir()
     (tmp_path / folder / "__init__.py").write_text("")
   (tmp_path / "train.py").write_text("from squad_qa.tasks import trainer\n")
@@ -109,7 +115,12 @@ def test_a_back_import_is_found(tmp_path):
   (tmp_path / "preprocess" / "tool.py").write_text(
       "from squad_qa import train\nif __name__ == '__main__':\n  pass\n")
   (tmp_path / "preprocess" / "reader.py").write_text("from squad_qa.preprocess import tool\n")
+  (tmp_path / "model" / "__main__.py").write_text("from squad_qa.tasks import trainer\n")
+  (tmp_path / "base" / "files.py").write_text("from squad_qa.preprocess import reader\n")
   assert layer_violations(tmp_path) == [
+      "squad_qa.base.files imports squad_qa.preprocess.reader (a higher layer)",
+      "squad_qa.model.__main__ imports squad_qa.tasks.trainer (a higher layer)",
       "squad_qa.model.net imports squad_qa.tasks.trainer (a higher layer)",
-      "squad_qa.preprocess.reader imports squad_qa.preprocess.tool (a driver)",
+      "squad_qa.preprocess.reader imports squad_qa.preprocess.tool (a command)",
+      "squad_qa.preprocess.tool imports squad_qa.train (a command)",
   ]

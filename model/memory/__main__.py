@@ -8,7 +8,7 @@ The flags (flags/definitions.define_memory_flags) become a `plan.PlannerConfig`;
 counts and formats (model/memory/__init__.py says which module does what).
 """
 
-from squad_qa.tasks import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions

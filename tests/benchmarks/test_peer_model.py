@@ -7,10 +7,10 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import peer_model
+from squad_qa.base import artifacts
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import span_model
-from squad_qa.tasks import artifacts
 from tests import testutil
 
 

@@ -1,6 +1,6 @@
 """What a user sees on the console: make_records -> train -> export -> ask print the project's own
 lines, each once, and none of TensorFlow's or its libraries' notices; SQUAD_QA_VERBOSE=1 and absl's
---verbosity=1 bring those back (tasks/console.py)."""
+--verbosity=1 bring those back (base/console.py)."""
 
 import collections
 import os
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from squad_qa.tasks import console
+from squad_qa.base import console
 from tests import testutil
 
 # A line of TensorFlow's C++ logging: "YYYY-MM-DD hh:mm:ss.ffffff: I external/...".
@@ -123,7 +123,7 @@ def test_verbose_environment_brings_every_line_back(tmp_path, quiet):
 
 @pytest.mark.slow
 def test_verbosity_flag_brings_the_python_lines_back(tmp_path, quiet):
-  """--verbosity=1 is parsed after tasks/console.py has set the C++ level: the Python INFO lines
+  """--verbosity=1 is parsed after base/console.py has set the C++ level: the Python INFO lines
   come back, the C++ level stays quiet (README: the environment variable is the switch for
   those)."""
   output = testutil.run_cli("export.py", f"--model_dir={quiet[1]}",

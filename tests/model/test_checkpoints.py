@@ -25,7 +25,6 @@ from safetensors.numpy import save_file
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
-from squad_qa.tasks import model_dir as model_dir_lib
 from tests import numpy_bert
 from tests import testutil
 
@@ -89,7 +88,7 @@ def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=Non
 
 def load_as_init_checkpoint(path, bert_config_file=None):
   """What train.py/export.py do with --init_checkpoint; returns (model, encoder, report)."""
-  config_file, _ = model_dir_lib.resolve_model_files(path, bert_config_file, None)
+  config_file, _ = checkpoints.resolve_model_files(path, bert_config_file, None)
   model, encoder = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))
   report = checkpoints.initialize_from(model, path)
   return model, encoder, report
@@ -153,7 +152,7 @@ def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
                prefix + ".meta"):
     assert checkpoints.checkpoint_prefix(path) == prefix
     assert checkpoints.checkpoint_kind(path) == checkpoints.TF1_CHECKPOINT
-  assert model_dir_lib.resolve_model_files(prefix, None, None) == (
+  assert checkpoints.resolve_model_files(prefix, None, None) == (
       os.path.join(folder, "bert_config.json"), os.path.join(folder, "vocab.txt"))
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import precision
@@ -25,7 +26,6 @@ from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_model
 from squad_qa.serving import saved_model_qa
-from squad_qa.tasks import artifacts
 from tests import testutil
 
 # 16 dev questions, one every 25 of the first 400: several articles, not one paragraph's questions.

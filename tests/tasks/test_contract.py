@@ -8,13 +8,13 @@ import os
 import pytest
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_model
 from squad_qa.serving import saved_model_qa
-from squad_qa.tasks import artifacts
 from squad_qa.tasks import train_and_evaluate
 from squad_qa.tasks import train_config
 from tests import testutil

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.preprocess import records
-from squad_qa.tasks import artifacts
 
 _TRUNCATED = '{"format_version": 2'
 

@@ -19,14 +19,14 @@ from absl import flags
 from absl.testing import flagsaver
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
 from squad_qa.serving import export_model
-from squad_qa.tasks import artifacts
+from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import trainer as trainer_lib
-from squad_qa.tasks import model_dir as model_dir_lib
 from tests import testutil
 
 SEQ = 32

@@ -5,7 +5,7 @@ from absl import logging
 import orbit
 import tensorflow as tf
 
-from squad_qa.tasks import console
+from squad_qa.base import console
 from squad_qa.tasks import train_progress
 
 

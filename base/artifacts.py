@@ -1,4 +1,5 @@
-"""The files of a --model_dir and of an export, named once, and qa_config.json.
+"""The files of a --model_dir and of an export, named once; JSON files read and written with one
+error line; qa_config.json.
 
 train.py writes `qa_config.json` into --model_dir: the encoder's config (and its file), the vocab
 and the featurization settings of the records, and the SQuAD 2.0 decoding settings. export.py
@@ -9,8 +10,6 @@ and vocab beside a --model_dir through it.
 
 import json
 import os
-
-import tensorflow as tf
 
 from squad_qa import errors
 
@@ -30,8 +29,22 @@ DECODING_KEYS = ("n_best_size", "max_answer_length", "version_2_with_negative",
                  "null_score_diff_threshold")
 
 
+def not_valid_json(path, error, remedy):
+  """The one line saying that the file at `path` is not JSON.
+
+  Args:
+    path: the file (str).
+    error: the `json.JSONDecodeError` of parsing it.
+    remedy: what makes the file again, e.g. "rerun train.py".
+  """
+  return (f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg}); "
+          f"{remedy}")
+
+
 def write_json(path, value):
-  """Writes `value` as indented UTF-8 JSON to `path` via a temporary file and a rename (no half-written file)."""
+  """Writes `value` as indented UTF-8 JSON to `path` via a temporary file and a rename (no
+  half-written file). TensorFlow's file system, so `path` may be a URL (gs://...)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     json.dump(value, f, indent=2, ensure_ascii=False)
   tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
@@ -44,6 +57,7 @@ def read_json(path, remedy="write it again with the command that made it"):
     errors.UsageError: the file is not valid JSON (one line naming it, where it breaks and
       `remedy`, e.g. "rerun train.py").
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   if not tf.io.gfile.exists(path):
     return {}
   with tf.io.gfile.GFile(path) as f:
@@ -51,8 +65,7 @@ def read_json(path, remedy="write it again with the command that made it"):
   try:
     return json.loads(text)
   except json.JSONDecodeError as e:
-    raise errors.UsageError(f"{path}: not valid JSON (line {e.lineno} column {e.colno}: {e.msg}); "
-                            f"the file is damaged: {remedy}") from None
+    raise errors.UsageError(not_valid_json(path, e, f"the file is damaged: {remedy}")) from None
 
 
 def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, decoding,
@@ -96,6 +109,7 @@ def read_export_config(export_dir):
     FileNotFoundError: the export has none.
     errors.UsageError: it is not valid JSON (one line).
   """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.MissingFileError(f"{path}: not found; is {export_dir} an export of export.py?")

@@ -1,4 +1,4 @@
-"""tasks/console.py: the C++ log level it sets, the Python log lines its filter lets through."""
+"""base/console.py: the C++ log level it sets, the Python log lines its filter lets through."""
 
 import logging
 import os
@@ -6,7 +6,7 @@ import os
 from absl import logging as absl_logging
 import pytest
 
-from squad_qa.tasks import console
+from squad_qa.base import console
 from tests import testutil
 
 

@@ -2,8 +2,8 @@
 
 from absl import logging
 
+from squad_qa.base import progress as progress_lib
 from squad_qa.preprocess import records
-from squad_qa.tasks import progress as progress_lib
 from tests import testutil
 
 
