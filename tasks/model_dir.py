@@ -1,4 +1,5 @@
-"""A --model_dir's state: where a run starts, and the checkpoints it writes.
+"""A --model_dir's state: where a run starts, what its checkpoints hold, and what a resume must
+keep (the schedule's length, loss scaling).
 
 `decide_start` is the one rule, shared by train.py and export.py, between the checkpoint a
 `--model_dir` already holds and `--init_checkpoint`; `ModelDirCheckpointManager` writes the
@@ -9,10 +10,17 @@ import dataclasses
 import os
 
 import tensorflow as tf
+import tf_keras
 
+from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
+
+SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
+DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
+# Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
+LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def _canonical(init_checkpoint):
@@ -114,3 +122,92 @@ class ModelDirCheckpointManager(tf.train.CheckpointManager):
       self._before_first_save()
       self._before_first_save = None
     return super().save(*args, **kwargs)
+
+
+class ScheduleMismatchError(errors.UserError, ValueError):
+  """Resuming with another number of train steps than the checkpoint's schedule was built for."""
+
+
+class PrecisionMismatchError(errors.UserError, ValueError):
+  """Resuming a checkpoint trained without loss scaling under float16, which needs its state."""
+
+
+def schedule_steps_in(checkpoint_path):
+  """The schedule length saved in a checkpoint of `make_checkpoint`, or None (older checkpoints)."""
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  key = f"{SCHEDULE_STEPS_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
+  return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+
+
+def check_schedule(checkpoint_path, num_train_steps):
+  """Refuses to resume a run whose schedule was built for another number of steps.
+
+  Raises:
+    ScheduleMismatchError: one line with both numbers and the fixes.
+  """
+  saved = schedule_steps_in(checkpoint_path)
+  if saved is not None and saved != num_train_steps:
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was trained on a learning-rate schedule of {saved} steps, this run "
+        f"asks for {num_train_steps}; resume with --max_steps={saved} (and the same batch and "
+        f"epochs), or start a new --model_dir")
+
+
+def check_loss_scale(checkpoint_path, loss_scaled):
+  """Refuses to resume under float16 (loss-scaled) from a checkpoint saved without a loss scale.
+
+  A float32 or bfloat16 run saves no loss-scale state, and restoring it into a
+  LossScaleOptimizer leaves the scale's variables unmatched. The other way round (a float16
+  checkpoint resumed in float32 or bfloat16) restores everything the run uses and is allowed.
+
+  Raises:
+    PrecisionMismatchError: one line naming the checkpoint and the fixes.
+  """
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  if loss_scaled and not reader.has_tensor(LOSS_SCALE_KEY):
+    raise PrecisionMismatchError(
+        f"{checkpoint_path} was trained without loss scaling (float32 or bfloat16) and float16 "
+        f"(--mixed_precision_dtype=float16, the --gpu default) needs its state; resume with "
+        f"--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir")
+
+
+def make_checkpoint(model, optimizer, num_train_steps):
+  """What a --model_dir checkpoint holds: the model, the optimizer, the schedule's length and the
+  dropout layers' random-generator states (`dropout_generators`)."""
+  return tf.train.Checkpoint(
+      model=model, optimizer=optimizer,
+      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
+         DROPOUT_STATE_KEY: dropout_generators(model)})
+
+
+def has_dropout_state(checkpoint_path):
+  """Whether a checkpoint holds the dropout generators' states (older ones do not)."""
+  return any(name.startswith(DROPOUT_STATE_KEY + "/")
+             for name, _ in tf.train.list_variables(checkpoint_path))
+
+
+def dropout_generators(model):
+  """The tf.random.Generator of every dropout layer of a model built by `build_model`.
+
+  tf_keras keeps a layer's generator in the private `_random_generator._generator` and leaves it
+  out of checkpoints (it is exposed to SavedModel only); this reads it there (BUILD.md lists the
+  private APIs). Layers built with TensorFlow's legacy random ops have none.
+
+  Returns:
+    A list of tf.random.Generator, in `model.submodules` order (the same for the same config).
+  """
+  generators = []
+  for layer in model.submodules:
+    generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
+    if isinstance(generator, tf.random.Generator):
+      generators.append(generator)
+  return generators
+
+
+def check_resumable(checkpoint_path, checkpoint):
+  """Refuses to resume `checkpoint_path` into `checkpoint` (a `make_checkpoint`) when that would
+  change the schedule's length or lacks the loss-scale state its float16 optimizer needs
+  (`check_schedule`, `check_loss_scale`; their errors)."""
+  check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
+  check_loss_scale(checkpoint_path, isinstance(
+      checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))

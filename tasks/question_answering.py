@@ -1,7 +1,8 @@
-"""The SQuAD span task: model, inputs, loss, the train step with gradient accumulation, optimizer.
+"""The SQuAD span task: model, inputs, loss, optimizer, and the train step with gradient
+accumulation, built (`make_replica_step`) and run (`QATrainer`) here.
 
 Shaped like tf-models-official's `official.nlp.tasks.question_answering.QuestionAnsweringTask`
-(`build_model`, `build_inputs`, `build_losses`, `train_step`, `create_optimizer`), without its
+(`build_model`, `build_inputs`, `train_step`, `create_optimizer`), without its
 config machinery: a `QATaskConfig` dataclass holds the settings, so the task is usable from Python
 without defining flags. Works under any `tf.distribute` strategy: the input is a
 `dataset_fn(input_context)` for `strategy.distribute_datasets_from_function`, each replica's loss
@@ -11,8 +12,11 @@ step on the same global batch.
 """
 
 import dataclasses
+import math
+import time
 from typing import Optional
 
+import orbit
 import tensorflow as tf
 import tf_keras
 
@@ -94,24 +98,6 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, global_b
 def trained_variables(model):
   """The model's trainable variables minus BERT's pooler, which the span head does not use."""
   return [v for v in model.trainable_variables if "pooler_transform" not in v.name]
-
-
-def dropout_generators(model):
-  """The tf.random.Generator of every dropout layer of a model built by `build_model`.
-
-  tf_keras keeps a layer's generator in the private `_random_generator._generator` and leaves it
-  out of checkpoints (it is exposed to SavedModel only); this reads it there (BUILD.md lists the
-  private APIs). Layers built with TensorFlow's legacy random ops have none.
-
-  Returns:
-    A list of tf.random.Generator, in `model.submodules` order (the same for the same config).
-  """
-  generators = []
-  for layer in model.submodules:
-    generator = getattr(getattr(layer, "_random_generator", None), "_generator", None)
-    if isinstance(generator, tf.random.Generator):
-      generators.append(generator)
-  return generators
 
 
 def computes_in_float16(model):
@@ -282,8 +268,8 @@ class QuestionAnsweringTask:
 
     Its dropout layers draw from tf.random.Generator states (tf_keras' "stateful" random
     generator, switched on here for the process) instead of TensorFlow's legacy random ops,
-    whose state lives inside the op kernels: `dropout_generators(model)` are variables that
-    trainer.make_checkpoint saves, so a resumed run draws the dropout masks an uninterrupted run
+    whose state lives inside the op kernels: `model_dir.dropout_generators(model)` are variables
+    that model_dir.make_checkpoint saves, so a resumed run draws the dropout masks an uninterrupted run
     would. Under a tf.distribute strategy each replica draws its own stream.
     """
     tf_keras.backend.experimental.enable_tf_random_generator()
@@ -350,13 +336,62 @@ class QuestionAnsweringTask:
       dataset = dataset.skip(skip_steps * replicas_here)
     return dataset
 
-  def build_losses(self, labels, model_outputs, global_batch_size=None):
-    """`span_loss` of (start_logits, end_logits) against labels' start/end_positions."""
-    return span_loss(labels["start_positions"], labels["end_positions"], *model_outputs,
-                     global_batch_size=global_batch_size, input_mask=labels.get("input_mask"))
-
   def replica_step(self, model, optimizer):
     """The per-replica train step (`make_replica_step`) with this task's settings."""
     c = self.config
     return make_replica_step(model, optimizer, c.accumulation_steps, c.jit_compile,
                              c.float32_weight_gradients)
+
+
+class LossNotFiniteError(errors.UserError, FloatingPointError):
+  """The training loss became NaN or infinite (the message names the step and the fix)."""
+
+
+class QATrainer(orbit.StandardTrainer):
+  """Runs the task's replica step under a strategy and reports loss, learning rate and rates.
+
+  Args:
+    strategy: the tf.distribute strategy the model and optimizer were built under.
+    replica_step: batch -> float32 loss share (tasks.question_answering.make_replica_step).
+    optimizer: the task's optimizer (its `iterations` is the global step).
+    global_batch_size: features per optimizer step over all replicas (for examples/s).
+  """
+
+  def __init__(self, strategy, replica_step, optimizer, global_batch_size):
+    self.strategy = strategy
+    self.optimizer = optimizer
+    self.global_batch_size = global_batch_size
+    self._replica_step = replica_step
+    # Outside the strategy's scope: a plain (not per-replica) metric of the all-reduced loss.
+    self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+    self._loop_started = None
+    self._loop_start_step = 0
+    self._loops = 0  # loops run in this process
+    self.last_output = {}  # train_loop_end's figures of the last loop
+    # The dataset is set after the controller has restored the step (see `train`).
+    super().__init__(train_dataset=None,
+                     options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
+
+  def train_loop_begin(self):
+    self.train_loss.reset_state()
+    self._loop_started = time.time()
+    self._loop_start_step = int(self.optimizer.iterations.numpy())
+
+  def train_step(self, iterator):
+    loss = self.strategy.run(self._replica_step, args=(next(iterator),))
+    self.train_loss.update_state(self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
+
+  def train_loop_end(self):
+    loss = float(self.train_loss.result())
+    step = int(self.optimizer.iterations.numpy())
+    if not math.isfinite(loss):
+      raise LossNotFiniteError(f"loss is {loss} at step {step}; lower --learning_rate")
+    elapsed = time.time() - self._loop_started
+    steps = step - self._loop_start_step
+    self.last_output = {
+        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)}
+    # A process's first loop includes tracing: its rate would measure mostly that.
+    if elapsed and self._loops:
+      self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
+    self._loops += 1
+    return self.last_output

@@ -34,10 +34,7 @@ from squad_qa.base import artifacts
 from squad_qa.base import progress as progress_lib
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
-from squad_qa.model import precision
-from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
-from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
@@ -46,6 +43,7 @@ from squad_qa.tasks import evaluation
 from squad_qa.tasks import learning_curve
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import run_plan
 from squad_qa.tasks import train_config
 from squad_qa.tasks import train_progress
 from squad_qa.tasks import trainer as trainer_lib
@@ -91,136 +89,8 @@ def bert_config_and_meta(config):
   return bert_config, config_file, meta
 
 
-def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
-  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
-
-  float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
-  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX: `model.precision`; matmuls at
-  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU"). Elsewhere bfloat16
-  needs XLA (`precision.bfloat16_needs_xla`): without it, it sums in bfloat16 and is ~10x slower.
-  """
-  if has_gpu or dtype == "float32":
-    return
-  if dtype == "float16":
-    logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
-                    "40x slower than float32")
-    return
-  if not precision.bfloat16_needs_xla():
-    return
-  if xla:
-    logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
-                    "so bfloat16 runs under XLA and may be slower than float32 here")
-  else:
-    logging.warning("--mixed_precision_dtype=bfloat16 with --noxla: this CPU has neither "
-                    "AVX512-BF16 nor AMX, and TensorFlow's einsum sums in bfloat16 here (gradients "
-                    "~10x less exact, steps ~10x slower than under XLA); drop --noxla")
-
-
-def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
-  """Resolves the (global) batch settings into one replica's plan, and runs the pre-flight check.
-
-  `train_batch_size` and `effective_batch_size` are global: each replica takes 1/num_replicas.
-
-  Returns:
-    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
-
-  Raises:
-    memory_plan.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
-      planner estimates that the micro-batch does not fit `device`; the message is the diagnosis.
-    distribution.DistributionError: a global batch that the replicas do not divide.
-  """
-  per_replica = config.train_batch_size
-  if per_replica != "auto":
-    per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
-  effective = config.effective_batch_size
-  if effective is None and per_replica == "auto":
-    effective = memory_plan.DEFAULT_EFFECTIVE_BATCH_SIZE
-  if effective is not None:
-    if effective % num_replicas:
-      raise distribution.DistributionError(
-          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
-    effective //= num_replicas
-  plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
-                                  config.gradient_accumulation_steps, effective)
-  if plan.estimate.total > device.usable_bytes:
-    message = diagnose.diagnosis(
-        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
-        plan.accumulation_steps, headline="the planner estimates that this batch does not fit")
-    if config.memory_check:
-      raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
-    logging.warning("--nomemory_check: training anyway although %s", message)
-  return plan
-
-
-def num_train_steps_for(config, meta, batch_size):
-  """`max_steps` if given, else epochs x full global batches per epoch (at least 1).
-
-  An epoch is every train window once, less `num_features % batch_size` random ones
-  (records.train_dataset: every batch full).
-
-  Raises:
-    errors.UsageError: fewer train windows than one global batch.
-  """
-  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
-  per_epoch = records.steps_per_epoch(num_features, batch_size)
-  if not per_epoch:
-    raise errors.UsageError(
-        f"the train records in {config.records_dir} hold {num_features} windows, fewer than one "
-        f"global batch of {batch_size}; lower --train_batch_size (or "
-        f"--gradient_accumulation_steps)")
-  if config.max_steps:
-    return config.max_steps
-  return max(1, int(per_epoch * config.num_train_epochs))
-
-
-def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=False):
-  """The `length_buckets` setting resolved for the records: a tuple of padded lengths, or None.
-
-  Args:
-    length_buckets: None (off), "auto", or increasing token counts.
-    max_seq_length: the records' window length, in tokens (always the last boundary).
-    xla: whether the step is compiled with XLA.
-    static_shapes: whether the strategy compiles one static shape (TPUs).
-
-  `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
-  step once per length, of records.XLA_LENGTH_BUCKET_STEP; with `static_shapes` it is off.
-
-  Raises:
-    errors.UsageError: a boundary above the records' max_seq_length; boundaries with
-      `static_shapes`.
-  """
-  if length_buckets is None:
-    return None
-  if static_shapes:
-    if length_buckets == "auto":
-      logging.info("length buckets off: a TPU compiles one static batch shape")
-      return None
-    raise errors.UsageError("--length_buckets: a TPU compiles one static batch shape; use "
-                            "--nolength_buckets (the default under --distribution_strategy=tpu)")
-  try:
-    return records.length_bucket_boundaries(
-        max_seq_length, None if length_buckets == "auto" else length_buckets,
-        step=records.XLA_LENGTH_BUCKET_STEP if xla else records.LENGTH_BUCKET_STEP)
-  except ValueError as e:
-    raise errors.UsageError(f"--length_buckets: {e}; the records were made with "
-                            f"make_records.py --max_seq_length={max_seq_length}") from None
-
-
-def describe_lengths(lengths):
-  """The padded lengths (increasing token counts) in a few words: "384 tokens", "8, 16 and 24
-  tokens", or "48 buckets, 8..384 tokens in steps of 8"."""
-  lengths = list(lengths)
-  if len(lengths) == 1:
-    return f"{lengths[0]} tokens"
-  if len(lengths) <= 3:
-    return f"{', '.join(map(str, lengths[:-1]))} and {lengths[-1]} tokens"
-  steps = {b - a for a, b in zip(lengths, lengths[1:])}
-  step = f" in steps of {steps.pop()}" if len(steps) == 1 else ""
-  return f"{len(lengths)} buckets, {lengths[0]}..{lengths[-1]} tokens{step}"
-
-
 def train(config, strategy, bert_config, meta, policy, start, write_qa_config, scorer=None):
-  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`).
+  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`): plan, task, loop.
 
   `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved, so a
   run that fails before leaves no qa_config.json. `scorer` (a `tasks.evaluation.DevScorer`, or
@@ -230,74 +100,44 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
     (the model, trained or restored; the run's figures as a dict for train_results.json; the
     `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
   """
-  max_seq_length = meta["flags"]["max_seq_length"]
-  replicas = strategy.num_replicas_in_sync
-  device = memory_device.detect_device(config.device_memory_gb)
-  plan = plan_memory(config, bert_config, max_seq_length, policy, device, replicas)
-  global_batch = plan.effective_batch_size * replicas
-  xla, xla_reason = config.xla_and_reason
-  steps = num_train_steps_for(config, meta, global_batch)
-  logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-               "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
-               plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               xla_reason, steps, memory_device.format_bytes(plan.estimate.total),
-               device.description)
-  # The planner counts max_seq_length, the largest bucket's length: every batch fits.
-  length_buckets = train_length_buckets(
-      config.length_buckets, max_seq_length, xla,
-      static_shapes=isinstance(strategy, tf.distribute.TPUStrategy))
-  logging.info("padded lengths: %s", describe_lengths(length_buckets or (max_seq_length,)))
+  plan = run_plan.plan_run(config, bert_config, meta, strategy, policy)
   task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
-      bert_config=bert_config, max_seq_length=max_seq_length,
+      bert_config=bert_config, max_seq_length=meta["flags"]["max_seq_length"],
       train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
       per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
-      learning_rate=config.learning_rate, num_train_steps=steps,
-      warmup_proportion=config.warmup_proportion,
-      mixed_precision_dtype=config.precision, jit_compile=xla,
-      float32_weight_gradients=config.float32_weight_gradients, seed=config.seed,
-      length_buckets=length_buckets))
+      learning_rate=config.learning_rate, num_train_steps=plan.num_train_steps,
+      warmup_proportion=config.warmup_proportion, mixed_precision_dtype=plan.precision,
+      jit_compile=plan.xla, float32_weight_gradients=config.float32_weight_gradients,
+      seed=config.seed, length_buckets=plan.length_buckets))
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, plan.num_train_steps)
   if not start.resume:
     if start.init_checkpoint:
       logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights")
-  trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
-                                  global_batch)
-
-  def check_resumable(checkpoint_path):
-    trainer_lib.check_schedule(checkpoint_path, steps)
-    trainer_lib.check_loss_scale(checkpoint_path, config.precision == "float16")
-
-  progress = train_progress.TrainProgress(
-      optimizer.iterations, steps,
-      records.steps_per_epoch(meta["splits"][records.TRAIN_SPLIT]["num_features"], global_batch),
-      config.log_steps, config.steps_per_loop, fixed_loops=distribution.is_multi_worker(strategy),
-      show=distribution.is_chief(strategy))
+  trainer = question_answering.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
+                                         plan.global_batch_size)
+  is_chief = distribution.is_chief(strategy)
+  watchers = [train_progress.TrainProgress(
+      optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch, config.log_steps,
+      config.steps_per_loop, fixed_loops=distribution.is_multi_worker(strategy), show=is_chief)]
   curve = learning_curve.LearningCurve(
       config.eval_every_steps, scorer, model, strategy, optimizer.iterations, config.model_dir,
-      score=distribution.is_chief(strategy),
-      final_step=steps if config.do_predict else None) if scorer else None
+      score=is_chief, final_step=plan.num_train_steps if config.do_predict else None
+  ) if scorer else None
   try:
-    stats = trainer_lib.train(
-        strategy, trainer, checkpoint, config.model_dir, steps, task.build_inputs,
-        config.save_checkpoints_steps, min(config.steps_per_loop, config.save_checkpoints_steps),
-        distribution.is_chief(strategy), getattr(strategy, "cluster_resolver", None),
-        restore_fn=check_resumable, start=start, before_first_save=write_qa_config,
-        watchers=[progress] + ([curve] if curve else []))
+    stats = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan, start=start,
+                              before_first_save=write_qa_config,
+                              watchers=watchers + ([curve] if curve else []))
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
-        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
+        bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
         plan.accumulation_steps, headline="out of memory")) from None
-  stats.update(train_batch_size=plan.micro_batch_size * replicas, num_replicas=replicas,
-               gradient_accumulation_steps=plan.accumulation_steps,
-               effective_batch_size=global_batch, xla=bool(xla),
-               mixed_precision_dtype=config.precision,
-               distribution_strategy=type(strategy).__name__, learning_curve=bool(scorer),
-               length_buckets=list(length_buckets or []))
+  stats.update(plan.summary(), distribution_strategy=type(strategy).__name__,
+               learning_curve=bool(scorer))
   return model, stats, curve
 
 
@@ -438,7 +278,7 @@ def train_and_evaluate(config):
   if config.do_train:
     policy = question_answering.set_precision_policy(config.precision)
     logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
-    warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
+    run_plan.warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
   else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
     policy = question_answering.set_precision_policy("float32")
     if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):

@@ -1,10 +1,12 @@
-"""The training loop: an orbit `StandardTrainer` for the QA task, and the `orbit.Controller` around it.
+"""The training loop: the `orbit.Controller` around the task's trainer
+(`tasks.question_answering.QATrainer`), run to a `tasks.run_plan.RunPlan`.
 
 The controller runs at most `steps_per_loop` steps per call of a compiled loop, saves checkpoints
 every `save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s)
 after each loop, and shows progress (tasks/train_progress.py) where a loop ends. A checkpoint
-holds the model, the optimizer (its `iterations` is the global step) and the schedule's length; the input position is the global step (the task's
-pipeline is deterministic and skips the batches already trained). Only the chief writes into
+holds the model, the optimizer (its `iterations` is the global step) and the schedule's length
+(tasks/model_dir.py); the input position is the global step (the task's pipeline is
+deterministic and skips the batches already trained). Only the chief writes into
 `--model_dir`; other workers write their (identical) checkpoints into a temporary folder that is
 removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loop and exits
 (tf.distribute.experimental.PreemptionCheckpointHandler, through orbit's
@@ -12,7 +14,6 @@ removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loo
 """
 
 import contextlib
-import math
 import os
 import re
 import shutil
@@ -22,84 +23,15 @@ import time
 from absl import logging
 import orbit
 import tensorflow as tf
-import tf_keras
 
 from squad_qa import errors
-from squad_qa.tasks import optimization
-from squad_qa.tasks import question_answering
+from squad_qa.tasks import distribution
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import train_progress
-
-SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
-DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
-# Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
-LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-class LossNotFiniteError(errors.UserError, FloatingPointError):
-  """The training loss became NaN or infinite (the message names the step and the fix)."""
 
 
 class OutOfMemoryError(errors.UserError, RuntimeError):
   """A training step ran out of device memory; the message names the tensor and the last checkpoint."""
-
-
-class ScheduleMismatchError(errors.UserError, ValueError):
-  """Resuming with another number of train steps than the checkpoint's schedule was built for."""
-
-
-class PrecisionMismatchError(errors.UserError, ValueError):
-  """Resuming a checkpoint trained without loss scaling under float16, which needs its state."""
-
-
-class QATrainer(orbit.StandardTrainer):
-  """Runs the task's replica step under a strategy and reports loss, learning rate and rates.
-
-  Args:
-    strategy: the tf.distribute strategy the model and optimizer were built under.
-    replica_step: batch -> float32 loss share (tasks.question_answering.make_replica_step).
-    optimizer: the task's optimizer (its `iterations` is the global step).
-    global_batch_size: features per optimizer step over all replicas (for examples/s).
-  """
-
-  def __init__(self, strategy, replica_step, optimizer, global_batch_size):
-    self.strategy = strategy
-    self.optimizer = optimizer
-    self.global_batch_size = global_batch_size
-    self._replica_step = replica_step
-    # Outside the strategy's scope: a plain (not per-replica) metric of the all-reduced loss.
-    self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
-    self._loop_started = None
-    self._loop_start_step = 0
-    self._loops = 0  # loops run in this process
-    self.last_output = {}  # train_loop_end's figures of the last loop
-    # The dataset is set after the controller has restored the step (see `train`).
-    super().__init__(train_dataset=None,
-                     options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
-
-  def train_loop_begin(self):
-    self.train_loss.reset_state()
-    self._loop_started = time.time()
-    self._loop_start_step = int(self.optimizer.iterations.numpy())
-
-  def train_step(self, iterator):
-    loss = self.strategy.run(self._replica_step, args=(next(iterator),))
-    self.train_loss.update_state(self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
-
-  def train_loop_end(self):
-    loss = float(self.train_loss.result())
-    step = int(self.optimizer.iterations.numpy())
-    if not math.isfinite(loss):
-      raise LossNotFiniteError(f"loss is {loss} at step {step}; lower --learning_rate")
-    elapsed = time.time() - self._loop_started
-    steps = step - self._loop_start_step
-    self.last_output = {
-        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)}
-    # A process's first loop includes tracing: its rate would measure mostly that.
-    if elapsed and self._loops:
-      self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
-    self._loops += 1
-    return self.last_output
 
 
 # oneDNN (TensorFlow's CPU kernels) reports a failed allocation inside an op as its status 1,
@@ -147,60 +79,6 @@ class SaveAtMultiples:
       logging.info("saved checkpoint %s", self.manager.save(checkpoint_number=step))
 
 
-def schedule_steps_in(checkpoint_path):
-  """The schedule length saved in a checkpoint of `make_checkpoint`, or None (older checkpoints)."""
-  reader = tf.train.load_checkpoint(checkpoint_path)
-  key = f"{SCHEDULE_STEPS_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
-  return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
-
-
-def check_schedule(checkpoint_path, num_train_steps):
-  """Refuses to resume a run whose schedule was built for another number of steps.
-
-  Raises:
-    ScheduleMismatchError: one line with both numbers and the fixes.
-  """
-  saved = schedule_steps_in(checkpoint_path)
-  if saved is not None and saved != num_train_steps:
-    raise ScheduleMismatchError(
-        f"{checkpoint_path} was trained on a learning-rate schedule of {saved} steps, this run "
-        f"asks for {num_train_steps}; resume with --max_steps={saved} (and the same batch and "
-        f"epochs), or start a new --model_dir")
-
-
-def check_loss_scale(checkpoint_path, loss_scaled):
-  """Refuses to resume under float16 (loss-scaled) from a checkpoint saved without a loss scale.
-
-  A float32 or bfloat16 run saves no loss-scale state, and restoring it into a
-  LossScaleOptimizer leaves the scale's variables unmatched. The other way round (a float16
-  checkpoint resumed in float32 or bfloat16) restores everything the run uses and is allowed.
-
-  Raises:
-    PrecisionMismatchError: one line naming the checkpoint and the fixes.
-  """
-  reader = tf.train.load_checkpoint(checkpoint_path)
-  if loss_scaled and not reader.has_tensor(LOSS_SCALE_KEY):
-    raise PrecisionMismatchError(
-        f"{checkpoint_path} was trained without loss scaling (float32 or bfloat16) and float16 "
-        f"(--mixed_precision_dtype=float16, the --gpu default) needs its state; resume with "
-        f"--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir")
-
-
-def make_checkpoint(model, optimizer, num_train_steps):
-  """What a --model_dir checkpoint holds: the model, the optimizer, the schedule's length and the
-  dropout layers' random-generator states (`question_answering.dropout_generators`)."""
-  return tf.train.Checkpoint(
-      model=model, optimizer=optimizer,
-      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
-         DROPOUT_STATE_KEY: question_answering.dropout_generators(model)})
-
-
-def has_dropout_state(checkpoint_path):
-  """Whether a checkpoint holds the dropout generators' states (older ones do not)."""
-  return any(name.startswith(DROPOUT_STATE_KEY + "/")
-             for name, _ in tf.train.list_variables(checkpoint_path))
-
-
 @contextlib.contextmanager
 def worker_dir(model_dir, is_chief):
   """`model_dir` on the chief; elsewhere a temporary folder, removed on exit."""
@@ -214,26 +92,20 @@ def worker_dir(model_dir, is_chief):
     shutil.rmtree(temp, ignore_errors=True)
 
 
-def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
-          save_checkpoints_steps, steps_per_loop, is_chief, cluster_resolver=None,
-          restore_fn=None, start=None, before_first_save=None, watchers=()):
-  """Trains to `num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
+def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None,
+          watchers=()):
+  """Trains to `plan.num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
-    strategy, trainer: the strategy and a `QATrainer`.
-    checkpoint: `make_checkpoint(...)` for the trainer's model and optimizer.
-    model_dir: where the chief writes checkpoints and summaries (others: a temporary folder).
-    num_train_steps: the global step to train to.
+    trainer: a `tasks.question_answering.QATrainer` (its strategy runs the steps).
+    checkpoint: `tasks.model_dir.make_checkpoint(...)` for the trainer's model and optimizer.
     dataset_fn: (input_context, skip_steps) -> per-pipeline dataset (the task's build_inputs).
-    save_checkpoints_steps: steps between checkpoints.
-    steps_per_loop: steps per compiled loop (progress, summaries and SIGTERM checks happen
-      between loops).
-    is_chief: whether this worker writes --model_dir.
-    cluster_resolver: for the preemption handler (multi-worker); default: this process alone.
-    restore_fn: called with the checkpoint path when resuming (before the controller restores),
-      e.g. to check the schedule; may raise.
+    plan: the `tasks.run_plan.RunPlan`: model_dir (where the chief writes checkpoints and
+      summaries; other workers a temporary folder), num_train_steps, save_checkpoints_steps and
+      steps_per_loop (progress, summaries and SIGTERM checks happen between loops).
     start: the `tasks.model_dir.Start` decided for this run (for the log line: which flag a
-      resume ignores); default: resume --model_dir's latest checkpoint.
+      resume ignores); default: resume --model_dir's latest checkpoint. A resume must keep the
+      checkpoint's schedule length and loss scaling (`model_dir.check_resumable`).
     before_first_save: a function of no arguments run just before the first checkpoint is saved
       (train.py writes qa_config.json there, so a run failing before leaves none).
     watchers: more train actions, run after the checkpoint actions at the end of each loop, e.g.
@@ -243,18 +115,23 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
 
   Returns:
     {"steps": steps run now, "start_step", "end_step", "train_seconds" (wall time of the steps,
-    tracing included)} plus the last loop's "loss",
-    "learning_rate" and "examples_per_second" (None when that loop was this process's first: its
-    time is mostly tracing).
+    tracing included)} plus the last loop's "loss", "learning_rate" and "examples_per_second"
+    (None when that loop was this process's first: its time is mostly tracing).
 
   Raises:
     OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError, or oneDNN's out-of-memory
       status (an AbortedError on the CPU); the last checkpoint is left as it was.
+    model_dir.ScheduleMismatchError, model_dir.PrecisionMismatchError: a resume that would change
+      the schedule or lacks the loss-scale state.
   """
+  strategy = trainer.strategy
+  is_chief = distribution.is_chief(strategy)
+  model_dir, num_train_steps = plan.model_dir, plan.num_train_steps
+  save_checkpoints_steps, steps_per_loop = plan.save_checkpoints_steps, plan.steps_per_loop
   start = start or model_dir_lib.decide_start(model_dir, None)
   latest = start.resume
-  if latest and restore_fn:
-    restore_fn(latest)
+  if latest:
+    model_dir_lib.check_resumable(latest, checkpoint)
   with worker_dir(model_dir, is_chief) as write_dir:
     # Restored here, not by the controller: on other workers it restores from write_dir, which is
     # empty, and with nothing left to train the optimizer's slots are never built, so the restore
@@ -268,7 +145,7 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
         restored.expect_partial()
       logging.info("already trained %d of %d steps", start_step, num_train_steps)
       return {"steps": 0, "start_step": start_step, "end_step": start_step}
-    if restored and has_dropout_state(latest):
+    if restored and model_dir_lib.has_dropout_state(latest):
       restored.assert_existing_objects_matched()
     elif restored:
       restored.expect_partial()
@@ -283,7 +160,8 @@ def train(strategy, trainer, checkpoint, model_dir, num_train_steps, dataset_fn,
     actions = [
         SaveAtMultiples(manager, global_step, save_checkpoints_steps, num_train_steps),
         orbit.actions.SaveCheckpointIfPreempted(
-            cluster_resolver or tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
+            getattr(strategy, "cluster_resolver", None) or
+            tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
             checkpoint_number=global_step)]
     for watcher in watchers:
       actions.append(watcher)

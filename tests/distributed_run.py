@@ -40,7 +40,9 @@ def run_one(strategy, args, name, settings):
   import tf_keras  # pylint: disable=g-import-not-at-top
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering as qa  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import run_plan  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
 
@@ -72,14 +74,12 @@ def run_one(strategy, args, name, settings):
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
-  trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
-                                  batch)
-  model_dir = os.path.join(args.model_dir, name)
-  result = trainer_lib.train(strategy, trainer, checkpoint, model_dir, stop_at, task.build_inputs,
-                             save_every, int(settings.get("loop", 3)),
-                             distribution.is_chief(strategy),
-                             getattr(strategy, "cluster_resolver", None))
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
+  trainer = qa.QATrainer(strategy, task.replica_step(model, optimizer), optimizer, batch)
+  plan = run_plan.RunPlan(model_dir=os.path.join(args.model_dir, name), num_train_steps=stop_at,
+                          save_checkpoints_steps=save_every,
+                          steps_per_loop=int(settings.get("loop", 3)))
+  result = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan)
   print(f"RESULT {name} {json.dumps(result)}", flush=True)
 
 

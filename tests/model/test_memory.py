@@ -22,6 +22,8 @@ from squad_qa.model.memory import plan as memory_plan
 from squad_qa.model import span_model
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import run_plan
 from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
@@ -495,7 +497,7 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
   optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False)
   batch = synthetic_batch(config, 4, 32)
   strategy = tf.distribute.get_strategy()
-  trainer = trainer_lib.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),
+  trainer = question_answering.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),
                                   optimizer, 4)
   real_train = trainer.train
   calls = []
@@ -510,10 +512,11 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
 
   trainer.train = failing_train
   with pytest.raises(trainer_lib.OutOfMemoryError) as error:
-    trainer_lib.train(strategy, trainer, trainer_lib.make_checkpoint(model, optimizer, 10),
-                      str(tmp_path), 10, lambda context, skip: tf.data.Dataset.from_tensors(
-                          batch).repeat(), save_checkpoints_steps=1, steps_per_loop=1,
-                      is_chief=True)
+    trainer_lib.train(
+        trainer, model_dir_lib.make_checkpoint(model, optimizer, 10),
+        lambda context, skip: tf.data.Dataset.from_tensors(batch).repeat(),
+        run_plan.RunPlan(model_dir=str(tmp_path), num_train_steps=10, save_checkpoints_steps=1,
+                         steps_per_loop=1))
   message = str(error.value)
   assert message.startswith("step 3 ran out of memory (OOM when allocating tensor with "
                             "shape[786432,1604] and type float)")

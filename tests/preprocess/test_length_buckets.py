@@ -17,7 +17,7 @@ from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
-from squad_qa.tasks import train_and_evaluate as train_lib
+from squad_qa.tasks import run_plan
 from tests import testutil
 
 NUM_QUESTIONS = 160
@@ -236,16 +236,16 @@ def test_train_step_traces_no_more_after_two_bucket_shapes(train_records):
 
 def test_auto_buckets_are_coarse_under_xla():
   """`auto` is every 8 tokens, but every 64 under XLA, which compiles the step once per length."""
-  assert train_lib.train_length_buckets("auto", 384, xla=False) == tuple(range(8, 385, 8))
-  assert train_lib.train_length_buckets("auto", 384, xla=True) == BUCKETS
+  assert run_plan.train_length_buckets("auto", 384, xla=False) == tuple(range(8, 385, 8))
+  assert run_plan.train_length_buckets("auto", 384, xla=True) == BUCKETS
   # Named boundaries: as typed, XLA or not.
-  assert train_lib.train_length_buckets((100, 200), 384, xla=True) == (100, 200, 384)
-  assert train_lib.train_length_buckets(None, 384, xla=False) is None  # --nolength_buckets
+  assert run_plan.train_length_buckets((100, 200), 384, xla=True) == (100, 200, 384)
+  assert run_plan.train_length_buckets(None, 384, xla=False) is None  # --nolength_buckets
 
 
 def test_tpu_trains_one_static_shape():
   """Under TPUStrategy (static_shapes) `auto` is off and named boundaries are one line."""
-  assert train_lib.train_length_buckets("auto", 384, xla=True, static_shapes=True) is None
+  assert run_plan.train_length_buckets("auto", 384, xla=True, static_shapes=True) is None
   with pytest.raises(errors.UsageError, match="a TPU compiles one static batch shape; use "
                                               "--nolength_buckets"):
-    train_lib.train_length_buckets((100, 200), 384, xla=True, static_shapes=True)
+    run_plan.train_length_buckets((100, 200), 384, xla=True, static_shapes=True)

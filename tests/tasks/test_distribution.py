@@ -26,7 +26,7 @@ from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
-from squad_qa.tasks import trainer as trainer_lib
+from squad_qa.tasks import model_dir as model_dir_lib
 from tests import testutil
 
 RUN_TIMEOUT = 1800  # seconds for any one process (the CPU is shared)
@@ -74,11 +74,11 @@ def test_resuming_with_another_schedule_length_refuses(tmp_path):
   question_answering.set_precision_policy("float32")
   model, _ = span_model.build_span_model(tiny_config())
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
-  path = trainer_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "ckpt"))
-  assert trainer_lib.schedule_steps_in(path) == 10
-  trainer_lib.check_schedule(path, 10)  # the same length resumes
-  with pytest.raises(trainer_lib.ScheduleMismatchError) as error:
-    trainer_lib.check_schedule(path, 20)
+  path = model_dir_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "ckpt"))
+  assert model_dir_lib.schedule_steps_in(path) == 10
+  model_dir_lib.check_schedule(path, 10)  # the same length resumes
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.check_schedule(path, 20)
   assert str(error.value) == (
       f"{path} was trained on a learning-rate schedule of 10 steps, this run asks for 20; "
       f"resume with --max_steps=10 (and the same batch and epochs), or start a new --model_dir")
@@ -91,13 +91,13 @@ def test_checkpoints_hold_the_dropout_state(tmp_path):
   model = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=tiny_config(), max_seq_length=16)).build_model()
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
-  assert len(question_answering.dropout_generators(model)) == 1 + 4 * 2
-  path = trainer_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "new"))
+  assert len(model_dir_lib.dropout_generators(model)) == 1 + 4 * 2
+  path = model_dir_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "new"))
   states = [n for n, _ in tf.train.list_variables(path)
-            if n.startswith(trainer_lib.DROPOUT_STATE_KEY + "/")]
-  assert len(states) == 9 and trainer_lib.has_dropout_state(path)
+            if n.startswith(model_dir_lib.DROPOUT_STATE_KEY + "/")]
+  assert len(states) == 9 and model_dir_lib.has_dropout_state(path)
   earlier = tf.train.Checkpoint(model=model, optimizer=optimizer).save(str(tmp_path / "earlier"))
-  assert not trainer_lib.has_dropout_state(earlier)
+  assert not model_dir_lib.has_dropout_state(earlier)
 
 
 def test_float32_override_covers_every_weight_read_in_float16(float32_policy_after):

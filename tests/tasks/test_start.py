@@ -26,6 +26,7 @@ from squad_qa.model import span_model
 from squad_qa.serving import export_model
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import run_plan
 from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
@@ -171,15 +172,16 @@ def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = trainer_lib.make_checkpoint(model, optimizer, steps)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
   if not start.resume and start.init_checkpoint:
     checkpoints.initialize_from(model, start.init_checkpoint)
-  trainer = trainer_lib.QATrainer(strategy, replica_step or task.replica_step(model, optimizer),
-                                  optimizer, 4)
+  trainer = question_answering.QATrainer(
+      strategy, replica_step or task.replica_step(model, optimizer), optimizer, 4)
   return trainer_lib.train(
-      strategy, trainer, checkpoint, model_dir, steps,
-      lambda context, skip: synthetic_dataset(config, 4).skip(skip), 1, 1, True, start=start,
-      before_first_save=lambda: artifacts.write_json(
+      trainer, checkpoint, lambda context, skip: synthetic_dataset(config, 4).skip(skip),
+      run_plan.RunPlan(model_dir=model_dir, num_train_steps=steps, save_checkpoints_steps=1,
+                       steps_per_loop=1),
+      start=start, before_first_save=lambda: artifacts.write_json(
           os.path.join(model_dir, artifacts.QA_CONFIG_FILE), qa_config))
 
 

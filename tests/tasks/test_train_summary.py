@@ -1,10 +1,11 @@
 """train.py's one-line accounts: the padded lengths, and the summary at the end of the command."""
 
+from squad_qa.tasks import run_plan
 from squad_qa.tasks import train_and_evaluate
 
 
 def test_padded_lengths_in_a_few_words():
-  assert [train_and_evaluate.describe_lengths(lengths) for lengths in (
+  assert [run_plan.describe_lengths(lengths) for lengths in (
       (384,), (8, 16), (8, 16, 24), tuple(range(8, 392, 8)), (8, 16, 384, 512))] == [
           "384 tokens", "8 and 16 tokens", "8, 16 and 24 tokens",
           "48 buckets, 8..384 tokens in steps of 8", "4 buckets, 8..512 tokens"]

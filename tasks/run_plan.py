@@ -1,0 +1,242 @@
+"""A training run's plan: batch, accumulation, steps, padded lengths, precision and XLA, decided
+once from the config, the records and the device, and logged once.
+
+`plan_run` is the one place these are resolved: the task, the loop (tasks/trainer.py) and
+train_results.json take the `RunPlan` it returns.
+"""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from absl import logging
+import tensorflow as tf
+
+from squad_qa import errors
+from squad_qa.model import precision as precision_lib
+from squad_qa.model.memory import device as memory_device
+from squad_qa.model.memory import diagnose
+from squad_qa.model.memory import plan as memory_plan
+from squad_qa.preprocess import records
+from squad_qa.tasks import distribution
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+  """What a training run does, resolved (see `plan_run`).
+
+  Attributes:
+    model_dir: where the chief writes checkpoints and summaries.
+    num_train_steps: the optimizer step the run trains to (the schedule's length).
+    save_checkpoints_steps: steps between checkpoints.
+    steps_per_loop: the most steps in one compiled loop (never past a checkpoint step).
+    replicas: replicas in sync.
+    micro_batch_size: features per forward/backward pass on one replica.
+    accumulation_steps: passes per optimizer step.
+    steps_per_epoch: optimizer steps in one pass over the train windows.
+    length_buckets: padded lengths of the batches, in tokens (None: all at max_seq_length).
+    precision: the compute dtype, "float32", "float16" or "bfloat16".
+    xla: whether the step is compiled with XLA; `xla_reason` says why in a few words.
+    memory: the planner's `model.memory.plan.BatchPlan` for one replica (for a diagnosis).
+    device: the `model.memory.device.Device` it was planned for.
+  """
+  model_dir: str
+  num_train_steps: int
+  save_checkpoints_steps: int = 1000
+  steps_per_loop: int = 100
+  replicas: int = 1
+  micro_batch_size: int = 32
+  accumulation_steps: int = 1
+  steps_per_epoch: int = 1
+  length_buckets: Optional[Tuple[int, ...]] = None
+  precision: str = "float32"
+  xla: bool = False
+  xla_reason: str = ""
+  memory: object = None
+  device: object = None
+
+  @property
+  def global_batch_size(self):
+    """Features per optimizer step over all replicas and accumulated passes."""
+    return self.micro_batch_size * self.accumulation_steps * self.replicas
+
+  def summary(self):
+    """The figures train_results.json records of the plan (a dict)."""
+    return {"train_batch_size": self.micro_batch_size * self.replicas,
+            "num_replicas": self.replicas, "gradient_accumulation_steps": self.accumulation_steps,
+            "effective_batch_size": self.global_batch_size, "xla": self.xla,
+            "mixed_precision_dtype": self.precision,
+            "length_buckets": list(self.length_buckets or [])}
+
+
+def plan_run(config, bert_config, meta, strategy, policy):
+  """Resolves `config` (a `TrainConfig`) for the records' `meta` under `strategy`, and logs it.
+
+  Args:
+    config: the run's `tasks.train_config.TrainConfig`.
+    bert_config: the encoder's `model.bert_config.BertConfig`.
+    meta: the records' meta.json (dict).
+    strategy: the tf.distribute strategy the run trains under.
+    policy: the tf_keras dtype policy's name the model is built under.
+
+  Returns:
+    A `RunPlan`.
+
+  Raises:
+    memory_plan.MemoryPlanError, distribution.DistributionError, errors.UsageError: a batch that
+      does not fit or divide, too few train windows, length buckets the records cannot take.
+  """
+  max_seq_length = meta["flags"]["max_seq_length"]
+  replicas = strategy.num_replicas_in_sync
+  device = memory_device.detect_device(config.device_memory_gb)
+  batches = plan_memory(config, bert_config, max_seq_length, policy, device, replicas)
+  global_batch = batches.effective_batch_size * replicas
+  xla, xla_reason = config.xla_and_reason
+  num_features = meta["splits"][records.TRAIN_SPLIT]["num_features"]
+  plan = RunPlan(
+      model_dir=config.model_dir,
+      num_train_steps=num_train_steps_for(config, num_features, global_batch),
+      save_checkpoints_steps=config.save_checkpoints_steps,
+      steps_per_loop=min(config.steps_per_loop, config.save_checkpoints_steps),
+      replicas=replicas, micro_batch_size=batches.micro_batch_size,
+      accumulation_steps=batches.accumulation_steps,
+      steps_per_epoch=records.steps_per_epoch(num_features, global_batch),
+      # The planner counts max_seq_length, the largest bucket's length: every batch fits.
+      length_buckets=train_length_buckets(
+          config.length_buckets, max_seq_length, xla,
+          static_shapes=isinstance(strategy, tf.distribute.TPUStrategy)),
+      precision=config.precision, xla=bool(xla), xla_reason=xla_reason, memory=batches,
+      device=device)
+  logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
+               "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
+               plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
+               xla_reason, plan.num_train_steps, memory_device.format_bytes(batches.estimate.total),
+               device.description)
+  logging.info("padded lengths: %s", describe_lengths(plan.length_buckets or (max_seq_length,)))
+  return plan
+
+
+def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
+  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
+
+  float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
+  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX: `model.precision`; matmuls at
+  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU"). Elsewhere bfloat16
+  needs XLA (`precision.bfloat16_needs_xla`): without it, it sums in bfloat16 and is ~10x slower.
+  """
+  if has_gpu or dtype == "float32":
+    return
+  if dtype == "float16":
+    logging.warning("--mixed_precision_dtype=float16 without a GPU: float16 runs on the CPU about "
+                    "40x slower than float32")
+    return
+  if not precision_lib.bfloat16_needs_xla():
+    return
+  if xla:
+    logging.warning("--mixed_precision_dtype=bfloat16: this CPU has neither AVX512-BF16 nor AMX, "
+                    "so bfloat16 runs under XLA and may be slower than float32 here")
+  else:
+    logging.warning("--mixed_precision_dtype=bfloat16 with --noxla: this CPU has neither "
+                    "AVX512-BF16 nor AMX, and TensorFlow's einsum sums in bfloat16 here (gradients "
+                    "~10x less exact, steps ~10x slower than under XLA); drop --noxla")
+
+
+def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
+  """Resolves the (global) batch settings into one replica's plan, and runs the pre-flight check.
+
+  `train_batch_size` and `effective_batch_size` are global: each replica takes 1/num_replicas.
+
+  Returns:
+    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
+
+  Raises:
+    memory_plan.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
+      planner estimates that the micro-batch does not fit `device`; the message is the diagnosis.
+    distribution.DistributionError: a global batch that the replicas do not divide.
+  """
+  per_replica = config.train_batch_size
+  if per_replica != "auto":
+    per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
+  effective = config.effective_batch_size
+  if effective is None and per_replica == "auto":
+    effective = memory_plan.DEFAULT_EFFECTIVE_BATCH_SIZE
+  if effective is not None:
+    if effective % num_replicas:
+      raise distribution.DistributionError(
+          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
+    effective //= num_replicas
+  plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
+                                  config.gradient_accumulation_steps, effective)
+  if plan.estimate.total > device.usable_bytes:
+    message = diagnose.diagnosis(
+        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
+        plan.accumulation_steps, headline="the planner estimates that this batch does not fit")
+    if config.memory_check:
+      raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
+    logging.warning("--nomemory_check: training anyway although %s", message)
+  return plan
+
+
+def num_train_steps_for(config, num_features, batch_size):
+  """`max_steps` if given, else epochs x full global batches per epoch (at least 1).
+
+  An epoch is every train window once, less `num_features % batch_size` random ones
+  (records.train_dataset: every batch full).
+
+  Raises:
+    errors.UsageError: fewer train windows than one global batch.
+  """
+  per_epoch = records.steps_per_epoch(num_features, batch_size)
+  if not per_epoch:
+    raise errors.UsageError(
+        f"the train records in {config.records_dir} hold {num_features} windows, fewer than one "
+        f"global batch of {batch_size}; lower --train_batch_size (or "
+        f"--gradient_accumulation_steps)")
+  if config.max_steps:
+    return config.max_steps
+  return max(1, int(per_epoch * config.num_train_epochs))
+
+
+def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=False):
+  """The `length_buckets` setting resolved for the records: a tuple of padded lengths, or None.
+
+  Args:
+    length_buckets: None (off), "auto", or increasing token counts.
+    max_seq_length: the records' window length, in tokens (always the last boundary).
+    xla: whether the step is compiled with XLA.
+    static_shapes: whether the strategy compiles one static shape (TPUs).
+
+  `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
+  step once per length, of records.XLA_LENGTH_BUCKET_STEP; with `static_shapes` it is off.
+
+  Raises:
+    errors.UsageError: a boundary above the records' max_seq_length; boundaries with
+      `static_shapes`.
+  """
+  if length_buckets is None:
+    return None
+  if static_shapes:
+    if length_buckets == "auto":
+      logging.info("length buckets off: a TPU compiles one static batch shape")
+      return None
+    raise errors.UsageError("--length_buckets: a TPU compiles one static batch shape; use "
+                            "--nolength_buckets (the default under --distribution_strategy=tpu)")
+  try:
+    return records.length_bucket_boundaries(
+        max_seq_length, None if length_buckets == "auto" else length_buckets,
+        step=records.XLA_LENGTH_BUCKET_STEP if xla else records.LENGTH_BUCKET_STEP)
+  except ValueError as e:
+    raise errors.UsageError(f"--length_buckets: {e}; the records were made with "
+                            f"make_records.py --max_seq_length={max_seq_length}") from None
+
+
+def describe_lengths(lengths):
+  """The padded lengths (increasing token counts) in a few words: "384 tokens", "8, 16 and 24
+  tokens", or "48 buckets, 8..384 tokens in steps of 8"."""
+  lengths = list(lengths)
+  if len(lengths) == 1:
+    return f"{lengths[0]} tokens"
+  if len(lengths) <= 3:
+    return f"{', '.join(map(str, lengths[:-1]))} and {lengths[-1]} tokens"
+  steps = {b - a for a, b in zip(lengths, lengths[1:])}
+  step = f" in steps of {steps.pop()}" if len(steps) == 1 else ""
+  return f"{len(lengths)} buckets, {lengths[0]}..{lengths[-1]} tokens{step}"
