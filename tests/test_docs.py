@@ -125,3 +125,44 @@ def test_readme_and_build_stay_short():
   build = (testutil.REPO / "BUILD.md").read_text(encoding="utf-8").splitlines()
   assert len(readme) <= 220, len(readme)
   assert len(build) <= 320, len(build)
+
+
+# Folders at the root that are not the package's modules (tests/, benchmarks/, tools/ and docs/ run
+# from a clone and are not installed).
+NOT_PACKAGE = {"tests", "benchmarks", "tools", "docs"}
+
+
+def module_table_paths():
+  """The paths in the first column of docs/design.md's "Module by module" table (a folder ends with
+  "/")."""
+  text = (testutil.REPO / "docs" / "design.md").read_text(encoding="utf-8")
+  section = text.split("\n## Module by module\n", 1)[1].split("\n## ", 1)[0]
+  paths = []
+  for line in section.splitlines():
+    if line.startswith("| `"):
+      paths += re.findall(r"`([^`]+)`", line.split("|")[1])
+  return paths
+
+
+def package_modules():
+  """The package's modules: its .py files outside NOT_PACKAGE, hidden and build folders, without
+  `__init__.py`, as paths relative to the root."""
+  modules = []
+  for path in testutil.REPO.rglob("*.py"):
+    parts = path.relative_to(testutil.REPO).parts
+    if (parts[0] in NOT_PACKAGE or path.name == "__init__.py"
+        or any(p.startswith(".") or p in ("build", "__pycache__") or p.endswith(".egg-info")
+               for p in parts[:-1])):
+      continue
+    modules.append("/".join(parts))
+  return sorted(modules)
+
+
+def test_the_module_table_lists_every_module_and_only_paths_that_exist():
+  paths = module_table_paths()
+  assert len(paths) > 20, paths
+  assert [p for p in paths if not (testutil.REPO / p).exists()] == []
+  folders = [p for p in paths if p.endswith("/")]
+  modules = package_modules()
+  assert "train.py" in modules and "preprocess/records.py" in modules
+  assert [m for m in modules if m not in paths and not any(m.startswith(f) for f in folders)] == []
