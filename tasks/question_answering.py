@@ -1,7 +1,7 @@
 """The SQuAD span task: model, inputs, loss, the train step with gradient accumulation, optimizer.
 
 Shaped like tf-models-official's `official.nlp.tasks.question_answering.QuestionAnsweringTask`
-(`build_model`, `build_inputs`, `build_losses`, `train_step`, `create_optimizer`), without its
+(`build_model`, `build_inputs`, `train_step`, `create_optimizer`), without its
 config machinery: a `QATaskConfig` dataclass holds the settings, so the task is usable from Python
 without defining flags. Works under any `tf.distribute` strategy: the input is a
 `dataset_fn(input_context)` for `strategy.distribute_datasets_from_function`, each replica's loss
@@ -349,11 +349,6 @@ class QuestionAnsweringTask:
     if skip_steps:
       dataset = dataset.skip(skip_steps * replicas_here)
     return dataset
-
-  def build_losses(self, labels, model_outputs, global_batch_size=None):
-    """`span_loss` of (start_logits, end_logits) against labels' start/end_positions."""
-    return span_loss(labels["start_positions"], labels["end_positions"], *model_outputs,
-                     global_batch_size=global_batch_size, input_mask=labels.get("input_mask"))
 
   def replica_step(self, model, optimizer):
     """The per-replica train step (`make_replica_step`) with this task's settings."""
