@@ -166,3 +166,42 @@ def test_the_module_table_lists_every_module_and_only_paths_that_exist():
   modules = package_modules()
   assert "train.py" in modules and "preprocess/records.py" in modules
   assert [m for m in modules if m not in paths and not any(m.startswith(f) for f in folders)] == []
+
+
+# A benchmark or tool named in the docs, as a module or a path, and the rest of its command.
+SCRIPT_COMMAND = re.compile(r"(?<![/\w])(benchmarks|tools)[./](?!md\b)(\w+)(?:\.py|\.sh)?([^`\n|]*)")
+# Where a script's flags may be defined besides the script itself.
+SHARED_FLAG_FILES = ("benchmarks/peer.py", "flags/definitions.py")
+# Scripts that hand their flags to another program (TensorFlow's saved_model_cli).
+PASS_THROUGH = ("tools/saved_model_cli.py",)
+
+
+def script_references():
+  """(doc, script path, [flag names]) of every `benchmarks.x` / `benchmarks/x.py` / `tools...`
+  in the documentation, with the --flags that follow it on its command line."""
+  found = []
+  for path in documentation_files():
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    for folder, name, rest in SCRIPT_COMMAND.findall(text):
+      candidates = [f"{folder}/{name}.py", f"{folder}/{name}.sh", f"{folder}/{name}"]
+      script = next((c for c in candidates if (testutil.REPO / c).exists()), candidates[0])
+      found.append((path.name, script, re.findall(r"(?<![\w-])--(?:no)?([a-z][a-z0-9_]*)", rest)))
+  return found
+
+
+def test_every_script_the_docs_name_exists_with_the_flags_they_give():
+  references = script_references()
+  assert len(references) > 40
+  missing, unknown = [], []
+  for doc, script, names in references:
+    if not (testutil.REPO / script).exists():
+      missing.append((doc, script))
+      continue
+    if not script.endswith(".py") or script in PASS_THROUGH:
+      continue
+    sources = "".join((testutil.REPO / f).read_text(encoding="utf-8")
+                      for f in (script, *SHARED_FLAG_FILES))
+    unknown += [(doc, script, n) for n in names
+                if not any(f'"{form}' in sources for form in (f'{n}"', f"--{n}\"", f"--{n}="))]
+  assert missing == []
+  assert unknown == []
