@@ -61,7 +61,8 @@ def define_flags():
   flags.DEFINE_string("peer_dir", None, "run: the peer's scripts (finetune_eval.py); default "
                       "$PEER_DIR, else ../shared/peer beside the repository.")
   flags.DEFINE_integer("peer_planned_steps", None, "run: steps the peer's linear schedule decays "
-                       "over in the first run (later runs: the steps it reached in the run before).")
+                       "over in the first run (later runs: the steps it reached in the run "
+                       "before).")
   flags.DEFINE_integer("runs", 2, "run: ours-then-peer runs.")
   flags.DEFINE_string("output_dir", "budget_vs_peer", "run: where each run's outputs and figures "
                       "go.")
@@ -97,7 +98,8 @@ def run_ours(run_dir):
   demo_out = os.path.join(run_dir, "demo_out")
   shutil.rmtree(demo_out, ignore_errors=True)
   started = time.time()
-  result = subprocess.run(["bash", os.path.join(peer.REPO, "demo.sh")], capture_output=True, text=True,
+  result = subprocess.run(["bash", os.path.join(peer.REPO, "demo.sh")], capture_output=True,
+                          text=True,
                           env=dict(os.environ, DEMO_OUT=os.path.abspath(demo_out)), check=False)
   with open(os.path.join(run_dir, "demo.log"), "w", encoding="utf-8") as f:
     f.write(result.stdout + result.stderr)

@@ -6,7 +6,8 @@ r"""Featurization speed and memory: ours vs the reference, on full SQuAD dev and
 
 Each side runs as its own child process, as a user runs it, from reading the JSON to closed TFRecord
 shards:
-  * ours: `python preprocess/make_records.py` (--num_workers processes, tensorflow-text + NumPy), once
+  * ours: `python preprocess/make_records.py` (--num_workers processes, tensorflow-text + NumPy),
+    once
     for dev, once for train and once for both together;
   * reference: tf-models-official's `squad_lib.read_squad_examples` + `FullTokenizer` +
     `convert_examples_to_features` + `FeatureWriter` through tools/reference_features.py (what its
@@ -50,7 +51,7 @@ def _proportional_set_size(process):
 
 
 def run_measured(command):
-  """Runs `command`, sampling the PSS of its process tree. Returns (wall s, peak bytes, out, err)."""
+  """Runs `command`, sampling its process tree's PSS; returns (wall s, peak bytes, out, err)."""
   started = time.time()
   with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
     proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=err, text=True)
@@ -169,7 +170,8 @@ def main():
   for (side, name), (job, cpu, wall, peak) in rows.items():
     wall_text = f"{wall:.1f}" if wall is not None else "-"
     peak_text = f"{peak / 2**20:.0f} MiB" if peak is not None else "-"
-    print(f"| {side} | {name} | {job:.1f} | {cpu:.1f} | {wall_text} | {questions[name] / job:.0f} | "
+    print(f"| {side} | {name} | {job:.1f} | {cpu:.1f} | {wall_text} | "
+          f"{questions[name] / job:.0f} | "
           f"{peak_text} |")
   if not args.skip_reference:
     print()

@@ -1,4 +1,4 @@
-r"""Checks the GPU path end to end on one GPU and prints one table: check, result, figure, pass/fail.
+r"""Checks the GPU path end to end on one GPU; prints one table: check, result, figure, pass/fail.
 
     SQUAD_DIR=... bash benchmarks/gpu_check.sh            # installs, then runs this (~5 minutes)
     python -m benchmarks.gpu_check [--squad_dir=...] [--work_dir=...]

@@ -111,7 +111,8 @@ def training_step(config, seq, batch_size, precision, xla=False):
   model, _ = span_model.build_span_model(config)
   optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=precision == "float16")
   inner = getattr(optimizer, "inner_optimizer", optimizer)
-  inner._create_all_weights(question_answering.trained_variables(model))  # pylint: disable=protected-access
+  variables = question_answering.trained_variables(model)
+  inner._create_all_weights(variables)  # pylint: disable=protected-access
   rng = np.random.default_rng(0)
   b, s = batch_size, seq
   batch = {
@@ -463,7 +464,8 @@ def google_tf1(args):
   if args.bisect:
     high = bisect_limit(lambda limit: run_google_tf1_child(args, limit)["status"] == "OK",
                         int(r["count"] / MIB * 0.6), int(r["count"] / MIB * 2.0))
-    print(f"  smallest BFC limit that runs    {high:9d} MiB = {high * MIB / r['count']:.3f} x count "
+    print(f"  smallest BFC limit that runs    {high:9d} MiB = {high * MIB / r['count']:.3f} x "
+          f"count "
           f"({high * MIB / r['count_without_early']:.3f} x the count without early products)")
 
 

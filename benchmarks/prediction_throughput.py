@@ -1,4 +1,5 @@
-r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same answers?
+r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same
+answers?
 And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
 
   python -m benchmarks.prediction_throughput --records_dir=records --model_dir=model_out \
@@ -177,7 +178,8 @@ def share(answers, reference):
 def main(argv):
   del argv
   if FLAGS.export_dirs:
-    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations") if FLAGS[n].present]
+    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations")
+             if FLAGS[n].present]
     if not FLAGS.records_dir or given:
       sys.exit(f"prediction_throughput.py: --export_dirs compares precisions on --records_dir "
                f"alone{'; drop ' + ', '.join(given) if given else ''}")

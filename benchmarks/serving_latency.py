@@ -4,7 +4,8 @@ r"""Where one serving call's time goes, and serve_text against the Hugging Face 
       --peer_python=<peer venv>/bin/python --peer_model=<HF folder> \
       [--peer_precisions=float32,bfloat16,int8] [--runs=2] [--repeats=20]
   python -m benchmarks.serving_latency --mode=stages [--model=tiny|minilm] [--repeats=30]
-  python -m benchmarks.serving_latency --mode=precision --export_dirs=export,export_bf16,export_int8 \
+  python -m benchmarks.serving_latency --mode=precision \
+      --export_dirs=export,export_bf16,export_int8 \
       [--repeats=20] [--bert_config_file=<the encoder's config; default the packaged MiniLM's>]
   python -m benchmarks.serving_latency --mode=attention [--repeats=5]
 

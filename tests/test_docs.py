@@ -169,7 +169,8 @@ def test_the_module_table_lists_every_module_and_only_paths_that_exist():
 
 
 # A benchmark or tool named in the docs, as a module or a path, and the rest of its command.
-SCRIPT_COMMAND = re.compile(r"(?<![/\w])(benchmarks|tools)[./](?!md\b)(\w+)(?:\.py|\.sh)?([^`\n|]*)")
+SCRIPT_COMMAND = re.compile(
+    r"(?<![/\w])(benchmarks|tools)[./](?!md\b)(\w+)(?:\.py|\.sh)?([^`\n|]*)")
 # Where a script's flags may be defined besides the script itself.
 SHARED_FLAG_FILES = ("benchmarks/peer.py", "flags/definitions.py")
 # Scripts that hand their flags to another program (TensorFlow's saved_model_cli).
