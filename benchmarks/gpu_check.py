@@ -1,4 +1,4 @@
-r"""Checks the GPU path end to end on one GPU and prints one table: check, result, figure, pass/fail.
+r"""Checks the GPU path end to end on one GPU; prints one table: check, result, figure, pass/fail.
 
     SQUAD_DIR=... bash benchmarks/gpu_check.sh            # installs, then runs this (~5 minutes)
     python -m benchmarks.gpu_check [--squad_dir=...] [--work_dir=...]
@@ -12,7 +12,7 @@ What runs, each as the user runs it (the commands as subprocesses of this interp
                  --train_steps steps, with --xla, --noxla and --gradient_accumulation_steps=2; the
                  loss TensorBoard recorded for the first loop must be above the last loop's.
   memory b=N     for each of --memory_batch_sizes, a fresh process runs two mixed_float16 training
-                 steps (benchmarks/memory_bfc.py's child) and reads the GPU allocator's peak
+                 steps (benchmarks/memory.py's bfc child) and reads the GPU allocator's peak
                  (tf.config.experimental.get_memory_info("GPU:0")["peak"]); the figure is
                  measured / the planner's count (model/memory/estimate.py), which must stay within
                  the headroom --train_batch_size=auto keeps
@@ -151,11 +151,10 @@ def check_training(table, name, base_args, model_dir, extra, expected):
 
 def check_memory(table, model, seq, batch, device, precision):
   """Measures one batch's training peak in a fresh process against the planner's count."""
-  from benchmarks import memory_bfc  # pylint: disable=g-import-not-at-top
-  from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top
-  result, proc = memory_cpu.run_child_json(
-      memory_bfc.__file__, [f"--model={model}", f"--seq={seq}", f"--batch={batch}",
-                            f"--device={device}", f"--precision={precision}"])
+  from benchmarks import memory  # pylint: disable=g-import-not-at-top
+  result, proc = memory.run_child_json(
+      memory.MODULE, ["--mode=bfc", f"--model={model}", f"--seq={seq}", f"--batch={batch}",
+                      f"--device={device}", f"--precision={precision}"])
   name = f"memory b={batch}"
   if not result or result["status"] != "OK":
     table.add(name, "did not run", (result or {}).get("status") or proc.stderr[-160:], False)

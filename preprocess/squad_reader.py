@@ -21,14 +21,13 @@ Anything else that is not a string id or an integer offset (floats, booleans, "1
 still refused by `read_squad` with one line.
 """
 
-import bisect
 import collections
 import dataclasses
 import json
 import os
 import re
 import unicodedata
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 
@@ -124,11 +123,6 @@ class ContextWords:
     word = ~space
     self.starts = np.flatnonzero(word & np.concatenate([[True], space[:-1]])).tolist()
     self.ends = (np.flatnonzero(word & np.concatenate([space[1:], [True]])) + 1).tolist()
-
-  def word_of(self, char_index):
-    """run_squad.py's char_to_word_offset[char_index]: the word holding the character, or for
-    whitespace the word before it (-1 before the first word)."""
-    return bisect.bisect_right(self.starts, char_index) - 1
 
   def words(self, first=0, last=None):
     """The words first..last (inclusive; default all) as str."""

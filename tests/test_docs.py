@@ -125,3 +125,84 @@ def test_readme_and_build_stay_short():
   build = (testutil.REPO / "BUILD.md").read_text(encoding="utf-8").splitlines()
   assert len(readme) <= 220, len(readme)
   assert len(build) <= 320, len(build)
+
+
+# Folders at the root that are not the package's modules (tests/, benchmarks/, tools/ and docs/ run
+# from a clone and are not installed).
+NOT_PACKAGE = {"tests", "benchmarks", "tools", "docs"}
+
+
+def module_table_paths():
+  """The paths in the first column of docs/design.md's "Module by module" table (a folder ends with
+  "/")."""
+  text = (testutil.REPO / "docs" / "design.md").read_text(encoding="utf-8")
+  section = text.split("\n## Module by module\n", 1)[1].split("\n## ", 1)[0]
+  paths = []
+  for line in section.splitlines():
+    if line.startswith("| `"):
+      paths += re.findall(r"`([^`]+)`", line.split("|")[1])
+  return paths
+
+
+def package_modules():
+  """The package's modules: its .py files outside NOT_PACKAGE, hidden and build folders, without
+  `__init__.py`, as paths relative to the root."""
+  modules = []
+  for path in testutil.REPO.rglob("*.py"):
+    parts = path.relative_to(testutil.REPO).parts
+    if (parts[0] in NOT_PACKAGE or path.name == "__init__.py"
+        or any(p.startswith(".") or p in ("build", "__pycache__") or p.endswith(".egg-info")
+               for p in parts[:-1])):
+      continue
+    modules.append("/".join(parts))
+  return sorted(modules)
+
+
+def test_the_module_table_lists_every_module_and_only_paths_that_exist():
+  paths = module_table_paths()
+  assert len(paths) > 20, paths
+  assert [p for p in paths if not (testutil.REPO / p).exists()] == []
+  folders = [p for p in paths if p.endswith("/")]
+  modules = package_modules()
+  assert "train.py" in modules and "preprocess/records.py" in modules
+  assert [m for m in modules if m not in paths and not any(m.startswith(f) for f in folders)] == []
+
+
+# A benchmark or tool named in the docs, as a module or a path, and the rest of its command.
+SCRIPT_COMMAND = re.compile(
+    r"(?<![/\w])(benchmarks|tools)[./](?!md\b)(\w+)(?:\.py|\.sh)?([^`\n|]*)")
+# Where a script's flags may be defined besides the script itself.
+SHARED_FLAG_FILES = ("benchmarks/peer.py", "flags/definitions.py")
+# Scripts that hand their flags to another program (TensorFlow's saved_model_cli).
+PASS_THROUGH = ("tools/saved_model_cli.py",)
+
+
+def script_references():
+  """(doc, script path, [flag names]) of every `benchmarks.x` / `benchmarks/x.py` / `tools...`
+  in the documentation, with the --flags that follow it on its command line."""
+  found = []
+  for path in documentation_files():
+    text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+    for folder, name, rest in SCRIPT_COMMAND.findall(text):
+      candidates = [f"{folder}/{name}.py", f"{folder}/{name}.sh", f"{folder}/{name}"]
+      script = next((c for c in candidates if (testutil.REPO / c).exists()), candidates[0])
+      found.append((path.name, script, re.findall(r"(?<![\w-])--(?:no)?([a-z][a-z0-9_]*)", rest)))
+  return found
+
+
+def test_every_script_the_docs_name_exists_with_the_flags_they_give():
+  references = script_references()
+  assert len(references) > 40
+  missing, unknown = [], []
+  for doc, script, names in references:
+    if not (testutil.REPO / script).exists():
+      missing.append((doc, script))
+      continue
+    if not script.endswith(".py") or script in PASS_THROUGH:
+      continue
+    sources = "".join((testutil.REPO / f).read_text(encoding="utf-8")
+                      for f in (script, *SHARED_FLAG_FILES))
+    unknown += [(doc, script, n) for n in names
+                if not any(f'"{form}' in sources for form in (f'{n}"', f"--{n}\"", f"--{n}="))]
+  assert missing == []
+  assert unknown == []

