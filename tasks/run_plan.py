@@ -18,6 +18,8 @@ from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.tasks import distribution
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +115,23 @@ def plan_run(config, bert_config, meta, strategy, policy):
                device.description)
   logging.info("padded lengths: %s", describe_lengths(plan.length_buckets or (max_seq_length,)))
   return plan
+
+
+def set_precision(config):
+  """Sets the global tf_keras dtype policy the model is built under, logs it, and returns its name.
+
+  Training computes in `config.precision`; prediction alone (`do_train` off) in float32, as
+  export.py serves by default (`train_and_evaluate.float32_model`).
+  """
+  if config.do_train:
+    policy = question_answering.set_precision_policy(config.precision)
+    logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
+    warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
+    return policy
+  if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):
+    logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
+                    "predicts in float32", config.mixed_precision_dtype)
+  return question_answering.set_precision_policy("float32")
 
 
 def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):

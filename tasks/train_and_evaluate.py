@@ -1,23 +1,10 @@
 """train.py's job: fine-tune a BERT encoder for SQuAD span prediction, then predict and score dev.
 
-Read top to bottom: config -> strategy -> task -> controller -> evaluate. The task
-(tasks/question_answering.py: tfm's BertEncoder + BertSpanLabeler, the sharded tf.data input,
-the loss over the global batch, the train step with gradient accumulation, AdamW warming up to
-`learning_rate` and decaying linearly to 0) runs under a tf.distribute strategy
-(tasks/distribution.py) in orbit's loop (tasks/trainer.py: checkpoints every
-`save_checkpoints_steps` into `model_dir` and resumes from the latest there, TensorBoard
-summaries, a checkpoint on SIGTERM). Then the chief predicts the eval shards and writes
-predictions.json and eval_results.json (official SQuAD EM/F1) to `model_dir`
-(tasks/evaluation.py).
-
-`train_batch_size` is the global batch of one forward/backward pass; each replica takes
-train_batch_size / replicas; `gradient_accumulation_steps` passes make an optimizer step.
-`gpu` trains under mixed_float16 with dynamic loss scaling (logits and loss float32);
-`mixed_precision_dtype="bfloat16"` under mixed_bfloat16 (on the GPU or on a CPU with bfloat16
-matmuls: AVX512-BF16, AMX), "float32" in float32; "auto" (the default) picks float16 with `gpu`,
-else bfloat16 on a CPU with bfloat16 matmuls, else float32. Memory (model/memory/): the
-per-replica batch is checked against one device before training; `train_batch_size="auto"` plans
-it; an out-of-memory step stops with the same diagnosis and leaves the last checkpoint as it was.
+Read top to bottom: check the inputs (tasks/run_inputs.py) -> strategy (tasks/distribution.py)
+-> precision and the run's plan (tasks/run_plan.py) -> task (tasks/question_answering.py) ->
+loop (tasks/trainer.py: checkpoints into `model_dir`, resume from the latest there, TensorBoard
+summaries, a checkpoint on SIGTERM) -> the chief predicts the eval shards and writes
+predictions.json and eval_results.json with the official SQuAD EM/F1 (tasks/evaluation.py).
 `eval_every_steps` scores dev while training (tasks/learning_curve.py).
 """
 
@@ -32,61 +19,18 @@ import tf_keras
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import progress as progress_lib
-from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model.memory import diagnose
 from squad_qa.preprocess import records
-from squad_qa.preprocess import squad_reader
-from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
 from squad_qa.tasks import learning_curve
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import run_inputs
 from squad_qa.tasks import run_plan
-from squad_qa.tasks import train_config
 from squad_qa.tasks import train_progress
 from squad_qa.tasks import trainer as trainer_lib
-
-def bert_config_and_meta(config):
-  """The records' meta.json and the encoder's BertConfig (from the flags or the model_dir).
-
-  Returns:
-    (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
-
-  Raises:
-    errors.UsageError: no config, a vocab other than the records', or too few positions.
-  """
-  meta = records.read_meta(config.records_dir)
-  config_file, vocab_file = checkpoints.resolve_model_files(
-      config.init_checkpoint, config.bert_config_file, config.vocab_file)
-  config_file = config_file or artifacts.read_qa_config(config.model_dir).get("bert_config_file")
-  if not config_file:
-    raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "
-                            "beside it)")
-  if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
-    raise errors.UsageError(f"--vocab_file={vocab_file} is not the vocab the records were made "
-                            f"with ({meta['flags']['vocab_file']}); rerun make_records.py with it")
-  bert_config = bert_config_lib.BertConfig.from_json_file(config_file)
-  if meta["flags"]["max_seq_length"] > bert_config.max_position_embeddings:
-    raise errors.UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but "
-                            f"the encoder has {bert_config.max_position_embeddings} positions")
-  vocab_size = records.vocab_size_of(meta)
-  if vocab_size and vocab_size > bert_config.vocab_size:
-    raise errors.UsageError(
-        f"the records in {config.records_dir} were made with a vocab of {vocab_size} tokens "
-        f"({meta['flags']['vocab_file']}) but the encoder's vocab_size is {bert_config.vocab_size} "
-        f"({config_file}): ids from {bert_config.vocab_size} on have no embedding; make the "
-        f"records with the encoder's vocab.txt, or resize the encoder's embedding to "
-        f"{vocab_size} rows and its config's vocab_size with it")
-  trained = artifacts.read_qa_config(config.model_dir)
-  if trained.get("vocab_sha256") and trained["vocab_sha256"] != meta["vocab_sha256"]:
-    raise errors.UsageError(
-        f"the records in {config.records_dir} were made with {meta['flags']['vocab_file']} "
-        f"(SHA-256 {meta['vocab_sha256'][:12]}…) but --model_dir={config.model_dir} was trained "
-        f"with {trained['vocab_file']} (SHA-256 {trained['vocab_sha256'][:12]}…); make the records "
-        f"with that vocab, or pass a new --model_dir")
-  return bert_config, config_file, meta
 
 
 def train(config, strategy, bert_config, meta, policy, start, write_qa_config, scorer=None):
@@ -190,28 +134,6 @@ def score_line(results, predict_file, version_2):
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
 
-def default_predict_file(meta):
-  """train.py's --predict_file when none is given: the SQuAD JSON the eval records were made from
-  (meta.json's `input_file`) while it is still there, else $SQUAD_DIR's dev file.
-
-  Args:
-    meta: the records' meta.json (dict).
-
-  Returns:
-    The path (str); `evaluation.DevScorer` checks its SHA-256 against the records'.
-  """
-  recorded = meta["splits"].get(records.EVAL_SPLIT, {}).get("input_file")
-  if recorded and os.path.exists(recorded):
-    return recorded
-  return squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
-
-
-def check_predict_file(predict_file):
-  """Raises errors.UsageError (one line) when `predict_file` does not exist."""
-  if not os.path.exists(predict_file):
-    raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
-
-
 def summary_line(seconds, stats, results, model_dir):
   """What train.py did, in one line: its time, the steps trained and their rate, the scores and
   where the outputs are.
@@ -263,8 +185,9 @@ def train_and_evaluate(config):
     raise errors.UsageError(
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
-  bert_config, config_file, meta = bert_config_and_meta(config)
-  predict_file = config.predict_file or default_predict_file(meta)
+  # Check the inputs.
+  bert_config, config_file, meta = run_inputs.bert_config_and_meta(config)
+  predict_file = config.predict_file or run_inputs.default_predict_file(meta)
   version_2 = bool(config.version_2_with_negative or
                    meta["flags"].get("version_2_with_negative", False))
   # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).
@@ -272,18 +195,10 @@ def train_and_evaluate(config):
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
-    check_predict_file(predict_file)  # now, not after the training it would follow
+    run_inputs.check_predict_file(predict_file)  # now, not after the training it would follow
   logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
                strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
-  if config.do_train:
-    policy = question_answering.set_precision_policy(config.precision)
-    logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
-    run_plan.warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
-  else:  # prediction only: built in float32 at once, as export.py serves (see float32_model)
-    policy = question_answering.set_precision_policy("float32")
-    if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):
-      logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
-                      "predicts in float32", config.mixed_precision_dtype)
+  policy = run_plan.set_precision(config)
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 

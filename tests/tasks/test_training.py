@@ -252,13 +252,13 @@ def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
 
 def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_path, monkeypatch):
   """No --predict_file: the eval records' own source while it exists, else $SQUAD_DIR's dev file."""
-  from squad_qa.tasks import train_and_evaluate  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import run_inputs  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "squad"))
   source = tmp_path / "dev_slice.json"
   source.write_text("{}")
   meta = {"splits": {"eval": {"input_file": str(source)}}}
-  assert train_and_evaluate.default_predict_file(meta) == str(source)
+  assert run_inputs.default_predict_file(meta) == str(source)
   source.unlink()
-  assert train_and_evaluate.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
-  assert (train_and_evaluate.default_predict_file({"splits": {}})
+  assert run_inputs.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
+  assert (run_inputs.default_predict_file({"splits": {}})
           == str(tmp_path / "squad" / "dev-v1.1.json"))

@@ -1,0 +1,76 @@
+"""What train.py checks before any TensorFlow work: the records, the encoder's config and vocab
+against them and against the --model_dir, and the dev file it will score against."""
+
+import os
+
+from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import checkpoints
+from squad_qa.preprocess import records
+from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
+
+
+
+def bert_config_and_meta(config):
+  """The records' meta.json and the encoder's BertConfig (from the flags or the model_dir).
+
+  Returns:
+    (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
+
+  Raises:
+    errors.UsageError: no config, a vocab other than the records', or too few positions.
+  """
+  meta = records.read_meta(config.records_dir)
+  config_file, vocab_file = checkpoints.resolve_model_files(
+      config.init_checkpoint, config.bert_config_file, config.vocab_file)
+  config_file = config_file or artifacts.read_qa_config(config.model_dir).get("bert_config_file")
+  if not config_file:
+    raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "
+                            "beside it)")
+  if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
+    raise errors.UsageError(f"--vocab_file={vocab_file} is not the vocab the records were made "
+                            f"with ({meta['flags']['vocab_file']}); rerun make_records.py with it")
+  bert_config = bert_config_lib.BertConfig.from_json_file(config_file)
+  if meta["flags"]["max_seq_length"] > bert_config.max_position_embeddings:
+    raise errors.UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but "
+                            f"the encoder has {bert_config.max_position_embeddings} positions")
+  vocab_size = records.vocab_size_of(meta)
+  if vocab_size and vocab_size > bert_config.vocab_size:
+    raise errors.UsageError(
+        f"the records in {config.records_dir} were made with a vocab of {vocab_size} tokens "
+        f"({meta['flags']['vocab_file']}) but the encoder's vocab_size is {bert_config.vocab_size} "
+        f"({config_file}): ids from {bert_config.vocab_size} on have no embedding; make the "
+        f"records with the encoder's vocab.txt, or resize the encoder's embedding to "
+        f"{vocab_size} rows and its config's vocab_size with it")
+  trained = artifacts.read_qa_config(config.model_dir)
+  if trained.get("vocab_sha256") and trained["vocab_sha256"] != meta["vocab_sha256"]:
+    raise errors.UsageError(
+        f"the records in {config.records_dir} were made with {meta['flags']['vocab_file']} "
+        f"(SHA-256 {meta['vocab_sha256'][:12]}…) but --model_dir={config.model_dir} was trained "
+        f"with {trained['vocab_file']} (SHA-256 {trained['vocab_sha256'][:12]}…); make the records "
+        f"with that vocab, or pass a new --model_dir")
+  return bert_config, config_file, meta
+
+
+def default_predict_file(meta):
+  """train.py's --predict_file when none is given: the SQuAD JSON the eval records were made from
+  (meta.json's `input_file`) while it is still there, else $SQUAD_DIR's dev file.
+
+  Args:
+    meta: the records' meta.json (dict).
+
+  Returns:
+    The path (str); `evaluation.DevScorer` checks its SHA-256 against the records'.
+  """
+  recorded = meta["splits"].get(records.EVAL_SPLIT, {}).get("input_file")
+  if recorded and os.path.exists(recorded):
+    return recorded
+  return squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
+
+
+def check_predict_file(predict_file):
+  """Raises errors.UsageError (one line) when `predict_file` does not exist."""
+  if not os.path.exists(predict_file):
+    raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
