@@ -14,23 +14,21 @@ its character offsets, score (start + end logit) and time.
 from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
-from absl import flags
-
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
+from squad_qa.serving import ask_config
 
-definitions.define_ask_flags()
-flags.adopt_module_key_flags(definitions)  # --help lists them
+settings.define_flags(ask_config.AskConfig)
 
 
 def main(argv):
   """Answers the questions of the flags (`serving.saved_model_qa.answer_questions`); prints each
   answer with its score and time, then one summary line."""
   del argv
-  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
-  # the ~10 s that loading TensorFlow takes.
+  config = command_line.config_from_flags(ask_config.AskConfig)
+  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
+  # without the ~10 s that loading TensorFlow takes.
   from squad_qa.serving import saved_model_qa  # pylint: disable=g-import-not-at-top
-  config = command_line.config_from_flags(saved_model_qa.AskConfig)
   answers, load_seconds = saved_model_qa.answer_questions(config)
   for question, answer, seconds in answers:
     print(f"Q: {question}")

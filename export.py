@@ -38,24 +38,21 @@ The export is written under a temporary name and renamed into place when complet
 from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
-from absl import flags
-
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
+from squad_qa.serving import export_config
 
-definitions.define_tokenizer_flags()
-definitions.define_model_flags()
-definitions.define_export_flags()
-flags.adopt_module_key_flags(definitions)  # --help lists them
+settings.define_flags(export_config.ExportConfig)
 
 
 def main(argv):
   """Exports what the flags name (`serving.export_model.export_model`)."""
   del argv
-  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
-  # the ~10 s that loading TensorFlow takes.
+  config = command_line.config_from_flags(export_config.ExportConfig)
+  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
+  # without the ~10 s that loading TensorFlow takes.
   from squad_qa.serving import export_model  # pylint: disable=g-import-not-at-top
-  export_model.export_model(command_line.config_from_flags(export_model.ExportConfig))
+  export_model.export_model(config)
 
 
 def cli():

@@ -4,35 +4,27 @@ r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and score
       --init_checkpoint=<HF BERT folder, google-research TF1 or tfm TF2 checkpoint> [--gpu] \
       [--distribution_strategy=one_device|mirrored|multi_worker_mirrored|tpu]
 
-The flags (flags/definitions.py) become one `TrainConfig`; tasks/train_and_evaluate.py does the
-job: strategy -> task -> orbit controller -> evaluation, writing checkpoints, train_results.json,
-predictions.json and eval_results.json into --model_dir.
+The flags are the fields of `tasks.train_config.TrainConfig`, read into one;
+tasks/train_and_evaluate.py does the job: strategy -> task -> orbit controller -> evaluation,
+writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
 """
 
 from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
-from absl import flags
-
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
+from squad_qa.tasks import train_config
 
-definitions.define_squad_file_flags()
-definitions.define_tokenizer_flags()
-definitions.define_model_flags()
-definitions.define_train_flags()
-definitions.define_memory_use_flags()
-definitions.define_distribution_flags()
-flags.adopt_module_key_flags(definitions)  # --help lists them
-FLAGS = flags.FLAGS
+settings.define_flags(train_config.TrainConfig)
 
 
 def main(argv):
   del argv
-  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
-  # the ~10 s that loading TensorFlow takes.
+  config = command_line.config_from_flags(train_config.TrainConfig)
+  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
+  # without the ~10 s that loading TensorFlow takes.
   from squad_qa.tasks import train_and_evaluate as train_lib  # pylint: disable=g-import-not-at-top
-  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
-  train_lib.train_and_evaluate(command_line.config_from_flags(train_config.TrainConfig))
+  train_lib.train_and_evaluate(config)
 
 
 def cli():

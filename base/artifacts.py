@@ -23,10 +23,6 @@ NULL_ODDS_FILE = "null_odds.json"
 EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read
 # The records' featurization settings a model must be served with (make_records.py's flags).
 FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")
-# How answers are chosen from the logits: what train.py's prediction scored with, recorded in
-# qa_config.json so that export.py serves what was scored.
-DECODING_KEYS = ("n_best_size", "max_answer_length", "version_2_with_negative",
-                 "null_score_diff_threshold")
 
 
 def not_valid_json(path, error, remedy):
@@ -78,8 +74,9 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
     bert_config: its `model.bert_config.BertConfig`.
     records_meta: the records' meta.json: "flags" (vocab_file and FEATURIZATION_KEYS, tokens),
       "vocab_sha256" and, when recorded, "vocab_size" (tokens).
-    decoding: the DECODING_KEYS settings train.py's prediction scores with, which export.py
-      serves unless told otherwise.
+    decoding: {name: value} of the decoding settings train.py's prediction scores with
+      (`postprocess.span_decoding.DecodingSettings`), which export.py serves unless told
+      otherwise.
     recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`, e.g.
       {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
   """
@@ -91,7 +88,7 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
       "vocab_sha256": records_meta["vocab_sha256"],
       **({"vocab_size": records_meta["vocab_size"]} if "vocab_size" in records_meta else {}),
       **{k: flags[k] for k in FEATURIZATION_KEYS},
-      **{k: decoding[k] for k in DECODING_KEYS},
+      **decoding,
       **(recorded or {})})
 
 

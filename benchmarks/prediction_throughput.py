@@ -50,7 +50,7 @@ import tensorflow as tf
 
 from benchmarks import peer
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
@@ -59,7 +59,7 @@ from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.tasks import evaluation
 
-definitions.define_squad_file_flags()
+settings.define_flags(squad_reader.SquadFiles)
 flags.DEFINE_string("records_dir", None, "make_records.py output with eval records.")
 flags.DEFINE_string("model_dir", None, "train.py --model_dir (latest checkpoint).")
 flags.DEFINE_string("init_checkpoint", None, "Or any --init_checkpoint kind (HF folder, ...).")

@@ -36,13 +36,14 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import squad_reader
+from squad_qa.serving import export_config
 from squad_qa.serving import saved_model_qa
 
-definitions.define_export_flags()
-definitions.define_squad_file_flags()
+settings.define_flags(export_config.ExportConfig)
+settings.define_flags(squad_reader.SquadFiles)
 flags.DEFINE_string("predictions_file", None,
                     "The reference predictions (train.py's predictions.json, or an earlier run's "
                     "--output_file); without it the export is only scored.")

@@ -55,7 +55,7 @@ import tensorflow as tf
 
 from benchmarks import peer
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.preprocess import squad_reader
 
@@ -80,7 +80,7 @@ def define_flags():
   flags.DEFINE_enum("mode", None, MODES, "What to time (the module docstring).")
   flags.DEFINE_integer("repeats", None, "Timed calls per cell (median or p50/p95); default: "
                        + ", ".join(f"{m} {n}" for m, n in REPEATS.items()) + ".")
-  definitions.define_squad_file_flags()
+  settings.define_flags(squad_reader.SquadFiles)
   peer.define_flags()
   flags.DEFINE_integer("runs", 2, "peer: ours-then-peer runs.")
   flags.DEFINE_enum("model", "tiny", ["tiny", "minilm"], "stages: the encoder.")

@@ -1,1 +1,2 @@
-"""The one place this project's absl flags are defined (see `flags.definitions`)."""
+"""Commands' flags: each made from its config's fields (`flags.settings`), parsed and read into
+the config (`flags.command_line`)."""

@@ -17,6 +17,7 @@ from absl import app
 from absl import flags
 
 from squad_qa import errors
+from squad_qa.flags import settings
 
 _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
@@ -127,24 +128,22 @@ def run(main):
   app.run(main_reporting_user_errors, flags_parser=parse_flags)
 
 
-# A config field of this name receives the names of the config's flags that were typed.
-TYPED_FLAGS_FIELD = "typed_flags"
-
-
 def config_from_flags(config_class, flag_values=flags.FLAGS):
   """The command's frozen config: an instance of the dataclass `config_class`, each field read
   from the parsed flag of the same name (a field that is not a flag keeps its default).
 
-  The one place a command reads its flags: the library takes the config, never FLAGS. Validation
-  lives in the config's `__post_init__` (raising `errors.UsageError`), so a config built in Python
-  is checked the same way. A config whose rules tell a typed value from the flag's default (e.g.
+  The one place a command reads its flags: the library takes the config, never FLAGS. The flags
+  come from the same config (`flags.settings.define_flags`), and validation lives in the config
+  (`flags.settings.Settings`, raising `errors.UsageError`), so a config built in Python is checked
+  the same way. A config whose rules tell a typed value from the flag's default (e.g.
   export.py's: an --init_checkpoint wins over the default --model_dir, not over a typed one) has a
   field `typed_flags`: it receives the sorted names of its flags not at their default (typed on
-  the command line, or set by a test's flagsaver).
+  the command line, or set by a test's flagsaver). A repeated flag's list becomes a tuple.
   """
   fields = {field.name for field in dataclasses.fields(config_class)}
   values = {name: flag_values[name].value for name in fields if name in flag_values}
-  if TYPED_FLAGS_FIELD in fields:
-    values[TYPED_FLAGS_FIELD] = tuple(
+  values = {name: tuple(v) if isinstance(v, list) else v for name, v in values.items()}
+  if settings.TYPED_FLAGS_FIELD in fields:
+    values[settings.TYPED_FLAGS_FIELD] = tuple(
         sorted(name for name in values if not flag_values[name].using_default_value))
   return config_class(**values)

@@ -19,28 +19,46 @@ an error, never overwritten.
 
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
+import dataclasses
 import json
 import os
+from typing import Optional
 
-from absl import flags
 from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
+from squad_qa.model import model_files
 from squad_qa.model import span_model
-
-definitions.define_tokenizer_flags()
-definitions.define_model_flags()
-definitions.define_convert_flags()
-flags.adopt_module_key_flags(definitions)  # --help lists them
-FLAGS = flags.FLAGS
+from squad_qa.preprocess import features
 
 CONVERSION_FILE = "conversion.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvertConfig(model_files.ModelFiles, features.Tokenization):
+  """The flags of `python -m model.convert_checkpoint`: the model and tokenizer groups (of which
+  `model_dir` and `do_lower_case` are accepted, as train.py takes them, and unused) and `output`.
+
+  Raises (on construction):
+    errors.UsageError: no `init_checkpoint` or no `output`.
+  """
+  output: Optional[str] = settings.setting(
+      None,
+      "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
+      "must not exist yet.")
+
+  def check(self):
+    if not self.init_checkpoint or not self.output:
+      raise errors.UsageError("--init_checkpoint and --output are required")
+
+
+settings.define_flags(ConvertConfig)
 
 
 def _config_name(config_file):
@@ -104,9 +122,8 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
 
 def main(argv):
   del argv
-  if not FLAGS.init_checkpoint or not FLAGS.output:
-    raise errors.UsageError("--init_checkpoint and --output are required")
-  convert(FLAGS.init_checkpoint, FLAGS.output, FLAGS.bert_config_file, FLAGS.vocab_file)
+  config = command_line.config_from_flags(ConvertConfig)
+  convert(config.init_checkpoint, config.output, config.bert_config_file, config.vocab_file)
 
 
 def cli():

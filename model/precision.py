@@ -11,8 +11,6 @@ for an int8 export. `bfloat16_needs_xla` says where bfloat16 training must be co
 import contextlib
 import functools
 
-import tf_keras
-
 CPUINFO_FILE = "/proc/cpuinfo"
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matmul instructions.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -106,6 +104,8 @@ def global_policy(policy):
   if policy is None:
     yield
     return
+  # Imported here: train.py's config reads this module's CPU checks before TensorFlow loads.
+  import tf_keras  # pylint: disable=g-import-not-at-top
   previous = tf_keras.mixed_precision.global_policy()
   tf_keras.mixed_precision.set_global_policy(policy)
   try:

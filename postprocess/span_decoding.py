@@ -23,6 +23,8 @@ from typing import Dict, Optional
 import numpy as np
 
 from squad_qa import errors
+from squad_qa.flags import settings
+from squad_qa.preprocess import squad_reader
 
 
 def check_decoding_settings(n_best_size=None, max_answer_length=None,
@@ -47,6 +49,29 @@ def check_decoding_settings(n_best_size=None, max_answer_length=None,
   if null_score_diff_threshold is not None and not math.isfinite(null_score_diff_threshold):
     raise errors.UsageError(f"--null_score_diff_threshold={null_score_diff_threshold}: must be a "
                             f"finite number of logits")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SpanLimits(settings.Settings):
+  """Which spans decoding weighs: the decoding settings ask.py takes."""
+  n_best_size: int = settings.setting(
+      20, "Start and end candidates considered per window.",
+      check=lambda value: check_decoding_settings(n_best_size=value))
+  max_answer_length: int = settings.setting(
+      30, "Longest answer, in tokens.",
+      check=lambda value: check_decoding_settings(max_answer_length=value))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodingSettings(squad_reader.SquadVersion, SpanLimits):
+  """How answers are decoded from logits: train.py's prediction, export.py's serve_text (and
+  `serving.module.DECODING_DEFAULTS`), the decoding part of qa_config.json
+  (`tasks.artifacts.DECODING_KEYS`)."""
+  null_score_diff_threshold: float = settings.setting(
+      0.0,
+      "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
+      "the best non-null span score exceeds this (google-research/bert, tfm).",
+      check=lambda value: check_decoding_settings(null_score_diff_threshold=value))
 
 
 @dataclasses.dataclass
@@ -177,7 +202,8 @@ def best_indexes(logits, n_best_size):
   return np.argsort(-np.asarray(logits), kind="stable")[:n_best_size]
 
 
-def decode_answer(windows, context, n_best_size=20, max_answer_length=30):
+def decode_answer(windows, context, n_best_size=SpanLimits.n_best_size,
+                  max_answer_length=SpanLimits.max_answer_length):
   """Best answer span of one question over all its windows.
 
   Args:
@@ -207,7 +233,8 @@ def decode_answer(windows, context, n_best_size=20, max_answer_length=30):
   return best
 
 
-def decode_all(windows_by_example, contexts_by_example, n_best_size=20, max_answer_length=30):
+def decode_all(windows_by_example, contexts_by_example, n_best_size=SpanLimits.n_best_size,
+               max_answer_length=SpanLimits.max_answer_length):
   """Answers for many questions.
 
   Args:

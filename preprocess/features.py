@@ -30,6 +30,37 @@ from typing import List, Optional
 import numpy as np
 
 from squad_qa import errors
+from squad_qa.flags import settings
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VocabFile(settings.Settings):
+  """The encoder's WordPiece vocabulary (make_records.py, train.py, export.py,
+  convert_checkpoint)."""
+  vocab_file: Optional[str] = settings.setting(
+      None, "WordPiece vocab.txt of the encoder. Default: vocab.txt beside --init_checkpoint.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Tokenization(VocabFile):
+  """How text becomes WordPiece tokens: the vocabulary and its casing."""
+  do_lower_case: bool = settings.setting(
+      True, "Lower-case and strip accents (true for uncased BERT vocabularies).")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Featurization(Tokenization):
+  """The windows of a question and its context (token counts; see the module docstring).
+
+  The rules between these (a window must hold a token of context) are checked where the windows
+  are made: `preprocess.records_config.RecordsConfig` and the export's `serving_config`.
+  """
+  max_seq_length: int = settings.setting(
+      384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
+  doc_stride: int = settings.setting(
+      128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm).")
+  max_query_length: int = settings.setting(
+      64, "Question tokens kept; longer questions are truncated.")
 
 
 @dataclasses.dataclass

@@ -12,25 +12,22 @@ preprocess/make_records_job.py; errors a user can fix end the command with one l
 
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
-from absl import flags
-
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
+from squad_qa.preprocess import records_config
 
-definitions.define_squad_file_flags()
-definitions.define_tokenizer_flags()
-definitions.define_featurization_flags()
-flags.adopt_module_key_flags(definitions)  # --help lists them
+settings.define_flags(records_config.RecordsConfig)
 
 
 def main(argv):
   """Reads the flags into a RecordsConfig and runs the job (worker processes fork from here,
   before TensorFlow has run anything)."""
   del argv
-  # Imported once the flags have parsed: --help and a mistyped flag answer at once, without
-  # the ~10 s that loading TensorFlow takes.
+  config = command_line.config_from_flags(records_config.RecordsConfig)
+  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
+  # without the ~10 s that loading TensorFlow takes.
   from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
-  make_records_job.make_records(command_line.config_from_flags(make_records_job.RecordsConfig))
+  make_records_job.make_records(config)
 
 
 def cli():

@@ -19,18 +19,17 @@ about are counted under `notes` (see preprocess/squad_reader.py). Every error a 
 """
 
 import collections
-import dataclasses
 import json
 import os
 import resource
 import time
-from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.preprocess import records
+from squad_qa.preprocess import records_config
 from squad_qa.preprocess import shard_writer
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
@@ -38,55 +37,8 @@ from squad_qa.preprocess import wordpiece
 # The config's fields that shape the features, in this order under meta.json's "flags".
 FEATURIZATION_FIELDS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
                         "max_query_length", "num_shards", "version_2_with_negative")
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordsConfig:
-  """What `make_records` makes: the flags of preprocess/make_records.py (same names and defaults).
-
-  Attributes:
-    vocab_file: the encoder's WordPiece vocab.txt (required; must exist).
-    do_lower_case: lower-case and strip accents (uncased vocabularies).
-    max_seq_length: tokens per feature ([CLS] question [SEP] window [SEP], padded).
-    doc_stride: tokens between the starts of consecutive context windows.
-    max_query_length: question tokens kept.
-    num_shards: shards per split.
-    version_2_with_negative: SQuAD 2.0 (unanswerable questions are kept).
-    train_file, predict_file: the SQuAD JSON of each split (None: that split is not made). When
-      both are None, both come from $SQUAD_DIR (squad_reader.default_squad_file).
-    output_dir: where the shards and meta.json go (created when missing).
-    num_workers: processes writing shards (1: this process; at most num_shards are used).
-
-  Raises (on construction):
-    errors.UsageError: no vocab_file, or lengths that leave no window (doc_stride, max_query_length
-      or num_shards <= 0, or max_seq_length <= max_query_length + 3).
-    errors.MissingFileError: vocab_file does not exist.
-  """
-  vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  max_seq_length: int = 384
-  doc_stride: int = 128
-  max_query_length: int = 64
-  num_shards: int = 8
-  version_2_with_negative: bool = False
-  train_file: Optional[str] = None
-  predict_file: Optional[str] = None
-  output_dir: str = "records"
-  num_workers: int = min(2, os.cpu_count() or 1)
-
-  def __post_init__(self):
-    if not self.vocab_file:
-      raise errors.UsageError(
-          "--vocab_file is required (the encoder's vocab.txt, e.g. beside its checkpoint)")
-    if not os.path.exists(self.vocab_file):
-      raise errors.MissingFileError(f"--vocab_file={self.vocab_file}: no such file")
-    if self.doc_stride <= 0 or self.max_query_length <= 0 or self.num_shards <= 0 or (
-        self.max_seq_length <= self.max_query_length + 3):
-      raise errors.UsageError(
-          f"need doc_stride > 0, max_query_length > 0, num_shards > 0 and max_seq_length > "
-          f"max_query_length + 3 (got doc_stride={self.doc_stride}, max_query_length="
-          f"{self.max_query_length}, num_shards={self.num_shards}, max_seq_length="
-          f"{self.max_seq_length})")
+# make_records.py's config (its own module loads without TensorFlow, so the flags parse first).
+RecordsConfig = records_config.RecordsConfig
 
 
 class OutputDirError(errors.UserError, OSError):

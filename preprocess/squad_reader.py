@@ -33,6 +33,7 @@ import numpy as np
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.flags import settings
 
 
 class SquadInputError(errors.UserError, ValueError):
@@ -45,6 +46,32 @@ SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
 # reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
 TRAIN_FILE_NAMES = ("train-v1.1.json", "train-v1.1.reconstructed.json")
 PREDICT_FILE_NAMES = ("dev-v1.1.json",)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadVersion(settings.Settings):
+  """The SQuAD version setting, shared by make_records.py, train.py and export.py (and the
+  decoding settings, `postprocess.span_decoding.DecodingSettings`)."""
+  version_2_with_negative: bool = settings.setting(
+      False,
+      "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
+      "for them and prediction (and an export's serve_text) answers \"\" when the null score "
+      "beats the best span by more than --null_score_diff_threshold (train.py and export.py also "
+      "take it from the records / the model_dir's qa_config.json).")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SquadFiles(SquadVersion):
+  """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`)."""
+  train_file: Optional[str] = settings.setting(
+      None,
+      "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
+      "train-v1.1.reconstructed.json there).")
+  predict_file: Optional[str] = settings.setting(
+      None,
+      "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
+      "$SQUAD_DIR/dev-v1.1.json; for train.py, the file the eval records were made from "
+      "(meta.json) while it exists.")
 
 
 def squad_dir():

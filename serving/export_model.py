@@ -7,7 +7,6 @@ the --serving_precision, `SERVING_POLICIES`), loads its weights and writes the S
 `write_saved_model`.
 """
 
-import dataclasses
 import json
 import os
 import shutil
@@ -19,91 +18,32 @@ import tensorflow as tf
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import progress
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
-from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features
 from squad_qa.preprocess import wordpiece
+from squad_qa.serving import export_config
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
 from squad_qa.tasks import model_dir as model_dir_lib
-from squad_qa.tasks import typed_flags
 
-# Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 # What the export records about its vocab (assets.extra/qa_config.json), to be checked, not served.
 VOCAB_KEYS = ("vocab_sha256", "vocab_size")
-DEFAULT_FEATURIZATION = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64}
-# --serving_precision -> the tf_keras policy the encoder is built under (model.span_model): bfloat16
-# and float16 compute the encoder's matmuls in that dtype from the same float32 weights; the span
-# head, the logits and span decoding stay float32. int8 builds the float32 model and quantizes it
-# for LiteRT (serving.features_model.write_int8_model).
-SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16",
-                    features_model.INT8: "float32"}
+# Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
+DEFAULT_FEATURIZATION = {
+    name: value for name, value in settings.defaults(features.Featurization).items()
+    if name in ("max_seq_length", "doc_stride", "max_query_length")}
+SERVING_POLICIES = export_config.SERVING_POLICIES
 
 
 # The file that makes a folder a SavedModel (tf.saved_model.save writes it).
 SAVED_MODEL_FILE = "saved_model.pb"
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportConfig(typed_flags.GivenFields):
-  """What export.py exports and how (its flags of the same names).
-
-  Three rules tell a value the user gave from a default: the --model_dir not given yields to an
-  --init_checkpoint, training's doc_stride and SQuAD 2.0 threshold hold unless overridden. A
-  config read from flags lists the flags typed on the command line in `typed_flags`; a config
-  built in Python leaves it None, and then a field counts as given when it differs from its
-  default. The defaults are export.py's flag defaults.
-
-  Attributes:
-    export_dir: destination folder of the SavedModel (replaced only once the new one is complete).
-    model_dir: the training run whose latest checkpoint is exported. Not given with
-      `init_checkpoint`: that checkpoint is exported, whatever this folder holds.
-    init_checkpoint: a checkpoint of any kind `model.checkpoints.initialize_from` reads, exported
-      when `model_dir` holds no checkpoint (refused when it holds one that started elsewhere).
-    bert_config_file, vocab_file: the encoder's config and WordPiece vocab for `init_checkpoint`
-      (default: beside it); `vocab_file` also replaces a --model_dir's recorded vocab.
-    do_lower_case: the casing of an `init_checkpoint` that records none.
-    doc_stride: serve_text's window step in tokens (> 0); not given: the trained one.
-    n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text
-      (`serving.module.DECODING_DEFAULTS`).
-    version_2_with_negative: SQuAD 2.0 null answers (also on when the run's qa_config.json says so).
-    null_score_diff_threshold: SQuAD 2.0 null-answer threshold (logit units); not given: the run's
-      qa_config.json value, else 0.0.
-    serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
-    serving_precision: what the encoder computes in, a key of SERVING_POLICIES ("float32";
-      "bfloat16": about 2x faster matmuls where the CPU has AVX512-BF16 or AMX, answers within
-      bfloat16 rounding of float32's; docs/serving.md "Reduced precision"; "float16": fast on
-      GPUs, slow on CPUs; "int8": int8 matmul weights run by LiteRT, no SavedModel and no
-      serve_text, answered through Python tokenization).
-    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
-      fills it), or None for a config built in Python.
-  """
-  export_dir: str = "export"
-  model_dir: str = "model_out"
-  init_checkpoint: str = None
-  bert_config_file: str = None
-  vocab_file: str = None
-  do_lower_case: bool = True
-  doc_stride: int = None
-  n_best_size: int = serving_module.DECODING_DEFAULTS["n_best_size"]
-  max_answer_length: int = serving_module.DECODING_DEFAULTS["max_answer_length"]
-  version_2_with_negative: bool = serving_module.DECODING_DEFAULTS["version_2_with_negative"]
-  null_score_diff_threshold: float = serving_module.DECODING_DEFAULTS["null_score_diff_threshold"]
-  window_batch_size: int = serving_module.DECODING_DEFAULTS["window_batch_size"]
-  serve_text: bool = True
-  serving_precision: str = "float32"
-  typed_flags: tuple = None
-
-  def __post_init__(self):
-    if self.serving_precision not in SERVING_POLICIES:
-      raise errors.UsageError(
-          f"--serving_precision={self.serving_precision}: expected one of "
-          f"{', '.join(SERVING_POLICIES)}")
-    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
-                                          self.null_score_diff_threshold)
-    if self.window_batch_size < 1:
-      raise errors.UsageError(f"--window_batch_size={self.window_batch_size}: must be at least 1")
+# export.py's config (its own module loads without TensorFlow, so the flags parse first).
+ExportConfig = export_config.ExportConfig
 
 
 def check_export_dir(export_dir):

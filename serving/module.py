@@ -36,11 +36,13 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.flags import settings
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
+from squad_qa.serving import export_config
 from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
 from squad_qa.serving import windows as windows_lib
@@ -48,13 +50,9 @@ from squad_qa.serving import windows as windows_lib
 # Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in:
 # training's featurization settings, as train.py records them.
 FEATURIZATION_KEYS = artifacts.FEATURIZATION_KEYS
-DECODING_DEFAULTS = {  # postprocess/span_decoding.py and run_squad.py defaults
-    "n_best_size": 20,
-    "max_answer_length": 30,
-    "version_2_with_negative": False,
-    "null_score_diff_threshold": 0.0,
-    "window_batch_size": 32,
-}
+# The decoding settings baked into serve_text, with export.py's defaults.
+DECODING_DEFAULTS = {**settings.defaults(span_decoding.DecodingSettings),
+                     "window_batch_size": export_config.ExportConfig.window_batch_size}
 
 
 def validate_config(qa_config):

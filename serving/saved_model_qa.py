@@ -8,7 +8,6 @@ windows exactly as preprocessing makes them (vocab and settings from the export)
 decoding (postprocess/span_decoding.py).
 """
 
-import dataclasses
 import os
 import time
 
@@ -23,9 +22,9 @@ from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import wordpiece
+from squad_qa.serving import ask_config
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
-from squad_qa.tasks import typed_flags
 
 
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
@@ -184,11 +183,12 @@ class SavedModelQA:
 
     The path for servers without the tensorflow-text ops and for int8 exports, and the reference
     serve_text is checked against. The windows of the batch go to the features model (the
-    SavedModel's serve_features, or LiteRT) `window_batch_size` at a time (the export's, else 32),
-    each call cut to its longest window as serve_text does (the positions cut are padding in every
-    window). n_best_size and max_answer_length default to the values baked into the export (else
-    20 and 30). A SQuAD 2.0 export (`version_2_with_negative` in its qa_config.json) answers ""
-    with the null score when null - best > its `null_score_diff_threshold`, as serve_text does.
+    SavedModel's serve_features, or LiteRT) `window_batch_size` at a time (the export's, else
+    export.py's default), each call cut to its longest window as serve_text does (the positions
+    cut are padding in every window). n_best_size and max_answer_length default to the values
+    baked into the export (else `span_decoding.SpanLimits`' defaults). A SQuAD 2.0 export
+    (`version_2_with_negative` in its qa_config.json) answers "" with the null score when
+    null - best > its `null_score_diff_threshold`, as serve_text does.
 
     Returns:
       A list of span_decoding.Answer.
@@ -212,8 +212,10 @@ class SavedModelQA:
     Returns:
       A list of span_decoding.Answer, one per context.
     """
-    n_best_size = n_best_size or self.config.get("n_best_size", 20)
-    max_answer_length = max_answer_length or self.config.get("max_answer_length", 30)
+    n_best_size = n_best_size or self.config.get(
+        "n_best_size", span_decoding.SpanLimits.n_best_size)
+    max_answer_length = max_answer_length or self.config.get(
+        "max_answer_length", span_decoding.SpanLimits.max_answer_length)
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
       windows = [span_decoding.real_window(
@@ -260,46 +262,8 @@ class SavedModelQA:
                                             max_answer_length)[0]
 
 
-@dataclasses.dataclass(frozen=True)
-class AskConfig(typed_flags.GivenFields):
-  """Questions about one passage for an export (ask.py's flags of the same names).
-
-  Attributes:
-    export_dir: folder written by export.py.
-    question: the questions, a tuple of str (a str is taken as one question; ask.py's
-      --question may be given several times).
-    context: the passage holding the answer (str), unless `context_file` is given.
-    context_file: a UTF-8 file holding the passage, instead of `context`.
-    n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
-      export's); serve_text has its own baked in, and a different value given is ignored with a
-      warning.
-    use_serve_features: answer through serve_features even when the export has serve_text.
-    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
-      fills it), or None for a config built in Python, where a field counts as given when it
-      differs from its default (the flag's).
-
-  Raises:
-    errors.UsageError: no question, or neither or both of a context and a context file.
-  """
-  export_dir: str = "export"
-  question: str = None
-  context: str = None
-  context_file: str = None
-  n_best_size: int = serving_module.DECODING_DEFAULTS["n_best_size"]
-  max_answer_length: int = serving_module.DECODING_DEFAULTS["max_answer_length"]
-  use_serve_features: bool = False
-  typed_flags: tuple = None
-
-  def __post_init__(self):
-    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length)
-    if isinstance(self.question, str):
-      object.__setattr__(self, "question", (self.question,))
-    elif self.question is not None:
-      object.__setattr__(self, "question", tuple(self.question))
-    if not self.question or (self.context is None and not self.context_file):
-      raise errors.UsageError("give --question and --context (or --context_file)")
-    if self.context is not None and self.context_file:
-      raise errors.UsageError("give --context or --context_file, not both (one passage per run)")
+# ask.py's config (its own module loads without TensorFlow, so the flags parse first).
+AskConfig = ask_config.AskConfig
 
 
 def answer_questions(config):

@@ -25,6 +25,7 @@ from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
+from squad_qa.tasks import train_config
 
 
 class InputError(errors.UserError, ValueError):
@@ -225,7 +226,8 @@ def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False,
 
 @dataclasses.dataclass
 class QATaskConfig:
-  """What the task needs; train.py fills it from flags, tests and notebooks directly.
+  """What the task needs; train.py fills it from its `TrainConfig`, tests and notebooks directly
+(the defaults are train.py's, on one replica).
 
   Attributes:
     bert_config: a `model.bert_config.BertConfig`.
@@ -245,14 +247,14 @@ class QATaskConfig:
   bert_config: object
   max_seq_length: int
   train_files: tuple = ()
-  per_replica_batch_size: int = 32
-  accumulation_steps: int = 1
-  learning_rate: float = 5e-5
+  per_replica_batch_size: int = train_config.TrainConfig.train_batch_size
+  accumulation_steps: int = train_config.TrainConfig.gradient_accumulation_steps
+  learning_rate: float = train_config.TrainConfig.learning_rate
   num_train_steps: int = 1
-  warmup_proportion: float = 0.1
+  warmup_proportion: float = train_config.TrainConfig.warmup_proportion
   mixed_precision_dtype: str = "float32"
   jit_compile: bool = False
-  float32_weight_gradients: bool = True
+  float32_weight_gradients: bool = train_config.TrainConfig.float32_weight_gradients
   seed: Optional[int] = None
   length_buckets: Optional[tuple] = None
 

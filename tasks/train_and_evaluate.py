@@ -19,8 +19,10 @@ import tf_keras
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import progress as progress_lib
+from squad_qa.flags import settings
 from squad_qa.model import checkpoints
 from squad_qa.model.memory import diagnose
+from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
@@ -205,9 +207,8 @@ def train_and_evaluate(config):
   def write_qa_config():
     artifacts.write_qa_config(
         config.model_dir, config_file, bert_config, meta,
-        {"n_best_size": config.n_best_size, "max_answer_length": config.max_answer_length,
-         "version_2_with_negative": version_2,
-         "null_score_diff_threshold": config.null_score_diff_threshold}, start.recorded)
+        {**settings.values(config, span_decoding.DecodingSettings),
+         "version_2_with_negative": version_2}, start.recorded)
     artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
                          dataclasses.asdict(config))
 

@@ -1,99 +1,164 @@
-"""train.py's settings as one frozen config: what the flags say, validated once."""
+"""train.py's settings as one frozen config."""
 
 import dataclasses
 from typing import Optional, Tuple, Union
 
 from squad_qa import errors
+from squad_qa.flags import settings
+from squad_qa.model import model_files
 from squad_qa.model import precision as precision_lib
+from squad_qa.model.memory import plan
 from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features
+from squad_qa.preprocess import squad_reader
 
 PRECISIONS = ("float32", "float16", "bfloat16")
 AUTO = "auto"  # --mixed_precision_dtype's default: chosen by the device (`TrainConfig.precision`)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """Everything train.py does, as its flags name it (flags/definitions.py says what each means).
+def _zero_or_more(name, zero_means):
+  """A `settings.Spec.check` for a count where 0 means `zero_means` (str)."""
 
-  Defaults are the flags' defaults (tests/flags/test_command_line.py checks that they agree).
-  Token counts are in WordPiece tokens; `device_memory_gb` in GiB.
+  def check(value):
+    if value < 0:
+      raise errors.UsageError(f"--{name}={value}: must be 0 ({zero_means}) or more")
+
+  return check
+
+
+def _above_zero(value):
+  if value <= 0:
+    raise errors.UsageError("--num_train_epochs must be above 0")
+
+
+def _length_buckets(value):
+  if isinstance(value, tuple) and not settings.increasing_token_counts(value):
+    raise errors.UsageError(f"--length_buckets={value}: expected increasing positive token counts")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.SquadFiles,
+                  span_decoding.DecodingSettings):
+  """Everything train.py does: each field is its flag (help, default and rule declared here or in
+  the groups it inherits). Token counts are in WordPiece tokens; `device_memory_gb` in GiB.
+
+  `train_file` and `do_lower_case` are accepted as make_records.py takes them; training reads
+  the questions and the casing from the records.
 
   Raises (on construction):
     errors.UsageError: a value no run can use (a non-positive epoch count or batch, an unknown
-      precision, length buckets that are not increasing positive token counts).
+      precision, length buckets that are not increasing positive token counts, decoding settings
+      `span_decoding.check_decoding_settings` refuses), or settings that exclude each other.
   """
-  records_dir: str = "records"
-  model_dir: str = "model_out"
-  init_checkpoint: Optional[str] = None
-  bert_config_file: Optional[str] = None
-  vocab_file: Optional[str] = None
-  predict_file: Optional[str] = None
-  do_train: bool = True
-  do_predict: bool = True
-  train_batch_size: Union[int, str] = 32  # global, or "auto" (the memory planner)
-  effective_batch_size: Optional[int] = None
-  gradient_accumulation_steps: int = 1
-  length_buckets: Union[None, str, Tuple[int, ...]] = "auto"
-  predict_batch_size: int = 64
-  learning_rate: float = 5e-5
-  num_train_epochs: float = 2.0
-  max_steps: Optional[int] = None
-  warmup_proportion: float = 0.1
-  save_checkpoints_steps: int = 1000
-  max_eval_examples: Optional[int] = None
-  gpu: bool = False
-  mixed_precision_dtype: str = AUTO  # see `precision`
-  xla: Optional[bool] = None  # see `use_xla`
-  float32_weight_gradients: bool = True
-  memory_check: bool = True
-  device_memory_gb: Optional[float] = None
-  seed: int = 42
-  version_2_with_negative: bool = False
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
-  distribution_strategy: Optional[str] = None
-  num_gpus: Optional[int] = None
-  all_reduce_alg: Optional[str] = None
-  tpu: Optional[str] = None
-  num_cpu_devices: int = 1
-  steps_per_loop: int = 100
-  log_steps: int = 0
-  eval_every_steps: int = 0
+  records_dir: str = settings.setting("records", "Output of preprocess/make_records.py.")
+  do_train: bool = settings.setting(True, "Fine-tune on the train shards.")
+  do_predict: bool = settings.setting(True, "Predict the eval shards and score them.")
+  train_batch_size: Union[int, str] = settings.variant(
+      plan.PlannerConfig, "train_batch_size", default=32)
+  effective_batch_size: Optional[int] = settings.setting(
+      None,
+      "Global features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
+      "picks the micro-batch and the accumulation steps; with a number, the accumulation "
+      "steps are effective_batch_size / train_batch_size.")
+  gradient_accumulation_steps: int = settings.setting(
+      1,
+      "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
+      "equals one batch of train_batch_size x gradient_accumulation_steps.")
+  length_buckets: Union[None, str, Tuple[int, ...]] = settings.setting(
+      "auto",
+      "Train on batches of windows of similar real length (sum of input_mask; each epoch's "
+      "windows sorted by length in pools of 100 batches), each padded only to the first of "
+      "these lengths that holds its longest window: increasing token counts (max_seq_length is "
+      "added as the last), or 'auto': every multiple of 8 below max_seq_length (of 64 under "
+      "--xla, which compiles once per length), then max_seq_length. A step's global batch (all "
+      "replicas and accumulation micro-batches) has one length. 'auto' is off under "
+      "--distribution_strategy=tpu (TPUs compile static shapes). "
+      "--nolength_buckets pads every batch to max_seq_length.",
+      parser=settings.TokenCountsParser(), flag_class=settings.OptionalValueFlag,
+      check=_length_buckets)
+  predict_batch_size: int = settings.setting(64, "Features per prediction step.")
+  learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.")
+  num_train_epochs: float = settings.setting(
+      2.0, "Passes over the train features (above 0).", check=_above_zero)
+  max_steps: Optional[int] = settings.setting(
+      None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
+  warmup_proportion: float = settings.setting(
+      0.1, "Share of the training steps with a linear learning-rate warmup from 0.")
+  save_checkpoints_steps: int = settings.setting(
+      1000, "Steps between checkpoints.", lower_bound=1)
+  max_eval_examples: Optional[int] = settings.setting(
+      None, "Score only the first N questions of --predict_file (a budget for CPU runs).")
+  gpu: bool = settings.setting(
+      False,
+      "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
+      "Fails if TensorFlow sees no GPU.")
+  mixed_precision_dtype: str = settings.setting(
+      AUTO,
+      "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "
+      "prediction runs in float32, as export.py serves by default. float16: mixed_float16 with "
+      "dynamic loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere "
+      "on and on CPUs with AVX512-BF16 or AMX. auto: float16 with --gpu; on the CPU bfloat16 "
+      "where it has AVX512-BF16 or AMX, else float32 (the log says which and why).",
+      choices=(AUTO, *PRECISIONS))
+  xla: Optional[bool] = settings.setting(
+      None,
+      "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
+      "and under bfloat16 on a CPU without AVX512-BF16 or AMX (TensorFlow's own einsum sums in "
+      "bfloat16 there); off otherwise on the CPU.")
+  float32_weight_gradients: bool = settings.setting(
+      True,
+      "Under float16 compute (--gpu's default), sum each weight's gradient over the batch in "
+      "float32 from the float16 operands, so that --gradient_accumulation_steps gives the update "
+      "of one big batch to float32 rounding. Costs float32 matmuls for the weight gradients (about "
+      "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
+      "them float16. bfloat16 and float32 compute are not changed by it.")
+  memory_check: bool = settings.setting(
+      True,
+      "Before training, stop with a diagnosis if model/memory/estimate.py estimates that the "
+      "batch does not fit the device. --nomemory_check trains anyway.")
+  device_memory_gb: Optional[float] = settings.variant(
+      plan.PlannerConfig, "device_memory_gb",
+      help="Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "
+           "e.g. 16 for a 16 GB card; the CPU: RAM to use).")
+  seed: int = settings.setting(42, "Seed of weight init, dropout and shuffling.")
+  distribution_strategy: Optional[str] = settings.setting(
+      None,
+      "one_device, mirrored (the GPUs of this host), multi_worker_mirrored (hosts listed in "
+      "$TF_CONFIG) or tpu. Default: mirrored when more than one GPU is visible, else one_device.")
+  num_gpus: Optional[int] = settings.setting(
+      None, "GPUs to use (default: every visible GPU).")
+  all_reduce_alg: Optional[str] = settings.setting(
+      None,
+      "All-reduce of the gradients: nccl or hierarchical_copy (mirrored), ring or nccl "
+      "(multi_worker_mirrored); default: TensorFlow's choice.")
+  tpu: Optional[str] = settings.setting(
+      None, "The TPU's gRPC address or Cloud TPU name (--distribution_strategy=tpu).")
+  num_cpu_devices: int = settings.setting(
+      1,
+      "Without GPUs: split the CPU into this many logical devices; mirrored then runs one replica "
+      "on each (for tests and trying a multi-device configuration).")
+  steps_per_loop: int = settings.setting(
+      100,
+      "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
+      "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
+      "and where a progress line is due.", lower_bound=1)
+  log_steps: int = settings.setting(
+      0,
+      "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
+      "many steps; 0: about every 30 seconds (on several workers: every --steps_per_loop steps).",
+      check=_zero_or_more("log_steps", "about every 30 s"))
+  eval_every_steps: int = settings.setting(
+      0,
+      "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
+      "while training: a learning curve in --model_dir/learning_curve.csv and TensorBoard's "
+      "eval/; 0: off.", check=_zero_or_more("eval_every_steps", "off"))
 
-  def __post_init__(self):
-    span_decoding.check_decoding_settings(self.n_best_size, self.max_answer_length,
-                                          self.null_score_diff_threshold)
-    if self.num_train_epochs <= 0:
-      raise errors.UsageError("--num_train_epochs must be above 0")
-    for name in ("steps_per_loop", "save_checkpoints_steps"):
-      if getattr(self, name) < 1:
-        raise errors.UsageError(f"--{name}={getattr(self, name)}: must be at least 1")
-    if self.eval_every_steps < 0:
-      raise errors.UsageError(f"--eval_every_steps={self.eval_every_steps}: must be 0 (off) or "
-                              f"more")
-    if self.log_steps < 0:
-      raise errors.UsageError(f"--log_steps={self.log_steps}: must be 0 (about every 30 s) or "
-                              f"more")
+  def check(self):
     if not self.do_train:  # both shape training only: refuse rather than ignore them
       for name in ("eval_every_steps", "log_steps"):
         if getattr(self, name):
           raise errors.UsageError(f"--{name}={getattr(self, name)} applies to training; "
                                   f"--do_train=false only predicts: drop one of the two")
-    if self.max_steps is not None and self.max_steps < 1:
-      raise errors.UsageError(f"--max_steps={self.max_steps}: must be at least 1")
-    if self.train_batch_size != "auto" and (
-        not isinstance(self.train_batch_size, int) or self.train_batch_size < 1):
-      raise errors.UsageError(f"--train_batch_size={self.train_batch_size}: expected a positive "
-                              f"integer or 'auto'")
-    if self.mixed_precision_dtype not in (AUTO, *PRECISIONS):
-      raise errors.UsageError(f"--mixed_precision_dtype={self.mixed_precision_dtype}: expected "
-                              f"one of {', '.join((AUTO, *PRECISIONS))}")
-    if isinstance(self.length_buckets, tuple) and (
-        any(v < 1 for v in self.length_buckets) or
-        any(a >= b for a, b in zip(self.length_buckets, self.length_buckets[1:]))):
-      raise errors.UsageError(f"--length_buckets={self.length_buckets}: expected increasing "
-                              f"positive token counts")
 
   @property
   def use_xla(self):

@@ -61,8 +61,10 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
   if in_process:
     from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
     make_records_job.make_records(make_records_job.RecordsConfig(
-        vocab_file, do_lower_case, max_seq_length, doc_stride, max_query_length, 8,
-        version_2_with_negative, output_dir=output_dir, num_workers=num_workers,
+        vocab_file=vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+        doc_stride=doc_stride, max_query_length=max_query_length, num_shards=8,
+        version_2_with_negative=version_2_with_negative, output_dir=output_dir,
+        num_workers=num_workers,
         **{file_flag: path}))
   else:
     command = [sys.executable, os.path.join(REPO, "preprocess", "make_records.py"),

@@ -4,14 +4,14 @@ r"""Peak training memory of the BERT span model, and the largest batch that fits
         --train_batch_size=12 --dtype=float32 --device_memory_gb=12
     python -m model.memory --device_memory_gb=16            # BERT-Base/Large table, seq 64...512
 
-The flags (flags/definitions.define_memory_flags) become a `plan.PlannerConfig`; `plan.report`
+The flags are the fields of `plan.PlannerConfig`, read into one; `plan.report`
 counts and formats (model/memory/__init__.py says which module does what).
 """
 
 from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
 
 from squad_qa.flags import command_line
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.model.memory import plan
 
 
@@ -23,7 +23,7 @@ def main(argv):
 
 def cli():
   """Console-script entry point: defines and parses the planner's flags and runs main()."""
-  definitions.define_memory_flags()
+  settings.define_flags(plan.PlannerConfig)
   command_line.run(main)
 
 

@@ -17,13 +17,15 @@ BERT-Base's counts put at 1.51.
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import Optional, Union
 
 from squad_qa import errors
+from squad_qa.flags import settings
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import estimate
 from squad_qa.model.memory import heads
+from squad_qa.preprocess import features
 
 AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
@@ -152,17 +154,16 @@ def format_estimate(est, usable_bytes=None, config_name=""):
 
 
 
-@dataclasses.dataclass(frozen=True)
-class PlannerConfig:
-  """What `python -m model.memory` counts and prints; each field is the flag of the same name
-  (flags/definitions.define_memory_flags).
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlannerConfig(settings.Settings):
+  """What `python -m model.memory` counts and prints; each field is the flag of the same name.
 
   Attributes:
     bert_config_file: a BERT JSON config (google-research or Hugging Face); None: google-research's
       BERT-Base and BERT-Large (`estimate.presets`).
     max_seq_length: tokens per feature; None (or 0): the max-batch table over `TABLE_SEQ_LENGTHS`.
     train_batch_size: with `max_seq_length`, an int adds the breakdown of that batch; None or
-      "auto" prints only the largest batch.
+      "auto" prints only the largest batch. train.py's --train_batch_size is this setting.
     dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`.
     device_memory_gb: GPU capacity in GiB (2^30 bytes); None (or 0): the visible GPU's allocator
       limit, else the host's available RAM (`device.detect_device`).
@@ -173,24 +174,36 @@ class PlannerConfig:
     errors.UsageError: (on construction) a value outside those, or a program other than this
       tool's under a mixed policy (TensorFlow 1.11 BERT trained in float32 only).
   """
-  bert_config_file: Optional[str] = None
-  max_seq_length: Optional[int] = None
-  train_batch_size: object = None
-  dtype: str = "float32"
-  device_memory_gb: Optional[float] = None
-  format: str = "text"
-  program: str = estimate.THIS_TOOL.name
+  bert_config_file: Optional[str] = settings.setting(
+      None,
+      "BERT JSON config (google-research bert_config.json or an HF config.json). "
+      "Without it: google-research's BERT-Base and BERT-Large (uncased).")
+  max_seq_length: Optional[int] = settings.variant(
+      features.Featurization, "max_seq_length", default=None,
+      help="Tokens per feature. Without it: the largest batch for seq "
+           f"{', '.join(str(n) for n in TABLE_SEQ_LENGTHS)}.")
+  train_batch_size: Union[None, int, str] = settings.setting(
+      None,
+      "Global features per forward/backward pass, over all replicas (each replica takes "
+      "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
+      "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
+      "accumulation keeping --effective_batch_size.",
+      parser=settings.BatchSizeParser(), check=settings.check_batch_size("train_batch_size"))
+  dtype: str = settings.setting(
+      "float32", "Keras dtype policy of training (train.py --gpu trains under mixed_float16).",
+      choices=estimate.POLICIES)
+  device_memory_gb: Optional[float] = settings.setting(
+      None,
+      "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
+      "else the host's available RAM.")
+  format: str = settings.setting("text", "Output format.", choices=OUTPUT_FORMATS)
+  program: str = settings.setting(
+      estimate.THIS_TOOL.name,
+      "Whose training step to count: tfm (this tool's train.py) or google_research_tf1 "
+      "(google-research/bert's TF1 run_squad.py, to compare with its published OOM table).",
+      choices=estimate.PROGRAMS)
 
-  def __post_init__(self):
-    for name, allowed in (("dtype", estimate.POLICIES), ("program", estimate.PROGRAMS),
-                          ("format", OUTPUT_FORMATS)):
-      value = getattr(self, name)
-      if value not in allowed:
-        raise errors.UsageError(f"--{name} must be one of {', '.join(allowed)}, not {value!r}")
-    batch = self.train_batch_size
-    if not (batch in (None, "auto") or isinstance(batch, int) and batch >= 1):
-      raise errors.UsageError(f"--train_batch_size must be a positive integer or 'auto', not "
-                              f"{batch!r}")
+  def check(self):
     if self.program != estimate.THIS_TOOL.name and self.dtype != "float32":
       raise errors.UsageError(
           f"--program={self.program} trained in float32 only (TensorFlow 1.11 BERT had no mixed "

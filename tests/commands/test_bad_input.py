@@ -31,8 +31,9 @@ SEQ, STRIDE, QUERY = 64, 16, 16
 
 
 def settings(v2=False, seq=SEQ, stride=STRIDE, query=QUERY, shards=2, **job):
-  return make_records_job.RecordsConfig(testutil.vocab_file(), True, seq, stride, query, shards, v2,
-                                        num_workers=1, **job)
+  return make_records_job.RecordsConfig(
+      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=seq, doc_stride=stride,
+      max_query_length=query, num_shards=shards, version_2_with_negative=v2, num_workers=1, **job)
 
 
 def make_records(inputs, out, **kwargs):

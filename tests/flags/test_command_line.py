@@ -237,44 +237,6 @@ def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
                                  "(--helpfull lists the flags)")
 
 
-# Each command's config class, with the module that defines the command's flags.
-COMMAND_CONFIGS = [
-    ("squad_qa.preprocess.make_records", "squad_qa.preprocess.make_records_job", "RecordsConfig"),
-    ("squad_qa.train", "squad_qa.tasks.train_config", "TrainConfig"),
-    ("squad_qa.export", "squad_qa.serving.export_model", "ExportConfig"),
-    ("squad_qa.ask", "squad_qa.serving.saved_model_qa", "AskConfig"),
-]
-
-# Run in a fresh process per command: commands define some flags of the same name with their own
-# defaults (--doc_stride: 128 for make_records.py, the trained one for export.py), and a process
-# keeps the first definition.
-_DEFAULTS_CHECK = """
-import dataclasses, importlib, sys
-from absl import flags
-from squad_qa.flags import command_line
-command, module, name = sys.argv[1:]
-importlib.import_module(command)
-config_class = getattr(importlib.import_module(module), name)
-for field in dataclasses.fields(config_class):
-  if field.name == command_line.TYPED_FLAGS_FIELD:
-    continue
-  if field.name not in flags.FLAGS:
-    print(f"{field.name}: not a flag")
-  elif field.default is not dataclasses.MISSING and flags.FLAGS[field.name].default != field.default:
-    print(f"{field.name}: flag {flags.FLAGS[field.name].default!r}, config {field.default!r}")
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("command, module, name", COMMAND_CONFIGS)
-def test_a_command_config_is_its_flags_with_their_defaults(command, module, name):
-  """Every field of the config is a flag of the command with the same default, so the library
-  run from Python does what the command does with no flags."""
-  proc = subprocess.run([sys.executable, "-c", _DEFAULTS_CHECK, command, module, name],
-                        cwd=testutil.REPO, capture_output=True, text=True, check=True)
-  assert proc.stdout == ""
-
-
 def test_config_from_flags_reads_each_field_from_its_flag():
   @dataclasses.dataclass(frozen=True)
   class Config:

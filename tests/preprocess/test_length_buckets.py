@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
-from squad_qa.flags import definitions
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
 from squad_qa.preprocess import make_records_job
@@ -32,7 +32,8 @@ def train_records(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("buckets")
   source = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_QUESTIONS)
   meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      testutil.vocab_file(), True, SEQ, STRIDE, QUERY, 2, False, train_file=source,
+      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=SEQ, doc_stride=STRIDE,
+      max_query_length=QUERY, num_shards=2, version_2_with_negative=False, train_file=source,
       output_dir=str(tmp / "records"), num_workers=1))
   paths = records.shard_paths(str(tmp / "records"), meta, records.TRAIN_SPLIT)
   return paths, records.read_records(paths, records.TRAIN_SPLIT, SEQ)
@@ -58,7 +59,7 @@ def test_default_boundaries_and_errors():
 
 
 def test_flag_forms():
-  parser = definitions._LengthBucketsParser()  # pylint: disable=protected-access
+  parser = settings.TokenCountsParser()
   assert parser.parse("auto") == "auto" and parser.parse("true") == "auto"  # bare --length_buckets
   assert parser.parse("false") is None  # --nolength_buckets
   assert parser.parse("64, 128,384") == (64, 128, 384)

@@ -19,9 +19,11 @@ import tf_keras
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.flags import command_line
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import precision
 from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_model
@@ -59,7 +61,7 @@ def _model_dir_of(served, folder):
   bert_config_file = testutil.write_tiny_config(os.path.join(folder, "bert_config.json"))
   artifacts.write_qa_config(folder, bert_config_file,
                             bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG), meta,
-                            {k: qa_config[k] for k in artifacts.DECODING_KEYS})
+                            {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
   return folder
 
 

@@ -325,7 +325,7 @@ def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
   and ask.py's Python path reads the same step from the exported qa_config.json."""
   def serving_config(**given):
-    return export_model.serving_config(export_model.ExportConfig("export", **given),
+    return export_model.serving_config(export_model.ExportConfig(export_dir="export", **given),
                                        served["qa_config"])
   assert serving_config() == served["qa_config"]  # not given: training's
   config = serving_config(doc_stride=2 * STRIDE)

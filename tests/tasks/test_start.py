@@ -311,7 +311,8 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert not np.array_equal(word_embeddings,
                             trained.labeler.checkpoint_items["encoder"].get_embedding_table())
   # A --model_dir given as --init_checkpoint keeps its recorded featurization.
-  config = export_model.ExportConfig("export", init_checkpoint=str(tmp_path / "model_out"))
+  config = export_model.ExportConfig(export_dir="export",
+                                     init_checkpoint=str(tmp_path / "model_out"))
   start = model_dir_lib.decide_start(None, config.init_checkpoint)
   _, vocab_file, qa_config, recorded = export_model.model_settings(config, start, None)
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
@@ -319,7 +320,7 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
     assert recorded == json.load(f)
   # A casing against the trained one is refused in one line, not served as training's.
   model_out = str(tmp_path / "model_out")
-  config = export_model.ExportConfig("export", model_dir=model_out, do_lower_case=False)
+  config = export_model.ExportConfig(export_dir="export", model_dir=model_out, do_lower_case=False)
   with pytest.raises(errors.UsageError) as raised:
     export_model.model_settings(config, model_dir_lib.decide_start(model_out, None), model_out)
   assert str(raised.value) == (

@@ -1,0 +1,309 @@
+"""A setting is declared once, as a field of a frozen config dataclass, and its absl flag is made
+from that field.
+
+A config field made by `setting` carries the flag's help, its validation and, when the annotation
+does not tell, how its value is parsed; its name is the flag's name (google-research/bert and
+tf-models-official names) and its default the flag's default. `define_flags(Config)` defines the
+flags of a command from its config; `flags.command_line.config_from_flags(Config)` reads the parsed
+flags back into one config. A field without a `setting` (e.g. `typed_flags`) is not a flag.
+
+Settings shared by several commands are declared once, in a small frozen dataclass of the layer
+that owns them (e.g. `postprocess.span_decoding.DecodingSettings`); a config inherits the groups
+it takes, so its attributes stay flat (`config.n_best_size`). `variant` reuses a setting with
+another default or help where a command legitimately differs.
+
+Validation: each setting's own rule (`choices`, `lower_bound`, `check`) runs when the flags parse
+(one line before the command starts) and again when a config is built in Python
+(`Settings.__post_init__`), both raising `errors.UsageError` lines that name the flag; a config's
+rules between settings go in its `check` method.
+
+This module imports only absl, the standard library and `squad_qa.errors`: every layer may import
+it, and a command's flags parse before TensorFlow loads.
+"""
+
+import dataclasses
+import re
+import types
+import typing
+from typing import Any, Callable, Optional, Tuple
+
+from absl import flags
+
+from squad_qa import errors
+
+# absl attributes a flag defined from here to the module that called `define_flags`, so that
+# `python train.py --help` lists train.py's flags.
+flags.disclaim_key_flags()
+
+_METADATA_KEY = "squad_qa.flags.settings"
+# A config field of this name receives the names of the config's flags that were typed.
+TYPED_FLAGS_FIELD = "typed_flags"
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """What a field says about its flag, besides the name, type and default.
+
+  Attributes:
+    help: the flag's help text.
+    choices: the allowed values (a str setting becomes an enum flag), or None.
+    lower_bound: the smallest allowed number (int and float settings), or None.
+    check: a callable(value) raising `errors.UsageError` for a value it refuses (None is never
+      checked: it means "not given"), or None.
+    parser: an absl `ArgumentParser` for a type the annotation cannot tell (e.g. int or 'auto'), or
+      None.
+    flag_class: an absl `Flag` subclass taking (parser, serializer, name, default, help), e.g. a
+      flag with a value that also has the --noname form; needs `parser`.
+  """
+  help: str
+  choices: Optional[Tuple[Any, ...]] = None
+  lower_bound: Optional[float] = None
+  check: Optional[Callable[[Any], None]] = None
+  parser: Optional[flags.ArgumentParser] = None
+  flag_class: Optional[type] = None
+
+
+def setting(default, help, *, choices=None, lower_bound=None, check=None, parser=None,
+            flag_class=None):  # pylint: disable=redefined-builtin
+  """A dataclass field that is also the absl flag of the same name (`Spec` says what each
+  argument means). Returns a `dataclasses.Field`."""
+  spec = Spec(help, tuple(choices) if choices is not None else None, lower_bound, check, parser,
+              flag_class)
+  return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
+
+
+def variant(config_class, name, **changes):
+  """The setting `name` of `config_class` with `changes` (default and any `Spec` attribute),
+  for a command where that setting legitimately differs (e.g. export.py's --doc_stride defaults
+  to the trained one). Returns a `dataclasses.Field`.
+
+  Raises:
+    KeyError: `config_class` has no setting `name`.
+  """
+  field = {f.name: f for f in setting_fields(config_class)}[name]
+  default = changes.pop("default", field.default)
+  return dataclasses.field(
+      default=default, metadata={_METADATA_KEY: dataclasses.replace(spec_of(field), **changes)})
+
+
+def spec_of(field):
+  """The `Spec` of a dataclass field, or None for a field that is not a setting."""
+  return field.metadata.get(_METADATA_KEY)
+
+
+def setting_fields(config_class):
+  """The fields of a dataclass (class or instance) that are settings, in field order."""
+  return tuple(f for f in dataclasses.fields(config_class) if spec_of(f) is not None)
+
+
+def names(config_class):
+  """The names of the settings of `config_class`, in field order (a tuple of str)."""
+  return tuple(f.name for f in setting_fields(config_class))
+
+
+def defaults(config_class):
+  """{name: default} of the settings of `config_class`, in field order."""
+  return {f.name: f.default for f in setting_fields(config_class)}
+
+
+def values(config, group_class):
+  """{name: value} of the settings of `config` that `group_class` (a group it inherits)
+  declares, in field order."""
+  return {name: getattr(config, name) for name in names(group_class)}
+
+
+def check_value(name, value, spec):
+  """Refuses a value of setting `name` that its `Spec` does not allow; None passes.
+
+  Raises:
+    errors.UsageError: one line "--name=value: ..." (or the `check`'s own line).
+  """
+  if value is None:
+    return
+  if spec.choices is not None and value not in spec.choices:
+    raise errors.UsageError(f"--{name}={value}: expected one of "
+                            f"{', '.join(str(c) for c in spec.choices)}")
+  if spec.lower_bound is not None and value < spec.lower_bound:
+    raise errors.UsageError(f"--{name}={value}: must be at least {spec.lower_bound}")
+  if spec.check is not None:
+    spec.check(value)
+
+
+class Settings:
+  """Base of every config (and group of settings): validates each setting on construction.
+
+  A frozen dataclass inheriting it checks every setting field with `check_value`, then calls
+  `check`, the config's one place for rules between settings.
+
+  Raises (on construction):
+    errors.UsageError: a value a setting or the config's `check` refuses.
+  """
+
+  def __post_init__(self):
+    for field in setting_fields(self):
+      check_value(field.name, getattr(self, field.name), spec_of(field))
+    self.check()
+
+  def check(self):
+    """Rules between settings; raises `errors.UsageError`. The base has none."""
+
+
+class GivenFields:
+  """Mixin for a frozen dataclass config with a field `typed_flags` (not a setting).
+
+  `typed_flags` holds the names of the fields whose flags were typed on the command line
+  (`flags.command_line.config_from_flags` fills it), or None for a config built in Python; there a
+  field counts as given when its value differs from its default, which is the flag's.
+  """
+
+  def given(self, name):
+    """Whether the user gave field `name` (str): typed its flag, or, with `typed_flags` None, set
+    it to a value other than its default. Returns a bool."""
+    if self.typed_flags is None:
+      return getattr(self, name) != self.__dataclass_fields__[name].default
+    return name in self.typed_flags
+
+
+def define_flags(config_class, flag_values=flags.FLAGS):
+  """Defines the absl flag of every setting of `config_class` that `flag_values` lacks.
+
+  A flag already defined (by another command's config in the same process) is left as it is.
+  The flags are key flags of the module that calls this, so its `--help` lists them.
+
+  Raises:
+    TypeError: a setting whose annotation gives no flag type and that has no `parser`.
+  """
+  hints = typing.get_type_hints(config_class)
+  for field in setting_fields(config_class):
+    if field.name not in flag_values:
+      _define(field.name, hints[field.name], field.default, spec_of(field), flag_values)
+
+
+def _value_type(annotation):
+  """The type of a setting's value: Optional[X] -> X; Tuple[str, ...] -> tuple."""
+  if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+    kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(kinds) == 1:
+      return _value_type(kinds[0])
+    return None
+  if typing.get_origin(annotation) is tuple and typing.get_args(annotation) == (str, ...):
+    return tuple
+  return annotation
+
+
+def _define(name, annotation, default, spec, flag_values):
+  """Defines one flag from a setting (see `define_flags`)."""
+  kind = _value_type(annotation)
+  if spec.flag_class is not None:
+    flags.DEFINE_flag(spec.flag_class(spec.parser, None, name, default, spec.help), flag_values)
+  elif spec.parser is not None:
+    flags.DEFINE(spec.parser, name, default, spec.help, flag_values,
+                 serializer=flags.ArgumentSerializer())
+  elif spec.choices is not None:
+    flags.DEFINE_enum(name, default, spec.choices, spec.help, flag_values=flag_values)
+  elif kind is bool:
+    flags.DEFINE_bool(name, default, spec.help, flag_values=flag_values)
+  elif kind is int:
+    flags.DEFINE_integer(name, default, spec.help, lower_bound=spec.lower_bound,
+                         flag_values=flag_values)
+  elif kind is float:
+    flags.DEFINE_float(name, default, spec.help, lower_bound=spec.lower_bound,
+                       flag_values=flag_values)
+  elif kind is str:
+    flags.DEFINE_string(name, default, spec.help, flag_values=flag_values)
+  elif kind is tuple:
+    flags.DEFINE_multi_string(name, default, spec.help, flag_values=flag_values)
+  else:
+    raise TypeError(f"setting {name}: no flag type for {annotation!r}; give it a parser")
+  if spec.check is not None:
+    flags.register_validator(name, _flag_validator(name, spec), flag_values=flag_values)
+
+
+def _flag_validator(name, spec):
+  """An absl validator running the setting's `check`: absl prefixes "flag --name=value: " to its
+  message, so the check's own "--name=value: " prefix is dropped."""
+  prefix = re.compile(rf"^--{re.escape(name)}=[^:]*: ")
+
+  def validate(value):
+    try:
+      check_value(name, value, spec)
+    except errors.UsageError as e:
+      raise flags.ValidationError(prefix.sub("", str(e), count=1)) from None
+    return True
+
+  return validate
+
+
+class BatchSizeParser(flags.ArgumentParser):
+  """Parses a positive integer or "auto" (absl flag parser)."""
+  syntactic_help = "a positive integer or 'auto'"
+
+  def parse(self, argument):
+    if isinstance(argument, int) or argument in (None, "auto"):
+      value = argument
+    else:
+      text = str(argument).strip().lower()
+      value = text if text == "auto" else int(text) if text.lstrip("-").isdigit() else None
+      if value is None:
+        raise ValueError(f"expected a positive integer or 'auto', got {argument!r}")
+    if isinstance(value, int) and value < 1:
+      raise ValueError(f"expected a positive integer or 'auto', got {argument!r}")
+    return value
+
+  def flag_type(self):
+    return "int or 'auto'"
+
+
+def check_batch_size(name):
+  """A `Spec.check` for a `BatchSizeParser` setting: a positive int or "auto"."""
+
+  def check(value):
+    if value != "auto" and (not isinstance(value, int) or value < 1):
+      raise errors.UsageError(f"--{name}={value}: expected a positive integer or 'auto'")
+
+  return check
+
+
+class TokenCountsParser(flags.ArgumentParser):
+  """Parses "auto" (also a bare --name), "false" (--noname) or comma-separated increasing token
+  counts; gives "auto", None or a tuple of ints (absl flag parser)."""
+  syntactic_help = "'auto', or increasing token counts separated by commas, e.g. 64,128,256"
+
+  def parse(self, argument):
+    if argument is None or isinstance(argument, tuple):
+      return argument
+    text = str(argument).strip().lower()
+    if text in ("auto", "true"):
+      return "auto"
+    if text in ("false", "none", ""):
+      return None
+    try:
+      values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+      raise ValueError(
+          f"expected 'auto' or token counts like 64,128,256, got {argument!r}") from None
+    if not increasing_token_counts(values):
+      raise ValueError(f"expected increasing positive token counts, got {argument!r}")
+    return values
+
+  def flag_type(self):
+    return "'auto' or int list"
+
+
+def increasing_token_counts(values):
+  """Whether `values` (a tuple of int) are positive and strictly increasing."""
+  return all(v >= 1 for v in values) and all(a < b for a, b in zip(values, values[1:]))
+
+
+class OptionalValueFlag(flags.Flag):
+  """A flag with a value that also has the --noname form (absl offers that to booleans only):
+  --noname sets None."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, boolean=True, **kwargs)
+
+  def _serialize(self, value):
+    if value is None:
+      return f"--no{self.name}"
+    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
+    return f"--{self.name}={text}"

@@ -1,0 +1,52 @@
+"""ask.py's settings as one frozen config, without TensorFlow (its flags parse first)."""
+
+import dataclasses
+from typing import Optional, Tuple
+
+from squad_qa import errors
+from squad_qa.flags import settings
+from squad_qa.postprocess import span_decoding
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
+  """Questions about one passage for an export: each field is ask.py's flag.
+
+  Attributes:
+    export_dir: folder written by export.py.
+    question: the questions, a tuple of str (a str is taken as one question; ask.py's
+      --question may be given several times).
+    context: the passage holding the answer (str), unless `context_file` is given.
+    context_file: a UTF-8 file holding the passage, instead of `context`.
+    n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
+      export's); serve_text has
+      its own baked in, and a different value given is ignored with a warning.
+    use_serve_features: answer through serve_features even when the export has serve_text.
+    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
+      fills it), or None for a config built in Python, where a field counts as given when it
+      differs from its default (the flag's).
+
+  Raises:
+    errors.UsageError: no question, or neither or both of a context and a context file.
+  """
+  export_dir: str = settings.setting("export", "The folder export.py wrote.")
+  question: Optional[Tuple[str, ...]] = settings.setting(
+      None, "A question; give the flag again for more questions about the same passage.")
+  context: Optional[str] = settings.setting(None, "The passage holding the answer.")
+  context_file: Optional[str] = settings.setting(
+      None, "Read the passage from this UTF-8 file instead.")
+  use_serve_features: bool = settings.setting(
+      False,
+      "Tokenize and window in Python and call the serve_features signature instead of the "
+      "raw-text serving_default (automatic for SavedModels without serve_text).")
+  typed_flags: Optional[tuple] = None
+
+  def check(self):
+    if isinstance(self.question, str):
+      object.__setattr__(self, "question", (self.question,))
+    elif self.question is not None:
+      object.__setattr__(self, "question", tuple(self.question))
+    if not self.question or (self.context is None and not self.context_file):
+      raise errors.UsageError("give --question and --context (or --context_file)")
+    if self.context is not None and self.context_file:
+      raise errors.UsageError("give --context or --context_file, not both (one passage per run)")
