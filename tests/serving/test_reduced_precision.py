@@ -61,7 +61,8 @@ def _model_dir_of(served, folder):
   bert_config_file = testutil.write_tiny_config(os.path.join(folder, "bert_config.json"))
   artifacts.write_qa_config(folder, bert_config_file,
                             bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG), meta,
-                            {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
+                            {k: qa_config[k]
+                             for k in settings.names(span_decoding.DecodingSettings)})
   return folder
 
 
