@@ -49,7 +49,8 @@ class Spec:
     choices: the allowed values (a str setting becomes an enum flag), or None.
     lower_bound: the smallest allowed number (int and float settings), or None.
     check: a callable(value) raising `errors.UsageError` for a value it refuses (None is never
-      checked: it means "not given"), or None.
+      checked: it means "not given"), or None. Its line starts "--name=value: " (or names the
+      flag otherwise); when the flags parse, absl's "flag --name=value: " replaces that prefix.
     parser: an absl `ArgumentParser` for a type the annotation cannot tell (e.g. int or 'auto'), or
       None.
     flag_class: an absl `Flag` subclass taking (parser, serializer, name, default, help), e.g. a

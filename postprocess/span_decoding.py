@@ -66,7 +66,7 @@ class SpanLimits(settings.Settings):
 class DecodingSettings(squad_reader.SquadVersion, SpanLimits):
   """How answers are decoded from logits: train.py's prediction, export.py's serve_text (and
   `serving.module.DECODING_DEFAULTS`), the decoding part of qa_config.json
-  (`tasks.artifacts.DECODING_KEYS`)."""
+  (`base.artifacts.write_qa_config`)."""
   null_score_diff_threshold: float = settings.setting(
       0.0,
       "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "

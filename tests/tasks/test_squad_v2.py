@@ -147,8 +147,9 @@ def test_score_v2_known_predictions(v2_file):
 def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   out = str(tmp_path / "records")
   meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      testutil.vocab_file(), True, 64, 32, 16, 1, True, predict_file=v2_file, output_dir=out,
-      num_workers=1))
+      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64, doc_stride=32,
+      max_query_length=16, num_shards=1, version_2_with_negative=True, predict_file=v2_file,
+      output_dir=out, num_workers=1))
   model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
@@ -189,8 +190,9 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   path.write_text(json.dumps(data))
   out = str(tmp_path / "records")
   meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      testutil.vocab_file(), True, 64, 32, 16, 1, version_2, predict_file=str(path), output_dir=out,
-      num_workers=1))
+      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64, doc_stride=32,
+      max_query_length=16, num_shards=1, version_2_with_negative=version_2,
+      predict_file=str(path), output_dir=out, num_workers=1))
   assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
   model_dir = tmp_path / "model"
   model_dir.mkdir()
