@@ -12,17 +12,16 @@ that owns them (e.g. `postprocess.span_decoding.DecodingSettings`); a config inh
 it takes, so its attributes stay flat (`config.n_best_size`). `variant` reuses a setting with
 another default or help where a command legitimately differs.
 
-Validation: each setting's own rule (`choices`, `lower_bound`, `check`) runs when the flags parse
-(one line before the command starts) and again when a config is built in Python
-(`Settings.__post_init__`), both raising `errors.UsageError` lines that name the flag; a config's
-rules between settings go in its `check` method.
+Validation: each setting's own rule runs when a config is built (`Settings.__post_init__`, raising
+an `errors.UsageError` line that names the flag); the commands build theirs before TensorFlow
+loads. `choices`, `lower_bound` and `above` are also absl's rules, so the flag is refused when it
+parses. A config's rules between settings go in its `check` method.
 
 This module imports only absl, the standard library and `squad_qa.errors`: every layer may import
 it, and a command's flags parse before TensorFlow loads.
 """
 
 import dataclasses
-import re
 import types
 import typing
 from typing import Any, Callable, Optional, Tuple
@@ -47,10 +46,11 @@ class Spec:
   Attributes:
     help: the flag's help text.
     choices: the allowed values (a str setting becomes an enum flag), or None.
-    lower_bound: the smallest allowed number (int and float settings), or None.
-    check: a callable(value) raising `errors.UsageError` for a value it refuses (None is never
-      checked: it means "not given"), or None. Its line starts "--name=value: " (or names the
-      flag otherwise); when the flags parse, absl's "flag --name=value: " replaces that prefix.
+    lower_bound: the smallest allowed number (int and float settings; absl's flag bound), or None.
+    above: a number the value must exceed (int and float settings), or None.
+    check: a callable(name, value) raising `errors.UsageError` for a value it refuses, run on the
+      config (e.g. `at_least`), or None.
+  None is never checked: it means "not given".
     parser: an absl `ArgumentParser` for a type the annotation cannot tell (e.g. int or 'auto'), or
       None.
     flag_class: an absl `Flag` subclass taking (parser, serializer, name, default, help), e.g. a
@@ -59,17 +59,18 @@ class Spec:
   help: str
   choices: Optional[Tuple[Any, ...]] = None
   lower_bound: Optional[float] = None
-  check: Optional[Callable[[Any], None]] = None
+  above: Optional[float] = None
+  check: Optional[Callable[[str, Any], None]] = None
   parser: Optional[flags.ArgumentParser] = None
   flag_class: Optional[type] = None
 
 
-def setting(default, help, *, choices=None, lower_bound=None, check=None, parser=None,
-            flag_class=None):  # pylint: disable=redefined-builtin
+def setting(default, help, *, choices=None, lower_bound=None, above=None, check=None,
+            parser=None, flag_class=None):  # pylint: disable=redefined-builtin
   """A dataclass field that is also the absl flag of the same name (`Spec` says what each
   argument means). Returns a `dataclasses.Field`."""
-  spec = Spec(help, tuple(choices) if choices is not None else None, lower_bound, check, parser,
-              flag_class)
+  spec = Spec(help, tuple(choices) if choices is not None else None, lower_bound, above, check,
+              parser, flag_class)
   return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -126,8 +127,25 @@ def check_value(name, value, spec):
                             f"{', '.join(str(c) for c in spec.choices)}")
   if spec.lower_bound is not None and value < spec.lower_bound:
     raise errors.UsageError(f"--{name}={value}: must be at least {spec.lower_bound}")
+  if spec.above is not None and not value > spec.above:
+    raise errors.UsageError(_above_message(name, spec.above))
   if spec.check is not None:
-    spec.check(value)
+    spec.check(name, value)
+
+
+def _above_message(name, bound):
+  return f"--{name} must be above {bound}"
+
+
+def at_least(bound, words=None):
+  """A `Spec.check` refusing values below `bound`: "--name=value: must be at least <bound>", or
+  "must be <words>" (e.g. "0 (off) or more")."""
+
+  def check(name, value):
+    if value < bound:
+      raise errors.UsageError(f"--{name}={value}: must be {words or f'at least {bound}'}")
+
+  return check
 
 
 class Settings:
@@ -216,23 +234,9 @@ def _define(name, annotation, default, spec, flag_values):
     flags.DEFINE_multi_string(name, default, spec.help, flag_values=flag_values)
   else:
     raise TypeError(f"setting {name}: no flag type for {annotation!r}; give it a parser")
-  if spec.check is not None:
-    flags.register_validator(name, _flag_validator(name, spec), flag_values=flag_values)
-
-
-def _flag_validator(name, spec):
-  """An absl validator running the setting's `check`: absl prefixes "flag --name=value: " to its
-  message, so the check's own "--name=value: " prefix is dropped."""
-  prefix = re.compile(rf"^--{re.escape(name)}=[^:]*: ")
-
-  def validate(value):
-    try:
-      check_value(name, value, spec)
-    except errors.UsageError as e:
-      raise flags.ValidationError(prefix.sub("", str(e), count=1)) from None
-    return True
-
-  return validate
+  if spec.above is not None:
+    flags.register_validator(name, lambda value: value is None or value > spec.above,
+                             message=_above_message(name, spec.above), flag_values=flag_values)
 
 
 class BatchSizeParser(flags.ArgumentParser):
@@ -255,14 +259,10 @@ class BatchSizeParser(flags.ArgumentParser):
     return "int or 'auto'"
 
 
-def check_batch_size(name):
+def check_batch_size(name, value):
   """A `Spec.check` for a `BatchSizeParser` setting: a positive int or "auto"."""
-
-  def check(value):
-    if value != "auto" and (not isinstance(value, int) or value < 1):
-      raise errors.UsageError(f"--{name}={value}: expected a positive integer or 'auto'")
-
-  return check
+  if value != "auto" and (not isinstance(value, int) or value < 1):
+    raise errors.UsageError(f"--{name}={value}: expected a positive integer or 'auto'")
 
 
 class TokenCountsParser(flags.ArgumentParser):

@@ -56,10 +56,10 @@ class SpanLimits(settings.Settings):
   """Which spans decoding weighs: the decoding settings ask.py takes."""
   n_best_size: int = settings.setting(
       20, "Start and end candidates considered per window.",
-      check=lambda value: check_decoding_settings(n_best_size=value))
+      check=lambda name, value: check_decoding_settings(**{name: value}))
   max_answer_length: int = settings.setting(
       30, "Longest answer, in tokens.",
-      check=lambda value: check_decoding_settings(max_answer_length=value))
+      check=lambda name, value: check_decoding_settings(**{name: value}))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,7 +71,7 @@ class DecodingSettings(squad_reader.SquadVersion, SpanLimits):
       0.0,
       "SQuAD 2.0: predict \"\" when the null score (min over windows of start[0] + end[0]) minus "
       "the best non-null span score exceeds this (google-research/bert, tfm).",
-      check=lambda value: check_decoding_settings(null_score_diff_threshold=value))
+      check=lambda name, value: check_decoding_settings(**{name: value}))
 
 
 @dataclasses.dataclass

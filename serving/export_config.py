@@ -63,7 +63,7 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
   window_batch_size: int = settings.setting(
       32,
       "Windows per model call inside serve_text (bounds memory for long contexts and big "
-      "batches).", lower_bound=1)
+      "batches).", check=settings.at_least(1))
   serve_text: bool = settings.setting(
       True,
       "Include the raw-text signature serve_text (= serving_default), which needs the "

@@ -16,24 +16,9 @@ PRECISIONS = ("float32", "float16", "bfloat16")
 AUTO = "auto"  # --mixed_precision_dtype's default: chosen by the device (`TrainConfig.precision`)
 
 
-def _zero_or_more(name, zero_means):
-  """A `settings.Spec.check` for a count where 0 means `zero_means` (str)."""
-
-  def check(value):
-    if value < 0:
-      raise errors.UsageError(f"--{name}={value}: must be 0 ({zero_means}) or more")
-
-  return check
-
-
-def _above_zero(value):
-  if value <= 0:
-    raise errors.UsageError("--num_train_epochs must be above 0")
-
-
-def _length_buckets(value):
+def _length_buckets(name, value):
   if isinstance(value, tuple) and not settings.increasing_token_counts(value):
-    raise errors.UsageError(f"--length_buckets={value}: expected increasing positive token counts")
+    raise errors.UsageError(f"--{name}={value}: expected increasing positive token counts")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,13 +64,13 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   predict_batch_size: int = settings.setting(64, "Features per prediction step.")
   learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.")
   num_train_epochs: float = settings.setting(
-      2.0, "Passes over the train features (above 0).", check=_above_zero)
+      2.0, "Passes over the train features (above 0).", above=0)
   max_steps: Optional[int] = settings.setting(
       None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
   warmup_proportion: float = settings.setting(
       0.1, "Share of the training steps with a linear learning-rate warmup from 0.")
   save_checkpoints_steps: int = settings.setting(
-      1000, "Steps between checkpoints.", lower_bound=1)
+      1000, "Steps between checkpoints.", check=settings.at_least(1))
   max_eval_examples: Optional[int] = settings.setting(
       None, "Score only the first N questions of --predict_file (a budget for CPU runs).")
   gpu: bool = settings.setting(
@@ -141,17 +126,17 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       100,
       "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
       "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
-      "and where a progress line is due.", lower_bound=1)
+      "and where a progress line is due.", check=settings.at_least(1))
   log_steps: int = settings.setting(
       0,
       "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
       "many steps; 0: about every 30 seconds (on several workers: every --steps_per_loop steps).",
-      check=_zero_or_more("log_steps", "about every 30 s"))
+      check=settings.at_least(0, "0 (about every 30 s) or more"))
   eval_every_steps: int = settings.setting(
       0,
       "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
       "while training: a learning curve in --model_dir/learning_curve.csv and TensorBoard's "
-      "eval/; 0: off.", check=_zero_or_more("eval_every_steps", "off"))
+      "eval/; 0: off.", check=settings.at_least(0, "0 (off) or more"))
 
   def check(self):
     if not self.do_train:  # both shape training only: refuse rather than ignore them

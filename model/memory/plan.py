@@ -188,7 +188,7 @@ class PlannerConfig(settings.Settings):
       "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
       "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
       "accumulation keeping --effective_batch_size.",
-      parser=settings.BatchSizeParser(), check=settings.check_batch_size("train_batch_size"))
+      parser=settings.BatchSizeParser(), check=settings.check_batch_size)
   dtype: str = settings.setting(
       "float32", "Keras dtype policy of training (train.py --gpu trains under mixed_float16).",
       choices=estimate.POLICIES)

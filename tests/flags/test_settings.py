@@ -17,15 +17,11 @@ from squad_qa.serving import export_config
 from squad_qa.tasks import train_config
 
 
-def _positive(value):
-  if value <= 0:
-    raise errors.UsageError(f"--rate={value}: must be above 0")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Group(settings.Settings):
   steps: Optional[int] = settings.setting(None, "Steps.", lower_bound=1)
-  rate: float = settings.setting(0.5, "Rate.", check=_positive)
+  rate: float = settings.setting(0.5, "Rate.", above=0)
+  count: int = settings.setting(0, "Count.", check=settings.at_least(0, "0 (off) or more"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -35,7 +31,7 @@ class _Config(_Group, settings.GivenFields):
   mode: str = settings.setting("a", "Mode.", choices=("a", "b"))
   question: Optional[Tuple[str, ...]] = settings.setting(None, "Questions.")
   batch: Union[int, str] = settings.setting(
-      8, "Batch.", parser=settings.BatchSizeParser(), check=settings.check_batch_size("batch"))
+      8, "Batch.", parser=settings.BatchSizeParser(), check=settings.check_batch_size)
   buckets: Union[None, str, Tuple[int, ...]] = settings.setting(
       "auto", "Buckets.", parser=settings.TokenCountsParser(),
       flag_class=settings.OptionalValueFlag)
@@ -73,6 +69,7 @@ def test_a_field_becomes_a_flag_with_its_name_type_default_and_help(flag_values)
   assert kinds == {
       "steps": ("int", None, "Steps."),
       "rate": ("float", 0.5, "Rate."),
+      "count": ("int", 0, "Count."),
       "name": ("string", "out", "Name."),
       "fast": ("bool", True, "Fast."),
       "mode": ("string enum", "a", "<a|b>: Mode."),
@@ -82,7 +79,8 @@ def test_a_field_becomes_a_flag_with_its_name_type_default_and_help(flag_values)
   }
   assert flag_values["buckets"].boolean and not flag_values["batch"].boolean  # --nobuckets
   assert "typed_flags" not in flag_values and "doc_stride" not in flag_values  # no help: no flag
-  assert settings.defaults(_Config) == {"steps": None, "rate": 0.5, "name": "out", "fast": True,
+  assert settings.defaults(_Config) == {"steps": None, "rate": 0.5, "count": 0, "name": "out",
+                                        "fast": True,
                                         "mode": "a", "question": None, "batch": 8,
                                         "buckets": "auto"}
 
@@ -101,22 +99,24 @@ def test_flags_parse_into_the_config(flag_values):
 @pytest.mark.parametrize("argv, line", [
     (["--steps=0"], "prog: flag --steps=0: 0 is not a positive integer (--helpfull lists the "
                     "flags)"),
-    (["--rate=0"], "prog: flag --rate=0.0: must be above 0 (--helpfull lists the flags)"),
+    (["--rate=0"], "prog: flag --rate=0.0: --rate must be above 0 (--helpfull lists the flags)"),
     (["--mode=c"], "prog: flag --mode=c: value should be one of <a|b> (--helpfull lists the "
                    "flags)"),
     (["--batch=0"], "prog: flag --batch=0: expected a positive integer or 'auto', got '0' "
                     "(--helpfull lists the flags)"),
     (["--buckets=128,64"], "prog: flag --buckets=128,64: expected increasing positive token "
                            "counts, got '128,64' (--helpfull lists the flags)"),
+    (["--count=-1"], "--count=-1: must be 0 (off) or more"),  # by the config, as the flags are read
     (["--mode=b", "--nofast"], "--mode=b needs --fast"),
 ])
-def test_a_bad_value_is_refused_in_one_line_when_the_flags_parse(flag_values, argv, line):
+def test_a_bad_value_is_refused_in_one_line_before_the_command_runs(flag_values, argv, line):
   assert parse(flag_values, *argv) == line
 
 
 @pytest.mark.parametrize("values, line", [
     ({"steps": 0}, "--steps=0: must be at least 1"),
-    ({"rate": -1.0}, "--rate=-1.0: must be above 0"),
+    ({"rate": -1.0}, "--rate must be above 0"),
+    ({"count": -1}, "--count=-1: must be 0 (off) or more"),
     ({"mode": "c"}, "--mode=c: expected one of a, b"),
     ({"batch": 0}, "--batch=0: expected a positive integer or 'auto'"),
     ({"mode": "b", "fast": False}, "--mode=b needs --fast"),
