@@ -27,7 +27,7 @@ import json
 import os
 import re
 import unicodedata
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 
