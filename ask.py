@@ -11,8 +11,8 @@ and decodes the best span over all windows (postprocess/span_decoding.py). Print
 its character offsets, score (start + end logit) and time.
 """
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import settings

@@ -35,8 +35,8 @@ project's code.
 The export is written under a temporary name and renamed into place when complete.
 """
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import settings

@@ -31,8 +31,8 @@ class BuildPy(build_py.build_py):
   """Builds the package without this file, which sits in the package's root folder."""
 
   def find_package_modules(self, package, package_dir):
-    return [(pkg, module, path) for pkg, module, path
-            in super().find_package_modules(package, package_dir)
+    return [(pkg, module, path)
+            for pkg, module, path in super().find_package_modules(package, package_dir)
             if (pkg, module) != (PACKAGE, "setup")]
 
 

@@ -9,8 +9,8 @@ tasks/train_and_evaluate.py does the job: strategy -> task -> orbit controller -
 writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
 """
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.tasks import train_config

@@ -81,22 +81,29 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
       {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
   """
   flags = records_meta["flags"]
-  write_json(os.path.join(model_dir, QA_CONFIG_FILE), {
-      "bert_config_file": os.path.abspath(bert_config_file),
-      "bert_config": bert_config.to_dict(),
-      "vocab_file": os.path.abspath(flags["vocab_file"]),
-      "vocab_sha256": records_meta["vocab_sha256"],
-      **({"vocab_size": records_meta["vocab_size"]} if "vocab_size" in records_meta else {}),
-      **{k: flags[k] for k in FEATURIZATION_KEYS},
-      **decoding,
-      **(recorded or {})})
+  write_json(
+      os.path.join(model_dir, QA_CONFIG_FILE), {
+          "bert_config_file": os.path.abspath(bert_config_file),
+          "bert_config": bert_config.to_dict(),
+          "vocab_file": os.path.abspath(flags["vocab_file"]),
+          "vocab_sha256": records_meta["vocab_sha256"],
+          **({
+              "vocab_size": records_meta["vocab_size"]
+          } if "vocab_size" in records_meta else {}),
+          **{
+              k: flags[k] for k in FEATURIZATION_KEYS
+          },
+          **decoding,
+          **(recorded or {})
+      })
 
 
 def read_qa_config(folder):
   """`folder`/qa_config.json as a dict ({} when absent; errors as `read_json`'s)."""
-  return read_json(os.path.join(folder, QA_CONFIG_FILE),
-                   "train.py writes it with a checkpoint; restore it or train into a new "
-                   "--model_dir")
+  return read_json(
+      os.path.join(folder, QA_CONFIG_FILE),
+      "train.py writes it with a checkpoint; restore it or train into a new "
+      "--model_dir")
 
 
 def read_export_config(export_dir):

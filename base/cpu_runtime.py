@@ -32,8 +32,11 @@ import os
 import sys
 
 # Environment variable -> value set when the user has not set it.
-SETTINGS = {"TF_ENABLE_ONEDNN_OPTS": "1", "TF_CPU_ALLOCATOR_USE_BFC": "1",
-            "TF_USE_LEGACY_KERAS": "1"}
+SETTINGS = {
+    "TF_ENABLE_ONEDNN_OPTS": "1",
+    "TF_CPU_ALLOCATOR_USE_BFC": "1",
+    "TF_USE_LEGACY_KERAS": "1"
+}
 
 
 def apply():

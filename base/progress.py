@@ -81,8 +81,10 @@ class Progress:
     """The progress as one line, e.g. "predicting: 5,000 of 10,833 windows (46 %), 120 windows/s,
     42 s elapsed, ETA 49 s"; figures (see `update`) come after the count."""
     rate = self.rate()
-    parts = [f"{self.what}: {self.done:,}" + (f" of {self.total:,}" if self.total else "")
-             + f" {self.unit}" + (f" ({100 * self.done / self.total:.0f} %)" if self.total else "")]
+    parts = [
+        f"{self.what}: {self.done:,}" + (f" of {self.total:,}" if self.total else "") +
+        f" {self.unit}" + (f" ({100 * self.done / self.total:.0f} %)" if self.total else "")
+    ]
     parts += [text for _, text in self.figures.values()]
     if self._show_rate:
       parts.append(f"{rate:,.0f} {self.unit}/s")
@@ -112,8 +114,8 @@ class Progress:
       self._bar.stateful_metrics.update(self.figures)
       self._bar.update(self.done - self.initial,
                        values=[(name, value) for name, (value, _) in self.figures.items()])
-    elif log or (log is None and self._interval is not None
-                 and self._clock() - self._last_line >= self._interval):
+    elif log or (log is None and self._interval is not None and
+                 self._clock() - self._last_line >= self._interval):
       self._log()
 
   def seconds_since_line(self):

@@ -55,27 +55,33 @@ FLAGS = flags.FLAGS
 
 def define_flags():
   """The command's flags, defined when run as a script (importing the module defines none)."""
-  flags.DEFINE_enum("mode", "run", ["run", "plot"], "run: demo.sh and the peer in the same "
-                    "budget; plot: draw learning curves and the peer's results.")
+  flags.DEFINE_enum(
+      "mode", "run", ["run", "plot"], "run: demo.sh and the peer in the same "
+      "budget; plot: draw learning curves and the peer's results.")
   flags.DEFINE_string("peer_python", None, "run: interpreter of the peer's virtualenv.")
-  flags.DEFINE_string("peer_dir", None, "run: the peer's scripts (finetune_eval.py); default "
-                      "$PEER_DIR, else ../shared/peer beside the repository.")
-  flags.DEFINE_integer("peer_planned_steps", None, "run: steps the peer's linear schedule decays "
-                       "over in the first run (later runs: the steps it reached in the run "
-                       "before).")
+  flags.DEFINE_string(
+      "peer_dir", None, "run: the peer's scripts (finetune_eval.py); default "
+      "$PEER_DIR, else ../shared/peer beside the repository.")
+  flags.DEFINE_integer(
+      "peer_planned_steps", None, "run: steps the peer's linear schedule decays "
+      "over in the first run (later runs: the steps it reached in the run "
+      "before).")
   flags.DEFINE_integer("runs", 2, "run: ours-then-peer runs.")
   flags.DEFINE_string("output_dir", "budget_vs_peer", "run: where each run's outputs and figures "
                       "go.")
-  flags.DEFINE_list("learning_curves", [], "plot: our learning_curve.csv files (train.py "
-                    "--eval_every_steps), one line each.")
+  flags.DEFINE_list(
+      "learning_curves", [], "plot: our learning_curve.csv files (train.py "
+      "--eval_every_steps), one line each.")
   flags.DEFINE_list("labels", [], "plot: a legend label per --learning_curves file (default: its "
                     "folder).")
-  flags.DEFINE_list("peer_results", [], "plot: the peer's finetune_eval.py --json result files, "
-                    "one point each (a line when several).")
+  flags.DEFINE_list(
+      "peer_results", [], "plot: the peer's finetune_eval.py --json result files, "
+      "one point each (a line when several).")
   flags.DEFINE_string("peer_label", "peer (HF on PyTorch)", "plot: legend label of the peer's "
                       "points.")
   flags.DEFINE_float("target_f1", None, "plot: a horizontal line at this dev F1 (percent).")
   flags.DEFINE_string("output", "learning_curve.png", "plot: the PNG to write.")
+
 
 DEMO_DONE = re.compile(r"^== done in (\d+) s \((\d+) s after the install\)")
 
@@ -99,8 +105,8 @@ def run_ours(run_dir):
   shutil.rmtree(demo_out, ignore_errors=True)
   started = time.time()
   result = subprocess.run(["bash", os.path.join(peer.REPO, "demo.sh")], capture_output=True,
-                          text=True,
-                          env=dict(os.environ, DEMO_OUT=os.path.abspath(demo_out)), check=False)
+                          text=True, env=dict(os.environ,
+                                              DEMO_OUT=os.path.abspath(demo_out)), check=False)
   with open(os.path.join(run_dir, "demo.log"), "w", encoding="utf-8") as f:
     f.write(result.stdout + result.stderr)
   if result.returncode:
@@ -116,23 +122,35 @@ def run_ours(run_dir):
   curve = os.path.join(model_dir, "learning_curve.csv")
   if os.path.exists(curve):
     shutil.copy(curve, os.path.join(run_dir, "learning_curve.csv"))
-  return {"side": "ours (demo.sh)", "budget_seconds": seconds, "install_seconds": install,
-          "wall_seconds": time.time() - started, "train_seconds": trained["train_seconds"],
-          "steps": trained["steps"], "examples": trained["steps"] * trained["effective_batch_size"],
-          "exact_match": scored["exact_match"], "f1": scored["f1"],
-          "learning_rate": config["learning_rate"], "batch": trained["effective_batch_size"],
-          "precision": trained["mixed_precision_dtype"]}
+  return {
+      "side": "ours (demo.sh)",
+      "budget_seconds": seconds,
+      "install_seconds": install,
+      "wall_seconds": time.time() - started,
+      "train_seconds": trained["train_seconds"],
+      "steps": trained["steps"],
+      "examples": trained["steps"] * trained["effective_batch_size"],
+      "exact_match": scored["exact_match"],
+      "f1": scored["f1"],
+      "learning_rate": config["learning_rate"],
+      "batch": trained["effective_batch_size"],
+      "precision": trained["mixed_precision_dtype"]
+  }
 
 
 def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
   """Runs the peer's finetune_eval.py with `budget_seconds` of training, its schedule decaying over
   `planned_steps`; returns its figures."""
   result_file = os.path.join(run_dir, "peer.json")
-  command = [FLAGS.peer_python, peer.peer_script(FLAGS.peer_dir, "finetune_eval.py"),
-             "--budget-s", str(budget_seconds), "--planned-steps", str(planned_steps),
-             "--lr", str(learning_rate), "--batch", str(batch), "--group-by-length", "--bf16",
-             "--n-dev", "1000", "--out", os.path.join(run_dir, "peer_model"),
-             "--json", result_file]
+  command = [
+      FLAGS.peer_python,
+      peer.peer_script(FLAGS.peer_dir, "finetune_eval.py"), "--budget-s",
+      str(budget_seconds), "--planned-steps",
+      str(planned_steps), "--lr",
+      str(learning_rate), "--batch",
+      str(batch), "--group-by-length", "--bf16", "--n-dev", "1000", "--out",
+      os.path.join(run_dir, "peer_model"), "--json", result_file
+  ]
   started = time.time()
   with open(os.path.join(run_dir, "peer.log"), "w", encoding="utf-8") as log:
     code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
@@ -141,17 +159,28 @@ def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
              f"{run_dir}/peer.log")
   with open(result_file, encoding="utf-8") as f:
     found = json.load(f)
-  return {"side": "peer (group_by_length, bf16)", "budget_seconds": budget_seconds,
-          "wall_seconds": time.time() - started, "train_seconds": found["train_s"],
-          "steps": found["steps"], "examples": found["examples_seen"],
-          "exact_match": found["exact_match"], "f1": found["f1"], "learning_rate": learning_rate,
-          "batch": batch, "precision": "bfloat16 autocast", "planned_steps": planned_steps}
+  return {
+      "side": "peer (group_by_length, bf16)",
+      "budget_seconds": budget_seconds,
+      "wall_seconds": time.time() - started,
+      "train_seconds": found["train_s"],
+      "steps": found["steps"],
+      "examples": found["examples_seen"],
+      "exact_match": found["exact_match"],
+      "f1": found["f1"],
+      "learning_rate": learning_rate,
+      "batch": batch,
+      "precision": "bfloat16 autocast",
+      "planned_steps": planned_steps
+  }
 
 
 def table(rows):
   """The figures of every run as a Markdown table."""
-  lines = ["| run | side | budget (s) | training (s) | steps | examples | EM | F1 |",
-           "|---|---|---|---|---|---|---|---|"]
+  lines = [
+      "| run | side | budget (s) | training (s) | steps | examples | EM | F1 |",
+      "|---|---|---|---|---|---|---|---|"
+  ]
   for row in rows:
     lines.append(f"| {row['run']} | {row['side']} | {row['budget_seconds']} | "
                  f"{row['train_seconds']:.0f} | {row['steps']:,} | {row['examples']:,} | "
@@ -224,8 +253,8 @@ def read_peer(paths, label):
     if missing:
       raise errors.UsageError(f"--peer_results: {path} has no {', '.join(missing)} (not a "
                               f"finetune_eval.py --json result)")
-    points.append((float(result["train_s"]) / 60, float(result["exact_match"]),
-                   float(result["f1"])))
+    points.append(
+        (float(result["train_s"]) / 60, float(result["exact_match"]), float(result["f1"])))
   points.sort()
   return Series(label, "peer", tuple(p[0] for p in points), tuple(p[1] for p in points),
                 tuple(p[2] for p in points))
@@ -243,8 +272,9 @@ def curves(learning_curves, labels=(), peer_results=(), peer_label="peer"):
   if labels and len(labels) != len(learning_curves):
     raise errors.UsageError(f"--labels: {len(labels)} labels for {len(learning_curves)} "
                             f"--learning_curves files; give one each or none")
-  series = [read_ours(path, labels[i] if labels else None)
-            for i, path in enumerate(learning_curves)]
+  series = [
+      read_ours(path, labels[i] if labels else None) for i, path in enumerate(learning_curves)
+  ]
   if peer_results:
     series.append(read_peer(peer_results, peer_label))
   return series
@@ -271,8 +301,8 @@ def plot(series, output, target_f1=None):
   figure, axes = pyplot.subplots(1, 2, figsize=(11, 4.5), dpi=100)
   for ax, metric, name in ((axes[0], "exact_match", "dev EM (%)"), (axes[1], "f1", "dev F1 (%)")):
     for s in series:
-      style = dict(marker="o", linestyle="-") if s.side == "ours" else dict(marker="s",
-                                                                            linestyle="--")
+      style = dict(marker="o", linestyle="-") if s.side == "ours" else dict(
+          marker="s", linestyle="--")
       ax.plot(s.minutes, getattr(s, metric), label=s.label, **style)
     if metric == "f1" and target_f1 is not None:
       ax.axhline(target_f1, color="gray", linestyle=":", label=f"target F1 {target_f1:g}")
@@ -300,15 +330,17 @@ def budget_runs():
     os.makedirs(run_dir, exist_ok=True)
     print(f"run {run}: load average (1 min) {os.getloadavg()[0]:.1f} before ours", flush=True)
     ours = run_ours(run_dir)
-    print(f"run {run}: ours {ours['budget_seconds']} s (install excluded), {ours['steps']} steps, "
-          f"EM {ours['exact_match']:.2f} / F1 {ours['f1']:.2f}; load average "
-          f"{os.getloadavg()[0]:.1f} before the peer", flush=True)
+    print(
+        f"run {run}: ours {ours['budget_seconds']} s (install excluded), {ours['steps']} steps, "
+        f"EM {ours['exact_match']:.2f} / F1 {ours['f1']:.2f}; load average "
+        f"{os.getloadavg()[0]:.1f} before the peer", flush=True)
     theirs = run_peer(run_dir, ours["budget_seconds"], planned_steps, ours["learning_rate"],
                       ours["batch"])
     planned_steps = theirs["steps"]
-    print(f"run {run}: peer {theirs['steps']} steps (planned {theirs['planned_steps']}) in "
-          f"{theirs['train_seconds']:.0f} s, EM {theirs['exact_match']:.2f} / F1 "
-          f"{theirs['f1']:.2f}; load average {os.getloadavg()[0]:.1f} after", flush=True)
+    print(
+        f"run {run}: peer {theirs['steps']} steps (planned {theirs['planned_steps']}) in "
+        f"{theirs['train_seconds']:.0f} s, EM {theirs['exact_match']:.2f} / F1 "
+        f"{theirs['f1']:.2f}; load average {os.getloadavg()[0]:.1f} after", flush=True)
     rows += [dict(ours, run=run), dict(theirs, run=run)]
     with open(os.path.join(FLAGS.output_dir, "results.json"), "w", encoding="utf-8") as f:
       json.dump(rows, f, indent=1)

@@ -80,10 +80,12 @@ def count_questions(path):
 
 
 def run_ours(files, args, output_dir):
-  command = [sys.executable, "preprocess/make_records.py", f"--vocab_file={args.vocab_file}",
-             f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
-             f"--max_query_length={args.max_query_length}", f"--num_workers={args.num_workers}",
-             f"--output_dir={output_dir}"]
+  command = [
+      sys.executable, "preprocess/make_records.py", f"--vocab_file={args.vocab_file}",
+      f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
+      f"--max_query_length={args.max_query_length}", f"--num_workers={args.num_workers}",
+      f"--output_dir={output_dir}"
+  ]
   command += [f"--{flag}={path}" for flag, path in files]
   wall, peak, _, stderr = run_measured(command)
   match = re.search(r"meta\.json in ([0-9.]+) s .*; ([0-9.]+) CPU seconds", stderr)
@@ -100,26 +102,31 @@ def reference_child(args):
         path, split == "train", args.vocab_file, True, args.max_seq_length, args.doc_stride,
         args.max_query_length, record_file=os.path.join(args.output_dir, f"{split}.tfrecord"),
         cache_dir=args.reference_cache_dir)
-    print(json.dumps({"split": split, "questions": len(result.qas_ids),
-                      "features": int(len(result.arrays["input_ids"])),
-                      "seconds": round(result.seconds, 2),
-                      "cpu_seconds": round(time.process_time() - cpu, 2)}), flush=True)
+    print(
+        json.dumps({
+            "split": split,
+            "questions": len(result.qas_ids),
+            "features": int(len(result.arrays["input_ids"])),
+            "seconds": round(result.seconds, 2),
+            "cpu_seconds": round(time.process_time() - cpu, 2)
+        }), flush=True)
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--dev_file", default=os.path.join(SQUAD_DIR, "dev-v1.1.json"))
-  parser.add_argument("--train_file", default=next(
-      (os.path.join(SQUAD_DIR, n) for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
-       if os.path.exists(os.path.join(SQUAD_DIR, n))), None))
+  parser.add_argument(
+      "--train_file", default=next((os.path.join(SQUAD_DIR, n)
+                                    for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
+                                    if os.path.exists(os.path.join(SQUAD_DIR, n))), None))
   parser.add_argument("--vocab_file", default=None)
   parser.add_argument("--max_seq_length", type=int, default=384)
   parser.add_argument("--doc_stride", type=int, default=128)
   parser.add_argument("--max_query_length", type=int, default=64)
   parser.add_argument("--num_workers", type=int, default=2)
   parser.add_argument("--skip_reference", action="store_true")
-  parser.add_argument("--reference_cache_dir", default=os.path.join(
-      tempfile.gettempdir(), "squad_qa_reference_cache"),
+  parser.add_argument("--reference_cache_dir", default=os.path.join(tempfile.gettempdir(),
+                                                                    "squad_qa_reference_cache"),
                       help="where the reference's features are saved for compare_with_reference.py")
   parser.add_argument("--reference_child", action="store_true",
                       help="run the reference alone in this process, its records to --output_dir")
@@ -136,29 +143,34 @@ def main():
   questions = {"dev": count_questions(args.dev_file), "train": count_questions(args.train_file)}
   questions["dev+train"] = questions["dev"] + questions["train"]
   load_before = os.getloadavg()[0]
-  print(f"featurizing at {args.max_seq_length}/{args.doc_stride}/{args.max_query_length}: dev "
-        f"{questions['dev']} questions, train {questions['train']} questions; "
-        f"{os.cpu_count()} CPUs, load average {load_before:.2f}", flush=True)
+  print(
+      f"featurizing at {args.max_seq_length}/{args.doc_stride}/{args.max_query_length}: dev "
+      f"{questions['dev']} questions, train {questions['train']} questions; "
+      f"{os.cpu_count()} CPUs, load average {load_before:.2f}", flush=True)
   rows = {}
   with tempfile.TemporaryDirectory() as tmp:
-    for name, files in (("dev", [("predict_file", args.dev_file)]),
-                        ("train", [("train_file", args.train_file)]),
-                        ("dev+train", [("train_file", args.train_file),
-                                       ("predict_file", args.dev_file)])):
+    for name, files in (("dev", [("predict_file", args.dev_file)]), ("train", [
+        ("train_file", args.train_file)
+    ]), ("dev+train", [("train_file", args.train_file), ("predict_file", args.dev_file)])):
       job, cpu, wall, peak = run_ours(files, args, os.path.join(tmp, name.replace("+", "_")))
       rows[("ours", name)] = (job, cpu, wall, peak)
-      print(f"ours {name}: job {job:.1f} s ({cpu:.1f} CPU s), process {wall:.1f} s, peak "
-            f"{peak / 2**20:.0f} MiB", flush=True)
+      print(
+          f"ours {name}: job {job:.1f} s ({cpu:.1f} CPU s), process {wall:.1f} s, peak "
+          f"{peak / 2**20:.0f} MiB", flush=True)
     if not args.skip_reference:
-      command = [sys.executable, "-m", "benchmarks.featurize_squad", "--reference_child",
-                 f"--dev_file={args.dev_file}", f"--train_file={args.train_file}",
-                 f"--vocab_file={args.vocab_file}", f"--max_seq_length={args.max_seq_length}",
-                 f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",
-                 f"--output_dir={os.path.join(tmp, 'reference')}",
-                 f"--reference_cache_dir={args.reference_cache_dir}"]
+      command = [
+          sys.executable, "-m", "benchmarks.featurize_squad", "--reference_child",
+          f"--dev_file={args.dev_file}", f"--train_file={args.train_file}",
+          f"--vocab_file={args.vocab_file}", f"--max_seq_length={args.max_seq_length}",
+          f"--doc_stride={args.doc_stride}", f"--max_query_length={args.max_query_length}",
+          f"--output_dir={os.path.join(tmp, 'reference')}",
+          f"--reference_cache_dir={args.reference_cache_dir}"
+      ]
       wall, peak, stdout, _ = run_measured(command)
-      results = {json.loads(line)["split"]: json.loads(line)
-                 for line in stdout.splitlines() if line.startswith("{")}
+      results = {
+          json.loads(line)["split"]: json.loads(line) for line in stdout.splitlines()
+          if line.startswith("{")
+      }
       dev, train = results["eval"], results["train"]
       rows[("reference", "dev")] = (dev["seconds"], dev["cpu_seconds"], None, None)
       rows[("reference", "train")] = (train["seconds"], train["cpu_seconds"], None, None)

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
@@ -75,8 +75,10 @@ FLAGS = flags.FLAGS
 
 # name: (train_questions, max_seq_length, train_steps, train_batch_size, memory_batch_sizes,
 # learning_rate): the tiny CPU run takes a higher learning rate so that its loss falls in 8 steps.
-SETTINGS = {"gpu": (4000, 256, 300, 32, ("8", "16", "32"), 5e-5),
-            "cpu": (24, 64, 8, 4, ("8", "32", "128"), 1e-3)}
+SETTINGS = {
+    "gpu": (4000, 256, 300, 32, ("8", "16", "32"), 5e-5),
+    "cpu": (24, 64, 8, 4, ("8", "32", "128"), 1e-3)
+}
 
 
 class Table:
@@ -92,11 +94,11 @@ class Table:
 
   def render(self):
     """The table as text, one row a line, with a header."""
-    rows = [("check", "result", "figure", "pass/fail")] + [
-        (c, r, f, "pass" if p else "FAIL") for c, r, f, p in self.rows]
+    rows = [("check", "result", "figure", "pass/fail")
+           ] + [(c, r, f, "pass" if p else "FAIL") for c, r, f, p in self.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
-                     for row in rows)
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
 
   @property
   def failed(self):
@@ -152,9 +154,10 @@ def check_training(table, name, base_args, model_dir, extra, expected):
 def check_memory(table, model, seq, batch, device, precision):
   """Measures one batch's training peak in a fresh process against the planner's count."""
   from benchmarks import memory  # pylint: disable=g-import-not-at-top
-  result, proc = memory.run_child_json(
-      memory.MODULE, ["--mode=bfc", f"--model={model}", f"--seq={seq}", f"--batch={batch}",
-                      f"--device={device}", f"--precision={precision}"])
+  result, proc = memory.run_child_json(memory.MODULE, [
+      "--mode=bfc", f"--model={model}", f"--seq={seq}", f"--batch={batch}", f"--device={device}",
+      f"--precision={precision}"
+  ])
   name = f"memory b={batch}"
   if not result or result["status"] != "OK":
     table.add(name, "did not run", (result or {}).get("status") or proc.stderr[-160:], False)
@@ -174,9 +177,10 @@ def check_auto_batch(table, base_args, model_dir, steps):
     return
   with open(os.path.join(model_dir, artifacts.TRAIN_RESULTS_FILE)) as f:
     results = json.load(f)
-  table.add("batch auto", f"batch {results['train_batch_size']} x "
-            f"{results['gradient_accumulation_steps']} accumulated",
-            f"{results['steps']} steps trained", results["steps"] == steps)
+  table.add(
+      "batch auto", f"batch {results['train_batch_size']} x "
+      f"{results['gradient_accumulation_steps']} accumulated", f"{results['steps']} steps trained",
+      results["steps"] == steps)
 
 
 def check_serving(table, model_dir, work_dir, dev_file, calls):
@@ -224,8 +228,9 @@ def main(argv):
   dev_file = squad_reader.default_squad_file(["dev-v1.1.json"])
   for path in (train_file, dev_file):
     if not os.path.exists(path):
-      print(f"gpu_check: no file at {path!r}: set SQUAD_DIR or --squad_dir to the folder of "
-            f"SQuAD v1.1 ({squad_reader.SQUAD_URL})", file=sys.stderr)
+      print(
+          f"gpu_check: no file at {path!r}: set SQUAD_DIR or --squad_dir to the folder of "
+          f"SQuAD v1.1 ({squad_reader.SQUAD_URL})", file=sys.stderr)
       return 1
   work_dir = FLAGS.work_dir or tempfile.mkdtemp(prefix="gpu_check_")
   os.makedirs(work_dir, exist_ok=True)
@@ -234,14 +239,13 @@ def main(argv):
 
   records = os.path.join(work_dir, "records")
   train_slice = testutil.write_squad_slice(train_file, os.path.join(work_dir, "train.json"),
-                                          questions)
+                                           questions)
   dev_slice = testutil.write_squad_slice(dev_file, os.path.join(work_dir, "dev.json"),
-                                        FLAGS.dev_questions)
-  status, tail = run_command(
-      "preprocess/make_records.py", f"--train_file={train_slice}", f"--predict_file={dev_slice}",
-      f"--vocab_file={testutil.vocab_file()}", f"--max_seq_length={seq}",
-      f"--doc_stride={seq // 2}", f"--max_query_length={min(64, seq // 4)}",
-      f"--output_dir={records}")
+                                         FLAGS.dev_questions)
+  status, tail = run_command("preprocess/make_records.py", f"--train_file={train_slice}",
+                             f"--predict_file={dev_slice}", f"--vocab_file={testutil.vocab_file()}",
+                             f"--max_seq_length={seq}", f"--doc_stride={seq // 2}",
+                             f"--max_query_length={min(64, seq // 4)}", f"--output_dir={records}")
   table.add("records", "made" if not status else "make_records.py failed",
             f"{questions} questions, seq {seq}" if not status else tail[-160:], not status)
   if status:
@@ -252,21 +256,25 @@ def main(argv):
     memory_model, memory_device = "minilm", "GPU:0"
   else:
     config = testutil.write_tiny_config(os.path.join(work_dir, "bert_config.json"))
-    model_args = [f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}",
-                  "--mixed_precision_dtype=float16"]
+    model_args = [
+        f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}",
+        "--mixed_precision_dtype=float16"
+    ]
     memory_model, memory_device = "tiny", "CPU:0"
   loop = max(1, steps // 4)
-  base_args = [f"--records_dir={records}", *model_args, f"--train_batch_size={batch}",
-               f"--max_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
-               f"--learning_rate={learning_rate}", "--nodo_predict", "--nolength_buckets"]
+  base_args = [
+      f"--records_dir={records}", *model_args, f"--train_batch_size={batch}",
+      f"--max_steps={steps}", f"--steps_per_loop={loop}", f"--log_steps={loop}",
+      f"--learning_rate={learning_rate}", "--nodo_predict", "--nolength_buckets"
+  ]
   served_dir = os.path.join(work_dir, "train_xla")
   precision = {"mixed_precision_dtype": "float16"}
   trained = check_training(table, "train xla on", base_args, served_dir, ["--xla"],
                            dict(precision, xla=True))
   check_training(table, "train xla off", base_args, os.path.join(work_dir, "train_noxla"),
                  ["--noxla"], dict(precision, xla=False))
-  check_training(table, "train accum 2", base_args, os.path.join(work_dir, "train_accum"),
-                 ["--gradient_accumulation_steps=2"],
+  check_training(table, "train accum 2", base_args,
+                 os.path.join(work_dir, "train_accum"), ["--gradient_accumulation_steps=2"],
                  dict(precision, gradient_accumulation_steps=2))
   for memory_batch in memory_batches:
     check_memory(table, memory_model, seq, int(memory_batch), memory_device, "float16")

@@ -47,7 +47,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = "benchmarks.memory"
-MIB = 2 ** 20
+MIB = 2**20
 MODES = ("cpu", "bfc", "google_tf1", "checkpoint")
 TF1_FOLDER = "uncased_L-12_H-768_A-12"  # as Google's release names it
 # (model, max_seq_length, batch[, "mixed": mixed_float16, slow on the CPU]) each mode measures.
@@ -56,8 +56,11 @@ CPU_CONFIGS = [("tiny", 128, 8), ("tiny", 384, 32), ("tiny", 384, 32, "mixed"), 
                ("minilm", 384, 32)]
 BFC_CONFIGS = [("tiny", 384, 32), ("minilm", 128, 16), ("minilm", 256, 16), ("minilm", 384, 8)]
 # --model, --seq, --batch of one child when not given.
-CHILD_DEFAULTS = {"cpu": ("minilm", 128, 8), "bfc": ("minilm", 128, 16),
-                  "google_tf1": ("base", 32, 2)}
+CHILD_DEFAULTS = {
+    "cpu": ("minilm", 128, 8),
+    "bfc": ("minilm", 128, 16),
+    "google_tf1": ("base", 32, 2)
+}
 
 
 def run_child_json(module, options, **env):
@@ -131,11 +134,11 @@ def training_step(config, seq, batch_size, precision, xla=False):
 
 def cpu_child(args):
   """One configuration's step memory and speed on the CPU; prints one JSON line."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.base import cpu_runtime  # noqa: F401
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.model import span_model  # noqa: F401  (loaded before the RSS baseline)
   from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
-  from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.tasks import optimization  # noqa: F401
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
   rss_tf = _proc_status_bytes("VmRSS")  # the modules loaded, nothing built
   policy = question_answering.set_precision_policy(args.precision)
@@ -161,22 +164,34 @@ def cpu_child(args):
   alloc_peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
   rss_peak = _proc_status_bytes("VmHWM")
   est = estimate.estimate(config, args.seq, args.batch, policy, "cpu")
-  print(json.dumps({
-      "model": args.model, "seq": args.seq, "batch": args.batch, "xla": args.xla, "dtype": policy,
-      "predicted_step": est.step_bytes, "predicted_total": est.total,
-      "predicted_static": est.weights + est.optimizer_slots,
-      "allocator_step": alloc_peak - alloc_before, "allocator_static": alloc_static,
-      "allocator_peak": alloc_peak,
-      "rss_first_step": rss_peak_first - rss_before_first, "rss_steps": rss_peak - rss_before,
-      "rss_peak_over_tf": max(rss_peak, rss_peak_first) - rss_tf,
-      "rss_model": rss_model - rss_tf,
-      "seconds_per_step": seconds, "first_step_seconds": first_step_seconds,
-      "examples_per_second": args.batch / seconds}))
+  print(
+      json.dumps({
+          "model": args.model,
+          "seq": args.seq,
+          "batch": args.batch,
+          "xla": args.xla,
+          "dtype": policy,
+          "predicted_step": est.step_bytes,
+          "predicted_total": est.total,
+          "predicted_static": est.weights + est.optimizer_slots,
+          "allocator_step": alloc_peak - alloc_before,
+          "allocator_static": alloc_static,
+          "allocator_peak": alloc_peak,
+          "rss_first_step": rss_peak_first - rss_before_first,
+          "rss_steps": rss_peak - rss_before,
+          "rss_peak_over_tf": max(rss_peak, rss_peak_first) - rss_tf,
+          "rss_model": rss_model - rss_tf,
+          "seconds_per_step": seconds,
+          "first_step_seconds": first_step_seconds,
+          "examples_per_second": args.batch / seconds
+      }))
 
 
 def run_cpu_child(model, seq, batch, steps, xla=False, mixed=False):
-  options = ["--mode=cpu", f"--model={model}", f"--seq={seq}", f"--batch={batch}",
-             f"--steps={steps}", f"--precision={'float16' if mixed else 'float32'}"]
+  options = [
+      "--mode=cpu", f"--model={model}", f"--seq={seq}", f"--batch={batch}", f"--steps={steps}",
+      f"--precision={'float16' if mixed else 'float32'}"
+  ]
   result, proc = run_child_json(MODULE, options + (["--xla"] if xla else []),
                                 MALLOC_MMAP_THRESHOLD_="65536")
   if proc.returncode or result is None:
@@ -187,8 +202,9 @@ def run_cpu_child(model, seq, batch, steps, xla=False, mixed=False):
 def cpu_table(args):
   configs = CPU_CONFIGS
   if args.only is not None:  # --only= (empty) with --xla: the XLA comparison alone
-    configs = [tuple(int(v) if v.isdigit() else v for v in c.split(":"))
-               for c in args.only.split(",") if c]
+    configs = [
+        tuple(int(v) if v.isdigit() else v for v in c.split(":")) for c in args.only.split(",") if c
+    ]
   print("                          ---- one step (MiB) ----------------   "
         "---- whole process (MiB) ------------")
   print("model        seq batch    predicted  allocator ratio  RSS 1st   predicted  allocator "
@@ -199,11 +215,12 @@ def cpu_table(args):
     r = run_cpu_child(model, seq, batch, args.steps, mixed=bool(mixed))
     results.append(r)
     name = model + (" fp16" if mixed else "")
-    print(f"{name:<12} {seq:>3} {batch:>5}   {r['predicted_step'] / MIB:>9.0f}  "
-          f"{r['allocator_step'] / MIB:>9.0f} {r['allocator_step'] / r['predicted_step']:>5.2f}"
-          f"  {r['rss_first_step'] / MIB:>7.0f}   {r['predicted_total'] / MIB:>9.0f}  "
-          f"{r['allocator_peak'] / MIB:>9.0f} {r['allocator_peak'] / r['predicted_total']:>5.2f}"
-          f"  {r['rss_peak_over_tf'] / MIB:>8.0f}  {r['seconds_per_step']:>6.2f}", flush=True)
+    print(
+        f"{name:<12} {seq:>3} {batch:>5}   {r['predicted_step'] / MIB:>9.0f}  "
+        f"{r['allocator_step'] / MIB:>9.0f} {r['allocator_step'] / r['predicted_step']:>5.2f}"
+        f"  {r['rss_first_step'] / MIB:>7.0f}   {r['predicted_total'] / MIB:>9.0f}  "
+        f"{r['allocator_peak'] / MIB:>9.0f} {r['allocator_peak'] / r['predicted_total']:>5.2f}"
+        f"  {r['rss_peak_over_tf'] / MIB:>8.0f}  {r['seconds_per_step']:>6.2f}", flush=True)
   for key, name in (("allocator_step", "step"), ("allocator_peak", "total")) if results else ():
     ratios = [r[key] / r["predicted_" + name] for r in results]
     print(f"measured/predicted {name}: min {min(ratios):.2f}, max {max(ratios):.2f}")
@@ -216,11 +233,12 @@ def cpu_table(args):
     for xla in (False, True, False, True):
       r = run_cpu_child("minilm", 384, 16, steps, xla=xla)
       rates[xla].append(r["examples_per_second"])
-      print(f"  xla={'on ' if xla else 'off'}  {r['examples_per_second']:.2f} examples/s "
-            f"({r['seconds_per_step']:.2f} s/step over {steps} steps, first step "
-            f"{r['first_step_seconds']:.0f} s), allocator step memory "
-            f"{r['allocator_step'] / MIB:.0f} MiB (planner {r['predicted_step'] / MIB:.0f})",
-            flush=True)
+      print(
+          f"  xla={'on ' if xla else 'off'}  {r['examples_per_second']:.2f} examples/s "
+          f"({r['seconds_per_step']:.2f} s/step over {steps} steps, first step "
+          f"{r['first_step_seconds']:.0f} s), allocator step memory "
+          f"{r['allocator_step'] / MIB:.0f} MiB (planner {r['predicted_step'] / MIB:.0f})",
+          flush=True)
     print(f"  mean: off {sum(rates[False]) / 2:.2f}, on {sum(rates[True]) / 2:.2f} examples/s")
 
 
@@ -230,7 +248,7 @@ def cpu_table(args):
 def bfc_child(args):
   """Two training steps on `args.device` in `args.precision`; prints one JSON line: status (OK or
   OOM), the device's allocator peak and the planner's count, in bytes."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.base import cpu_runtime  # noqa: F401
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.model.memory import estimate  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
@@ -269,9 +287,10 @@ def bisect_limit(runs_under, low, high):
 
 def run_bfc_child(model, seq, batch, limit_mib):
   """'OK' or 'OOM' (also for a process that dies of the limit elsewhere), allocator peak, count."""
-  result, _ = run_child_json(
-      MODULE, ["--mode=bfc", f"--model={model}", f"--seq={seq}", f"--batch={batch}"],
-      TF_CPU_ALLOCATOR_USE_BFC="true", TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)))
+  result, _ = run_child_json(MODULE,
+                             ["--mode=bfc", f"--model={model}", f"--seq={seq}", f"--batch={batch}"],
+                             TF_CPU_ALLOCATOR_USE_BFC="true",
+                             TF_CPU_BFC_MEM_LIMIT_IN_MB=str(int(limit_mib)))
   return result or {"status": "OOM", "peak": None, "count": None}
 
 
@@ -290,10 +309,12 @@ def bfc_table(args):
       raise RuntimeError(f"{model} {seq}x{batch} fails even without a limit")
     count, peak = free["count"] / MIB, free["peak"] / MIB
     limit = bisect_limit(lambda mib: run_bfc_child(model, seq, batch, mib)["status"] == "OK",
-                         int(count * 0.7), int(max(count, peak) * 1.6) + 16)
+                         int(count * 0.7),
+                         int(max(count, peak) * 1.6) + 16)
     ratios.append(limit / peak)
-    print(f"{model:<8} {seq:>3} {batch:>5} {count:>7.0f} {peak:>23.0f} {limit:>25.0f} "
-          f"{limit / peak:>11.3f} {limit / count:>12.3f}", flush=True)
+    print(
+        f"{model:<8} {seq:>3} {batch:>5} {count:>7.0f} {peak:>23.0f} {limit:>25.0f} "
+        f"{limit / peak:>11.3f} {limit / count:>12.3f}", flush=True)
   print(f"largest limit/peak: {max(ratios):.3f} (model.memory.device.GPU_ALLOCATOR_OVERHEAD"
         f" = {memory_device.GPU_ALLOCATOR_OVERHEAD:g}); {time.time() - started:.0f} s")
 
@@ -351,8 +372,8 @@ def build_tf1_step(config, batch_size, seq_length):
       x += tf.matmul(tf.one_hot(tf.reshape(segment_ids, [-1]), config.type_vocab_size), types)
       positions = v1.get_variable("position_embeddings", [config.max_position_embeddings, h],
                                   initializer=init)
-      x = tf.reshape(tf.reshape(x, [b, s, h]) + tf.slice(positions, [0, 0], [s, -1])[None],
-                     [b * s, h])
+      x = tf.reshape(
+          tf.reshape(x, [b, s, h]) + tf.slice(positions, [0, 0], [s, -1])[None], [b * s, h])
       x = dropout(layer_norm(x, "LayerNorm"), config.hidden_dropout_prob)
     to_mask = tf.cast(tf.reshape(input_mask, [b, 1, s]), tf.float32)
     mask = tf.ones([b, s, 1], tf.float32) * to_mask
@@ -378,8 +399,8 @@ def build_tf1_step(config, batch_size, seq_length):
     one_hot = tf.one_hot(positions, depth=s, dtype=tf.float32)
     return -tf.reduce_mean(tf.reduce_sum(one_hot * tf.nn.log_softmax(logits, axis=-1), axis=-1))
 
-  loss = (cross_entropy(start_logits, start_positions)
-          + cross_entropy(end_logits, end_positions)) / 2
+  loss = (cross_entropy(start_logits, start_positions) +
+          cross_entropy(end_logits, end_positions)) / 2
   variables = v1.trainable_variables()
   grads = tf.gradients(loss, variables)
   grads, _ = tf.clip_by_global_norm(grads, clip_norm=1.0)
@@ -430,19 +451,27 @@ def google_tf1_child(args):
   with_early = estimate.estimate(config, args.seq, args.batch, "float32", "cpu",
                                  program=estimate.GOOGLE_RESEARCH_TF1)
   without = dataclasses.replace(with_early, early_update=0)
-  print(json.dumps({"status": status, "peak": peak, "count": with_early.subtotal,
-                    "count_without_early": without.subtotal,
-                    "early": with_early.early_update}))
+  print(
+      json.dumps({
+          "status": status,
+          "peak": peak,
+          "count": with_early.subtotal,
+          "count_without_early": without.subtotal,
+          "early": with_early.early_update
+      }))
 
 
 def run_google_tf1_child(args, limit_mib=None):
   """The child's JSON result; with `limit_mib`, under that BFC limit ({"status": "OOM"} when the
   process dies of it before printing one)."""
-  env = ({"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_CPU_BFC_MEM_LIMIT_IN_MB": str(int(limit_mib))}
-         if limit_mib else {})
+  env = ({
+      "TF_CPU_ALLOCATOR_USE_BFC": "true",
+      "TF_CPU_BFC_MEM_LIMIT_IN_MB": str(int(limit_mib))
+  } if limit_mib else {})
   result, proc = run_child_json(
-      MODULE, ["--mode=google_tf1", f"--model={args.model}", f"--seq={args.seq}",
-               f"--batch={args.batch}"], **env)
+      MODULE,
+      ["--mode=google_tf1", f"--model={args.model}", f"--seq={args.seq}", f"--batch={args.batch}"],
+      **env)
   if result is None:
     if limit_mib:
       return {"status": "OOM"}
@@ -500,13 +529,13 @@ def checkpoint_loading(args):
   shutil.rmtree(args.workdir, ignore_errors=True)
   tf1_dir = os.path.join(args.workdir, TF1_FOLDER)
   started = time.time()
-  _, proc = run_child_json(MODULE, ["--mode=checkpoint", f"--workdir={args.workdir}",
-                                    f"--layers={args.layers}"])
+  _, proc = run_child_json(
+      MODULE, ["--mode=checkpoint", f"--workdir={args.workdir}", f"--layers={args.layers}"])
   if proc.returncode:
     raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
   sizes = {f: os.path.getsize(os.path.join(tf1_dir, f)) / MIB for f in os.listdir(tf1_dir)}
-  print(f"wrote TF1 checkpoint in {time.time() - started:.1f} s: "
-        + ", ".join(f"{f} {mib:.1f} MiB" for f, mib in sorted(sizes.items())))
+  print(f"wrote TF1 checkpoint in {time.time() - started:.1f} s: " +
+        ", ".join(f"{f} {mib:.1f} MiB" for f, mib in sorted(sizes.items())))
   started = time.time()
   model, _ = span_model.build_span_model(
       bert_config_lib.BertConfig.from_dict(checkpoint_config(args.layers)))
@@ -553,11 +582,19 @@ def main():
   model, seq, batch = CHILD_DEFAULTS.get(args.mode, (None, None, None))
   args.model, args.seq, args.batch = args.model or model, args.seq or seq, args.batch or batch
   if args.child:
-    {"cpu": cpu_child, "bfc": bfc_child, "google_tf1": google_tf1_child,
-     "checkpoint": checkpoint_child}[args.mode](args)
+    {
+        "cpu": cpu_child,
+        "bfc": bfc_child,
+        "google_tf1": google_tf1_child,
+        "checkpoint": checkpoint_child
+    }[args.mode](args)
     return
-  {"cpu": cpu_table, "bfc": bfc_table, "google_tf1": google_tf1,
-   "checkpoint": checkpoint_loading}[args.mode](args)
+  {
+      "cpu": cpu_table,
+      "bfc": bfc_table,
+      "google_tf1": google_tf1,
+      "checkpoint": checkpoint_loading
+  }[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -70,15 +70,18 @@ def default_peer_dir():
 def define_flags():
   """The absl flags every comparison with the peer shares (called once by each benchmark)."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  flags.DEFINE_list("export_dirs", [], "export.py SavedModels, one per precision (each one's "
-                    "qa_config.json says its serving_precision).")
+  flags.DEFINE_list(
+      "export_dirs", [], "export.py SavedModels, one per precision (each one's "
+      "qa_config.json says its serving_precision).")
   flags.DEFINE_list("peer_precisions", [REFERENCE], "The peer's precisions, in order: "
                     f"{', '.join(PRECISIONS)}.")
   flags.DEFINE_string("peer_python", None, "Interpreter of the peer's virtualenv.")
-  flags.DEFINE_string("peer_model", None, "The peer's BertForQuestionAnswering folder "
-                      "(`python -m benchmarks.peer hf_folder` writes one from our weights).")
-  flags.DEFINE_string("peer_dir", None, "The peer's scripts; default $PEER_DIR, else "
-                      "../shared/peer beside the repository.")
+  flags.DEFINE_string(
+      "peer_model", None, "The peer's BertForQuestionAnswering folder "
+      "(`python -m benchmarks.peer hf_folder` writes one from our weights).")
+  flags.DEFINE_string(
+      "peer_dir", None, "The peer's scripts; default $PEER_DIR, else "
+      "../shared/peer beside the repository.")
 
 
 def peer_script(peer_dir, name):
@@ -144,8 +147,8 @@ def run_peer(argv):
       when it succeeds).
   """
   env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-  proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                        text=True, check=False)
+  proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                        check=False)
   if proc.returncode:
     sys.exit(f"the peer failed ({' '.join(argv)}):\n" + "\n".join(proc.stderr.splitlines()[-15:]))
 
@@ -174,8 +177,8 @@ def print_table(measures, ours, peer, rows):
     rows: (label, {precision: value} of ours, {precision: value} of the peer, format, higher is
       better or None for no ratio); a value None prints as "-".
   """
-  print(f"| {measures} | " + " | ".join([f"ours {p}" for p in ours] + [f"HF {p}" for p in peer])
-        + " | ours best / HF best |")
+  print(f"| {measures} | " + " | ".join([f"ours {p}" for p in ours] + [f"HF {p}" for p in peer]) +
+        " | ours best / HF best |")
   print("|---" * (2 + len(ours) + len(peer)) + "|")
   for label, mine, theirs, fmt, higher in rows:
     cells = [("-" if v is None else format(v, fmt))
@@ -210,9 +213,8 @@ def pick_cases(predict_file):
   with open(predict_file, encoding="utf-8") as f:
     articles = json.load(f)["data"]
   examples = [(qa["question"], paragraph["context"], qa["answers"][0]["answer_start"],
-               qa["answers"][0]["text"])
-              for article in articles for paragraph in article["paragraphs"]
-              for qa in paragraph["qas"]]
+               qa["answers"][0]["text"]) for article in articles
+              for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
   paragraphs, seen = [], set()
   for example in examples:
     if example[1] not in seen:
@@ -225,8 +227,8 @@ def pick_cases(predict_file):
     for sentence in re.split(r"(?<=[.!?])\s+", context):
       start = context.find(sentence, pos)
       pos = start + len(sentence)
-      if (90 <= len(sentence) <= 110 and start <= answer_start < start + len(sentence)
-          and answer in sentence):
+      if (90 <= len(sentence) <= 110 and start <= answer_start < start + len(sentence) and
+          answer in sentence):
         short = (question, sentence)
         break
     if short:
@@ -238,8 +240,11 @@ def pick_cases(predict_file):
     total += len(example[1]) + 1
     if total >= 10000:
       break
-  cases = {"ctx~100": short, "ctx~1000": mid[:2],
-           "ctx~10000": (paragraphs[first][0], " ".join(parts))}
+  cases = {
+      "ctx~100": short,
+      "ctx~1000": mid[:2],
+      "ctx~10000": (paragraphs[first][0], " ".join(parts))
+  }
   batch = sorted(paragraphs, key=lambda e: abs(len(e[1]) - 1000))[:BATCH]
   return cases, [e[0] for e in batch], [e[1] for e in batch]
 
@@ -255,16 +260,19 @@ def hf_names_and_shapes(config):
       "bert.embeddings.word_embeddings.weight": (config.vocab_size, hidden),
       "bert.embeddings.position_embeddings.weight": (config.max_position_embeddings, hidden),
       "bert.embeddings.token_type_embeddings.weight": (config.type_vocab_size, hidden),
-      "bert.embeddings.LayerNorm.weight": (hidden,), "bert.embeddings.LayerNorm.bias": (hidden,),
-      "qa_outputs.weight": (2, hidden), "qa_outputs.bias": (2,)}
+      "bert.embeddings.LayerNorm.weight": (hidden,),
+      "bert.embeddings.LayerNorm.bias": (hidden,),
+      "qa_outputs.weight": (2, hidden),
+      "qa_outputs.bias": (2,)
+  }
   for i in range(config.num_hidden_layers):
     layer = f"bert.encoder.layer.{i}."
-    for module, (out, inp) in (("attention.self.query", (hidden, hidden)),
-                               ("attention.self.key", (hidden, hidden)),
-                               ("attention.self.value", (hidden, hidden)),
-                               ("attention.output.dense", (hidden, hidden)),
-                               ("intermediate.dense", (inner, hidden)),
-                               ("output.dense", (hidden, inner))):
+    for module, (out, inp) in (("attention.self.query", (hidden, hidden)), ("attention.self.key",
+                                                                            (hidden, hidden)),
+                               ("attention.self.value",
+                                (hidden, hidden)), ("attention.output.dense", (hidden, hidden)),
+                               ("intermediate.dense", (inner, hidden)), ("output.dense", (hidden,
+                                                                                          inner))):
       shapes[layer + module + ".weight"] = (out, inp)
       shapes[layer + module + ".bias"] = (out,)
     for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
@@ -307,27 +315,39 @@ def hf_weights(model, config):
 
 def hf_config(config):
   """transformers' BertConfig fields (config.json) for a `model.bert_config.BertConfig`."""
-  return {"architectures": ["BertForQuestionAnswering"], "model_type": "bert",
-          "vocab_size": config.vocab_size, "hidden_size": config.hidden_size,
-          "num_hidden_layers": config.num_hidden_layers,
-          "num_attention_heads": config.num_attention_heads,
-          "intermediate_size": config.intermediate_size,
-          # transformers' "gelu" is the exact erf form, its "gelu_new" google-research's tanh one.
-          "hidden_act": ("gelu" if config.exact_gelu else "gelu_new") if config.hidden_act == "gelu"
-                        else config.hidden_act,
-          "hidden_dropout_prob": config.hidden_dropout_prob,
-          "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
-          "max_position_embeddings": config.max_position_embeddings,
-          "type_vocab_size": config.type_vocab_size,
-          "initializer_range": config.initializer_range, "layer_norm_eps": LAYER_NORM_EPS,
-          "pad_token_id": 0}
+  return {
+      "architectures": ["BertForQuestionAnswering"],
+      "model_type": "bert",
+      "vocab_size": config.vocab_size,
+      "hidden_size": config.hidden_size,
+      "num_hidden_layers": config.num_hidden_layers,
+      "num_attention_heads": config.num_attention_heads,
+      "intermediate_size": config.intermediate_size,
+      # transformers' "gelu" is the exact erf form, its "gelu_new" google-research's tanh one.
+      "hidden_act": ("gelu" if config.exact_gelu else "gelu_new")
+                    if config.hidden_act == "gelu" else config.hidden_act,
+      "hidden_dropout_prob": config.hidden_dropout_prob,
+      "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+      "max_position_embeddings": config.max_position_embeddings,
+      "type_vocab_size": config.type_vocab_size,
+      "initializer_range": config.initializer_range,
+      "layer_norm_eps": LAYER_NORM_EPS,
+      "pad_token_id": 0
+  }
 
 
 def tokenizer_config(do_lower_case, config):
   """transformers' tokenizer_config.json for the WordPiece vocab: BERT's special tokens."""
-  return {"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case,
-          "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
-          "mask_token": "[MASK]", "model_max_length": config.max_position_embeddings}
+  return {
+      "tokenizer_class": "BertTokenizer",
+      "do_lower_case": do_lower_case,
+      "unk_token": "[UNK]",
+      "sep_token": "[SEP]",
+      "pad_token": "[PAD]",
+      "cls_token": "[CLS]",
+      "mask_token": "[MASK]",
+      "model_max_length": config.max_position_embeddings
+  }
 
 
 def write_hf_folder(model_dir, output_dir):
@@ -336,7 +356,7 @@ def write_hf_folder(model_dir, output_dir):
   Raises:
     SystemExit: no checkpoint, or output_dir exists (one line each).
   """
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.base import cpu_runtime  # noqa: F401
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
@@ -378,8 +398,8 @@ def for_inference(model, precision):
   if precision == "bfloat16":
     return model, lambda: torch.autocast("cpu", dtype=torch.bfloat16)
   if precision == "int8":
-    return (torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8),
-            contextlib.nullcontext)
+    return (torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
+                                                   dtype=torch.qint8), contextlib.nullcontext)
   if precision != "float32":
     raise ValueError(f"precision {precision!r}: choose from {', '.join(PRECISIONS)}")
   return model, contextlib.nullcontext
@@ -402,6 +422,7 @@ def apply_precision(precision):
     def autocast_forward(*args, **kwargs):
       with torch.autocast("cpu", dtype=torch.bfloat16):
         return forward(*args, **kwargs)
+
     cls.forward = autocast_forward
   elif precision == "int8":
     from_pretrained = cls.from_pretrained
@@ -409,6 +430,7 @@ def apply_precision(precision):
     def quantized(_, *args, **kwargs):
       return torch.ao.quantization.quantize_dynamic(from_pretrained(*args, **kwargs),
                                                     {torch.nn.Linear}, dtype=torch.qint8)
+
     cls.from_pretrained = classmethod(quantized)
   elif precision != "float32":
     raise ValueError(f"precision {precision!r}: choose from {', '.join(PRECISIONS)}")
@@ -446,8 +468,8 @@ def predict(argv):
   parser.add_argument("--warmup_batches", type=int, default=3)
   parser.add_argument("--json", required=True)
   args = parser.parse_args(argv)
-  spec = importlib.util.spec_from_file_location(
-      "qa_common", os.path.join(args.peer_dir, "qa_common.py"))
+  spec = importlib.util.spec_from_file_location("qa_common",
+                                                os.path.join(args.peer_dir, "qa_common.py"))
   qa_common = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(qa_common)
 
@@ -465,12 +487,19 @@ def predict(argv):
     for i in range(0, num_windows, args.batch):
       rows = index[i:i + args.batch]
       width = args.max_len if order == "padded" else int(lengths[rows].max())
-      yield rows, {k: torch.from_numpy(features[k][rows, :width]).long()
-                   for k in ("input_ids", "token_type_ids", "attention_mask")}
+      yield rows, {
+          k: torch.from_numpy(features[k][rows, :width]).long()
+          for k in ("input_ids", "token_type_ids", "attention_mask")
+      }
 
-  result = {"torch": torch.__version__, "transformers": transformers.__version__,
-            "threads": torch.get_num_threads(), "questions": len(examples),
-            "real_tokens_per_window": float(lengths.mean()), "runs": {}}
+  result = {
+      "torch": torch.__version__,
+      "transformers": transformers.__version__,
+      "threads": torch.get_num_threads(),
+      "questions": len(examples),
+      "real_tokens_per_window": float(lengths.mean()),
+      "runs": {}
+  }
   for precision in args.precisions:
     model, context = for_inference(
         transformers.AutoModelForQuestionAnswering.from_pretrained(args.model).eval(), precision)
@@ -487,8 +516,12 @@ def predict(argv):
           logits.append((rows, out.start_logits, out.end_logits))
           widths += int(batch["input_ids"].shape[0]) * int(batch["input_ids"].shape[1])
         seconds = time.perf_counter() - started
-        run[order] = {"windows": num_windows, "seconds": seconds,
-                      "windows_per_s": num_windows / seconds, "width": widths / num_windows}
+        run[order] = {
+            "windows": num_windows,
+            "seconds": seconds,
+            "windows_per_s": num_windows / seconds,
+            "width": widths / num_windows
+        }
         print(json.dumps({precision: {order: run[order]}}), flush=True)
     # The windows back in feature order, padded to max_len with -inf (never chosen).
     start = np.full((num_windows, args.max_len), -np.inf, np.float32)

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
@@ -83,8 +83,8 @@ def load_model():
     with open(os.path.join(FLAGS.model_dir, "qa_config.json")) as f:
       config = bert_config_lib.BertConfig(**json.load(f)["bert_config"])
     model, _ = span_model.build_span_model(config)
-    tf.train.Checkpoint(model=model).read(
-        tf.train.latest_checkpoint(FLAGS.model_dir)).expect_partial()
+    tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(
+        FLAGS.model_dir)).expect_partial()
     return model
   config_file, _ = checkpoints.resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
                                                    None)
@@ -98,12 +98,14 @@ def measure_peer(predict_file, orders, precisions=(peer.REFERENCE,)):
   peer_dir = os.path.dirname(peer.peer_script(FLAGS.peer_dir, "qa_common.py"))
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    peer.run_peer([FLAGS.peer_python, peer.SCRIPT, "predict", "--model", FLAGS.peer_model,
-                   "--predict_file", predict_file, "--peer_dir", peer_dir,
-                   "--orders", *orders, "--precisions", *precisions,
-                   "--max_questions", str(FLAGS.max_eval_examples or 0),
-                   "--batch", str(FLAGS.predict_batch_size),
-                   "--warmup_batches", str(FLAGS.warmup_batches), "--json", out])
+    peer.run_peer([
+        FLAGS.peer_python, peer.SCRIPT, "predict", "--model", FLAGS.peer_model, "--predict_file",
+        predict_file, "--peer_dir", peer_dir, "--orders", *orders, "--precisions", *precisions,
+        "--max_questions",
+        str(FLAGS.max_eval_examples or 0), "--batch",
+        str(FLAGS.predict_batch_size), "--warmup_batches",
+        str(FLAGS.warmup_batches), "--json", out
+    ])
     with open(out) as f:
       return json.load(f)
 
@@ -115,8 +117,7 @@ def compare_precisions(meta):
   each side (from the last pass)."""
   if FLAGS["peer_precisions"].present and not FLAGS.peer_python:
     sys.exit("prediction_throughput.py: --peer_precisions needs --peer_python and --peer_model")
-  peer_precisions = (peer.check_peer_precisions(FLAGS.peer_precisions)
-                     if FLAGS.peer_python else [])
+  peer_precisions = (peer.check_peer_precisions(FLAGS.peer_precisions) if FLAGS.peer_python else [])
   exports = peer.load_exports(FLAGS.export_dirs)
   eval_meta = meta["splits"][records.EVAL_SPLIT]
   predict_file = FLAGS.predict_file or eval_meta["input_file"]
@@ -124,8 +125,10 @@ def compare_precisions(meta):
   scorer = evaluation.DevScorer(FLAGS.records_dir, meta, predict_file, FLAGS.predict_batch_size,
                                 first["n_best_size"], first["max_answer_length"],
                                 FLAGS.max_eval_examples)
-  models = {p: (lambda inputs, training=False, qa=e.qa: qa.features_logits(**inputs))
-            for p, e in exports.items()}
+  models = {
+      p: (lambda inputs, training=False, qa=e.qa: qa.features_logits(**inputs))
+      for p, e in exports.items()
+  }
   for model in models.values():  # trace the predict step's shapes outside the timed passes
     evaluation.predict(model, scorer.dataset().take(FLAGS.warmup_batches))
   print(f"ours: {', '.join(f'{p} {e.export_dir}' for p, e in exports.items())}; "
@@ -148,9 +151,10 @@ def compare_precisions(meta):
         found = measure_peer(predict_file, ["sorted"], [name])
         theirs[name] = found["runs"][name]
         peer_qps[name] = found["questions"] / theirs[name]["sorted"]["seconds"]
-    print(f"pass {p + 1}: load average (1 min) {', '.join(loads)}; questions/s: "
-          + ", ".join([f"ours {k} {v:.2f}" for k, v in ours_qps.items()]
-                      + [f"HF {k} {v:.2f}" for k, v in peer_qps.items()]), flush=True)
+    print(
+        f"pass {p + 1}: load average (1 min) {', '.join(loads)}; questions/s: " +
+        ", ".join([f"ours {k} {v:.2f}" for k, v in ours_qps.items()] +
+                  [f"HF {k} {v:.2f}" for k, v in peer_qps.items()]), flush=True)
     rows.append((f"questions/s, pass {p + 1}", ours_qps, peer_qps, ".2f", True))
   ours_scores, ours_texts = {}, {}
   for name, found in windows.items():
@@ -158,12 +162,16 @@ def compare_precisions(meta):
     ours_scores[name], ours_texts[name] = results, final.texts
   peer_texts = {name: run["predictions"] for name, run in theirs.items()}
   for metric in ("exact_match", "f1"):  # no ratio: each side scores its own trained model
-    rows.append((metric, {k: v[metric] for k, v in ours_scores.items()},
-                 {k: v[metric] for k, v in theirs.items()}, ".2f", None))
-  rows.append((f"answers identical to {peer.REFERENCE} (%)",
-               {k: share(v, ours_texts.get(peer.REFERENCE)) for k, v in ours_texts.items()},
-               {k: share(v, peer_texts.get(peer.REFERENCE)) for k, v in peer_texts.items()},
-               ".2f", None))
+    rows.append((metric, {
+        k: v[metric] for k, v in ours_scores.items()
+    }, {
+        k: v[metric] for k, v in theirs.items()
+    }, ".2f", None))
+  rows.append((f"answers identical to {peer.REFERENCE} (%)", {
+      k: share(v, ours_texts.get(peer.REFERENCE)) for k, v in ours_texts.items()
+  }, {
+      k: share(v, peer_texts.get(peer.REFERENCE)) for k, v in peer_texts.items()
+  }, ".2f", None))
   print(f"\n{len(scorer.ids)} questions (the peer: {len(next(iter(peer_texts.values()), []))}); "
         f"load average at the end: {os.getloadavg()}\n")
   peer.print_table("full dev", ours_names, peer_precisions, rows)
@@ -178,8 +186,9 @@ def share(answers, reference):
 def main(argv):
   del argv
   if FLAGS.export_dirs:
-    given = [f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations")
-             if FLAGS[n].present]
+    given = [
+        f"--{n}" for n in ("model_dir", "init_checkpoint", "configurations") if FLAGS[n].present
+    ]
     if not FLAGS.records_dir or given:
       sys.exit(f"prediction_throughput.py: --export_dirs compares precisions on --records_dir "
                f"alone{'; drop ' + ', '.join(given) if given else ''}")
@@ -209,15 +218,19 @@ def main(argv):
   paths = records.shard_paths(FLAGS.records_dir, meta, records.EVAL_SPLIT)
   predict_file = FLAGS.predict_file or meta["splits"][records.EVAL_SPLIT]["input_file"]
   model = load_model()
+
   def eval_dataset(trim):
     return records.eval_dataset(paths, seq, FLAGS.predict_batch_size, FLAGS.max_eval_examples,
                                 trim=trim)
 
-  datasets = {name: lambda trim=(name == "trimmed"): eval_dataset(trim)
-              for name in FLAGS.configurations if name in OURS}
+  datasets = {
+      name: lambda trim=(name == "trimmed"): eval_dataset(trim) for name in FLAGS.configurations
+      if name in OURS
+  }
   peer_orders = [c[len("peer_"):] for c in FLAGS.configurations if c in PEER]
-  widths = [int(b["input_mask"].shape[1]) * int(b["input_mask"].shape[0])
-            for b in eval_dataset(trim=True)]
+  widths = [
+      int(b["input_mask"].shape[1]) * int(b["input_mask"].shape[0]) for b in eval_dataset(trim=True)
+  ]
   masks = [b["input_mask"].numpy() for b in eval_dataset(trim=False)]
   real, num_windows = sum(int(m.sum()) for m in masks), sum(len(m) for m in masks)
   for make in datasets.values():  # trace the predict step's shapes outside the timed passes
@@ -228,8 +241,8 @@ def main(argv):
         f"batches {sum(widths) / num_windows:.1f} wide, padded {seq}")
   print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
   first = FLAGS.configurations[0]
-  print(" | ".join(["pass"] + [f"{c} windows/s, questions/s" for c in FLAGS.configurations]
-                   + [f"questions/s / {first}"]))
+  print(" | ".join(["pass"] + [f"{c} windows/s, questions/s" for c in FLAGS.configurations] +
+                   [f"questions/s / {first}"]))
   windows = {}
   for p in range(FLAGS.passes):
     rates = {}
@@ -261,10 +274,12 @@ def main(argv):
   contexts = {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows["padded"]}
   answers = {name: span_decoding.decode_all(w, contexts) for name, w in windows.items()}
   span = lambda a: (a.text, a.start_char, a.end_char)  # scores differ in the last bits
-  differ = [i for i in answers["padded"]
-            if span(answers["padded"][i]) != span(answers["trimmed"][i])]
-  gap = max(float(np.max(np.abs(a.start_logits - b.start_logits)))
-            for i in windows["padded"] for a, b in zip(windows["padded"][i], windows["trimmed"][i]))
+  differ = [
+      i for i in answers["padded"] if span(answers["padded"][i]) != span(answers["trimmed"][i])
+  ]
+  gap = max(
+      float(np.max(np.abs(a.start_logits - b.start_logits))) for i in windows["padded"]
+      for a, b in zip(windows["padded"][i], windows["trimmed"][i]))
   print(f"questions: {len(answers['padded'])}; answers (text and offsets) differing between "
         f"trimmed and padded: {len(differ)}; largest start-logit difference {gap:.2e}")
   for i in differ[:10]:

@@ -31,7 +31,7 @@ its batches).
 import json
 import time
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging
 
@@ -44,15 +44,17 @@ from squad_qa.serving import saved_model_qa
 
 settings.define_flags(export_config.ExportConfig)
 settings.define_flags(squad_reader.SquadFiles)
-flags.DEFINE_string("predictions_file", None,
-                    "The reference predictions (train.py's predictions.json, or an earlier run's "
-                    "--output_file); without it the export is only scored.")
+flags.DEFINE_string(
+    "predictions_file", None,
+    "The reference predictions (train.py's predictions.json, or an earlier run's "
+    "--output_file); without it the export is only scored.")
 flags.DEFINE_integer("batch_size", 32, "Questions per call.")
 flags.DEFINE_string("output_file", None, "Also write the export's predictions here (JSON).")
 flags.DEFINE_integer("show", 10, "Disagreements to print.")
-flags.DEFINE_bool("use_serve_features", False,
-                  "Answer through Python tokenization, the features model and Python decoding "
-                  "even when the export has serve_text.")
+flags.DEFINE_bool(
+    "use_serve_features", False,
+    "Answer through Python tokenization, the features model and Python decoding "
+    "even when the export has serve_text.")
 FLAGS = flags.FLAGS
 
 
@@ -78,8 +80,8 @@ def main(argv):
     with open(FLAGS.predictions_file, encoding="utf-8") as f:
       reference = json.load(f)
   qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
-  version_2 = bool(qa.config.get("version_2_with_negative") or
-                   squad_scoring.unanswerable_questions(dataset))
+  version_2 = bool(
+      qa.config.get("version_2_with_negative") or squad_scoring.unanswerable_questions(dataset))
   use_serve_text = qa.has_serve_text and not FLAGS.use_serve_features
   path = "serve_text" if use_serve_text else "Python path"
   answer_batch = qa.answers if use_serve_text else qa.answers_with_serve_features

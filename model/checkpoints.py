@@ -143,7 +143,6 @@ def initialize_from(model, init_checkpoint):
   return tf2_checkpoint.load_tf2_weights(model, prefix)
 
 
-
 def latest_checkpoint(folder, flag="model_dir"):
   """The checkpoint prefix `folder`'s `checkpoint` state file names, or None without one.
 
@@ -163,8 +162,9 @@ def latest_checkpoint(folder, flag="model_dir"):
   prefix = state.model_checkpoint_path  # get_checkpoint_state joins a relative one to `folder`
   if tf.io.gfile.exists(prefix + ".index"):
     return prefix
-  others = sorted(os.path.basename(p)[:-len(".index")]
-                  for p in tf.io.gfile.glob(os.path.join(folder, "*.index")))
+  others = sorted(
+      os.path.basename(p)[:-len(".index")]
+      for p in tf.io.gfile.glob(os.path.join(folder, "*.index")))
   raise CheckpointError(
       f"--{flag}={folder}: its 'checkpoint' file names {os.path.basename(prefix)}, whose files are "
       f"gone ({', '.join(others) + ' still there' if others else 'no checkpoint left'}); delete "
@@ -181,8 +181,7 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   Returns:
     (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
   """
-  bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file,
-                                                          vocab_file)
+  bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file, vocab_file)
   if init_checkpoint and (not bert_config_file or not vocab_file):
     saved = artifacts.read_qa_config(checkpoint_folder(init_checkpoint))
     if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):

@@ -17,7 +17,7 @@ The folder is written under a temporary name and renamed when complete; an exist
 an error, never overwritten.
 """
 
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 
 import dataclasses
 import json
@@ -49,8 +49,7 @@ class ConvertConfig(model_files.ModelFiles, features.Tokenization):
     errors.UsageError: no `init_checkpoint` or no `output`.
   """
   output: Optional[str] = settings.setting(
-      None,
-      "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
+      None, "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
       "must not exist yet.")
 
   def check(self):
@@ -91,7 +90,7 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
                                                             vocab_file)
   if not config_file:
     raise errors.MissingFileError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "
-                            f"config.json beside it; pass --bert_config_file")
+                                  f"config.json beside it; pass --bert_config_file")
   config = bert_config_lib.BertConfig.from_json_file(config_file)
   model, encoder = span_model.build_span_model(config)
   report = checkpoints.initialize_from(model, init_checkpoint)
@@ -110,10 +109,16 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     logging.warning("no vocab.txt beside %s and no --vocab_file: the output has none",
                     init_checkpoint)
   with tf.io.gfile.GFile(os.path.join(temp, CONVERSION_FILE), "w") as f:
-    json.dump({"source": os.path.abspath(init_checkpoint), "source_kind": report.kind,
-               "bert_config_file": os.path.abspath(config_file), "objects": sorted(objects),
-               "restored": len(report.restored), "new": report.new,
-               "head_restored": report.head_restored}, f, indent=2)
+    json.dump(
+        {
+            "source": os.path.abspath(init_checkpoint),
+            "source_kind": report.kind,
+            "bert_config_file": os.path.abspath(config_file),
+            "objects": sorted(objects),
+            "restored": len(report.restored),
+            "new": report.new,
+            "head_restored": report.head_restored
+        }, f, indent=2)
   tf.io.gfile.rename(temp, output)
   logging.info("wrote %s (%s) from %s", os.path.join(output, os.path.basename(saved)),
                " + ".join(sorted(objects)), report)

@@ -93,14 +93,15 @@ def _float32_weight_gradient(op, grad):
   """
   float16_op = _recreate(op, list(op.inputs)).op
   gradients = list(tf_ops.get_gradient_function(float16_op)(float16_op, grad))
-  weights = [i for i, t in enumerate(op.inputs)
-             if t.dtype == tf.float16 and _variable_read(t) is not None]
+  weights = [
+      i for i, t in enumerate(op.inputs) if t.dtype == tf.float16 and _variable_read(t) is not None
+  ]
   if weights:
     _covered_reads().extend(_variable_read(op.inputs[i]) for i in weights)
-    float32_op = _recreate(op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t
-                                for t in op.inputs]).op
+    float32_op = _recreate(
+        op, [tf.cast(t, tf.float32) if t.dtype == tf.float16 else t for t in op.inputs]).op
     float32_gradients = tf_ops.get_gradient_function(float32_op)(float32_op,
-                                                                   tf.cast(grad, tf.float32))
+                                                                 tf.cast(grad, tf.float32))
     for i in weights:
       gradients[i] = float32_gradients[i]
   return gradients
@@ -145,8 +146,8 @@ def _float16_reads(graph):
     if op.type == "Cast" and op.get_attr("DstT") == tf.float16:
       read = _variable_read(op.outputs[0])
       consumers = op.outputs[0].consumers()
-      if (read is not None and read.outputs[0].dtype == tf.float32 and consumers
-          and not all(c.type in _PER_ROW_CONSUMERS for c in consumers)):
+      if (read is not None and read.outputs[0].dtype == tf.float32 and consumers and
+          not all(c.type in _PER_ROW_CONSUMERS for c in consumers)):
         reads.append(read)
   return reads
 

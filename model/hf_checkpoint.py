@@ -36,9 +36,9 @@ _LINEAR = re.compile(r"(encoder\.layer\.\d+\.(?:attention\.self\.(?:query|key|va
 
 def is_hf_folder(path):
   """True when `path` is a folder holding an HF config.json and model weights."""
-  return bool(path) and os.path.isdir(path) and os.path.exists(os.path.join(path, CONFIG_FILE)) and (
-      os.path.exists(os.path.join(path, WEIGHTS_FILE)) or
-      os.path.exists(os.path.join(path, PYTORCH_FILE)))
+  return bool(path) and os.path.isdir(path) and os.path.exists(os.path.join(
+      path, CONFIG_FILE)) and (os.path.exists(os.path.join(path, WEIGHTS_FILE)) or
+                               os.path.exists(os.path.join(path, PYTORCH_FILE)))
 
 
 def _google_path(hf_module):
@@ -61,8 +61,8 @@ def google_name(hf_name):
     return f"bert/embeddings/{m.group(1)}", False
   m = _LAYER_NORM.fullmatch(name)
   if m:
-    return _google_path(m.group(1)) + "/LayerNorm/" + (
-        "gamma" if m.group(2) in ("weight", "gamma") else "beta"), False
+    return _google_path(m.group(1)) + "/LayerNorm/" + ("gamma" if m.group(2) in ("weight", "gamma")
+                                                       else "beta"), False
   m = _LINEAR.fullmatch(name)
   if m:
     is_weight = m.group(2) == "weight"

@@ -12,12 +12,10 @@ class ModelFiles(settings.Settings):
   model/convert_checkpoint.py's flags (`model.checkpoints` reads every kind of
   `init_checkpoint`)."""
   bert_config_file: Optional[str] = settings.setting(
-      None,
-      "BERT JSON config (google-research bert_config.json or an HF config.json). "
+      None, "BERT JSON config (google-research bert_config.json or an HF config.json). "
       "Default: the one beside --init_checkpoint.")
   init_checkpoint: Optional[str] = settings.setting(
-      None,
-      "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
+      None, "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
       "vocab.txt), a google-research/bert TF1 checkpoint (folder or prefix, e.g. "
       "uncased_L-12_H-768_A-12/bert_model.ckpt), a tf-models-official TF2 encoder checkpoint, or "
       "a --model_dir of this tool. Without it the encoder starts from random weights.")

@@ -71,8 +71,8 @@ class LoadReport:
   head_restored: bool
 
   def __str__(self):
-    head = ("span head restored (fine-tuned)" if self.head_restored
-            else "span head new (randomly initialized, untrained)")
+    head = ("span head restored (fine-tuned)"
+            if self.head_restored else "span head new (randomly initialized, untrained)")
     return (f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}; "
             f"new: {', '.join(self.new) or 'none'}; unused: {summarize(self.unused) or 'none'}")
 
@@ -162,14 +162,14 @@ def assign(model, entries, unused, path, kind, hint="does --bert_config_file mat
   head = [name for name in variables if name.startswith(HEAD_PREFIX)]
   head_found = [name for name in head if name in chosen]
   if head_found and len(head_found) != len(head):
-    raise CheckpointError(f"{path}: has {head_found[0]} but not {set(head) - set(head_found)} of the "
-                          f"span head; is it a complete SQuAD checkpoint?")
+    raise CheckpointError(
+        f"{path}: has {head_found[0]} but not {set(head) - set(head_found)} of the "
+        f"span head; is it a complete SQuAD checkpoint?")
   for name, entry in chosen.items():
     variable = variables[name]
     variable.assign(np.asarray(entry.load()).astype(variable.dtype.as_numpy_dtype))
   new = [name for name in variables if name not in chosen]
-  report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new,
-                      unused=sorted(unused),
+  report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new, unused=sorted(unused),
                       head_restored=bool(head_found))
   # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names for BERT-base): shown with --verbosity=1.
   logging.vlog(1, "restored from %s: %s", path, ", ".join(report.restored))

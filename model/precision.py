@@ -73,8 +73,8 @@ def _has_any_cpu_flag(names, cpuinfo):
     cpuinfo = _this_cpuinfo()
     if cpuinfo is None:
       return None
-  flags_line = next((line for line in cpuinfo.splitlines()
-                     if line.split(":")[0].strip() == "flags"), None)
+  flags_line = next(
+      (line for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "flags"), None)
   if flags_line is None:
     return None
   return bool(set(names) & set(flags_line.partition(":")[2].split()))

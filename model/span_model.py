@@ -52,16 +52,12 @@ def build_encoder(config):
   else:
     activation = gelu_exact if config.exact_gelu else gelu_tanh
   encoder = networks.BertEncoder(
-      vocab_size=config.vocab_size,
-      hidden_size=config.hidden_size,
-      num_layers=config.num_hidden_layers,
-      num_attention_heads=config.num_attention_heads,
-      inner_dim=config.intermediate_size,
-      inner_activation=activation,
+      vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+      num_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+      inner_dim=config.intermediate_size, inner_activation=activation,
       output_dropout=config.hidden_dropout_prob,
       attention_dropout=config.attention_probs_dropout_prob,
-      max_sequence_length=config.max_position_embeddings,
-      type_vocab_size=config.type_vocab_size,
+      max_sequence_length=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
       initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
   attention.use_query_first_attention(encoder)
   return encoder
@@ -89,8 +85,9 @@ def build_span_model(config, encoder_policy=None):
     labeler = models.BertSpanLabeler(
         network=encoder,
         initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
-    inputs = {name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name)
-              for name in MODEL_INPUTS}
+    inputs = {
+        name: tf_keras.Input(shape=(None,), dtype=tf.int32, name=name) for name in MODEL_INPUTS
+    }
     start_logits, end_logits = labeler(inputs)
     to_float32 = functools.partial(tf_keras.layers.Activation, "linear", dtype="float32")
     outputs = (to_float32(name="start_logits")(start_logits),

@@ -66,9 +66,11 @@ def _target(name, shape, num_heads):
 
 def google_names(num_layers):
   """The encoder variable names of a google-research/bert checkpoint with `num_layers` layers."""
-  names = [_WORD_EMBEDDINGS, "bert/embeddings/token_type_embeddings",
-           "bert/embeddings/position_embeddings", "bert/embeddings/LayerNorm/gamma",
-           "bert/embeddings/LayerNorm/beta"]
+  names = [
+      _WORD_EMBEDDINGS, "bert/embeddings/token_type_embeddings",
+      "bert/embeddings/position_embeddings", "bert/embeddings/LayerNorm/gamma",
+      "bert/embeddings/LayerNorm/beta"
+  ]
   for i in range(num_layers):
     for module in ("attention/self/query", "attention/self/key", "attention/self/value",
                    "attention/output/dense", "intermediate/dense", "output/dense"):
@@ -100,9 +102,10 @@ def to_entries(shapes, read, num_heads, display=lambda name: name):
     shape = tuple(shape)
     if name in SQUAD_HEAD:
       transposed = name.endswith("output_weights")
-      entries.append(named_weights.Entry(
-          display(name), shape, SQUAD_HEAD[name], shape[::-1] if transposed else shape,
-          (lambda n=name, t=transposed: read(n).T if t else read(n))))
+      entries.append(
+          named_weights.Entry(display(name), shape, SQUAD_HEAD[name],
+                              shape[::-1] if transposed else shape,
+                              (lambda n=name, t=transposed: read(n).T if t else read(n))))
       continue
     if (not name.startswith("bert/") or name.rsplit("/", 1)[-1] not in _VARIABLE_LEAVES or
         tfm_tf1._has_exclude_patterns(name, ("adam", "Adam"))):  # pylint: disable=protected-access
@@ -110,9 +113,9 @@ def to_entries(shapes, read, num_heads, display=lambda name: name):
       continue
     tfm_name, new_shape = _target(name, shape, num_heads)
     fits = int(np.prod(new_shape)) == int(np.prod(shape))
-    entries.append(named_weights.Entry(
-        display(name), shape, tfm_name, new_shape if fits else None,
-        (lambda n=name, s=new_shape: np.reshape(read(n), s))))
+    entries.append(
+        named_weights.Entry(display(name), shape, tfm_name, new_shape if fits else None,
+                            (lambda n=name, s=new_shape: np.reshape(read(n), s))))
   return entries, unused
 
 

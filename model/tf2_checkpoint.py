@@ -109,9 +109,9 @@ def load_tf2_weights(model, prefix):
   entries = []
   for variable, key in pairs.values():
     shape = tuple(shapes[key])
-    entries.append(named_weights.Entry(
-        _display(key), shape,
-        named_weights.variable_name(variable), shape, (lambda k=key: reader.get_tensor(k))))
+    entries.append(
+        named_weights.Entry(_display(key), shape, named_weights.variable_name(variable), shape,
+                            (lambda k=key: reader.get_tensor(k))))
   used = {key for _, key in pairs.values()}
   unused = [_display(k) for k in shapes if k not in used and k != OBJECT_GRAPH_KEY]
   return named_weights.assign(model, entries, unused, prefix, f"{KIND} ({root_name}=...)")

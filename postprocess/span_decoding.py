@@ -244,5 +244,7 @@ def decode_all(windows_by_example, contexts_by_example, n_best_size=SpanLimits.n
   Returns:
     {example index: Answer}.
   """
-  return {index: decode_answer(windows, contexts_by_example[index], n_best_size, max_answer_length)
-          for index, windows in windows_by_example.items()}
+  return {
+      index: decode_answer(windows, contexts_by_example[index], n_best_size, max_answer_length)
+      for index, windows in windows_by_example.items()
+  }

@@ -59,14 +59,18 @@ def score_v1(dataset, predictions):
   if not num_questions:
     raise errors.UsageError("no questions to score")
   result = squad_evaluate_v1_1.evaluate(dataset, predictions)
-  return {"exact_match": 100.0 * result["exact_match"], "f1": 100.0 * result["final_f1"],
-          "num_questions": num_questions}
+  return {
+      "exact_match": 100.0 * result["exact_match"],
+      "f1": 100.0 * result["final_f1"],
+      "num_questions": num_questions
+  }
 
 
 def unanswerable_questions(dataset):
   """Ids of the questions of a SQuAD `data` list that have no gold answer (SQuAD 2.0's)."""
-  return [qa["id"] for a in dataset for p in a["paragraphs"] for qa in p["qas"]
-          if not qa.get("answers")]
+  return [
+      qa["id"] for a in dataset for p in a["paragraphs"] for qa in p["qas"] if not qa.get("answers")
+  ]
 
 
 def _question_score(qa, text):
@@ -143,11 +147,13 @@ def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predicti
   # Without na_probs the scorer takes the answers as given. (With them it would also turn every
   # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit differences.)
   result = squad_evaluate_v2_0.evaluate(dataset, predictions)
-  scores = {k: v for k, v in result.items() if k in (
-      "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
-      "NoAns_f1", "NoAns_total")}
+  scores = {
+      k: v for k, v in result.items()
+      if k in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
+               "NoAns_f1", "NoAns_total")
+  }
   if null_score_diffs is not None:
     scored = restrict_to_questions(dataset, set(predictions))
-    scores.update(best_thresholds(scored, best_non_null_predictions or predictions,
-                                  null_score_diffs))
+    scores.update(
+        best_thresholds(scored, best_non_null_predictions or predictions, null_score_diffs))
   return scores

@@ -104,8 +104,9 @@ def _improve_answer_span(window_ids, answer_ids, start, end):
   """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
   tokens (the reference compares the space-joined token strings; ids are the same test), else the
   whole [start, end]."""
-  shift = _first_occurrence(np.ascontiguousarray(window_ids, np.int32).tobytes(),
-                            np.ascontiguousarray(answer_ids, np.int32).tobytes())
+  shift = _first_occurrence(
+      np.ascontiguousarray(window_ids, np.int32).tobytes(),
+      np.ascontiguousarray(answer_ids, np.int32).tobytes())
   if shift >= 0:
     return start + shift, start + shift + len(answer_ids) - 1
   return start, end
@@ -134,6 +135,6 @@ def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, a
   tok_end = int(np.searchsorted(token_words, end_word + 1, "left")) - 1
   if tok_start > tok_end:
     return None
-  start, end = _improve_answer_span(np.asarray(context_tokens.ids)[tok_start:tok_end + 1],
-                                    answer_ids, tok_start, tok_end)
+  start, end = _improve_answer_span(
+      np.asarray(context_tokens.ids)[tok_start:tok_end + 1], answer_ids, tok_start, tok_end)
   return int(start), int(end)

@@ -59,8 +59,8 @@ class Featurization(Tokenization):
       384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
   doc_stride: int = settings.setting(
       128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm).")
-  max_query_length: int = settings.setting(
-      64, "Question tokens kept; longer questions are truncated.")
+  max_query_length: int = settings.setting(64,
+                                           "Question tokens kept; longer questions are truncated.")
 
 
 @dataclasses.dataclass
@@ -178,10 +178,11 @@ class WindowPlan:
 
   def rows(self, begin, end):
     """The plan of features begin..end-1 (sharing best_window)."""
-    return dataclasses.replace(
-        self, question=self.question[begin:end], span_index=self.span_index[begin:end],
-        span_start=self.span_start[begin:end], span_length=self.span_length[begin:end],
-        best_offset=self.best_offset[begin:end])
+    return dataclasses.replace(self, question=self.question[begin:end],
+                               span_index=self.span_index[begin:end],
+                               span_start=self.span_start[begin:end],
+                               span_length=self.span_length[begin:end],
+                               best_offset=self.best_offset[begin:end])
 
 
 def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
@@ -203,15 +204,17 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
   best_size = 0
   columns = ([], [], [], [], [])
   num_windows = np.zeros(len(context_lengths), np.int64)
-  for q, (num_tokens, query_length) in enumerate(zip(np.asarray(context_lengths).tolist(),
-                                                     np.asarray(query_lengths).tolist())):
+  for q, (num_tokens, query_length) in enumerate(
+      zip(np.asarray(context_lengths).tolist(),
+          np.asarray(query_lengths).tolist())):
     max_tokens_for_doc = max_seq_length - query_length - 3
     key = (num_tokens, max_tokens_for_doc)
     planned = cache.get(key)
     if planned is None:
       if max_tokens_for_doc <= 0:
-        raise errors.UsageError(f"max_seq_length={max_seq_length} leaves no room for the context after a "
-                         f"{query_length}-token question; raise it or lower max_query_length")
+        raise errors.UsageError(
+            f"max_seq_length={max_seq_length} leaves no room for the context after a "
+            f"{query_length}-token question; raise it or lower max_query_length")
       spans = doc_spans(num_tokens, max_tokens_for_doc, doc_stride)
       offset = -1
       if len(spans) > 1:
@@ -303,8 +306,8 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
   query_index = np.where(in_query, np.asarray(query_splits, np.int32)[q][:, None] + j - 1, 0)
   paragraph = np.asarray(paragraph_of_question, np.int64)[q]
   token_index = np.where(
-      in_context, np.asarray(context_splits, np.int32)[paragraph][:, None] + start + context_position,
-      0)
+      in_context,
+      np.asarray(context_splits, np.int32)[paragraph][:, None] + start + context_position, 0)
   input_ids = np.where(in_context, context_ids[token_index] if len(context_ids) else 0, 0)
   if len(query_ids):
     input_ids = np.where(in_query, query_ids[query_index], input_ids)
@@ -322,12 +325,14 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
     contains = (spans[:, 0] >= 0) & (spans[:, 0] >= window_start) & (spans[:, 1] <= window_end)
     start_positions = np.where(contains, spans[:, 0] - window_start + doc_offset[:, 0], 0)
     end_positions = np.where(contains, spans[:, 1] - window_start + doc_offset[:, 0], 0)
-    start_positions, end_positions = start_positions.astype(np.int32), end_positions.astype(np.int32)
+    start_positions, end_positions = start_positions.astype(np.int32), end_positions.astype(
+        np.int32)
     is_impossible = (~contains).astype(np.int8)
-  features = FeatureArrays(
-      example_index=q + first_example_index, doc_span_index=plan.span_index.copy(),
-      input_ids=input_ids, input_mask=real.astype(np.int8), segment_ids=segment_ids,
-      start_positions=start_positions, end_positions=end_positions, is_impossible=is_impossible)
+  features = FeatureArrays(example_index=q + first_example_index,
+                           doc_span_index=plan.span_index.copy(), input_ids=input_ids,
+                           input_mask=real.astype(np.int8), segment_ids=segment_ids,
+                           start_positions=start_positions, end_positions=end_positions,
+                           is_impossible=is_impossible)
   if with_offsets:
     starts = context_starts[token_index] if len(context_starts) else np.zeros_like(token_index)
     ends = context_ends[token_index] if len(context_ends) else np.zeros_like(token_index)
@@ -337,9 +342,8 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
     is_max = in_context.copy()
     if multi.any() and len(plan.best_window):
       best_index = np.where(
-          in_context[multi],
-          plan.best_offset[multi].astype(np.int32)[:, None] + start[multi] + context_position[multi],
-          0)
+          in_context[multi], plan.best_offset[multi].astype(np.int32)[:, None] + start[multi] +
+          context_position[multi], 0)
       is_max[multi] &= plan.best_window[best_index] == plan.span_index[multi][:, None]
     features.token_is_max_context = is_max.astype(np.int8)
   return features
@@ -366,19 +370,20 @@ def make_features(example_index, first_unique_id, query_ids, context_tokens, cls
   """
   query_ids = np.asarray(query_ids, np.int32)[:max_query_length]
   plan = plan_windows([len(context_tokens)], [len(query_ids)], max_seq_length, doc_stride)
-  arrays = build_features(
-      plan, query_ids, np.array([0, len(query_ids)]), [len(query_ids)],
-      np.asarray(context_tokens.ids, np.int32), np.asarray(context_tokens.start_chars, np.int32),
-      np.asarray(context_tokens.end_chars, np.int32), np.array([0, len(context_tokens)]), [0],
-      cls_id, sep_id, max_seq_length,
-      answer_spans=None if answer_span is None else [answer_span], with_offsets=True)
-  return [Feature(
-      unique_id=first_unique_id + f, example_index=example_index,
-      doc_span_index=int(arrays.doc_span_index[f]),
-      input_ids=arrays.input_ids[f].tolist(), input_mask=arrays.input_mask[f].tolist(),
-      segment_ids=arrays.segment_ids[f].tolist(),
-      start_position=int(arrays.start_positions[f]), end_position=int(arrays.end_positions[f]),
-      token_start_char=arrays.token_start_char[f].tolist(),
-      token_end_char=arrays.token_end_char[f].tolist(),
-      token_is_max_context=arrays.token_is_max_context[f].tolist(),
-      is_impossible=int(arrays.is_impossible[f])) for f in range(len(arrays))]
+  arrays = build_features(plan, query_ids, np.array([0, len(query_ids)]), [len(query_ids)],
+                          np.asarray(context_tokens.ids, np.int32),
+                          np.asarray(context_tokens.start_chars, np.int32),
+                          np.asarray(context_tokens.end_chars, np.int32),
+                          np.array([0, len(context_tokens)]), [0], cls_id, sep_id, max_seq_length,
+                          answer_spans=None if answer_span is None else [answer_span],
+                          with_offsets=True)
+  return [
+      Feature(unique_id=first_unique_id + f, example_index=example_index,
+              doc_span_index=int(arrays.doc_span_index[f]), input_ids=arrays.input_ids[f].tolist(),
+              input_mask=arrays.input_mask[f].tolist(), segment_ids=arrays.segment_ids[f].tolist(),
+              start_position=int(arrays.start_positions[f]), end_position=int(
+                  arrays.end_positions[f]), token_start_char=arrays.token_start_char[f].tolist(),
+              token_end_char=arrays.token_end_char[f].tolist(),
+              token_is_max_context=arrays.token_is_max_context[f].tolist(),
+              is_impossible=int(arrays.is_impossible[f])) for f in range(len(arrays))
+  ]

@@ -10,7 +10,7 @@ preprocess/make_records_job.py; errors a user can fix end the command with one l
 `make_records.py: <message>` and exit status 1.
 """
 
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import settings

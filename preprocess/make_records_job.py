@@ -61,7 +61,8 @@ def _resolve_inputs(config):
   if not any(explicit.values()):
     explicit = {
         records.TRAIN_SPLIT: squad_reader.default_squad_file(squad_reader.TRAIN_FILE_NAMES),
-        records.EVAL_SPLIT: squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)}
+        records.EVAL_SPLIT: squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
+    }
   inputs = {}
   for split, path in explicit.items():
     if not path:
@@ -97,8 +98,9 @@ def _commit(output_dir, new_shards, meta):
     try:
       with tf.io.gfile.GFile(meta_path, "r") as f:
         old_meta = json.load(f)
-      old_shards = [n for info in old_meta.get("splits", {}).values()
-                    for n in info.get("shards", [])]
+      old_shards = [
+          n for info in old_meta.get("splits", {}).values() for n in info.get("shards", [])
+      ]
     except (ValueError, KeyError, AttributeError, TypeError):
       pass
     tf.io.gfile.remove(meta_path)
@@ -125,11 +127,11 @@ def _read_splits(inputs, config):
     if not squad.examples:
       reasons = ", ".join(f"{k}: {v}" for k, v in sorted(squad.skipped.items())) or "no questions"
       raise squad_reader.SquadInputError(f"{path}: no usable {split} questions ({reasons})")
-    if (not config.version_2_with_negative and
-        squad.skipped.get("unanswerable_needs_version_2")):
-      logging.warning("%s: %d questions are marked is_impossible (SQuAD 2.0); they are skipped "
-                      "unless --version_2_with_negative is given", path,
-                      squad.skipped["unanswerable_needs_version_2"])
+    if (not config.version_2_with_negative and squad.skipped.get("unanswerable_needs_version_2")):
+      logging.warning(
+          "%s: %d questions are marked is_impossible (SQuAD 2.0); they are skipped "
+          "unless --version_2_with_negative is given", path,
+          squad.skipped["unanswerable_needs_version_2"])
     splits.append((split, squad))
   return splits
 
@@ -145,8 +147,12 @@ def _split_meta(split, squad, total, num_shards):
       "input_sha256": wordpiece.file_sha256(squad.path),
       "num_examples": total.num_examples,
       "num_features": total.num_features,
-      "skipped": {k: v for k, v in sorted(skipped.items()) if v},
-      "notes": {k: v for k, v in sorted(notes.items()) if v},
+      "skipped": {
+          k: v for k, v in sorted(skipped.items()) if v
+      },
+      "notes": {
+          k: v for k, v in sorted(notes.items()) if v
+      },
       "shards": [records.shard_name(split, i, num_shards) for i in range(num_shards)],
   }
   if info["skipped"]:
@@ -199,8 +205,10 @@ def _make_records(config):
                time.time() - started)
   _prepare_output_dir(output_dir)
   shard_writer.remove_stale_temp_files(output_dir)
-  new_shards = [records.shard_name(split, i, config.num_shards)
-                for split, _ in splits for i in range(config.num_shards)]
+  new_shards = [
+      records.shard_name(split, i, config.num_shards) for split, _ in splits
+      for i in range(config.num_shards)
+  ]
   try:
     totals = shard_writer.featurize(splits, config, output_dir, config.num_workers)
   except BaseException:
@@ -211,21 +219,26 @@ def _make_records(config):
     raise
   meta = {
       "format_version": records.FORMAT_VERSION,
-      "flags": {name: getattr(config, name) for name in FEATURIZATION_FIELDS},
+      "flags": {
+          name: getattr(config, name) for name in FEATURIZATION_FIELDS
+      },
       "vocab_sha256": wordpiece.file_sha256(config.vocab_file),
       "vocab_size": len(vocab),  # token ids are below it
-      "splits": {split: _split_meta(split, squad, totals[split], config.num_shards)
-                 for split, squad in splits},
+      "splits": {
+          split: _split_meta(split, squad, totals[split], config.num_shards)
+          for split, squad in splits
+      },
   }
   _commit(output_dir, new_shards, meta)
   elapsed = time.time() - started
   num_questions = sum(len(squad.examples) for _, squad in splits)
-  logging.info("done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
-               "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
-               _cpu_seconds() - started_cpu,
-               ", ".join(f"{split}: {len(squad.examples):,} questions -> "
-                         f"{totals[split].num_features:,} windows" for split, squad in splits),
-               records.META_FILE, output_dir)
+  logging.info(
+      "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
+      "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
+      _cpu_seconds() - started_cpu, ", ".join(f"{split}: {len(squad.examples):,} questions -> "
+                                              f"{totals[split].num_features:,} windows"
+                                              for split, squad in splits), records.META_FILE,
+      output_dir)
   return meta
 
 

@@ -139,17 +139,22 @@ def serialize_features(features, unique_ids, split):
     if key in ("input_ids",):
       # Real tokens, then zeros (1 byte each) for the padding.
       inside = np.arange(width)[None, :] < lengths[:, None]
-      segments = [add_payload(*_packed_rows(features.input_ids, inside)),
-                  constant_run(zeros, width - lengths, 1)]
+      segments = [
+          add_payload(*_packed_rows(features.input_ids, inside)),
+          constant_run(zeros, width - lengths, 1)
+      ]
     elif key in records.PLUS_ONE_KEYS:
       segments = [add_payload(*_packed_rows(getattr(features, key).astype(np.int64) + 1))]
     else:
-      column = {"unique_ids": unique_ids, "example_index": features.example_index,
-                "start_positions": features.start_positions,
-                "end_positions": features.end_positions,
-                "is_impossible": features.is_impossible}.get(key)
-      column = (np.asarray(column, np.int64)[:, None] if column is not None else
-                getattr(features, key))
+      column = {
+          "unique_ids": unique_ids,
+          "example_index": features.example_index,
+          "start_positions": features.start_positions,
+          "end_positions": features.end_positions,
+          "is_impossible": features.is_impossible
+      }.get(key)
+      column = (np.asarray(column, np.int64)[:, None] if column is not None else getattr(
+          features, key))
       segments = [add_payload(*_packed_rows(column))]
     fields.append((key, segments))
 

@@ -36,8 +36,10 @@ EVAL_SEQUENCE_KEYS = MODEL_INPUT_KEYS + ("token_start_char", "token_end_char",
 EVAL_KEYS = ("unique_ids", "example_index") + EVAL_SEQUENCE_KEYS
 # Stored as offset + 1 (0 outside the context) under these names: a -1 takes 10 bytes as a varint,
 # which made eval records 2x larger and slower to write; readers here give back the -1s.
-PLUS_ONE_KEYS = {"token_start_char": "token_start_char_plus_1",
-                 "token_end_char": "token_end_char_plus_1"}
+PLUS_ONE_KEYS = {
+    "token_start_char": "token_start_char_plus_1",
+    "token_end_char": "token_end_char_plus_1"
+}
 
 
 def shard_name(split, index, num_shards):
@@ -94,8 +96,10 @@ def read_records(paths, split, max_seq_length):
   for batch in tf.data.TFRecordDataset(list(paths)).batch(4096):
     for k, v in tf.io.parse_example(batch, spec).items():
       columns[k].append(v.numpy())
-  return _decode({k: (np.concatenate(v) if v else np.zeros((0,) + tuple(spec[k].shape), np.int64))
-                  for k, v in columns.items()})
+  return _decode({
+      k: (np.concatenate(v) if v else np.zeros((0,) + tuple(spec[k].shape), np.int64))
+      for k, v in columns.items()
+  })
 
 
 def read_meta(records_dir):
@@ -109,15 +113,17 @@ def read_meta(records_dir):
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
     raise errors.MissingFileError(
-        f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first")
+        f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first"
+    )
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
   try:
     meta = json.loads(text)
   except json.JSONDecodeError as e:
-    raise errors.UsageError(artifacts.not_valid_json(
-        path, e, f"the file is damaged: rerun `python preprocess/make_records.py "
-        f"--output_dir={records_dir}`")) from None
+    raise errors.UsageError(
+        artifacts.not_valid_json(
+            path, e, f"the file is damaged: rerun `python preprocess/make_records.py "
+            f"--output_dir={records_dir}`")) from None
   if meta.get("format_version") != FORMAT_VERSION:
     raise errors.MissingFileError(
         f"{path}: records of format {meta.get('format_version')} (this version reads "
@@ -147,8 +153,9 @@ def shard_paths(records_dir, meta, split):
   """
   info = meta.get("splits", {}).get(split)
   if not info:
-    raise errors.MissingFileError(f"{records_dir}: has no {split} records; rerun make_records.py with "
-                            f"--{'train_file' if split == TRAIN_SPLIT else 'predict_file'}")
+    raise errors.MissingFileError(
+        f"{records_dir}: has no {split} records; rerun make_records.py with "
+        f"--{'train_file' if split == TRAIN_SPLIT else 'predict_file'}")
   paths = [os.path.join(records_dir, name) for name in info["shards"]]
   for path in paths:
     if not tf.io.gfile.exists(path):
@@ -196,8 +203,9 @@ def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET
   if any(b < 1 for b in boundaries) or any(a >= b for a, b in zip(boundaries, boundaries[1:])):
     raise errors.UsageError(f"length buckets {boundaries} are not increasing positive lengths")
   if boundaries and boundaries[-1] > max_seq_length:
-    raise errors.UsageError(f"length bucket {boundaries[-1]} is longer than the records' max_seq_length "
-                     f"{max_seq_length}")
+    raise errors.UsageError(
+        f"length bucket {boundaries[-1]} is longer than the records' max_seq_length "
+        f"{max_seq_length}")
   if not boundaries or boundaries[-1] < max_seq_length:
     boundaries.append(max_seq_length)
   return tuple(boundaries)
@@ -244,8 +252,8 @@ def length_grouped_batches(pools, batch_size, boundaries, drop_remainder=True):
       return {k: v[:, :width] if k in _SEQUENCE_INPUTS else v for k, v in rows.items()}
 
     count = (size + batch_size - 1) // batch_size
-    return tf.data.Dataset.range(tf.cast(count, tf.int64)).map(
-        lambda i: batch(tf.cast(i, tf.int32)))
+    return tf.data.Dataset.range(tf.cast(count,
+                                         tf.int64)).map(lambda i: batch(tf.cast(i, tf.int32)))
 
   return pools.flat_map(batches)
 
@@ -303,13 +311,14 @@ def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=1
   epoch = epoch.shuffle(shuffle_buffer, seed=seed)
   parse = lambda x: _to_model_inputs(tf.io.parse_example(x, spec))
   if length_buckets is None:
-    epoch = epoch.batch(batch_size, drop_remainder=drop_remainder).map(
-        parse, num_parallel_calls=tf.data.AUTOTUNE)
+    epoch = epoch.batch(batch_size,
+                        drop_remainder=drop_remainder).map(parse,
+                                                           num_parallel_calls=tf.data.AUTOTUNE)
   else:
     pools = epoch.batch(pool_batches * batch_size).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    epoch = length_grouped_batches(
-        pools, batch_size, length_bucket_boundaries(max_seq_length, length_buckets),
-        drop_remainder).shuffle(pool_batches, seed=seed)
+    epoch = length_grouped_batches(pools, batch_size,
+                                   length_bucket_boundaries(max_seq_length, length_buckets),
+                                   drop_remainder).shuffle(pool_batches, seed=seed)
   # Repeated after batching (each pass reshuffles: reshuffle_each_iteration), so epochs stay apart.
   return epoch.repeat(num_epochs).prefetch(tf.data.AUTOTUNE)
 

@@ -35,7 +35,8 @@ class RecordsConfig(features.Featurization, squad_reader.SquadFiles):
   output_dir: str = settings.setting("records", "Where the TFRecord shards and meta.json go.")
   num_shards: int = settings.setting(8, "Shards per split (train and eval each).")
   num_workers: int = settings.setting(
-      min(2, os.cpu_count() or 1),
+      min(2,
+          os.cpu_count() or 1),
       "Processes featurizing and writing shards (each takes a group of shards); 1 = in-process.")
 
   def check(self):

@@ -135,9 +135,10 @@ class _PreparedSplit:
                                           settings.max_seq_length, settings.doc_stride)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
-    logging.info("%s questions %d..%d: %d paragraphs and %d questions tokenized, %d windows, in "
-                 "%.1f s", split, begin, end - 1, len(paragraphs), len(examples), len(self.plan),
-                 time.time() - started)
+    logging.info(
+        "%s questions %d..%d: %d paragraphs and %d questions tokenized, %d windows, in "
+        "%.1f s", split, begin, end - 1, len(paragraphs), len(examples), len(self.plan),
+        time.time() - started)
 
   def write(self, tokenizer, settings, shard_begin, shard_end, boundaries, first_unique_id,
             output_dir, job_pid):
@@ -200,9 +201,11 @@ def _run_group(worker, num_workers, splits, settings, output_dir, job_pid, excha
 
 def _worker_main(worker, num_workers, splits, settings, output_dir, job_pid, connection):
   """Entry point of a forked worker: runs its group, reporting through `connection`."""
+
   def exchange(split, num_features):
     connection.send(("count", split, num_features))
     return connection.recv()
+
   try:
     results = _run_group(worker, num_workers, splits, settings, output_dir, job_pid, exchange)
     connection.send(("done", results))
@@ -234,9 +237,11 @@ def featurize(splits, settings, output_dir, num_workers):
   totals = {split: SplitResult() for split, _ in splits}
   if num_workers == 1:
     next_id = {}
+
     def exchange(split, num_features):
       del num_features
       return next_id.setdefault(split, FIRST_UNIQUE_ID)
+
     partials = [_run_group(0, 1, splits, settings, output_dir, job_pid, exchange)]
   else:
     context = multiprocessing.get_context("fork")

@@ -64,12 +64,10 @@ class SquadVersion(settings.Settings):
 class SquadFiles(SquadVersion):
   """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`)."""
   train_file: Optional[str] = settings.setting(
-      None,
-      "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
+      None, "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
       "train-v1.1.reconstructed.json there).")
   predict_file: Optional[str] = settings.setting(
-      None,
-      "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
+      None, "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
       "$SQUAD_DIR/dev-v1.1.json; for train.py, the file the eval records were made from "
       "(meta.json) while it exists.")
 
@@ -211,8 +209,9 @@ def _load(path):
     raise SquadInputError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); "
                           f"re-export the file as UTF-8") from None
   except json.JSONDecodeError as e:
-    raise SquadInputError(artifacts.not_valid_json(
-        path, e, "the file may be truncated, re-download or re-export it")) from None
+    raise SquadInputError(
+        artifacts.not_valid_json(
+            path, e, "the file may be truncated, re-download or re-export it")) from None
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
     raise SquadInputError(f"{path}: top level has no 'data' list; is this a SQuAD file?")
   return dataset
@@ -261,9 +260,8 @@ def _normalize(data):
             answer["answer_start"] = start = int(start)
             normalized["answer_start_string_as_int"] += 1
           text = answer.get("text")
-          if (isinstance(context, str) and isinstance(text, str) and text and
-              type(start) is int and 0 <= start < len(context) and
-              context[start:start + len(text)] != text):
+          if (isinstance(context, str) and isinstance(text, str) and text and type(start) is int and
+              0 <= start < len(context) and context[start:start + len(text)] != text):
             in_context = _context_form(context, start, text)
             if in_context is not None and in_context != text:
               answer["text"] = in_context

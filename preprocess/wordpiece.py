@@ -326,8 +326,9 @@ class WordPieceTokenizer:
       from official.nlp.tools import tokenization  # pylint: disable=g-import-not-at-top
       basic = tokenization.BasicTokenizer(do_lower_case=self.do_lower_case)
       wordpiece = tokenization.WordpieceTokenizer(vocab=self._ids)
-      self._reference = lambda text: [piece for token in basic.tokenize(text)
-                                      for piece in wordpiece.tokenize(token)]
+      self._reference = lambda text: [
+          piece for token in basic.tokenize(text) for piece in wordpiece.tokenize(token)
+      ]
     return self._reference
 
   def _reference_word(self, word):
@@ -348,8 +349,8 @@ class WordPieceTokenizer:
       flat = [token for tokens in self._word_tokens for token in tokens]
       values = np.asarray(flat, np.int64).reshape(-1, 3)
       counts = [len(tokens) for tokens in self._word_tokens]
-      self._word_arrays = (values[:, 0].astype(np.int32), values[:, 1].astype(np.int32),
-                           values[:, 2].astype(np.int32),
+      self._word_arrays = (values[:, 0].astype(np.int32),
+                           values[:, 1].astype(np.int32), values[:, 2].astype(np.int32),
                            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
     return self._word_arrays
 

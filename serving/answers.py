@@ -78,8 +78,8 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
   question_best = tf.math.unsorted_segment_max(window_best, example, batch_size)
   window_id = tf.range(num_windows)
   is_best = (window_best > -float("inf")) & tf.equal(window_best, tf.gather(question_best, example))
-  best_window = tf.math.unsorted_segment_min(
-      tf.where(is_best, window_id, tf.int32.max), example, batch_size)
+  best_window = tf.math.unsorted_segment_min(tf.where(is_best, window_id, tf.int32.max), example,
+                                             batch_size)
   found = best_window < tf.int32.max
 
   # Read the chosen pair's offsets; rows without a span read an appended row of zeros instead.

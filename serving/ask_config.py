@@ -33,11 +33,10 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
   question: Optional[Tuple[str, ...]] = settings.setting(
       None, "A question; give the flag again for more questions about the same passage.")
   context: Optional[str] = settings.setting(None, "The passage holding the answer.")
-  context_file: Optional[str] = settings.setting(
-      None, "Read the passage from this UTF-8 file instead.")
+  context_file: Optional[str] = settings.setting(None,
+                                                 "Read the passage from this UTF-8 file instead.")
   use_serve_features: bool = settings.setting(
-      False,
-      "Tokenize and window in Python and call the serve_features signature instead of the "
+      False, "Tokenize and window in Python and call the serve_features signature instead of the "
       "raw-text serving_default (automatic for SavedModels without serve_text).")
   typed_flags: Optional[tuple] = None
 

@@ -12,8 +12,12 @@ from squad_qa.preprocess import features
 # and float16 compute the encoder's matmuls in that dtype from the same float32 weights; the span
 # head, the logits and span decoding stay float32. int8 builds the float32 model and quantizes it
 # for LiteRT (serving.features_model.write_int8_model).
-SERVING_POLICIES = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16",
-                    "int8": "float32"}
+SERVING_POLICIES = {
+    "float32": "float32",
+    "bfloat16": "mixed_bfloat16",
+    "float16": "mixed_float16",
+    "int8": "float32"
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,18 +59,16 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
   doc_stride: Optional[int] = settings.variant(
       features.Featurization, "doc_stride", default=None,
       help="serve_text's step, in tokens, between the starts of consecutive context windows. "
-           "Default: the doc_stride the model was trained with (its qa_config.json; "
-           f"{features.Featurization.doc_stride} for an --init_checkpoint). A longer step gives "
-           "long contexts fewer windows: 256 at max_seq_length "
-           f"{features.Featurization.max_seq_length} is about the step of HF's "
-           "question-answering pipeline (docs/serving.md has its measured effect on dev F1).")
+      "Default: the doc_stride the model was trained with (its qa_config.json; "
+      f"{features.Featurization.doc_stride} for an --init_checkpoint). A longer step gives "
+      "long contexts fewer windows: 256 at max_seq_length "
+      f"{features.Featurization.max_seq_length} is about the step of HF's "
+      "question-answering pipeline (docs/serving.md has its measured effect on dev F1).")
   window_batch_size: int = settings.setting(
-      32,
-      "Windows per model call inside serve_text (bounds memory for long contexts and big "
+      32, "Windows per model call inside serve_text (bounds memory for long contexts and big "
       "batches).", check=settings.at_least(1))
   serve_text: bool = settings.setting(
-      True,
-      "Include the raw-text signature serve_text (= serving_default), which needs the "
+      True, "Include the raw-text signature serve_text (= serving_default), which needs the "
       "tensorflow-text ops wherever the SavedModel is loaded. false: serve_features (= "
       "serving_default) and serve_examples only, loadable with core TensorFlow alone.")
   serving_precision: str = settings.setting(
@@ -80,4 +82,3 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       "install \"squad-qa[int8]\" where it is served); no SavedModel and no serve_text: ask.py "
       "and SavedModelQA tokenize and decode in Python.", choices=SERVING_POLICIES)
   typed_flags: Optional[tuple] = None
-

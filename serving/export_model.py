@@ -34,13 +34,12 @@ VOCAB_KEYS = ("vocab_sha256", "vocab_size")
 # Featurization used when exporting straight from --init_checkpoint (make_records.py's defaults).
 DEFAULT_FEATURIZATION = {
     name: value for name, value in settings.defaults(features.Featurization).items()
-    if name in ("max_seq_length", "doc_stride", "max_query_length")}
+    if name in ("max_seq_length", "doc_stride", "max_query_length")
+}
 SERVING_POLICIES = export_config.SERVING_POLICIES
-
 
 # The file that makes a folder a SavedModel (tf.saved_model.save writes it).
 SAVED_MODEL_FILE = "saved_model.pb"
-
 
 # export.py's config (its own module loads without TensorFlow, so the flags parse first).
 ExportConfig = export_config.ExportConfig
@@ -66,8 +65,9 @@ def check_export_dir(export_dir):
     raise errors.OutputExistsError(
         f"--export_dir={export_dir} is a file, not a folder; choose a folder for the export")
   entries = sorted(os.listdir(export_dir))
-  is_export = any(os.path.isfile(os.path.join(export_dir, name))
-                  for name in (SAVED_MODEL_FILE, features_model.INT8_MODEL_FILE))
+  is_export = any(
+      os.path.isfile(os.path.join(export_dir, name))
+      for name in (SAVED_MODEL_FILE, features_model.INT8_MODEL_FILE))
   if entries and not is_export:
     shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
     raise errors.OutputExistsError(
@@ -94,12 +94,13 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
   Raises:
     errors.UsageError: an unusable qa_config or vocab (one line).
   """
-  module_class = (serving_module.QAServingModule if serve_text
-                  else serving_module.FeatureServingModule)
+  module_class = (serving_module.QAServingModule
+                  if serve_text else serving_module.FeatureServingModule)
   if max_positions is not None and qa_config["max_seq_length"] > max_positions:
-    logging.warning("only serve_features is exported: windows of max_seq_length %d do not fit the "
-                    "encoder's %d positions (serve_text and serve_examples need them)",
-                    qa_config["max_seq_length"], max_positions)
+    logging.warning(
+        "only serve_features is exported: windows of max_seq_length %d do not fit the "
+        "encoder's %d positions (serve_text and serve_examples need them)",
+        qa_config["max_seq_length"], max_positions)
     module_class = serving_module.LogitsServingModule
   qa_config = dict(qa_config, serving_precision=span_model.encoder_compute_dtype(model))
   module = module_class(model, vocab_file, qa_config)
@@ -115,8 +116,9 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
-  size = sum(os.path.getsize(os.path.join(folder, name))
-             for folder, _, names in os.walk(export_dir) for name in names)
+  size = sum(
+      os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(export_dir)
+      for name in names)
   logging.info("exported SavedModel to %s: signatures %s; %.1f MB; computes in %s", export_dir,
                ", ".join(signatures), size / 1e6, qa_config["serving_precision"])
 
@@ -158,9 +160,10 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
   if os.path.exists(export_dir):
     shutil.rmtree(export_dir)
   os.rename(temp_dir, export_dir)
-  logging.info("exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (ask.py and "
-               "SavedModelQA tokenize in Python); running it needs `pip install \"squad-qa[%s]\"`",
-               export_dir, features_model.INT8_MODEL_FILE, size / 1e6, features_model.INT8_EXTRA)
+  logging.info(
+      "exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (ask.py and "
+      "SavedModelQA tokenize in Python); running it needs `pip install \"squad-qa[%s]\"`",
+      export_dir, features_model.INT8_MODEL_FILE, size / 1e6, features_model.INT8_EXTRA)
 
 
 def decoding_config(config, saved_config):
@@ -172,11 +175,13 @@ def decoding_config(config, saved_config):
   for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
     use_saved = not config.given(name) and name in saved_config
     settings[name] = saved_config[name] if use_saved else getattr(config, name)
-  return {"n_best_size": settings["n_best_size"],
-          "max_answer_length": settings["max_answer_length"],
-          "version_2_with_negative": version_2,
-          "null_score_diff_threshold": float(settings["null_score_diff_threshold"]),
-          "window_batch_size": config.window_batch_size}
+  return {
+      "n_best_size": settings["n_best_size"],
+      "max_answer_length": settings["max_answer_length"],
+      "version_2_with_negative": version_2,
+      "null_score_diff_threshold": float(settings["null_score_diff_threshold"]),
+      "window_batch_size": config.window_batch_size
+  }
 
 
 def setting_sources(config, served, recorded):
@@ -190,14 +195,16 @@ def setting_sources(config, served, recorded):
   Returns:
     e.g. "serving max_seq_length=384 (training), ..., n_best_size=5 (--n_best_size), ...".
   """
+
   def source(name):
     if name in ExportConfig.__dataclass_fields__ and config.given(name):
       return f"--{name}"
     if name in recorded:
       return "training"
     return "default"
-  return "serving " + ", ".join(f"{name}={served[name]} ({source(name)})" for name in served
-                                if name not in VOCAB_KEYS)
+
+  return "serving " + ", ".join(
+      f"{name}={served[name]} ({source(name)})" for name in served if name not in VOCAB_KEYS)
 
 
 def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
@@ -286,19 +293,22 @@ def model_settings(config, start, model_dir):
           f"--do_lower_case={str(config.do_lower_case).lower()}: the model in {model_dir} was "
           f"trained with do_lower_case={str(qa_config['do_lower_case']).lower()} "
           f"({artifacts.QA_CONFIG_FILE}), and serving must tokenize as training did; drop the flag")
-    return (bert_config_lib.BertConfig(**qa_config["bert_config"]),
-            config.vocab_file or qa_config["vocab_file"], qa_config, qa_config)
+    return (bert_config_lib.BertConfig(**qa_config["bert_config"]), config.vocab_file or
+            qa_config["vocab_file"], qa_config, qa_config)
   if not start.init_checkpoint:
     raise errors.UsageError(f"--model_dir={config.model_dir} has no trained checkpoint and no "
                             f"--init_checkpoint was given; run train.py first")
-  config_file, vocab_file = checkpoints.resolve_model_files(
-      start.init_checkpoint, config.bert_config_file, config.vocab_file)
+  config_file, vocab_file = checkpoints.resolve_model_files(start.init_checkpoint,
+                                                            config.bert_config_file,
+                                                            config.vocab_file)
   if not config_file or not vocab_file:
     raise errors.UsageError(
         "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
   saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
-  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file,
-          {**DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case, **saved}, saved)
+  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file, {
+      **DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case,
+      **saved
+  }, saved)
 
 
 def export_model(config):
@@ -322,16 +332,16 @@ def export_model(config):
   given = config.given("model_dir")
   model_dir = config.model_dir if given or not config.init_checkpoint else None
   if model_dir is None and config.model_dir and tf.io.gfile.isdir(config.model_dir):
-    logging.info("exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
-                 "--model_dir=%s alone to export that one)", config.init_checkpoint,
-                 config.model_dir, config.model_dir)
+    logging.info(
+        "exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
+        "--model_dir=%s alone to export that one)", config.init_checkpoint, config.model_dir,
+        config.model_dir)
   start = model_dir_lib.decide_start(model_dir, config.init_checkpoint)
   bert_config, vocab_file, qa_config, recorded = model_settings(config, start, model_dir)
-  model, _ = span_model.build_span_model(bert_config,
-                                         SERVING_POLICIES[config.serving_precision])
+  model, _ = span_model.build_span_model(bert_config, SERVING_POLICIES[config.serving_precision])
   if start.resume:
-    tf.train.Checkpoint(model=model).read(start.resume).expect_partial(
-        ).assert_existing_objects_matched()
+    tf.train.Checkpoint(model=model).read(
+        start.resume).expect_partial().assert_existing_objects_matched()
     logging.info("%s", start.describe("exporting"))
   else:
     report = checkpoints.initialize_from(model, start.init_checkpoint)

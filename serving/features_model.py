@@ -39,9 +39,10 @@ def _features_function(model):
 
   @tf.function(input_signature=[spec, spec, spec])
   def serve_features(input_word_ids, input_mask, input_type_ids):
-    start_logits, end_logits = model(dict(zip(FEATURE_NAMES, (input_word_ids, input_mask,
-                                                             input_type_ids))), training=False)
+    start_logits, end_logits = model(
+        dict(zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))), training=False)
     return {"start_logits": start_logits, "end_logits": end_logits}
+
   return serve_features.get_concrete_function()
 
 
@@ -97,8 +98,11 @@ class SavedModelFeatures:
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
-    outputs = self._signature(**{name: tf.constant(value, tf.int32) for name, value in zip(
-        FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))})
+    outputs = self._signature(
+        **{
+            name: tf.constant(value, tf.int32)
+            for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
+        })
     return outputs["start_logits"].numpy(), outputs["end_logits"].numpy()
 
 
@@ -131,6 +135,9 @@ class LiteRTFeatures:
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
-    outputs = self._runner(**{name: np.asarray(value, np.int32) for name, value in zip(
-        FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))})
+    outputs = self._runner(
+        **{
+            name: np.asarray(value, np.int32)
+            for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
+        })
     return outputs["start_logits"], outputs["end_logits"]

@@ -51,8 +51,10 @@ from squad_qa.serving import windows as windows_lib
 # training's featurization settings, as train.py records them.
 FEATURIZATION_KEYS = artifacts.FEATURIZATION_KEYS
 # The decoding settings baked into serve_text, with export.py's defaults.
-DECODING_DEFAULTS = {**settings.defaults(span_decoding.DecodingSettings),
-                     "window_batch_size": export_config.ExportConfig.window_batch_size}
+DECODING_DEFAULTS = {
+    **settings.defaults(span_decoding.DecodingSettings), "window_batch_size":
+        export_config.ExportConfig.window_batch_size
+}
 
 
 def validate_config(qa_config):
@@ -64,10 +66,11 @@ def validate_config(qa_config):
   missing = [k for k in FEATURIZATION_KEYS + tuple(DECODING_DEFAULTS) if k not in qa_config]
   if missing:
     raise errors.UsageError(f"qa_config lacks {', '.join(missing)}")
-  if qa_config["doc_stride"] <= 0 or qa_config["max_seq_length"] <= qa_config["max_query_length"] + 3:
+  if qa_config["doc_stride"] <= 0 or qa_config[
+      "max_seq_length"] <= qa_config["max_query_length"] + 3:
     raise errors.UsageError(f"need doc_stride > 0 and max_seq_length > max_query_length + 3 (got "
-                     f"{qa_config['doc_stride']}, {qa_config['max_seq_length']}, "
-                     f"{qa_config['max_query_length']})")
+                            f"{qa_config['doc_stride']}, {qa_config['max_seq_length']}, "
+                            f"{qa_config['max_query_length']})")
   span_decoding.check_decoding_settings(qa_config["n_best_size"], qa_config["max_answer_length"],
                                         qa_config["null_score_diff_threshold"])
   if qa_config["window_batch_size"] <= 0:
@@ -97,29 +100,40 @@ class LogitsServingModule(tf.Module):
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
-    return self.model({span_model.INPUT_WORD_IDS: input_word_ids,
-                       span_model.INPUT_MASK: input_mask,
-                       span_model.INPUT_TYPE_IDS: input_type_ids}, training=False)
+    return self.model(
+        {
+            span_model.INPUT_WORD_IDS: input_word_ids,
+            span_model.INPUT_MASK: input_mask,
+            span_model.INPUT_TYPE_IDS: input_type_ids
+        }, training=False)
 
   # Inputs of any rank, checked in the graph (serving/signature_inputs.py); the dtypes are checked
   # by the signature itself.
   @tf.function(input_signature=[
       tf.TensorSpec(None, tf.int32, name=span_model.INPUT_WORD_IDS),
       tf.TensorSpec(None, tf.int32, name=span_model.INPUT_MASK),
-      tf.TensorSpec(None, tf.int32, name=span_model.INPUT_TYPE_IDS)])
+      tf.TensorSpec(None, tf.int32, name=span_model.INPUT_TYPE_IDS)
+  ])
   def serve_features(self, input_word_ids, input_mask, input_type_ids):
     """Token ids int32 [batch, seq] in, float32 [batch, seq] start/end logits out.
 
     A wrong rank or unequal shapes fail with one line naming the input (signature_inputs.py).
     """
-    inputs = {span_model.INPUT_WORD_IDS: input_word_ids, span_model.INPUT_MASK: input_mask,
-              span_model.INPUT_TYPE_IDS: input_type_ids}
-    inputs = {name: signature_inputs.require_rank(
-        tensor, 2, "serve_features", name, "a matrix of int32 token ids, shape [batch, seq_length]",
-        signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()}
+    inputs = {
+        span_model.INPUT_WORD_IDS: input_word_ids,
+        span_model.INPUT_MASK: input_mask,
+        span_model.INPUT_TYPE_IDS: input_type_ids
+    }
+    inputs = {
+        name: signature_inputs.require_rank(
+            tensor, 2, "serve_features", name,
+            "a matrix of int32 token ids, shape [batch, seq_length]",
+            signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()
+    }
     inputs = signature_inputs.require_same_shape(inputs, "serve_features", "[batch, seq_length]")
-    start_logits, end_logits = self._logits(*(inputs[name] for name in (
-        span_model.INPUT_WORD_IDS, span_model.INPUT_MASK, span_model.INPUT_TYPE_IDS)))
+    start_logits, end_logits = self._logits(*(inputs[name] for name in (span_model.INPUT_WORD_IDS,
+                                                                        span_model.INPUT_MASK,
+                                                                        span_model.INPUT_TYPE_IDS)))
     return {"start_logits": start_logits, "end_logits": end_logits}
 
   def signatures(self):
@@ -150,8 +164,11 @@ class FeatureServingModule(LogitsServingModule):
     parsed = tf.io.parse_example(examples, spec)
     ids, mask, types = (tf.cast(parsed[k], tf.int32) for k in records.MODEL_INPUT_KEYS)
     start_logits, end_logits = self._logits(ids, mask, types)
-    return {"unique_ids": parsed["unique_ids"], "start_logits": start_logits,
-            "end_logits": end_logits}
+    return {
+        "unique_ids": parsed["unique_ids"],
+        "start_logits": start_logits,
+        "end_logits": end_logits
+    }
 
   def signatures(self):
     """{signature name: concrete function} for tf.saved_model.save."""
@@ -203,8 +220,8 @@ class QAServingModule(FeatureServingModule):
         start, end = self._logits(cut(ids), cut(mask), cut(types))
         return i + 1, starts.write(i, pad(start)), ends.write(i, pad(end))
 
-      empty = lambda: tf.TensorArray(tf.float32, size=num_chunks, infer_shape=False,
-                                     element_shape=tf.TensorShape([None, None]))
+      empty = lambda: tf.TensorArray(tf.float32, size=num_chunks, infer_shape=False, element_shape=
+                                     tf.TensorShape([None, None]))
       _, starts, ends = tf.while_loop(lambda i, *_: i < num_chunks, body,
                                       (tf.constant(0), empty(), empty()))
       unsort = tf.math.invert_permutation(order)
@@ -223,10 +240,10 @@ class QAServingModule(FeatureServingModule):
       # One tokenizer pass over questions and contexts: its ops cost more per call than per string.
       ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.concat([question, context], 0))
     with tf.name_scope("windows"):
-      return windows_lib.make_windows(
-          ids[:batch_size], ids[batch_size:], starts[batch_size:], ends[batch_size:], self._cls_id,
-          self._sep_id, self._config["max_seq_length"], self._config["doc_stride"],
-          self._config["max_query_length"])
+      return windows_lib.make_windows(ids[:batch_size], ids[batch_size:], starts[batch_size:],
+                                      ends[batch_size:], self._cls_id, self._sep_id,
+                                      self._config["max_seq_length"], self._config["doc_stride"],
+                                      self._config["max_query_length"])
 
   def answer(self, question, context):
     """serve_text's computation (callable eagerly too); see the module docstring."""
@@ -234,27 +251,33 @@ class QAServingModule(FeatureServingModule):
     with tf.name_scope("encoder"):
       start_logits, end_logits = self.window_logits(windows)
     with tf.name_scope("decode"):
-      spans = answers.best_spans(
-          start_logits, end_logits, windows, tf.shape(question)[0], self._config["n_best_size"],
-          self._config["max_answer_length"], self._config["version_2_with_negative"],
-          self._config["null_score_diff_threshold"])
+      spans = answers.best_spans(start_logits, end_logits, windows,
+                                 tf.shape(question)[0], self._config["n_best_size"],
+                                 self._config["max_answer_length"],
+                                 self._config["version_2_with_negative"],
+                                 self._config["null_score_diff_threshold"])
       text, start_char, end_char = answers.char_span_to_text(context, spans.start, spans.end)
-    return {"answer": text, "start_char": start_char, "end_char": end_char,
-            "score": tf.cast(spans.score, tf.float32)}
+    return {
+        "answer": text,
+        "start_char": start_char,
+        "end_char": end_char,
+        "score": tf.cast(spans.score, tf.float32)
+    }
 
-  @tf.function(input_signature=[tf.TensorSpec(None, tf.string, name="question"),
-                                tf.TensorSpec(None, tf.string, name="context")])
+  @tf.function(input_signature=[
+      tf.TensorSpec(None, tf.string, name="question"),
+      tf.TensorSpec(None, tf.string, name="context")
+  ])
   def serve_text(self, question, context):
     """Raw question and context strings [B] in, answers out (module docstring).
 
     Another rank fails with one line naming the input (signature_inputs.py), a batch size that
     differs between the two with "serve_text: `question` and `context` need the same batch size".
     """
-    question, context = (
-        signature_inputs.require_rank(tensor, 1, "serve_text", name,
-                                      "a vector of strings, shape [batch]",
-                                      signature_inputs.TEXT_REST_BODIES)
-        for name, tensor in (("question", question), ("context", context)))
+    question, context = (signature_inputs.require_rank(tensor, 1, "serve_text", name,
+                                                       "a vector of strings, shape [batch]",
+                                                       signature_inputs.TEXT_REST_BODIES)
+                         for name, tensor in (("question", question), ("context", context)))
     check = tf.debugging.assert_equal(
         tf.shape(question), tf.shape(context),
         message="serve_text: `question` and `context` need the same batch size")

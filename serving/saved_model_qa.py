@@ -14,7 +14,7 @@ import time
 from absl import logging
 import numpy as np
 import tensorflow as tf
-import tensorflow_text  # pylint: disable=unused-import  (registers the ops serve_text needs)
+import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
 from squad_qa import errors
 from squad_qa.base import artifacts
@@ -61,9 +61,10 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
     why = "this CPU has neither AVX512-BF16 nor AMX"
   else:
     why = "CPUs have no fast float16 matmuls"
-  logging.warning("this SavedModel computes in %s, but %s and no GPU is visible: it will answer "
-                  "slower here than a float32 export (export.py --serving_precision=float32)",
-                  serving_precision, why)
+  logging.warning(
+      "this SavedModel computes in %s, but %s and no GPU is visible: it will answer "
+      "slower here than a float32 export (export.py --serving_precision=float32)",
+      serving_precision, why)
   return True
 
 
@@ -89,8 +90,8 @@ class SavedModelQA:
 
   def __init__(self, export_dir):
     is_saved_model = tf.saved_model.contains_saved_model(export_dir)
-    if not is_saved_model and not os.path.exists(os.path.join(
-        export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
+    if not is_saved_model and not os.path.exists(
+        os.path.join(export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
       raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
                                     f"with `python export.py --export_dir={export_dir}`")
     self.config = artifacts.read_export_config(export_dir)
@@ -132,11 +133,13 @@ class SavedModelQA:
     if not self.has_serve_text:
       raise errors.UsageError("this SavedModel has no serve_text signature; re-export it with "
                               "export.py or use --use_serve_features")
-    out = self._loaded.signatures["serve_text"](
-        question=tf.constant(questions, tf.string), context=tf.constant(contexts, tf.string))
-    return [span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score))
-            for text, start, end, score in zip(out["answer"].numpy(), out["start_char"].numpy(),
-                                               out["end_char"].numpy(), out["score"].numpy())]
+    out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
+                                                context=tf.constant(contexts, tf.string))
+    return [
+        span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score))
+        for text, start, end, score in zip(out["answer"].numpy(), out["start_char"].numpy(),
+                                           out["end_char"].numpy(), out["score"].numpy())
+    ]
 
   def answer(self, question, context):
     """The best answer span of one question through the raw-text signature (an Answer)."""
@@ -146,8 +149,7 @@ class SavedModelQA:
   def tokenizer(self):
     """The Python-side WordPieceTokenizer of the SavedModel's vocab asset (built on first use)."""
     if self._tokenizer is None:
-      self._tokenizer = wordpiece.WordPieceTokenizer(self._vocab_path,
-                                                     self.config["do_lower_case"])
+      self._tokenizer = wordpiece.WordPieceTokenizer(self._vocab_path, self.config["do_lower_case"])
     return self._tokenizer
 
   def features(self, question, context):
@@ -156,10 +158,12 @@ class SavedModelQA:
 
   def _features_batch(self, questions, contexts):
     tokens = self.tokenizer.tokenize(list(questions) + list(contexts))
-    return [features_lib.make_features(
-        0, 0, query.ids, passage, self.tokenizer.cls_id, self.tokenizer.sep_id,
-        self.config["max_seq_length"], self.config["doc_stride"], self.config["max_query_length"])
-            for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])]
+    return [
+        features_lib.make_features(0, 0, query.ids, passage, self.tokenizer.cls_id,
+                                   self.tokenizer.sep_id, self.config["max_seq_length"],
+                                   self.config["doc_stride"], self.config["max_query_length"])
+        for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])
+    ]
 
   def features_logits(self, input_word_ids, input_mask, input_type_ids):
     """The features model on windows already made, as tensors: int32 [batch, seq] inputs (any seq
@@ -167,12 +171,13 @@ class SavedModelQA:
     inside a tf.function: the SavedModel's `serve_features` signature, or for an int8 export the
     LiteRT model through `tf.numpy_function`."""
     if self._loaded is not None:
-      outputs = self._loaded.signatures["serve_features"](
-          input_word_ids=input_word_ids, input_mask=input_mask, input_type_ids=input_type_ids)
+      outputs = self._loaded.signatures["serve_features"](input_word_ids=input_word_ids,
+                                                          input_mask=input_mask,
+                                                          input_type_ids=input_type_ids)
       return outputs["start_logits"], outputs["end_logits"]
-    start_logits, end_logits = tf.numpy_function(
-        self.features_model, [input_word_ids, input_mask, input_type_ids],
-        [tf.float32, tf.float32], stateful=False)
+    start_logits, end_logits = tf.numpy_function(self.features_model,
+                                                 [input_word_ids, input_mask, input_type_ids],
+                                                 [tf.float32, tf.float32], stateful=False)
     start_logits.set_shape(input_word_ids.shape)
     end_logits.set_shape(input_word_ids.shape)
     return start_logits, end_logits
@@ -212,22 +217,24 @@ class SavedModelQA:
     Returns:
       A list of span_decoding.Answer, one per context.
     """
-    n_best_size = n_best_size or self.config.get(
-        "n_best_size", span_decoding.SpanLimits.n_best_size)
+    n_best_size = n_best_size or self.config.get("n_best_size",
+                                                 span_decoding.SpanLimits.n_best_size)
     max_answer_length = max_answer_length or self.config.get(
         "max_answer_length", span_decoding.SpanLimits.max_answer_length)
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
-      windows = [span_decoding.real_window(
-          start_logits[row + i], end_logits[row + i], np.array(f.token_start_char),
-          np.array(f.token_end_char), np.array(f.token_is_max_context), f.input_mask)
-                 for i, f in enumerate(fs)]
+      windows = [
+          span_decoding.real_window(start_logits[row + i], end_logits[row + i],
+                                    np.array(f.token_start_char), np.array(f.token_end_char),
+                                    np.array(f.token_is_max_context), f.input_mask)
+          for i, f in enumerate(fs)
+      ]
       row += len(fs)
       answer = span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
       # A SQuAD 2.0 export's null rule, as serve_text applies it.
-      result.append(span_decoding.answer_as_served(
-          answer, self.config.get("version_2_with_negative", False),
-          self.config.get("null_score_diff_threshold", 0.0)))
+      result.append(
+          span_decoding.answer_as_served(answer, self.config.get("version_2_with_negative", False),
+                                         self.config.get("null_score_diff_threshold", 0.0)))
     return result
 
   def window_logits(self, features):
@@ -242,12 +249,14 @@ class SavedModelQA:
     """
     if not features:
       return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
-    inputs = [np.array([getattr(f, name) for f in features], np.int32)
-              for name in ("input_ids", "input_mask", "segment_ids")]
+    inputs = [
+        np.array([getattr(f, name) for f in features], np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    ]
     start_logits = np.zeros(inputs[0].shape, np.float32)
     end_logits = np.zeros(inputs[0].shape, np.float32)
-    chunk = self.config.get("window_batch_size", serving_module.DECODING_DEFAULTS[
-        "window_batch_size"])
+    chunk = self.config.get("window_batch_size",
+                            serving_module.DECODING_DEFAULTS["window_batch_size"])
     for begin in range(0, len(features), chunk):
       rows = slice(begin, begin + chunk)
       width = int(inputs[1][rows].sum(axis=1).max())
@@ -295,6 +304,7 @@ def answer_questions(config):
   qa = SavedModelQA(config.export_dir)
   load_seconds = time.perf_counter() - started
   if config.use_serve_features or not qa.has_serve_text:
+
     def answer(question):
       return qa.answer_with_serve_features(question, context, config.n_best_size,
                                            config.max_answer_length)
@@ -302,11 +312,13 @@ def answer_questions(config):
     for name in ("n_best_size", "max_answer_length"):
       value = getattr(config, name)
       if config.given(name) and value != qa.config.get(name):
-        logging.warning("--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
-                        "--use_serve_features)", name, value, qa.config.get(name))
+        logging.warning(
+            "--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
+            "--use_serve_features)", name, value, qa.config.get(name))
 
     def answer(question):
       return qa.answer(question, context)
+
   answers = []
   for question in config.question:
     started = time.perf_counter()

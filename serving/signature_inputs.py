@@ -32,6 +32,7 @@ FEATURES_REST_BODIES = ("{instances: [{input_word_ids: [...], input_mask: [...],
                         "input_mask: [[...]], input_type_ids: [[...]]}}")
 EXAMPLES_REST_BODIES = "{instances: [{b64: ...}]} or {inputs: {examples: [{b64: ...}]}}"
 
+
 def _shape_text(tensor):
   """The tensor's dynamic shape as a string tensor, e.g. "[1, 2]" ("[]" for a scalar)."""
   dims = tf.strings.reduce_join(tf.strings.as_string(tf.shape(tensor)), separator=", ")
@@ -58,8 +59,10 @@ def require_rank(tensor, rank, signature, name, expected, rest_bodies):
   """
   actual = tf.rank(tensor)
   message = tf.strings.join([
-      f"{signature}: `{name}` must be {expected}; got rank ", tf.strings.as_string(actual),
-      ", shape ", _shape_text(tensor), f" (a REST body sends {rest_bodies})"])
+      f"{signature}: `{name}` must be {expected}; got rank ",
+      tf.strings.as_string(actual), ", shape ",
+      _shape_text(tensor), f" (a REST body sends {rest_bodies})"
+  ])
   check = tf.debugging.Assert(tf.equal(actual, rank), [message])
   # The control dependency makes everything computed from the input wait for the check, so a
   # wrong shape fails here and not first in an op that happens to run earlier.

@@ -76,8 +76,8 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
   num_tokens = tf.cast(context_ids.row_lengths(), tf.int32)
   max_doc = max_seq_length - query_len - 3
   step = tf.minimum(max_doc, doc_stride)
-  num_windows = tf.where(
-      num_tokens > 0, (tf.maximum(num_tokens - max_doc, 0) + step - 1) // step + 1, 0)
+  num_windows = tf.where(num_tokens > 0,
+                         (tf.maximum(num_tokens - max_doc, 0) + step - 1) // step + 1, 0)
 
   # One row per window; [W, 1] columns broadcast against positions t in [1, S].
   example_index = tf.repeat(tf.range(batch_size), num_windows)
@@ -111,13 +111,14 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
   token_index = tf.where(is_context, column(context_rows) + context_token, total_tokens)
 
   input_word_ids = tf.where(
-      t == 0, cls_id, tf.where(
-          is_query, tf.gather(query_flat, query_index), tf.where(
-              is_sep, sep_id, tf.where(is_context, tf.gather(context_flat, token_index), 0))))
+      t == 0, cls_id,
+      tf.where(
+          is_query, tf.gather(query_flat, query_index),
+          tf.where(is_sep, sep_id, tf.where(is_context, tf.gather(context_flat, token_index), 0))))
   input_mask = tf.cast(t < window_length, tf.int32)
   input_type_ids = tf.cast(is_context | (t == doc_offset + win_len), tf.int32)
-  token_start = tf.where(is_context, tf.gather(_padded_flat_values(context_starts, -1), token_index),
-                         tf.constant(-1, tf.int64))
+  token_start = tf.where(is_context, tf.gather(_padded_flat_values(context_starts, -1),
+                                               token_index), tf.constant(-1, tf.int64))
   token_end = tf.where(is_context, tf.gather(_padded_flat_values(context_ends, -1), token_index),
                        tf.constant(-1, tf.int64))
 
@@ -132,9 +133,9 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
   best_score = tf.math.unsorted_segment_max(score, token_index, num_segments)
   is_best = is_context & tf.equal(score, tf.gather(best_score, token_index))
   window_id = tf.broadcast_to(tf.range(num_all_windows)[:, None], tf.shape(t + win_start))
-  first_best = tf.math.unsorted_segment_min(
-      tf.where(is_best, window_id, tf.int32.max), token_index, num_segments)
+  first_best = tf.math.unsorted_segment_min(tf.where(is_best, window_id, tf.int32.max), token_index,
+                                            num_segments)
   token_is_max_context = is_best & tf.equal(window_id, tf.gather(first_best, token_index))
 
-  return Windows(input_word_ids, input_mask, input_type_ids, example_index, token_start,
-                 token_end, token_is_max_context)
+  return Windows(input_word_ids, input_mask, input_type_ids, example_index, token_start, token_end,
+                 token_is_max_context)

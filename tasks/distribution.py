@@ -33,8 +33,8 @@ def split_cpu(num_cpu_devices):
     return
   cpu = tf.config.list_physical_devices("CPU")[0]
   try:
-    tf.config.set_logical_device_configuration(
-        cpu, [tf.config.LogicalDeviceConfiguration()] * num_cpu_devices)
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] *
+                                               num_cpu_devices)
   except RuntimeError as e:
     if len(tf.config.list_logical_devices("CPU")) != num_cpu_devices:
       raise DistributionError(f"--num_cpu_devices={num_cpu_devices}: {e}") from None
@@ -75,9 +75,10 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)
   try:
-    return distribute_utils.get_distribution_strategy(
-        distribution_strategy=distribution_strategy, num_gpus=num_gpus,
-        all_reduce_alg=all_reduce_alg, tpu_address=tpu)
+    return distribute_utils.get_distribution_strategy(distribution_strategy=distribution_strategy,
+                                                      num_gpus=num_gpus,
+                                                      all_reduce_alg=all_reduce_alg,
+                                                      tpu_address=tpu)
   except (ValueError, tf.errors.OpError) as e:  # e.g. NotFoundError: no TPU at --tpu
     message = (e.message if isinstance(e, tf.errors.OpError) else str(e)).strip().splitlines()
     raise DistributionError(f"--distribution_strategy={distribution_strategy}: "
@@ -92,8 +93,8 @@ def is_chief(strategy):
     return True
   if resolver.task_type == "chief":
     return True
-  return (resolver.task_type == "worker" and resolver.task_id == 0
-          and "chief" not in resolver.cluster_spec().as_dict())
+  return (resolver.task_type == "worker" and resolver.task_id == 0 and
+          "chief" not in resolver.cluster_spec().as_dict())
 
 
 def is_multi_worker(strategy):

@@ -37,13 +37,17 @@ def predict(model, dataset, total_windows=None):
     arrays = {k: v.numpy() for k, v in batch.items()}
     start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
     for i, example_index in enumerate(arrays["example_index"]):
-      windows[int(example_index)].append((int(arrays["unique_ids"][i]), span_decoding.real_window(
-          start_logits[i], end_logits[i], arrays["token_start_char"][i],
-          arrays["token_end_char"][i], arrays["token_is_max_context"][i], arrays["input_mask"][i])))
+      windows[int(example_index)].append(
+          (int(arrays["unique_ids"][i]),
+           span_decoding.real_window(start_logits[i], end_logits[i], arrays["token_start_char"][i],
+                                     arrays["token_end_char"][i], arrays["token_is_max_context"][i],
+                                     arrays["input_mask"][i])))
     progress.update(len(arrays["example_index"]))
   progress.finish()
-  return {index: [w for _, w in sorted(found, key=lambda pair: pair[0])]
-          for index, found in windows.items()}
+  return {
+      index: [w for _, w in sorted(found, key=lambda pair: pair[0])]
+      for index, found in windows.items()
+  }
 
 
 class DevScorer:
@@ -82,8 +86,8 @@ class DevScorer:
                                          version_2_with_negative=version_2_with_negative)
     self.paths = records.shard_paths(records_dir, meta, records.EVAL_SPLIT)
     self.max_seq_length = meta["flags"]["max_seq_length"]
-    self.total_windows = (eval_meta["num_features"] if max_eval_examples is None
-                          else records.count_eval_windows(self.paths, max_eval_examples))
+    self.total_windows = (eval_meta["num_features"] if max_eval_examples is None else
+                          records.count_eval_windows(self.paths, max_eval_examples))
     # Every question of the file (the first --max_eval_examples) is predicted and scored, "" for
     # those without windows (a context without tokens), as in SQuAD v1.1's scorer.
     self.ids = squad_scoring.question_ids(dataset_json, max_eval_examples)
@@ -124,17 +128,18 @@ class DevScorer:
     answers = span_decoding.decode_all(
         windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
         self.n_best_size, self.max_answer_length)
-    final = span_decoding.final_predictions(
-        self.ids, {squad.examples[i].qas_id: answer for i, answer in answers.items()},
-        self.version_2_with_negative, self.null_score_diff_threshold)
+    final = span_decoding.final_predictions(self.ids, {
+        squad.examples[i].qas_id: answer for i, answer in answers.items()
+    }, self.version_2_with_negative, self.null_score_diff_threshold)
     if self.version_2_with_negative:
       results = squad_scoring.score_v2(self.dataset_json, final.texts, final.null_odds,
                                        final.best_non_null)
       results["null_score_diff_threshold"] = self.null_score_diff_threshold
     else:
       results = squad_scoring.score_v1(self.dataset_json, final.texts)
-    results.update(n_best_size=self.n_best_size,  # scored with these
-                   max_answer_length=self.max_answer_length)
+    results.update(
+        n_best_size=self.n_best_size,  # scored with these
+        max_answer_length=self.max_answer_length)
     return results, final
 
 

@@ -105,9 +105,14 @@ class LearningCurve:
 
   def _write(self, step, train_seconds, loss, results, note):
     exact = results.get("exact_match", results.get("exact"))
-    row = {"step": step, "examples": step * self.global_batch_size,
-           "train_seconds": round(train_seconds, 1), "exact_match": round(exact, 2),
-           "f1": round(results["f1"], 2), "loss": round(loss, 4)}
+    row = {
+        "step": step,
+        "examples": step * self.global_batch_size,
+        "train_seconds": round(train_seconds, 1),
+        "exact_match": round(exact, 2),
+        "f1": round(results["f1"], 2),
+        "loss": round(loss, 4)
+    }
     new_file = not os.path.exists(self.path)
     with open(self.path, "a", encoding="utf-8", newline="") as f:
       writer = csv.DictWriter(f, CSV_FIELDS)

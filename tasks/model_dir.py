@@ -26,8 +26,8 @@ LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_V
 def _canonical(init_checkpoint):
   """An --init_checkpoint as one absolute path: a TF checkpoint's prefix, else the real folder."""
   try:
-    prefix = (None if hf_checkpoint.is_hf_folder(init_checkpoint)
-              else checkpoints.checkpoint_prefix(init_checkpoint))
+    prefix = (None if hf_checkpoint.is_hf_folder(init_checkpoint) else
+              checkpoints.checkpoint_prefix(init_checkpoint))
   except checkpoints.CheckpointError:
     prefix = None  # not one checkpoint: compared as written (it cannot be loaded anyway)
   return os.path.realpath(prefix or init_checkpoint.rstrip("/"))
@@ -80,9 +80,9 @@ def decide_start(model_dir, init_checkpoint):
   """
   latest = checkpoints.latest_checkpoint(model_dir) if model_dir else None
   if not latest:
-    return Start(init_checkpoint=init_checkpoint,
-                 recorded={"init_checkpoint": _canonical(init_checkpoint) if init_checkpoint
-                           else None})
+    return Start(
+        init_checkpoint=init_checkpoint,
+        recorded={"init_checkpoint": _canonical(init_checkpoint) if init_checkpoint else None})
   saved = artifacts.read_qa_config(model_dir)
   recorded = {"init_checkpoint": saved["init_checkpoint"]} if "init_checkpoint" in saved else {}
   if not init_checkpoint:
@@ -91,9 +91,10 @@ def decide_start(model_dir, init_checkpoint):
   if named in (os.path.realpath(model_dir), os.path.realpath(latest)):
     return Start(resume=latest, recorded=recorded)
   if recorded and named == recorded["init_checkpoint"]:
-    return Start(resume=latest, recorded=recorded, ignored=(
-        f"--init_checkpoint={init_checkpoint} is ignored: --model_dir={model_dir} started from it "
-        f"and holds the training since (pass a new --model_dir to start again from it)"))
+    return Start(
+        resume=latest, recorded=recorded, ignored=
+        (f"--init_checkpoint={init_checkpoint} is ignored: --model_dir={model_dir} started from it "
+         f"and holds the training since (pass a new --model_dir to start again from it)"))
   started = ("which started from " + (recorded["init_checkpoint"] or "random weights")
              if recorded else "whose start is not recorded")
   raise checkpoints.CheckpointError(
@@ -175,15 +176,17 @@ def make_checkpoint(model, optimizer, num_train_steps):
   """What a --model_dir checkpoint holds: the model, the optimizer, the schedule's length and the
   dropout layers' random-generator states (`dropout_generators`)."""
   return tf.train.Checkpoint(
-      model=model, optimizer=optimizer,
-      **{SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
-         DROPOUT_STATE_KEY: dropout_generators(model)})
+      model=model, optimizer=optimizer, **{
+          SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
+          DROPOUT_STATE_KEY: dropout_generators(model)
+      })
 
 
 def has_dropout_state(checkpoint_path):
   """Whether a checkpoint holds the dropout generators' states (older ones do not)."""
-  return any(name.startswith(DROPOUT_STATE_KEY + "/")
-             for name, _ in tf.train.list_variables(checkpoint_path))
+  return any(
+      name.startswith(DROPOUT_STATE_KEY + "/")
+      for name, _ in tf.train.list_variables(checkpoint_path))
 
 
 def dropout_generators(model):
@@ -209,5 +212,5 @@ def check_resumable(checkpoint_path, checkpoint):
   change the schedule's length or lacks the loss-scale state its float16 optimizer needs
   (`check_schedule`, `check_loss_scale`; their errors)."""
   check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
-  check_loss_scale(checkpoint_path, isinstance(
-      checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))
+  check_loss_scale(checkpoint_path,
+                   isinstance(checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))

@@ -28,9 +28,10 @@ EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
 
 def learning_rate_schedule(learning_rate, num_train_steps, warmup_steps):
   """The schedule of the module docstring, as a tf_keras LearningRateSchedule (float32 rate)."""
-  decay = lr_schedule.PolynomialDecayWithOffset(
-      initial_learning_rate=learning_rate, decay_steps=max(1, num_train_steps - warmup_steps),
-      end_learning_rate=0.0, power=1.0, offset=warmup_steps)
+  decay = lr_schedule.PolynomialDecayWithOffset(initial_learning_rate=learning_rate,
+                                                decay_steps=max(1, num_train_steps - warmup_steps),
+                                                end_learning_rate=0.0, power=1.0,
+                                                offset=warmup_steps)
   if not warmup_steps:
     return decay
   return lr_schedule.LinearWarmup(after_warmup_lr_sched=decay, warmup_steps=warmup_steps,
@@ -54,8 +55,8 @@ def create_optimizer(learning_rate, num_train_steps, warmup_proportion, loss_sca
     LossScaleOptimizer` with dynamic loss scaling around it.
   """
   optimizer = legacy_adamw.AdamWeightDecay(
-      learning_rate=learning_rate_schedule(
-          learning_rate, num_train_steps, warmup_steps_for(num_train_steps, warmup_proportion)),
+      learning_rate=learning_rate_schedule(learning_rate, num_train_steps,
+                                           warmup_steps_for(num_train_steps, warmup_proportion)),
       weight_decay_rate=WEIGHT_DECAY_RATE, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
       exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, gradient_clip_norm=0.0)
   if loss_scale:

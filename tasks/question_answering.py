@@ -33,8 +33,11 @@ class InputError(errors.UserError, ValueError):
 
 
 # --mixed_precision_dtype (tfm's runtime.mixed_precision_dtype) -> the tf_keras dtype policy.
-PRECISION_POLICIES = {"float32": "float32", "float16": "mixed_float16",
-                      "bfloat16": "mixed_bfloat16"}
+PRECISION_POLICIES = {
+    "float32": "float32",
+    "float16": "mixed_float16",
+    "bfloat16": "mixed_bfloat16"
+}
 
 
 def set_precision_policy(mixed_precision_dtype):
@@ -52,7 +55,7 @@ def set_precision_policy(mixed_precision_dtype):
   """
   if mixed_precision_dtype not in PRECISION_POLICIES:
     raise errors.UsageError(f"mixed_precision_dtype {mixed_precision_dtype!r}: expected one of "
-                     f"{', '.join(PRECISION_POLICIES)}")
+                            f"{', '.join(PRECISION_POLICIES)}")
   policy = PRECISION_POLICIES[mixed_precision_dtype]
   tf_keras.mixed_precision.set_global_policy(policy)
   return policy
@@ -91,8 +94,7 @@ def span_loss(start_positions, end_positions, start_logits, end_logits, global_b
     end_logits = tf.where(real, end_logits, _PADDING_LOGIT)
   start = tf_keras.losses.sparse_categorical_crossentropy(start_positions, start_logits,
                                                           from_logits=True)
-  end = tf_keras.losses.sparse_categorical_crossentropy(end_positions, end_logits,
-                                                        from_logits=True)
+  end = tf_keras.losses.sparse_categorical_crossentropy(end_positions, end_logits, from_logits=True)
   return tf.nn.compute_average_loss((start + end) / 2.0, global_batch_size=global_batch_size)
 
 
@@ -103,8 +105,9 @@ def trained_variables(model):
 
 def computes_in_float16(model):
   """Whether any layer of `model` computes in float16 (a mixed_float16 policy)."""
-  return any(getattr(layer, "compute_dtype", None) == "float16"
-             for layer in [model] + list(model.submodules))
+  return any(
+      getattr(layer, "compute_dtype", None) == "float16"
+      for layer in [model] + list(model.submodules))
 
 
 def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_gradients=True):
@@ -154,8 +157,8 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
     else:
       with tf.GradientTape() as tape:
         start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
-        loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits,
-                         end_logits, global_batch_size, batch["input_mask"])
+        loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
+                         global_batch_size, batch["input_mask"])
         scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       grads = tape.gradient(scaled, variables)
     if loss_scaled:
@@ -167,14 +170,17 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
 
   def accumulated(batch):
     k = accumulation_steps
-    micro = {key: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
-             for key, value in batch.items()}
+    micro = {
+        key: tf.reshape(value, tf.concat([[k, -1], tf.shape(value)[1:]], axis=0))
+        for key, value in batch.items()
+    }
     replicas = tf.distribute.get_replica_context().num_replicas_in_sync
     global_batch_size = tf.shape(batch["start_positions"])[0] * replicas
 
     def body(i, loss_sum, grad_sums):
-      loss, grads = loss_and_gradients({key: value[i] for key, value in micro.items()},
-                                       global_batch_size)
+      loss, grads = loss_and_gradients({
+          key: value[i] for key, value in micro.items()
+      }, global_batch_size)
       return (i + 1, loss_sum + loss,
               [total + tf.convert_to_tensor(grad) for total, grad in zip(grad_sums, grads)])
 
@@ -220,8 +226,9 @@ def make_train_step(model, optimizer, accumulation_steps=1, jit_compile=False,
   Same arguments as `make_replica_step`; returns the (unscaled) float32 loss. The input
   signature leaves batch and sequence length open, so length-bucketed batches trace once.
   """
-  return tf.function(make_replica_step(model, optimizer, accumulation_steps, jit_compile,
-                                       float32_weight_gradients), reduce_retracing=True)
+  return tf.function(
+      make_replica_step(model, optimizer, accumulation_steps, jit_compile,
+                        float32_weight_gradients), reduce_retracing=True)
 
 
 @dataclasses.dataclass
@@ -329,9 +336,12 @@ class QuestionAnsweringTask:
       share, first = self.replica_batch_size, index * replicas_here * self.replica_batch_size
 
       def this_pipelines_rows(batch):
-        return {k: tf.reshape(v[first:first + replicas_here * share],
-                              tf.concat([[replicas_here, share], tf.shape(v)[1:]], axis=0))
-                for k, v in batch.items()}
+        return {
+            k: tf.reshape(
+                v[first:first + replicas_here * share],
+                tf.concat([[replicas_here, share], tf.shape(v)[1:]],
+                          axis=0)) for k, v in batch.items()
+        }
 
       dataset = dataset.map(this_pipelines_rows).unbatch()
     if skip_steps:
@@ -391,7 +401,9 @@ class QATrainer(orbit.StandardTrainer):
     elapsed = time.time() - self._loop_started
     steps = step - self._loop_start_step
     self.last_output = {
-        "loss": loss, "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)}
+        "loss": loss,
+        "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)
+    }
     # A process's first loop includes tracing: its rate would measure mostly that.
     if elapsed and self._loops:
       self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed

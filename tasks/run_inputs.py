@@ -12,7 +12,6 @@ from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 
 
-
 def bert_config_and_meta(config):
   """The records' meta.json and the encoder's BertConfig (from the flags or the model_dir).
 
@@ -23,8 +22,9 @@ def bert_config_and_meta(config):
     errors.UsageError: no config, a vocab other than the records', or too few positions.
   """
   meta = records.read_meta(config.records_dir)
-  config_file, vocab_file = checkpoints.resolve_model_files(
-      config.init_checkpoint, config.bert_config_file, config.vocab_file)
+  config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
+                                                            config.bert_config_file,
+                                                            config.vocab_file)
   config_file = config_file or artifacts.read_qa_config(config.model_dir).get("bert_config_file")
   if not config_file:
     raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "

@@ -63,11 +63,15 @@ class RunPlan:
 
   def summary(self):
     """The figures train_results.json records of the plan (a dict)."""
-    return {"train_batch_size": self.micro_batch_size * self.replicas,
-            "num_replicas": self.replicas, "gradient_accumulation_steps": self.accumulation_steps,
-            "effective_batch_size": self.global_batch_size, "xla": self.xla,
-            "mixed_precision_dtype": self.precision,
-            "length_buckets": list(self.length_buckets or [])}
+    return {
+        "train_batch_size": self.micro_batch_size * self.replicas,
+        "num_replicas": self.replicas,
+        "gradient_accumulation_steps": self.accumulation_steps,
+        "effective_batch_size": self.global_batch_size,
+        "xla": self.xla,
+        "mixed_precision_dtype": self.precision,
+        "length_buckets": list(self.length_buckets or [])
+    }
 
 
 def plan_run(config, bert_config, meta, strategy, policy):
@@ -99,20 +103,24 @@ def plan_run(config, bert_config, meta, strategy, policy):
       num_train_steps=num_train_steps_for(config, num_features, global_batch),
       save_checkpoints_steps=config.save_checkpoints_steps,
       steps_per_loop=min(config.steps_per_loop, config.save_checkpoints_steps),
-      replicas=replicas, micro_batch_size=batches.micro_batch_size,
+      replicas=replicas,
+      micro_batch_size=batches.micro_batch_size,
       accumulation_steps=batches.accumulation_steps,
       steps_per_epoch=records.steps_per_epoch(num_features, global_batch),
       # The planner counts max_seq_length, the largest bucket's length: every batch fits.
       length_buckets=train_length_buckets(
           config.length_buckets, max_seq_length, xla,
           static_shapes=isinstance(strategy, tf.distribute.TPUStrategy)),
-      precision=config.precision, xla=bool(xla), xla_reason=xla_reason, memory=batches,
+      precision=config.precision,
+      xla=bool(xla),
+      xla_reason=xla_reason,
+      memory=batches,
       device=device)
-  logging.info("batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-               "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
-               plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off",
-               xla_reason, plan.num_train_steps, memory_device.format_bytes(batches.estimate.total),
-               device.description)
+  logging.info(
+      "batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
+      "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
+      plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
+      plan.num_train_steps, memory_device.format_bytes(batches.estimate.total), device.description)
   logging.info("padded lengths: %s", describe_lengths(plan.length_buckets or (max_seq_length,)))
   return plan
 
@@ -129,8 +137,9 @@ def set_precision(config):
     warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
     return policy
   if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):
-    logging.warning("--mixed_precision_dtype=%s is the training dtype; --do_train=false "
-                    "predicts in float32", config.mixed_precision_dtype)
+    logging.warning(
+        "--mixed_precision_dtype=%s is the training dtype; --do_train=false "
+        "predicts in float32", config.mixed_precision_dtype)
   return question_answering.set_precision_policy("float32")
 
 
@@ -186,9 +195,9 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
                                   config.gradient_accumulation_steps, effective)
   if plan.estimate.total > device.usable_bytes:
-    message = diagnose.diagnosis(
-        bert_config, max_seq_length, plan.micro_batch_size, policy, device,
-        plan.accumulation_steps, headline="the planner estimates that this batch does not fit")
+    message = diagnose.diagnosis(bert_config, max_seq_length, plan.micro_batch_size, policy, device,
+                                 plan.accumulation_steps,
+                                 headline="the planner estimates that this batch does not fit")
     if config.memory_check:
       raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
     logging.warning("--nomemory_check: training anyway although %s", message)

@@ -47,14 +47,15 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
     `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
   """
   plan = run_plan.plan_run(config, bert_config, meta, strategy, policy)
-  task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
-      bert_config=bert_config, max_seq_length=meta["flags"]["max_seq_length"],
-      train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
-      per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
-      learning_rate=config.learning_rate, num_train_steps=plan.num_train_steps,
-      warmup_proportion=config.warmup_proportion, mixed_precision_dtype=plan.precision,
-      jit_compile=plan.xla, float32_weight_gradients=config.float32_weight_gradients,
-      seed=config.seed, length_buckets=plan.length_buckets))
+  task = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(
+          bert_config=bert_config, max_seq_length=meta["flags"]["max_seq_length"],
+          train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
+          per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
+          learning_rate=config.learning_rate, num_train_steps=plan.num_train_steps,
+          warmup_proportion=config.warmup_proportion, mixed_precision_dtype=plan.precision,
+          jit_compile=plan.xla, float32_weight_gradients=config.float32_weight_gradients,
+          seed=config.seed, length_buckets=plan.length_buckets))
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
@@ -67,13 +68,16 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   trainer = question_answering.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
                                          plan.global_batch_size)
   is_chief = distribution.is_chief(strategy)
-  watchers = [train_progress.TrainProgress(
-      optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch, config.log_steps,
-      config.steps_per_loop, fixed_loops=distribution.is_multi_worker(strategy), show=is_chief)]
+  watchers = [
+      train_progress.TrainProgress(optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch,
+                                   config.log_steps, config.steps_per_loop,
+                                   fixed_loops=distribution.is_multi_worker(strategy),
+                                   show=is_chief)
+  ]
   curve = learning_curve.LearningCurve(
       config.eval_every_steps, scorer, model, strategy, optimizer.iterations, config.model_dir,
-      score=is_chief, final_step=plan.num_train_steps if config.do_predict else None
-  ) if scorer else None
+      score=is_chief,
+      final_step=plan.num_train_steps if config.do_predict else None) if scorer else None
   try:
     stats = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan, start=start,
                               before_first_save=write_qa_config,
@@ -127,11 +131,12 @@ def float32_model(model, bert_config):
 def score_line(results, predict_file, version_2):
   """The one line train.py prints with the official scores of `results`."""
   if version_2:
-    return (f"SQuAD v2.0 on {results['total']} questions of {predict_file}: "
-            f"exact = {results['exact']:.2f}, f1 = {results['f1']:.2f}; " +
-            ", ".join(f"{k} = {results[k]:.2f}" for k in (
-                "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
-                "best_exact_thresh", "best_f1", "best_f1_thresh") if k in results))
+    return (
+        f"SQuAD v2.0 on {results['total']} questions of {predict_file}: "
+        f"exact = {results['exact']:.2f}, f1 = {results['f1']:.2f}; " +
+        ", ".join(f"{k} = {results[k]:.2f}"
+                  for k in ("HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1", "best_exact",
+                            "best_exact_thresh", "best_f1", "best_f1_thresh") if k in results))
   return (f"SQuAD v1.1 on {results['num_questions']} questions of {predict_file}: "
           f"exact_match = {results['exact_match']:.2f}, f1 = {results['f1']:.2f}")
 
@@ -198,32 +203,32 @@ def train_and_evaluate(config):
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
     run_inputs.check_predict_file(predict_file)  # now, not after the training it would follow
-  logging.info("strategy: %s, %d replicas%s", type(strategy).__name__,
-               strategy.num_replicas_in_sync, "" if is_chief else " (not the chief)")
+  logging.info("strategy: %s, %d replicas%s",
+               type(strategy).__name__, strategy.num_replicas_in_sync,
+               "" if is_chief else " (not the chief)")
   policy = run_plan.set_precision(config)
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
   def write_qa_config():
-    artifacts.write_qa_config(
-        config.model_dir, config_file, bert_config, meta,
-        {**settings.values(config, span_decoding.DecodingSettings),
-         "version_2_with_negative": version_2}, start.recorded)
+    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta, {
+        **settings.values(config, span_decoding.DecodingSettings), "version_2_with_negative": version_2
+    }, start.recorded)
     artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
                          dataclasses.asdict(config))
 
   # Task -> controller.
   def dev_scorer():  # reads the dev files once, for the learning curve and the score
-    return evaluation.DevScorer(
-        config.records_dir, meta, predict_file, config.predict_batch_size, config.n_best_size,
-        config.max_answer_length, config.max_eval_examples, version_2,
-        config.null_score_diff_threshold)
+    return evaluation.DevScorer(config.records_dir, meta, predict_file, config.predict_batch_size,
+                                config.n_best_size, config.max_answer_length,
+                                config.max_eval_examples, version_2,
+                                config.null_score_diff_threshold)
 
   scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
   stats = curve = None
   if config.do_train:
     model, stats, curve = train(config, strategy, bert_config, meta, policy, start,
-                         write_qa_config if is_chief else None, scorer)
+                                write_qa_config if is_chief else None, scorer)
     if is_chief:
       artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
   else:

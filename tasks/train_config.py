@@ -38,44 +38,40 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   records_dir: str = settings.setting("records", "Output of preprocess/make_records.py.")
   do_train: bool = settings.setting(True, "Fine-tune on the train shards.")
   do_predict: bool = settings.setting(True, "Predict the eval shards and score them.")
-  train_batch_size: Union[int, str] = settings.variant(
-      plan.PlannerConfig, "train_batch_size", default=32)
+  train_batch_size: Union[int, str] = settings.variant(plan.PlannerConfig, "train_batch_size",
+                                                       default=32)
   effective_batch_size: Optional[int] = settings.setting(
       None,
       "Global features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
       "picks the micro-batch and the accumulation steps; with a number, the accumulation "
       "steps are effective_batch_size / train_batch_size.")
   gradient_accumulation_steps: int = settings.setting(
-      1,
-      "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
+      1, "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
       "equals one batch of train_batch_size x gradient_accumulation_steps.")
   length_buckets: Union[None, str, Tuple[int, ...]] = settings.setting(
-      "auto",
-      "Train on batches of windows of similar real length (sum of input_mask; each epoch's "
+      "auto", "Train on batches of windows of similar real length (sum of input_mask; each epoch's "
       "windows sorted by length in pools of 100 batches), each padded only to the first of "
       "these lengths that holds its longest window: increasing token counts (max_seq_length is "
       "added as the last), or 'auto': every multiple of 8 below max_seq_length (of 64 under "
       "--xla, which compiles once per length), then max_seq_length. A step's global batch (all "
       "replicas and accumulation micro-batches) has one length. 'auto' is off under "
       "--distribution_strategy=tpu (TPUs compile static shapes). "
-      "--nolength_buckets pads every batch to max_seq_length.",
-      parser=settings.TokenCountsParser(), flag_class=settings.OptionalValueFlag,
-      check=_length_buckets)
+      "--nolength_buckets pads every batch to max_seq_length.", parser=settings.TokenCountsParser(),
+      flag_class=settings.OptionalValueFlag, check=_length_buckets)
   predict_batch_size: int = settings.setting(64, "Features per prediction step.")
   learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.")
-  num_train_epochs: float = settings.setting(
-      2.0, "Passes over the train features (above 0).", above=0)
+  num_train_epochs: float = settings.setting(2.0, "Passes over the train features (above 0).",
+                                             above=0)
   max_steps: Optional[int] = settings.setting(
       None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
   warmup_proportion: float = settings.setting(
       0.1, "Share of the training steps with a linear learning-rate warmup from 0.")
-  save_checkpoints_steps: int = settings.setting(
-      1000, "Steps between checkpoints.", check=settings.at_least(1))
+  save_checkpoints_steps: int = settings.setting(1000, "Steps between checkpoints.",
+                                                 check=settings.at_least(1))
   max_eval_examples: Optional[int] = settings.setting(
       None, "Score only the first N questions of --predict_file (a budget for CPU runs).")
   gpu: bool = settings.setting(
-      False,
-      "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
+      False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
       "Fails if TensorFlow sees no GPU.")
   mixed_precision_dtype: str = settings.setting(
       AUTO,
@@ -86,35 +82,29 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "where it has AVX512-BF16 or AMX, else float32 (the log says which and why).",
       choices=(AUTO, *PRECISIONS))
   xla: Optional[bool] = settings.setting(
-      None,
-      "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
+      None, "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
       "and under bfloat16 on a CPU without AVX512-BF16 or AMX (TensorFlow's own einsum sums in "
       "bfloat16 there); off otherwise on the CPU.")
   float32_weight_gradients: bool = settings.setting(
-      True,
-      "Under float16 compute (--gpu's default), sum each weight's gradient over the batch in "
+      True, "Under float16 compute (--gpu's default), sum each weight's gradient over the batch in "
       "float32 from the float16 operands, so that --gradient_accumulation_steps gives the update "
       "of one big batch to float32 rounding. Costs float32 matmuls for the weight gradients (about "
       "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
       "them float16. bfloat16 and float32 compute are not changed by it.")
   memory_check: bool = settings.setting(
-      True,
-      "Before training, stop with a diagnosis if model/memory/estimate.py estimates that the "
+      True, "Before training, stop with a diagnosis if model/memory/estimate.py estimates that the "
       "batch does not fit the device. --nomemory_check trains anyway.")
   device_memory_gb: Optional[float] = settings.variant(
       plan.PlannerConfig, "device_memory_gb",
       help="Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "
-           "e.g. 16 for a 16 GB card; the CPU: RAM to use).")
+      "e.g. 16 for a 16 GB card; the CPU: RAM to use).")
   seed: int = settings.setting(42, "Seed of weight init, dropout and shuffling.")
   distribution_strategy: Optional[str] = settings.setting(
-      None,
-      "one_device, mirrored (the GPUs of this host), multi_worker_mirrored (hosts listed in "
+      None, "one_device, mirrored (the GPUs of this host), multi_worker_mirrored (hosts listed in "
       "$TF_CONFIG) or tpu. Default: mirrored when more than one GPU is visible, else one_device.")
-  num_gpus: Optional[int] = settings.setting(
-      None, "GPUs to use (default: every visible GPU).")
+  num_gpus: Optional[int] = settings.setting(None, "GPUs to use (default: every visible GPU).")
   all_reduce_alg: Optional[str] = settings.setting(
-      None,
-      "All-reduce of the gradients: nccl or hierarchical_copy (mirrored), ring or nccl "
+      None, "All-reduce of the gradients: nccl or hierarchical_copy (mirrored), ring or nccl "
       "(multi_worker_mirrored); default: TensorFlow's choice.")
   tpu: Optional[str] = settings.setting(
       None, "The TPU's gRPC address or Cloud TPU name (--distribution_strategy=tpu).")
@@ -123,18 +113,15 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "Without GPUs: split the CPU into this many logical devices; mirrored then runs one replica "
       "on each (for tests and trying a multi-device configuration).")
   steps_per_loop: int = settings.setting(
-      100,
-      "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
+      100, "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
       "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
       "and where a progress line is due.", check=settings.at_least(1))
   log_steps: int = settings.setting(
-      0,
-      "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
+      0, "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
       "many steps; 0: about every 30 seconds (on several workers: every --steps_per_loop steps).",
       check=settings.at_least(0, "0 (about every 30 s) or more"))
   eval_every_steps: int = settings.setting(
-      0,
-      "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
+      0, "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
       "while training: a learning curve in --model_dir/learning_curve.csv and TensorBoard's "
       "eval/; 0: off.", check=settings.at_least(0, "0 (off) or more"))
 
@@ -180,5 +167,5 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
     native = precision_lib.cpu_has_native_bfloat16()
     if native:
       return "bfloat16", "auto: this CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"
-    return "float32", ("auto: this CPU has no bfloat16 matmuls (AVX512-BF16 or AMX)" if native is
-                       False else "auto: bfloat16 matmuls of this CPU unknown")
+    return "float32", ("auto: this CPU has no bfloat16 matmuls (AVX512-BF16 or AMX)"
+                       if native is False else "auto: bfloat16 matmuls of this CPU unknown")

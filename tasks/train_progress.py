@@ -64,13 +64,13 @@ class TrainProgress:
     """Starts counting at global step `start_step` (a resume's) and shows what will be trained
     (`global_batch_size` features per step) and how often progress shows."""
     options = {**self._progress_options, **({} if self.show else {"interactive": False})}
-    self.progress = progress_lib.Progress(
-        "training", self.num_train_steps, "steps", interval=None, initial=start_step,
-        show_rate=False, rate_after_first_update=True, **options)
+    self.progress = progress_lib.Progress("training", self.num_train_steps, "steps", interval=None,
+                                          initial=start_step, show_rate=False,
+                                          rate_after_first_update=True, **options)
     if not self.show:
       return
-    every = (f"every {self.log_steps} steps" if self.log_steps
-             else f"about every {progress_lib.format_seconds(self.interval)}")
+    every = (f"every {self.log_steps} steps"
+             if self.log_steps else f"about every {progress_lib.format_seconds(self.interval)}")
     logging.info("training steps %d..%d, %d features per step (%.2f epochs); progress %s",
                  start_step, self.num_train_steps, global_batch_size,
                  (self.num_train_steps - start_step) / self.steps_per_epoch, every)
@@ -86,8 +86,8 @@ class TrainProgress:
     else:
       # Steps/s since the first loop (tracing left out); after the first loop alone, the rate
       # with tracing: lower than the true one, so the loop ends early rather than late.
-      rate = self.progress.rate() or (
-          (self.progress.done - self.progress.initial) / max(self.progress.elapsed, 1e-9))
+      rate = self.progress.rate() or ((self.progress.done - self.progress.initial) /
+                                      max(self.progress.elapsed, 1e-9))
       if rate > 0:
         seconds_left = max(self.interval - self.progress.seconds_since_line(), 0.0)
         steps = min(steps, max(1, math.ceil(seconds_left * rate)))

@@ -92,8 +92,7 @@ def worker_dir(model_dir, is_chief):
     shutil.rmtree(temp, ignore_errors=True)
 
 
-def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None,
-          watchers=()):
+def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None, watchers=()):
   """Trains to `plan.num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
@@ -149,34 +148,38 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
       restored.assert_existing_objects_matched()
     elif restored:
       restored.expect_partial()
-      logging.warning("%s holds no dropout random state (saved by an earlier version): dropout "
-                      "continues from a new random stream", latest)
+      logging.warning(
+          "%s holds no dropout random state (saved by an earlier version): dropout "
+          "continues from a new random stream", latest)
     # No checkpoint_interval: the controller would save after the first loop and then every
     # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
     # end, and the loops are cut to end on those steps.
     manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
-                                                    max_to_keep=3)
+                                                      max_to_keep=3)
     global_step = trainer.optimizer.iterations
     actions = [
         SaveAtMultiples(manager, global_step, save_checkpoints_steps, num_train_steps),
         orbit.actions.SaveCheckpointIfPreempted(
             getattr(strategy, "cluster_resolver", None) or
             tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
-            checkpoint_number=global_step)]
+            checkpoint_number=global_step)
+    ]
     for watcher in watchers:
       actions.append(watcher)
       watcher.begin(start_step, trainer.global_batch_size)
 
     def loop_steps(step):
-      return min([steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps,
-                  *(watcher.loop_steps(step) for watcher in watchers)])
+      return min([
+          steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps,
+          *(watcher.loop_steps(step) for watcher in watchers)
+      ])
 
     started = time.time()
     try:
       with train_progress.orbit_lines_to_debug():
         controller = orbit.Controller(
-            strategy=strategy, trainer=trainer, global_step=global_step,
-            steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,
+            strategy=strategy, trainer=trainer, global_step=global_step, steps_per_loop=loop_steps,
+            checkpoint_manager=manager, train_actions=actions,
             summary_dir=os.path.join(write_dir, "train") if is_chief else None,
             summary_interval=steps_per_loop if is_chief else None)
         trainer.train_dataset = strategy.distribute_datasets_from_function(
@@ -192,10 +195,16 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
           f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
     end_step = int(trainer.optimizer.iterations.numpy())
     rate = trainer.last_output.get("examples_per_second")
-    logging.info("trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
-                 trainer.last_output.get("loss", float("nan")),
-                 "speed n/a (one loop, whose time includes tracing)" if rate is None
-                 else f"{rate:.2f} examples/s (last loop)")
-  return {"steps": end_step - start_step, "start_step": start_step, "end_step": end_step,
-          "train_seconds": time.time() - started, "examples_per_second": None,
-          **trainer.last_output}
+    logging.info(
+        "trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
+        trainer.last_output.get("loss", float("nan")),
+        "speed n/a (one loop, whose time includes tracing)"
+        if rate is None else f"{rate:.2f} examples/s (last loop)")
+  return {
+      "steps": end_step - start_step,
+      "start_step": start_step,
+      "end_step": end_step,
+      "train_seconds": time.time() - started,
+      "examples_per_second": None,
+      **trainer.last_output
+  }

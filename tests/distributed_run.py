@@ -30,9 +30,10 @@ def parse():
   parser.add_argument("--config", action="append", required=True,
                       help="path (the default config) or NAME=path")
   parser.add_argument("--model_dir", required=True)
-  parser.add_argument("--run", action="append", default=[],
-                      help="NAME:steps=6,stop_at=3,batch=8,accumulation=1,dtype=float32,buckets=1,"
-                           "loop=3,seed=5,save_every=3,config=default")
+  parser.add_argument(
+      "--run", action="append", default=[],
+      help="NAME:steps=6,stop_at=3,batch=8,accumulation=1,dtype=float32,buckets=1,"
+      "loop=3,seed=5,save_every=3,config=default")
   return parser.parse_args()
 
 
@@ -59,17 +60,21 @@ def run_one(strategy, args, name, settings):
   meta = records.read_meta(args.records_dir)
   max_seq_length = meta["flags"]["max_seq_length"]
   config = qa.QATaskConfig(
-      bert_config=bert_config_lib.BertConfig.from_json_file(
-          configs[settings.get("config", "default")]),
+      bert_config=bert_config_lib.BertConfig.from_json_file(configs[settings.get(
+          "config", "default")]),
       max_seq_length=max_seq_length,
       train_files=tuple(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT)),
-      per_replica_batch_size=batch // replicas // accumulation, accumulation_steps=accumulation,
-      learning_rate=1e-3, num_train_steps=steps, warmup_proportion=0.0,
-      mixed_precision_dtype=dtype, seed=int(settings.get("seed", 5)),
+      per_replica_batch_size=batch // replicas // accumulation,
+      accumulation_steps=accumulation,
+      learning_rate=1e-3,
+      num_train_steps=steps,
+      warmup_proportion=0.0,
+      mixed_precision_dtype=dtype,
+      seed=int(settings.get("seed", 5)),
       # XLA where train.py turns it on without --gpu (bfloat16 on a CPU without bfloat16 matmuls).
       jit_compile=train_config.TrainConfig(mixed_precision_dtype=dtype).use_xla,
-      length_buckets=(records.length_bucket_boundaries(max_seq_length)
-                      if int(settings.get("buckets", 1)) else None))
+      length_buckets=(records.length_bucket_boundaries(max_seq_length) if int(
+          settings.get("buckets", 1)) else None))
   task = qa.QuestionAnsweringTask(config)
   with strategy.scope():
     model = task.build_model()

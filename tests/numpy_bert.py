@@ -76,12 +76,14 @@ def bert_forward(params, input_ids, input_mask, token_type_ids, num_heads, exact
     v = heads(dense(x, "attention/self/value"))
     probs = softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + adder)
     context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
-    x = layer_norm(dense(context, "attention/output/dense") + x,
-                   p[prefix + "attention/output/LayerNorm/gamma"],
-                   p[prefix + "attention/output/LayerNorm/beta"])
+    x = layer_norm(
+        dense(context, "attention/output/dense") + x,
+        p[prefix + "attention/output/LayerNorm/gamma"],
+        p[prefix + "attention/output/LayerNorm/beta"])
     intermediate = gelu(dense(x, "intermediate/dense"))
-    x = layer_norm(dense(intermediate, "output/dense") + x, p[prefix + "output/LayerNorm/gamma"],
-                   p[prefix + "output/LayerNorm/beta"])
+    x = layer_norm(
+        dense(intermediate, "output/dense") + x, p[prefix + "output/LayerNorm/gamma"],
+        p[prefix + "output/LayerNorm/beta"])
     layer += 1
   assert layer > 0, "no bert/encoder/layer_0 weights"
   pooled = np.tanh(x[:, 0] @ p["bert/pooler/dense/kernel"] + p["bert/pooler/dense/bias"])
@@ -124,8 +126,8 @@ def random_bert_params(config, seed=0, squad_head=False, pretraining_heads=False
   for layer in range(config["num_hidden_layers"]):
     prefix = f"bert/encoder/layer_{layer}/"
     for module, (n_in, n_out) in (("attention/self/query", (h, h)), ("attention/self/key", (h, h)),
-                                  ("attention/self/value", (h, h)),
-                                  ("attention/output/dense", (h, h)),
+                                  ("attention/self/value", (h, h)), ("attention/output/dense", (h,
+                                                                                                h)),
                                   ("intermediate/dense", (h, i)), ("output/dense", (i, h))):
       params[prefix + module + "/kernel"] = normal(n_in, n_out, scale=1.0 / math.sqrt(n_in) * 1.5)
       params[prefix + module + "/bias"] = normal(n_out, scale=0.1)

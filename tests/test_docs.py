@@ -16,8 +16,10 @@ INLINE_CODE = re.compile(r"`+[^`]*`+")
 
 def documentation_files():
   """README.md, BUILD.md and docs/*.md, as paths."""
-  return [testutil.REPO / "README.md", testutil.REPO / "BUILD.md",
-          *sorted((testutil.REPO / "docs").glob("*.md"))]
+  return [
+      testutil.REPO / "README.md", testutil.REPO / "BUILD.md", *sorted(
+          (testutil.REPO / "docs").glob("*.md"))
+  ]
 
 
 def prose_lines(text, keep_inline_code=False):
@@ -82,8 +84,9 @@ def broken_links(path, root):
 def test_every_relative_link_resolves():
   files = documentation_files()
   assert len(files) >= 9  # README, BUILD and seven topic files
-  broken = {path.relative_to(testutil.REPO).as_posix(): broken_links(path, testutil.REPO)
-            for path in files}
+  broken = {
+      path.relative_to(testutil.REPO).as_posix(): broken_links(path, testutil.REPO) for path in files
+  }
   assert {name: links for name, links in broken.items() if links} == {}
 
 
@@ -97,8 +100,8 @@ def test_the_docs_link_to_each_other():
 
 
 def test_the_checker_reports_a_broken_link_and_a_broken_anchor(tmp_path):
-  (tmp_path / "other.md").write_text("# Other file\n\n## Length-bucketed training: the `auto` step\n",
-                                     encoding="utf-8")
+  (tmp_path / "other.md").write_text(
+      "# Other file\n\n## Length-bucketed training: the `auto` step\n", encoding="utf-8")
   page = tmp_path / "page.md"
   page.write_text(
       "# Page\n"
@@ -106,8 +109,7 @@ def test_the_checker_reports_a_broken_link_and_a_broken_anchor(tmp_path):
       "[gone](missing.md)\n"
       "[no heading](other.md#no-such-heading) and [here](#page) and [not here](#elsewhere)\n"
       "```\n[in code](missing-in-code.md)\n```\n"
-      "[web](https://example.com/x.md)\n",
-      encoding="utf-8")
+      "[web](https://example.com/x.md)\n", encoding="utf-8")
   assert broken_links(page, tmp_path) == [
       (3, "missing.md", "no such file"),
       (4, "other.md#no-such-heading", "no such heading"),
@@ -118,7 +120,8 @@ def test_the_checker_reports_a_broken_link_and_a_broken_anchor(tmp_path):
 def test_slug_follows_githubs_rule():
   assert slug("Memory: plan the batch, accumulate gradients, no bare OOM") == (
       "memory-plan-the-batch-accumulate-gradients-no-bare-oom")
-  assert slug("Starting checkpoints (`--init_checkpoint`)") == "starting-checkpoints---init_checkpoint"
+  assert slug(
+      "Starting checkpoints (`--init_checkpoint`)") == "starting-checkpoints---init_checkpoint"
   assert slug("TensorFlow Serving") == "tensorflow-serving"
 
 
@@ -152,9 +155,9 @@ def package_modules():
   modules = []
   for path in testutil.REPO.rglob("*.py"):
     parts = path.relative_to(testutil.REPO).parts
-    if (parts[0] in NOT_PACKAGE or path.name == "__init__.py"
-        or any(p.startswith(".") or p in ("build", "__pycache__") or p.endswith(".egg-info")
-               for p in parts[:-1])):
+    if (parts[0] in NOT_PACKAGE or path.name == "__init__.py" or any(
+        p.startswith(".") or p in ("build", "__pycache__") or p.endswith(".egg-info")
+        for p in parts[:-1])):
       continue
     modules.append("/".join(parts))
   return sorted(modules)
@@ -198,8 +201,10 @@ def script_references():
 def test_every_script_the_docs_name_exists_with_the_flags_they_give():
   references = script_references()
   assert len(references) > 40
-  shared_settings = {name for module, config in SHARED_SETTINGS
-                     for name in settings.names(getattr(importlib.import_module(module), config))}
+  shared_settings = {
+      name for module, config in SHARED_SETTINGS
+      for name in settings.names(getattr(importlib.import_module(module), config))
+  }
   missing, unknown = [], []
   for doc, script, names in references:
     if not (testutil.REPO / script).exists():
@@ -207,8 +212,8 @@ def test_every_script_the_docs_name_exists_with_the_flags_they_give():
       continue
     if not script.endswith(".py") or script in PASS_THROUGH:
       continue
-    sources = "".join((testutil.REPO / f).read_text(encoding="utf-8")
-                      for f in (script, *SHARED_FLAG_FILES))
+    sources = "".join(
+        (testutil.REPO / f).read_text(encoding="utf-8") for f in (script, *SHARED_FLAG_FILES))
     unknown += [(doc, script, n) for n in names
                 if not any(f'"{form}' in sources for form in (f'{n}"', f"--{n}\"", f"--{n}=")) and
                 not (n in shared_settings and "settings.define_flags" in sources)]

@@ -15,8 +15,16 @@ from tests import testutil
 PACKAGE = "squad_qa"
 DRIVERS = "drivers"
 # Layer of each folder of the package, lowest first (docs/design.md).
-LAYERS = {"errors": 0, "base": 0, "flags": 0, "preprocess": 1, "postprocess": 1, "model": 2,
-          "tasks": 3, "serving": 4}
+LAYERS = {
+    "errors": 0,
+    "base": 0,
+    "flags": 0,
+    "preprocess": 1,
+    "postprocess": 1,
+    "model": 2,
+    "tasks": 3,
+    "serving": 4
+}
 NOT_IN_PACKAGE = ("tests", "benchmarks", "tools", "build", "docs")
 
 
@@ -25,9 +33,10 @@ def package_modules(root):
   modules = {}
   for folder, dirs, files in os.walk(root):
     relative = os.path.relpath(folder, root)
-    dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")) and
-                     (relative != "." or d not in NOT_IN_PACKAGE) and
-                     os.path.exists(os.path.join(folder, d, "__init__.py")))
+    dirs[:] = sorted(
+        d for d in dirs
+        if not d.startswith((".", "_")) and (relative != "." or d not in NOT_IN_PACKAGE) and
+        os.path.exists(os.path.join(folder, d, "__init__.py")))
     for name in files:
       if not name.endswith(".py") or (relative == "." and name == "setup.py"):
         continue
@@ -48,8 +57,8 @@ def is_command(module, tree):
   """Whether `module` runs as a command: a root module, a `__main__.py` or a `__main__` block."""
   if module.split(".")[-1] == "__main__" or is_root_command(module):
     return True
-  return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
-             for node in tree.body)
+  return any(
+      isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body)
 
 
 def layer_of(module):
@@ -66,8 +75,8 @@ def imported_modules(tree, known):
       names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
       # `from package import module` imports the module; `from module import name` the module.
-      names = [f"{node.module}.{a.name}" for a in node.names
-               if f"{node.module}.{a.name}" in known] or [node.module]
+      names = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in known
+              ] or [node.module]
     else:
       continue
     found |= {name for name in names if name in known}
@@ -112,8 +121,8 @@ def test_a_back_import_is_found(tmp_path):
   (tmp_path / "train.py").write_text("from squad_qa.tasks import trainer\n")
   (tmp_path / "tasks" / "trainer.py").write_text("from squad_qa.model import net\n")
   (tmp_path / "model" / "net.py").write_text("def f():\n  from squad_qa.tasks import trainer\n")
-  (tmp_path / "preprocess" / "tool.py").write_text(
-      "from squad_qa import train\nif __name__ == '__main__':\n  pass\n")
+  (tmp_path / "preprocess" /
+   "tool.py").write_text("from squad_qa import train\nif __name__ == '__main__':\n  pass\n")
   (tmp_path / "preprocess" / "reader.py").write_text("from squad_qa.preprocess import tool\n")
   (tmp_path / "model" / "__main__.py").write_text("from squad_qa.tasks import trainer\n")
   (tmp_path / "base" / "files.py").write_text("from squad_qa.preprocess import reader\n")

@@ -10,14 +10,24 @@ REPO = Path(__file__).resolve().parents[1]
 # The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository.
 SQUAD_DIR = Path(os.environ.get("SQUAD_DIR", REPO.parent / "shared" / "data" / "squad"))
 DEV_FILE = SQUAD_DIR / "dev-v1.1.json"
-TRAIN_FILE = next((SQUAD_DIR / n for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
-                   if (SQUAD_DIR / n).exists()), SQUAD_DIR / "train-v1.1.json")
+TRAIN_FILE = next(
+    (SQUAD_DIR / n
+     for n in ("train-v1.1.json", "train-v1.1.reconstructed.json") if (SQUAD_DIR / n).exists()),
+    SQUAD_DIR / "train-v1.1.json")
 
 TINY_BERT_CONFIG = {  # google-research bert_config.json keys; the real uncased vocab size
-    "vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
-    "initializer_range": 0.02}
+    "vocab_size": 30522,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02
+}
 
 
 def use_flag_defaults():
@@ -85,8 +95,11 @@ def write_squad_articles(source, destination, article_indices):
   with open(source, encoding="utf-8") as f:
     dataset = json.load(f)
   with open(destination, "w", encoding="utf-8") as f:
-    json.dump({"version": dataset.get("version", "1.1"),
-               "data": [dataset["data"][i] for i in article_indices]}, f)
+    json.dump(
+        {
+            "version": dataset.get("version", "1.1"),
+            "data": [dataset["data"][i] for i in article_indices]
+        }, f)
   return str(destination)
 
 
@@ -110,6 +123,6 @@ def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), d
   shards = [] if num_shards is None else [f"--num_shards={num_shards}"]
   run_cli("preprocess/make_records.py", f"--train_file={train_file}", *dev,
           f"--vocab_file={vocab_file()}", f"--max_seq_length={max_seq_length}",
-          f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}",
-          *shards, f"--output_dir={tmp / 'records'}")
+          f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}", *shards,
+          f"--output_dir={tmp / 'records'}")
   return str(tmp / "records")

@@ -60,26 +60,31 @@ def run_ours(path, split, vocab_file, do_lower_case, max_seq_length, doc_stride,
   started = time.time()
   if in_process:
     from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
-    make_records_job.make_records(make_records_job.RecordsConfig(
-        vocab_file=vocab_file, do_lower_case=do_lower_case, max_seq_length=max_seq_length,
-        doc_stride=doc_stride, max_query_length=max_query_length, num_shards=8,
-        version_2_with_negative=version_2_with_negative, output_dir=output_dir,
-        num_workers=num_workers,
-        **{file_flag: path}))
+    make_records_job.make_records(
+        make_records_job.RecordsConfig(vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                       max_seq_length=max_seq_length, doc_stride=doc_stride,
+                                       max_query_length=max_query_length, num_shards=8,
+                                       version_2_with_negative=version_2_with_negative,
+                                       output_dir=output_dir, num_workers=num_workers,
+                                       **{file_flag: path}))
   else:
-    command = [sys.executable, os.path.join(REPO, "preprocess", "make_records.py"),
-               f"--{file_flag}={path}", f"--vocab_file={vocab_file}",
-               f"--do_lower_case={do_lower_case}", f"--max_seq_length={max_seq_length}",
-               f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}",
-               f"--version_2_with_negative={version_2_with_negative}",
-               f"--num_workers={num_workers}", f"--output_dir={output_dir}"]
+    command = [
+        sys.executable,
+        os.path.join(REPO, "preprocess",
+                     "make_records.py"), f"--{file_flag}={path}", f"--vocab_file={vocab_file}",
+        f"--do_lower_case={do_lower_case}", f"--max_seq_length={max_seq_length}",
+        f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}",
+        f"--version_2_with_negative={version_2_with_negative}", f"--num_workers={num_workers}",
+        f"--output_dir={output_dir}"
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if proc.returncode:
       raise RuntimeError(f"make_records.py failed:\n{proc.stderr[-3000:]}")
   seconds = time.time() - started
   meta = records.read_meta(output_dir)
   arrays = records.read_records(records.shard_paths(output_dir, meta, split), split, max_seq_length)
-  squad = squad_reader.read_squad(path, is_training, version_2_with_negative=version_2_with_negative)
+  squad = squad_reader.read_squad(path, is_training,
+                                  version_2_with_negative=version_2_with_negative)
   if not is_training:
     arrays["token_to_orig"] = _token_words(squad, arrays)
   return OurFeatures([e.qas_id for e in squad.examples], arrays, seconds, meta)
@@ -139,8 +144,8 @@ def compare(ours, reference, is_training, vocab, show=5):
     Comparison.
   """
   fields = ["input_ids", "input_mask", "segment_ids"]
-  fields += (["start_positions", "end_positions", "is_impossible"] if is_training else
-             ["token_is_max_context", "token_to_orig"])
+  fields += (["start_positions", "end_positions", "is_impossible"]
+             if is_training else ["token_is_max_context", "token_to_orig"])
   result = Comparison()
   ours_rows = _rows_by_question(ours.qas_ids, ours.arrays["example_index"])
   reference_rows = _rows_by_question(reference.qas_ids, reference.arrays["example_index"])
@@ -196,7 +201,9 @@ def compare(ours, reference, is_training, vocab, show=5):
     if is_training:
       for name, arrays, row in (("ours", ours.arrays, o), ("reference", reference.arrays, r)):
         s, e = int(arrays["start_positions"][row]), int(arrays["end_positions"][row])
-        lines.append(f"    answer tokens {name}: {' '.join(vocab[t] for t in arrays['input_ids'][row][s:e + 1])}")
+        lines.append(
+            f"    answer tokens {name}: {' '.join(vocab[t] for t in arrays['input_ids'][row][s:e + 1])}"
+        )
     result.examples.append("\n".join(lines))
   return result
 
@@ -235,10 +242,11 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--dev_file", default=os.path.join(DEFAULT_SQUAD_DIR, "dev-v1.1.json"),
                       help="eval-mode comparison on this file ('' to skip)")
-  parser.add_argument("--train_file", default=next(
-      (os.path.join(DEFAULT_SQUAD_DIR, n) for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
-       if os.path.exists(os.path.join(DEFAULT_SQUAD_DIR, n))), ""),
-                      help="training-mode comparison on this file ('' to skip)")
+  parser.add_argument(
+      "--train_file", default=next((os.path.join(DEFAULT_SQUAD_DIR, n)
+                                    for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
+                                    if os.path.exists(os.path.join(DEFAULT_SQUAD_DIR, n))), ""),
+      help="training-mode comparison on this file ('' to skip)")
   parser.add_argument("--lengths", default="384/128/64,256/128/64",
                       help="comma-separated max_seq_length/doc_stride/max_query_length")
   parser.add_argument("--vocab_file", default=default_vocab_file())
@@ -255,7 +263,8 @@ def main():
   from squad_qa.preprocess import wordpiece  # pylint: disable=g-import-not-at-top
   from tools import reference_features  # pylint: disable=g-import-not-at-top
   vocab = wordpiece.read_vocab(args.vocab_file)
-  jobs = [(f, "eval") for f in [args.dev_file] if f] + [(f, "train") for f in [args.train_file] if f]
+  jobs = [(f, "eval") for f in [args.dev_file] if f] + [(f, "train") for f in [args.train_file] if f
+                                                       ]
   for lengths in args.lengths.split(","):
     max_seq_length, doc_stride, max_query_length = (int(x) for x in lengths.split("/"))
     for path, split in jobs:
@@ -264,17 +273,19 @@ def main():
         ours = run_ours(path, split, args.vocab_file, args.do_lower_case, max_seq_length,
                         doc_stride, max_query_length, args.version_2_with_negative, output_dir,
                         args.num_workers)
-      cache = reference_features.cache_path(
-          args.cache_dir, path, is_training, args.vocab_file, args.do_lower_case, max_seq_length,
-          doc_stride, max_query_length, args.version_2_with_negative)
+      cache = reference_features.cache_path(args.cache_dir, path, is_training, args.vocab_file,
+                                            args.do_lower_case, max_seq_length, doc_stride,
+                                            max_query_length, args.version_2_with_negative)
       was_cached = os.path.exists(cache)
-      reference = reference_features.run_reference(
-          path, is_training, args.vocab_file, args.do_lower_case, max_seq_length, doc_stride,
-          max_query_length, args.version_2_with_negative, cache_dir=args.cache_dir)
+      reference = reference_features.run_reference(path, is_training, args.vocab_file,
+                                                   args.do_lower_case, max_seq_length, doc_stride,
+                                                   max_query_length, args.version_2_with_negative,
+                                                   cache_dir=args.cache_dir)
       comparison = compare(ours, reference, is_training, vocab, args.show)
-      report(f"{os.path.basename(path)} ({split}) at {max_seq_length}/{doc_stride}/{max_query_length}"
-             f"{' [reference from cache, made in %.0f s]' % reference.seconds if was_cached else ''}",
-             comparison, ours.seconds, reference.seconds)
+      report(
+          f"{os.path.basename(path)} ({split}) at {max_seq_length}/{doc_stride}/{max_query_length}"
+          f"{' [reference from cache, made in %.0f s]' % reference.seconds if was_cached else ''}",
+          comparison, ours.seconds, reference.seconds)
 
 
 if __name__ == "__main__":

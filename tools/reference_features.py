@@ -46,8 +46,11 @@ def _file_sha256(path):
 
 def cache_path(cache_dir, path, is_training, vocab_file, do_lower_case, max_seq_length, doc_stride,
                max_query_length, version_2_with_negative):
-  key = json.dumps([_file_sha256(path), is_training, _file_sha256(vocab_file), do_lower_case,
-                    max_seq_length, doc_stride, max_query_length, version_2_with_negative])
+  key = json.dumps([
+      _file_sha256(path), is_training,
+      _file_sha256(vocab_file), do_lower_case, max_seq_length, doc_stride, max_query_length,
+      version_2_with_negative
+  ])
   name = hashlib.sha256(key.encode()).hexdigest()[:16]
   return os.path.join(cache_dir, f"reference-{os.path.basename(path)}-{max_seq_length}-{name}.npz")
 
@@ -113,9 +116,8 @@ def run_reference(path, is_training, vocab_file, do_lower_case=True, max_seq_len
       columns["token_is_max_context"].append(is_max)
       columns["token_to_orig"].append(to_orig)
 
-    squad_lib.convert_examples_to_features(
-        examples, tokenizer, max_seq_length, doc_stride, max_query_length, is_training, output_fn,
-        batch_size=1)
+    squad_lib.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                           max_query_length, is_training, output_fn, batch_size=1)
     if writer:
       writer.close()
     seconds = time.time() - started
@@ -125,11 +127,16 @@ def run_reference(path, is_training, vocab_file, do_lower_case=True, max_seq_len
   for name, values in columns.items():
     arrays[name] = np.stack(values) if isinstance(values[0], np.ndarray) else np.asarray(values)
   if not columns:
-    arrays = {name: np.zeros((0,), np.int64) for name in (
-        "example_index", "doc_span_index", "unique_ids", "start_positions", "end_positions",
-        "is_impossible")}
-    arrays.update({name: np.zeros((0, max_seq_length), np.int32) for name in (
-        "input_ids", "input_mask", "segment_ids", "token_is_max_context", "token_to_orig")})
+    arrays = {
+        name: np.zeros((0,), np.int64)
+        for name in ("example_index", "doc_span_index", "unique_ids", "start_positions",
+                     "end_positions", "is_impossible")
+    }
+    arrays.update({
+        name: np.zeros((0, max_seq_length), np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids", "token_is_max_context",
+                     "token_to_orig")
+    })
   # Integer ids as squad_reader reads them (decimal strings), so questions pair up by id.
   result = ReferenceFeatures([str(e.qas_id) for e in examples], arrays, seconds)
   if cached:

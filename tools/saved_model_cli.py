@@ -13,7 +13,7 @@ same arguments. `saved_model_cli show` needs no wrapper.
 
 import sys
 
-import tensorflow_text  # pylint: disable=unused-import  (registers the ops)
+import tensorflow_text  # noqa: F401  (registers the ops)
 from tensorflow.python.tools import saved_model_cli
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ The flags are the fields of `plan.PlannerConfig`, read into one; `plan.report`
 counts and formats (model/memory/__init__.py says which module does what).
 """
 
-from squad_qa.base import console  # pylint: disable=unused-import  (must precede tensorflow)
+from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 
 from squad_qa.flags import command_line
 from squad_qa.flags import settings

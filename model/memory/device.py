@@ -29,8 +29,8 @@ leaves 14.9 GiB. When a GPU is visible, its own allocator limit (`memory_limit` 
 
 import dataclasses
 
-GIB = 2 ** 30
-MIB = 2 ** 20
+GIB = 2**30
+MIB = 2**20
 
 # BFC fragmentation: smallest memory limit under which real training steps run / their peak bytes
 # in use, the largest ratio measured by benchmarks/memory_bfc.py (module docstring).
@@ -73,9 +73,9 @@ def host_available_bytes():
 @dataclasses.dataclass(frozen=True)
 class Device:
   """Where training runs and how much of its memory TensorFlow may use."""
-  kind: str          # "gpu" or "cpu"
+  kind: str  # "gpu" or "cpu"
   usable_bytes: int
-  description: str   # for messages, e.g. "12.0 GiB GPU (--device_memory_gb), 11.1 GiB usable"
+  description: str  # for messages, e.g. "12.0 GiB GPU (--device_memory_gb), 11.1 GiB usable"
 
 
 def device_from_flag(device_memory_gb):
@@ -107,9 +107,9 @@ def detect_device(device_memory_gb=None):
     from tensorflow.python.client import device_lib  # pylint: disable=g-import-not-at-top
     for d in device_lib.list_local_devices():
       if d.device_type == "GPU":
-        return Device("gpu", int(d.memory_limit),
-                      f"GPU ({d.physical_device_desc}), TensorFlow may allocate "
-                      f"{d.memory_limit / GIB:.1f} GiB")
+        return Device(
+            "gpu", int(d.memory_limit), f"GPU ({d.physical_device_desc}), TensorFlow may allocate "
+            f"{d.memory_limit / GIB:.1f} GiB")
   available = host_available_bytes() or 0
   return Device("cpu", available, f"CPU with {available / GIB:.1f} GiB of RAM available")
 

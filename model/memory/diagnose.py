@@ -38,26 +38,28 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
   effective = batch_size * accumulation_steps
   fixed = est.weights + est.gradients + est.optimizer_slots
   size = memory_device.format_bytes
-  lines = [f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
-           f"{max_seq_length} ({dtype}); device: {device.description}",
-           f"  weights + gradients + AdamW slots {size(fixed)}, activations "
-           f"{size(est.activations)}, allocator overhead x{est.overhead:g} "
-           f"(`python -m model.memory` prints the breakdown)",
-           "fixes:"]
+  lines = [
+      f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
+      f"{max_seq_length} ({dtype}); device: {device.description}",
+      f"  weights + gradients + AdamW slots {size(fixed)}, activations "
+      f"{size(est.activations)}, allocator overhead x{est.overhead:g} "
+      f"(`python -m model.memory` prints the breakdown)", "fixes:"
+  ]
 
   def fits(seq, batch, steps):
     return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
                                    steps, limit=batch) >= batch
 
   def same_effective(micro):  # the fewest passes of at most `micro` features giving `effective`
-    steps = next(k for k in range(math.ceil(effective / micro), effective + 1)
-                 if effective % k == 0)
+    steps = next(
+        k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
     return (f"--train_batch_size={effective // steps} --gradient_accumulation_steps={steps}: the "
             f"same {effective} features per optimizer step")
 
   if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
-    lines.insert(1, f"  that is below the {size(device.usable_bytes)} the device offers: "
-                    f"something else holds memory, or the planner is optimistic for this setup")
+    lines.insert(
+        1, f"  that is below the {size(device.usable_bytes)} the device offers: "
+        f"something else holds memory, or the planner is optimistic for this setup")
     if effective > 1:
       lines.append(f"  - {same_effective(max(1, batch_size // 2))}, half the activations")
     if dtype == "float32" and device.kind == "gpu":
@@ -78,8 +80,8 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
     lines.append(f"  - --max_seq_length={seq} (preprocess/make_records.py) fits batch {batch_size}")
   if dtype == "float32":
     if device.kind == "gpu":
-      mixed = estimate.max_batch_size(config, max_seq_length, device.usable_bytes,
-                                      "mixed_float16", device.kind, "adamw", accumulation_steps)
+      mixed = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, "mixed_float16",
+                                      device.kind, "adamw", accumulation_steps)
       lines.append(f"  - --gpu (mixed_float16) fits batch {mixed}")
     else:
       lines.append("  - on a GPU, --gpu (mixed_float16) halves most activations")

@@ -94,7 +94,7 @@ POLICIES = {"float32": (4, 4), "mixed_float16": (2, 2), "mixed_bfloat16": (2, 4)
 SHORT_POLICY_NAMES = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "lamb": 2, "momentum": 1, "sgd": 0}
 LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
-MASK_BYTES = 1        # tf.nn.dropout keeps a boolean keep-mask
+MASK_BYTES = 1  # tf.nn.dropout keeps a boolean keep-mask
 
 # Tensors the backward pass keeps per FFN activation (see the module docstring).
 _ACTIVATION_KEPT = {"gelu_tanh": 5, "gelu_exact": 4, "relu": 1}
@@ -147,12 +147,12 @@ def presets():
 @dataclasses.dataclass(frozen=True)
 class ParameterCounts:
   """Parameter counts (numbers of scalars, not bytes) of the span model for a BertConfig."""
-  embeddings: int      # word + position + token type tables and their layer norm
-  per_layer: int       # one transformer layer
-  layer_kernels: int   # the six projection kernels of one layer (cast under mixed precision)
+  embeddings: int  # word + position + token type tables and their layer norm
+  per_layer: int  # one transformer layer
+  layer_kernels: int  # the six projection kernels of one layer (cast under mixed precision)
   num_layers: int
-  pooler: int          # built by tfm's BertEncoder, not trained by the span head
-  head: int            # the span head: Dense(2) over every token, 2 * hidden + 2
+  pooler: int  # built by tfm's BertEncoder, not trained by the span head
+  head: int  # the span head: Dense(2) over every token, 2 * hidden + 2
 
   @property
   def trained(self):
@@ -224,8 +224,8 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32", program=THIS
       "layer norms": 2 * 2 * s * h * LAYER_NORM_BYTES,
       "FFN input": s * h * c,
       "FFN intermediate": ffn,
-      "dropout masks": program.mask_bytes * ((a * s * s if attention_dropout else 0)
-                                             + (2 * s * h if hidden_dropout else 0)),
+      "dropout masks": program.mask_bytes * ((a * s * s if attention_dropout else 0) +
+                                             (2 * s * h if hidden_dropout else 0)),
   }
 
 
@@ -251,7 +251,7 @@ class Estimate:
   gradients: int
   optimizer_slots: int
   accumulators: int
-  early_update: int    # optimizer products held from the step's start (GOOGLE_RESEARCH_TF1)
+  early_update: int  # optimizer products held from the step's start (GOOGLE_RESEARCH_TF1)
   activations: int
   activation_groups: dict  # {group: bytes for the whole batch and all layers}
   logits: int
@@ -270,8 +270,8 @@ class Estimate:
 
   @property
   def persistent(self):
-    return (self.weights + self.weight_casts + self.optimizer_slots + self.accumulators
-            + self.early_update)
+    return (self.weights + self.weight_casts + self.optimizer_slots + self.accumulators +
+            self.early_update)
 
   @property
   def subtotal(self):
@@ -331,8 +331,8 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
   per_layer = layer_activation_bytes(config, s, dtype, program)
   groups = {name: b * layers * value for name, value in per_layer.items()}
   hidden_dropout = config.hidden_dropout_prob > 0
-  groups["embeddings"] = b * (2 * s * h * LAYER_NORM_BYTES
-                              + (program.mask_bytes * s * h if hidden_dropout else 0))
+  groups["embeddings"] = b * (2 * s * h * LAYER_NORM_BYTES +
+                              (program.mask_bytes * s * h if hidden_dropout else 0))
   groups["head input"] = b * s * h * c
   mixed = dtype != "float32"
   word_embeddings = config.vocab_size * h
@@ -347,7 +347,11 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
     # gradient accumulation): an FFN projection's input and output gradient, 4 s (h + i) bytes.
     workspace_per_example += 4 * s * (h + config.intermediate_size)
   return Estimate(
-      max_seq_length=s, batch_size=b, dtype=dtype, device=device, optimizer=optimizer,
+      max_seq_length=s,
+      batch_size=b,
+      dtype=dtype,
+      device=device,
+      optimizer=optimizer,
       accumulation_steps=accumulation_steps,
       weights=4 * counts.total,
       weight_casts=2 * counts.layer_kernels * layers if mixed else 0,
@@ -356,8 +360,8 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       # The float32 sums, plus the word-embedding gradient made dense to be added to them.
       accumulators=(4 * (counts.trained + config.vocab_size * h) if accumulation_steps > 1 else 0),
       # Weight decay skips LayerNorm and bias parameters (optimization.py's exclude list).
-      early_update=(program.early_moment_bytes * counts.trained
-                    + program.early_decay_bytes * decayed_parameters(config)),
+      early_update=(program.early_moment_bytes * counts.trained +
+                    program.early_decay_bytes * decayed_parameters(config)),
       activations=sum(groups.values()),
       activation_groups=groups,
       # float32 start/end logits [b, s], their casts and softmax cross-entropy buffers.
@@ -367,7 +371,8 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       # _resource_apply_sparse: m * beta_1, v * beta_2, sqrt(v), ... each a dense temporary of the
       # table) and the weight-decay op (lr * var * rate): ~3 tables alive at once.
       update_workspace=3 * 4 * word_embeddings,
-      overhead=overhead, program=program.name)
+      overhead=overhead,
+      program=program.name)
 
 
 def max_batch_size(config, max_seq_length, usable_bytes, dtype="float32", device="gpu",
@@ -382,9 +387,11 @@ def max_batch_size(config, max_seq_length, usable_bytes, dtype="float32", device
   Returns:
     An int >= 0.
   """
+
   def fits(batch):
-    return estimate(config, max_seq_length, batch, dtype, device, optimizer,
-                    accumulation_steps, program).total <= usable_bytes
+    return estimate(config, max_seq_length, batch, dtype, device, optimizer, accumulation_steps,
+                    program).total <= usable_bytes
+
   if not fits(1):
     return 0
   low, high = 1, 2  # the estimate grows with the batch: double, then bisect
@@ -395,4 +402,3 @@ def max_batch_size(config, max_seq_length, usable_bytes, dtype="float32", device
     middle = (low + high) // 2
     low, high = (middle, high) if fits(middle) else (low, middle)
   return low
-

@@ -20,7 +20,7 @@ class HeadMemory:
   parameters: int
   weight_bytes: int
   with_slots_bytes: int  # weights + optimizer slots (x3 with AdamW)
-  training_bytes: int    # weights + gradients + optimizer slots (x4 with AdamW)
+  training_bytes: int  # weights + gradients + optimizer slots (x4 with AdamW)
 
 
 def dense_head_memory(input_units, units, optimizer="adamw", name=None):
@@ -52,9 +52,12 @@ def flattened_dense_head_lines():
   """
   dense = dense_head_memory(2 * 512 * 768, 1604, name="Dense(1604) over flattened [2, 512, 768]")
   span = span_head_memory(768)
+
   def size(n):  # decimal units, as the user's report ("5.0 GB")
     return f"{n / 1e9:.4g} GB" if n >= 1e6 else f"{n:,} bytes"
-  return [f"{head.name}: {head.parameters:,} parameters = {size(head.weight_bytes)} float32 "
-          f"weights, {size(head.with_slots_bytes)} with AdamW slots, {size(head.training_bytes)} "
-          f"with gradients" for head in (dense, span)]
 
+  return [
+      f"{head.name}: {head.parameters:,} parameters = {size(head.weight_bytes)} float32 "
+      f"weights, {size(head.with_slots_bytes)} with AdamW slots, {size(head.training_bytes)} "
+      f"with gradients" for head in (dense, span)
+  ]

@@ -69,10 +69,11 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
   Raises:
     MemoryPlanError: inconsistent flags, or "auto" finds no batch that fits (with a diagnosis).
   """
+
   def plan(micro, steps):
-    return BatchPlan(micro, steps, micro * steps,
-                     estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw",
-                                       steps))
+    return BatchPlan(
+        micro, steps, micro * steps,
+        estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw", steps))
 
   if gradient_accumulation_steps < 1:
     raise MemoryPlanError("--gradient_accumulation_steps must be >= 1")
@@ -82,8 +83,8 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
     if effective_batch_size is None:
       return plan(train_batch_size, gradient_accumulation_steps)
     steps, remainder = divmod(effective_batch_size, train_batch_size)
-    if remainder or not steps or (gradient_accumulation_steps != 1
-                                  and steps != gradient_accumulation_steps):
+    if remainder or not steps or (gradient_accumulation_steps != 1 and
+                                  steps != gradient_accumulation_steps):
       raise MemoryPlanError(
           f"--effective_batch_size={effective_batch_size} is not --train_batch_size="
           f"{train_batch_size} x --gradient_accumulation_steps={gradient_accumulation_steps}; "
@@ -102,9 +103,9 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
     if micro <= estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw",
                                         steps, limit=micro):
       return plan(micro, steps)
-  raise MemoryPlanError(diagnose.diagnosis(
-      config, max_seq_length, 1, dtype, device,
-      headline="--train_batch_size=auto: not even one feature fits"))
+  raise MemoryPlanError(
+      diagnose.diagnosis(config, max_seq_length, 1, dtype, device,
+                         headline="--train_batch_size=auto: not even one feature fits"))
 
 
 def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
@@ -128,11 +129,12 @@ def format_estimate(est, usable_bytes=None, config_name=""):
   """A multi-line breakdown of an `estimate.Estimate`, with a fit verdict when `usable_bytes` is
   given."""
   size = memory_device.format_bytes
-  lines = [f"{config_name}seq {est.max_seq_length}, batch {est.batch_size}, {est.dtype}, "
-           f"{est.optimizer}, {est.device}"
-           + (f", counted as {est.program}" if est.program != estimate.THIS_TOOL.name else "")
-           + (f", {est.accumulation_steps} accumulation steps"
-              if est.accumulation_steps > 1 else "")]
+  lines = [
+      f"{config_name}seq {est.max_seq_length}, batch {est.batch_size}, {est.dtype}, "
+      f"{est.optimizer}, {est.device}" +
+      (f", counted as {est.program}" if est.program != estimate.THIS_TOOL.name else "") +
+      (f", {est.accumulation_steps} accumulation steps" if est.accumulation_steps > 1 else "")
+  ]
   slots = estimate.OPTIMIZER_SLOTS[est.optimizer]
   rows = [("weights", est.weights), ("weight casts (mixed precision)", est.weight_casts),
           ("gradients", est.gradients),
@@ -151,7 +153,6 @@ def format_estimate(est, usable_bytes=None, config_name=""):
     verdict = "fits" if est.total <= usable_bytes else "does NOT fit"
     lines.append(f"  {verdict} in {size(usable_bytes)} usable")
   return "\n".join(lines)
-
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -175,26 +176,23 @@ class PlannerConfig(settings.Settings):
       tool's under a mixed policy (TensorFlow 1.11 BERT trained in float32 only).
   """
   bert_config_file: Optional[str] = settings.setting(
-      None,
-      "BERT JSON config (google-research bert_config.json or an HF config.json). "
+      None, "BERT JSON config (google-research bert_config.json or an HF config.json). "
       "Without it: google-research's BERT-Base and BERT-Large (uncased).")
   max_seq_length: Optional[int] = settings.variant(
       features.Featurization, "max_seq_length", default=None,
       help="Tokens per feature. Without it: the largest batch for seq "
-           f"{', '.join(str(n) for n in TABLE_SEQ_LENGTHS)}.")
+      f"{', '.join(str(n) for n in TABLE_SEQ_LENGTHS)}.")
   train_batch_size: Union[None, int, str] = settings.setting(
-      None,
-      "Global features per forward/backward pass, over all replicas (each replica takes "
+      None, "Global features per forward/backward pass, over all replicas (each replica takes "
       "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
       "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
-      "accumulation keeping --effective_batch_size.",
-      parser=settings.BatchSizeParser(), check=settings.check_batch_size)
+      "accumulation keeping --effective_batch_size.", parser=settings.BatchSizeParser(),
+      check=settings.check_batch_size)
   dtype: str = settings.setting(
       "float32", "Keras dtype policy of training (train.py --gpu trains under mixed_float16).",
       choices=estimate.POLICIES)
   device_memory_gb: Optional[float] = settings.setting(
-      None,
-      "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
+      None, "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
       "else the host's available RAM.")
   format: str = settings.setting("text", "Output format.", choices=OUTPUT_FORMATS)
   program: str = settings.setting(
@@ -229,8 +227,10 @@ def report(config):
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   if config.bert_config_file:
     path = os.path.abspath(config.bert_config_file)  # "folder/config.json": HF files share names
-    configs = {os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path)):
-               bert_config_lib.BertConfig.from_json_file(config.bert_config_file)}
+    configs = {
+        os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path)):
+            bert_config_lib.BertConfig.from_json_file(config.bert_config_file)
+    }
   else:
     configs = estimate.presets()
   dtype = config.dtype
@@ -241,9 +241,11 @@ def report(config):
   program = estimate.PROGRAMS[config.program]
   this_tool = program == estimate.THIS_TOOL
   output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
-  text = [f"device: {device.description}; {dtype}; AdamW; allocator overhead "
-          f"x{memory_device.overhead_for(device.kind):g}"
-          + ("" if this_tool else f"; counting {program.name}, not this tool")]
+  text = [
+      f"device: {device.description}; {dtype}; AdamW; allocator overhead "
+      f"x{memory_device.overhead_for(device.kind):g}" +
+      ("" if this_tool else f"; counting {program.name}, not this tool")
+  ]
   if config.max_seq_length:
     seq = config.max_seq_length
     output["estimates"] = []
@@ -260,8 +262,8 @@ def report(config):
       text.append(f"{name}: largest batch that fits at seq {seq}: {limit}")
       output["estimates"].append(entry)
   else:
-    size = (f"{config.device_memory_gb:g} GB" if config.device_memory_gb
-            else memory_device.format_bytes(device.usable_bytes) + " usable")
+    size = (f"{config.device_memory_gb:g} GB" if config.device_memory_gb else
+            memory_device.format_bytes(device.usable_bytes) + " usable")
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     text.append(format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})"))

@@ -14,13 +14,21 @@ def record(level, path):
   return logging.LogRecord("absl", level, path, 1, "a message", None, None)
 
 
-@pytest.mark.parametrize("environ, driver, expected", [
-    ({}, False, console.QUIET_LEVEL_WITHOUT_GPU_DRIVER),  # hides the cuInit probe's ERROR
-    ({}, True, console.QUIET_LEVEL),  # a GPU machine keeps the C++ runtime's errors
-    ({console.LOG_LEVEL_ENV: "0"}, False, None),  # the user's value wins
-    ({console.VERBOSE_ENV: "1"}, False, None),  # TensorFlow's default
-    ({console.VERBOSE_ENV: "0"}, True, console.QUIET_LEVEL),
-])
+@pytest.mark.parametrize(
+    "environ, driver, expected",
+    [
+        ({}, False, console.QUIET_LEVEL_WITHOUT_GPU_DRIVER),  # hides the cuInit probe's ERROR
+        ({}, True, console.QUIET_LEVEL),  # a GPU machine keeps the C++ runtime's errors
+        ({
+            console.LOG_LEVEL_ENV: "0"
+        }, False, None),  # the user's value wins
+        ({
+            console.VERBOSE_ENV: "1"
+        }, False, None),  # TensorFlow's default
+        ({
+            console.VERBOSE_ENV: "0"
+        }, True, console.QUIET_LEVEL),
+    ])
 def test_cpp_log_level(environ, driver, expected):
   assert console.cpp_log_level_to_set(environ, nvidia_driver=driver) == expected
 

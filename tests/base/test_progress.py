@@ -8,6 +8,7 @@ from tests import testutil
 
 
 class FakeClock:
+
   def __init__(self):
     self.now = 100.0
 
@@ -19,8 +20,8 @@ def test_log_lines_at_the_interval_and_once_at_the_end(monkeypatch):
   lines = []
   monkeypatch.setattr(logging, "info", lambda fmt, *args: lines.append(fmt % args))
   clock = FakeClock()
-  progress = progress_lib.Progress("predicting", 10_833, "windows", interactive=False,
-                                   interval=30, clock=clock)
+  progress = progress_lib.Progress("predicting", 10_833, "windows", interactive=False, interval=30,
+                                   clock=clock)
   clock.now += 10
   progress.update(1_000)  # 10 s: not yet
   clock.now += 25
@@ -33,7 +34,8 @@ def test_log_lines_at_the_interval_and_once_at_the_end(monkeypatch):
                                "1 min 25 s elapsed")
   assert lines == [
       "predicting: 4,000 of 10,833 windows (37 %), 114 windows/s, 35 s elapsed, ETA 1 min 00 s",
-      "predicting: 10,833 of 10,833 windows (100 %), 127 windows/s, 1 min 25 s elapsed"]
+      "predicting: 10,833 of 10,833 windows (100 %), 127 windows/s, 1 min 25 s elapsed"
+  ]
 
 
 def test_an_unknown_total_gives_counts_and_rate_only():
@@ -49,8 +51,8 @@ def test_an_unknown_total_gives_counts_and_rate_only():
 
 
 def test_format_seconds():
-  assert [progress_lib.format_seconds(s) for s in (0.4, 59.6, 61, 3599, 3720)] == [
-      "0 s", "1 min 00 s", "1 min 01 s", "59 min 59 s", "1 h 02 min"]
+  assert [progress_lib.format_seconds(s) for s in (0.4, 59.6, 61, 3599, 3720)
+         ] == ["0 s", "1 min 00 s", "1 min 01 s", "59 min 59 s", "1 h 02 min"]
 
 
 def test_the_known_total_is_what_prediction_reads(tmp_path):
@@ -63,6 +65,7 @@ def test_the_known_total_is_what_prediction_reads(tmp_path):
   paths = records.shard_paths(str(tmp_path / "r"), meta, records.EVAL_SPLIT)
   assert records.count_eval_windows(paths) == meta["splits"]["eval"]["num_features"]
   for limit in (1, 17):
-    windows = sum(int(batch["example_index"].shape[0])
-                  for batch in records.eval_dataset(paths, 64, 8, max_examples=limit))
+    windows = sum(
+        int(batch["example_index"].shape[0])
+        for batch in records.eval_dataset(paths, 64, 8, max_examples=limit))
     assert records.count_eval_windows(paths, limit) == windows > 0

@@ -31,26 +31,42 @@ def test_an_unfinished_demo_is_refused():
 
 
 def test_the_table_has_a_row_per_side_and_run():
-  row = {"side": "ours (demo.sh)", "budget_seconds": 1122, "train_seconds": 1010.4, "steps": 1100,
-         "examples": 17600, "exact_match": 61.2, "f1": 71.05, "run": 1}
-  assert budget_vs_peer.table([row]).splitlines()[2] == (
-      "| 1 | ours (demo.sh) | 1122 | 1010 | 1,100 | 17,600 | 61.20 | 71.05 |")
+  row = {
+      "side": "ours (demo.sh)",
+      "budget_seconds": 1122,
+      "train_seconds": 1010.4,
+      "steps": 1100,
+      "examples": 17600,
+      "exact_match": 61.2,
+      "f1": 71.05,
+      "run": 1
+  }
+  assert budget_vs_peer.table([
+      row
+  ]).splitlines()[2] == ("| 1 | ours (demo.sh) | 1122 | 1010 | 1,100 | 17,600 | 61.20 | 71.05 |")
 
-ROWS = ((40, 640, 300.0, 20.5, 30.25, 2.5),
-        (80, 1280, 600.0, 35.0, 47.5, 1.75),
-        (120, 1920, 900.0, 41.25, 54.0, 1.5))
+
+ROWS = ((40, 640, 300.0, 20.5, 30.25, 2.5), (80, 1280, 600.0, 35.0, 47.5, 1.75), (120, 1920, 900.0,
+                                                                                  41.25, 54.0, 1.5))
 
 
 def write_csv(path, rows=ROWS, header=learning_curve.CSV_FIELDS):
   path.parent.mkdir(parents=True, exist_ok=True)
-  path.write_text("\n".join([",".join(header)] + [",".join(str(v) for v in row) for row in rows])
-                  + "\n", encoding="utf-8")
+  path.write_text(
+      "\n".join([",".join(header)] + [",".join(str(v) for v in row) for row in rows]) + "\n",
+      encoding="utf-8")
   return str(path)
 
 
 def write_peer(path, train_s, exact_match, f1):
-  path.write_text(json.dumps({"train_s": train_s, "steps": 150, "exact_match": exact_match,
-                              "f1": f1, "torch": "2.13.0"}), encoding="utf-8")
+  path.write_text(
+      json.dumps({
+          "train_s": train_s,
+          "steps": 150,
+          "exact_match": exact_match,
+          "f1": f1,
+          "torch": "2.13.0"
+      }), encoding="utf-8")
   return str(path)
 
 
@@ -63,13 +79,16 @@ def png_size(path):
 
 def test_the_series_are_the_inputs_and_the_png_is_drawn(tmp_path):
   ours = write_csv(tmp_path / "run_a" / "learning_curve.csv")
-  peer = [write_peer(tmp_path / "hf40.json", 2400.0, 40.0, 51.5),
-          write_peer(tmp_path / "hf20.json", 1200.0, 31.7, 42.1)]
+  peer = [
+      write_peer(tmp_path / "hf40.json", 2400.0, 40.0, 51.5),
+      write_peer(tmp_path / "hf20.json", 1200.0, 31.7, 42.1)
+  ]
   series = budget_vs_peer.curves([ours], peer_results=peer, peer_label="HF")
   assert series == [
       budget_vs_peer.Series("run_a", "ours", (5.0, 10.0, 15.0), (20.5, 35.0, 41.25),
-                                 (30.25, 47.5, 54.0)),
-      budget_vs_peer.Series("HF", "peer", (20.0, 40.0), (31.7, 40.0), (42.1, 51.5))]
+                            (30.25, 47.5, 54.0)),
+      budget_vs_peer.Series("HF", "peer", (20.0, 40.0), (31.7, 40.0), (42.1, 51.5))
+  ]
   assert budget_vs_peer.curves([ours], ["bf16"])[0].label == "bf16"
   output = tmp_path / "plot" / "curve.png"
   size = budget_vs_peer.plot(series, str(output), target_f1=70)
@@ -79,8 +98,7 @@ def test_the_series_are_the_inputs_and_the_png_is_drawn(tmp_path):
 
 
 def test_a_single_peer_budget_is_one_point(tmp_path):
-  series = budget_vs_peer.curves([], peer_results=[write_peer(tmp_path / "p.json", 90, 9.8,
-                                                                   15.5)])
+  series = budget_vs_peer.curves([], peer_results=[write_peer(tmp_path / "p.json", 90, 9.8, 15.5)])
   assert series == [budget_vs_peer.Series("peer", "peer", (1.5,), (9.8,), (15.5,))]
   assert budget_vs_peer.plot(series, str(tmp_path / "p.png")) == (1100, 450)
   assert png_size(tmp_path / "p.png") == (1100, 450)

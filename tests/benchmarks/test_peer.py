@@ -19,8 +19,7 @@ from tests import testutil
 
 
 def test_best_skips_missing_values_and_knows_the_direction():
-  assert peer.best({"float32": 30.0, "bfloat16": 45.5, "int8": None}, True) == (
-      "bfloat16", 45.5)
+  assert peer.best({"float32": 30.0, "bfloat16": 45.5, "int8": None}, True) == ("bfloat16", 45.5)
   assert peer.best({"float32": 30.0, "bfloat16": 45.5}, False) == ("float32", 30.0)
   assert peer.best({"int8": None}, True) is None
 
@@ -34,13 +33,27 @@ def test_identical_share_counts_the_reference_questions():
 
 
 def test_the_table_has_every_precision_and_ours_best_over_the_peers_best(capsys):
-  peer.print_table(
-      "measure", ["float32", "bfloat16"], ["float32", "bfloat16", "int8"],
-      [("p50 ms", {"float32": 40.0, "bfloat16": 25.0}, {"float32": 50.0, "bfloat16": 30.0,
-                                                        "int8": 20.0}, ".1f", False),
-       ("questions/s", {"float32": 30.0, "bfloat16": 45.0}, {"float32": 20.0, "bfloat16": 36.0,
-                                                             "int8": None}, ".1f", True),
-       ("identical (%)", {"float32": 100.0, "bfloat16": 98.5}, {}, ".2f", None)])
+  peer.print_table("measure", ["float32", "bfloat16"], ["float32", "bfloat16", "int8"],
+                   [("p50 ms", {
+                       "float32": 40.0,
+                       "bfloat16": 25.0
+                   }, {
+                       "float32": 50.0,
+                       "bfloat16": 30.0,
+                       "int8": 20.0
+                   }, ".1f", False),
+                    ("questions/s", {
+                        "float32": 30.0,
+                        "bfloat16": 45.0
+                    }, {
+                        "float32": 20.0,
+                        "bfloat16": 36.0,
+                        "int8": None
+                    }, ".1f", True),
+                    ("identical (%)", {
+                        "float32": 100.0,
+                        "bfloat16": 98.5
+                    }, {}, ".2f", None)])
   lines = capsys.readouterr().out.splitlines()
   assert lines[0] == ("| measure | ours float32 | ours bfloat16 | HF float32 | HF bfloat16 | "
                       "HF int8 | ours best / HF best |")
@@ -66,28 +79,29 @@ def test_exports_are_needed_once_per_precision(tmp_path):
 
 def test_the_peer_command_runs_its_script_at_a_precision_through_this_file():
   assert peer.peer_command("/peer/python", "int8", "bench.py", "--calls", "3") == [
-      "/peer/python", peer.SCRIPT, "run", "--precision=int8", "bench.py",
-      "--calls", "3"]
+      "/peer/python", peer.SCRIPT, "run", "--precision=int8", "bench.py", "--calls", "3"
+  ]
 
 
 def test_the_hf_folder_reads_back_to_the_same_weights(tmp_path):
   # An HF config: "gelu" there is the exact form, as the model was built.
-  config = bert_config_lib.BertConfig.from_dict(
-      dict(testutil.TINY_BERT_CONFIG, model_type="bert"))
+  config = bert_config_lib.BertConfig.from_dict(dict(testutil.TINY_BERT_CONFIG, model_type="bert"))
   assert config.exact_gelu
   tf.keras.utils.set_random_seed(5)
   model, _ = span_model.build_span_model(config)
   model_dir = tmp_path / "model_out"
   tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(model_dir),
                              max_to_keep=1).save(checkpoint_number=7)
-  artifacts.write_json(str(model_dir / artifacts.QA_CONFIG_FILE),
-                       {"bert_config": config.to_dict(), "vocab_file": testutil.vocab_file(),
-                        "do_lower_case": True})
+  artifacts.write_json(str(model_dir / artifacts.QA_CONFIG_FILE), {
+      "bert_config": config.to_dict(),
+      "vocab_file": testutil.vocab_file(),
+      "do_lower_case": True
+  })
 
   folder = tmp_path / "peer_model"
   # 3 embeddings and their LayerNorm's 2, 16 tensors per layer, and the head's 2 (no pooler).
-  assert peer.write_hf_folder(str(model_dir), str(folder)) == (
-      5 + 16 * config.num_hidden_layers + 2)
+  assert peer.write_hf_folder(str(model_dir),
+                              str(folder)) == (5 + 16 * config.num_hidden_layers + 2)
   written = json.loads((folder / "config.json").read_text())
   assert written["hidden_act"] == "gelu" and written["layer_norm_eps"] == 1e-12
   assert written["num_attention_heads"] == config.num_attention_heads

@@ -16,6 +16,6 @@ def test_the_matmuls_count_minilms_forward_flop():
   # 6 layers x (8 H^2 n for the 4 projections, 4 H I n for the feed-forward, 4 n^2 H for attention).
   # docs/serving.md "What float32 on this CPU allows": 5.14 G.
   assert total == 6 * (n * (8 * 384**2 + 4 * 384 * 1536) + 4 * n**2 * 384) == 5_142_758_400
-  assert [(a, b) for name, a, b, _, _ in shapes if name.startswith("attention")] == [
-      ((12, n, 32), (12, 32, n)), ((12, n, n), (12, n, 32))]
+  assert [(a, b) for name, a, b, _, _ in shapes if name.startswith("attention")
+         ] == [((12, n, 32), (12, 32, n)), ((12, n, n), (12, n, 32))]
   assert [has_weights for *_, has_weights in shapes] == [True, True, True, False, False]

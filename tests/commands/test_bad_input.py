@@ -31,15 +31,17 @@ SEQ, STRIDE, QUERY = 64, 16, 16
 
 
 def settings(v2=False, seq=SEQ, stride=STRIDE, query=QUERY, shards=2, **job):
-  return make_records_job.RecordsConfig(
-      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=seq, doc_stride=stride,
-      max_query_length=query, num_shards=shards, version_2_with_negative=v2, num_workers=1, **job)
+  return make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), do_lower_case=True,
+                                        max_seq_length=seq, doc_stride=stride,
+                                        max_query_length=query, num_shards=shards,
+                                        version_2_with_negative=v2, num_workers=1, **job)
 
 
 def make_records(inputs, out, **kwargs):
   """The in-process job on {split: path}."""
-  return make_records_job.make_records(settings(
-      train_file=inputs.get("train"), predict_file=inputs.get("eval"), output_dir=out, **kwargs))
+  return make_records_job.make_records(
+      settings(train_file=inputs.get("train"), predict_file=inputs.get("eval"), output_dir=out,
+               **kwargs))
 
 
 def write(tmp_path, name, content):
@@ -56,13 +58,21 @@ def squad(*paragraphs, title="Hand-made"):
 
 
 def qa(qid, question, answers):
-  return {"id": qid, "question": question,
-          "answers": [{"text": t, "answer_start": s} for t, s in answers]}
+  return {
+      "id": qid,
+      "question": question,
+      "answers": [{
+          "text": t,
+          "answer_start": s
+      } for t, s in answers]
+  }
 
 
 GOOD_CONTEXT = "The lighthouse keeper painted the tower white in 1904."
-GOOD = {"context": GOOD_CONTEXT, "qas": [qa("good", "Who painted the tower?",
-                                            [("The lighthouse keeper", 0)])]}
+GOOD = {
+    "context": GOOD_CONTEXT,
+    "qas": [qa("good", "Who painted the tower?", [("The lighthouse keeper", 0)])]
+}
 
 
 def run(tmp_path, split, path, **kwargs):
@@ -78,50 +88,136 @@ FATAL = [
     ("truncated", json.dumps(squad(GOOD))[:-7], "not valid JSON"),
     ("empty_file", "", "not valid JSON (line 1 column 1"),
     ("not_utf8", "{\"data\": [\"caf\xe9\"]}".encode("latin-1"), "not UTF-8 text"),
-    ("no_data", {"version": "1.1", "articles": []}, "top level has no 'data' list"),
+    ("no_data", {
+        "version": "1.1",
+        "articles": []
+    }, "top level has no 'data' list"),
     ("top_level_list", [GOOD], "top level has no 'data' list"),
-    ("no_paragraphs", {"data": [{"title": "Lonely"}]}, "article 0 ('Lonely') has no 'paragraphs' list"),
+    ("no_paragraphs", {
+        "data": [{
+            "title": "Lonely"
+        }]
+    }, "article 0 ('Lonely') has no 'paragraphs' list"),
     ("no_context", squad({"qas": []}), "article 0 paragraph 0: no 'context' string"),
-    ("no_id", squad({"context": GOOD_CONTEXT, "qas": [{"question": "Who?", "answers": []}]}),
-     "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
-    ("no_question", squad({"context": GOOD_CONTEXT, "qas": [{"id": "x", "answers": []}]}),
-     "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
+    ("no_id", squad({
+        "context": GOOD_CONTEXT,
+        "qas": [{
+            "question": "Who?",
+            "answers": []
+        }]
+    }), "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
+    ("no_question", squad({
+        "context": GOOD_CONTEXT,
+        "qas": [{
+            "id": "x",
+            "answers": []
+        }]
+    }), "article 0 paragraph 0 question 0: needs string 'id' and 'question'"),
     ("duplicate_id", squad(GOOD, dict(GOOD, qas=[qa("good", "Again?", [("tower", 34)])])),
      "article 0 paragraph 1 question 0: duplicate id 'good' (first at article 0 paragraph 0 "
      "question 0)"),
-    ("answer_start_words", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "thirty"}]}]}),
-     "question 0 (q): first answer needs a string 'text' and an integer 'answer_start' (or its "
+    ("answer_start_words",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": "q",
+             "question": "Q?",
+             "answers": [{
+                 "text": "tower",
+                 "answer_start": "thirty"
+             }]
+         }]
+     }), "question 0 (q): first answer needs a string 'text' and an integer 'answer_start' (or its "
      "decimal string), got {'text': 'tower', 'answer_start': 'thirty'}"),
-    ("answer_without_text", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": [{"answer_start": 34}]}]}),
-     "got {'answer_start': 34}"),
-    ("answer_a_string", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": ["tower"]}]}),
-     "got 'tower'"),
-    ("answer_start_fraction", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": "34.5"}]}]}),
-     "'answer_start': '34.5'}"),
-    ("answer_start_float", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": "q", "question": "Q?", "answers": [{"text": "tower", "answer_start": 34.0}]}]}),
-     "'answer_start': 34.0}"),
-    ("id_float", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": 1.5, "question": "Q?", "answers": [{"text": "tower", "answer_start": 34}]}]}),
+    ("answer_without_text",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": "q",
+             "question": "Q?",
+             "answers": [{
+                 "answer_start": 34
+             }]
+         }]
+     }), "got {'answer_start': 34}"),
+    ("answer_a_string",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": "q",
+             "question": "Q?",
+             "answers": ["tower"]
+         }]
+     }), "got 'tower'"),
+    ("answer_start_fraction",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": "q",
+             "question": "Q?",
+             "answers": [{
+                 "text": "tower",
+                 "answer_start": "34.5"
+             }]
+         }]
+     }), "'answer_start': '34.5'}"),
+    ("answer_start_float",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": "q",
+             "question": "Q?",
+             "answers": [{
+                 "text": "tower",
+                 "answer_start": 34.0
+             }]
+         }]
+     }), "'answer_start': 34.0}"),
+    ("id_float",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": 1.5,
+             "question": "Q?",
+             "answers": [{
+                 "text": "tower",
+                 "answer_start": 34
+             }]
+         }]
+     }),
      "question 0: needs string 'id' and 'question' (an integer id is read as its decimal string)"),
-    ("id_bool", squad({"context": GOOD_CONTEXT, "qas": [
-        {"id": True, "question": "Q?", "answers": [{"text": "tower", "answer_start": 34}]}]}),
-     "needs string 'id' and 'question'"),
+    ("id_bool",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [{
+             "id": True,
+             "question": "Q?",
+             "answers": [{
+                 "text": "tower",
+                 "answer_start": 34
+             }]
+         }]
+     }), "needs string 'id' and 'question'"),
     # The number 7 and the string "7" are the same id once read: which one a prediction is for
     # would be ambiguous.
-    ("id_number_and_string", squad(dict(GOOD, qas=[qa(7, "Who?", [("tower", 34)]),
-                                                   qa("7", "What?", [("tower", 34)])])),
+    ("id_number_and_string",
+     squad(dict(GOOD, qas=[qa(7, "Who?", [("tower", 34)]),
+                           qa("7", "What?", [("tower", 34)])])),
      "article 0 paragraph 0 question 1: duplicate id '7' (first at article 0 paragraph 0 "
      "question 0)"),
-    ("is_impossible_string", squad({"context": GOOD_CONTEXT, "qas": [
-        dict(qa("q", "Q?", []), is_impossible="yes")]}), "'is_impossible' must be true or false"),
-    ("empty_dataset", {"version": "1.1", "data": []}, "no usable train questions (no questions)"),
-    ("nothing_usable", squad({"context": GOOD_CONTEXT, "qas": [qa("q", "Q?", [("tower", 3)])]}),
-     "no usable train questions (answer_text_mismatch: 1)"),
+    ("is_impossible_string",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [dict(qa("q", "Q?", []), is_impossible="yes")]
+     }), "'is_impossible' must be true or false"),
+    ("empty_dataset", {
+        "version": "1.1",
+        "data": []
+    }, "no usable train questions (no questions)"),
+    ("nothing_usable", squad({
+        "context": GOOD_CONTEXT,
+        "qas": [qa("q", "Q?", [("tower", 3)])]
+    }), "no usable train questions (answer_text_mismatch: 1)"),
 ]
 
 
@@ -138,19 +234,19 @@ def test_fatal_input_is_one_line_naming_file_and_place(tmp_path, name, content, 
 @pytest.mark.slow
 def test_cli_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
   path = write(tmp_path, "broken.json", json.dumps(squad(GOOD))[:-7])
-  code, output = testutil.run_cli(
-      "preprocess/make_records.py", f"--train_file={path}", f"--vocab_file={testutil.vocab_file()}",
-      f"--output_dir={tmp_path / 'records'}", expect_ok=False)
+  code, output = testutil.run_cli("preprocess/make_records.py", f"--train_file={path}",
+                                  f"--vocab_file={testutil.vocab_file()}",
+                                  f"--output_dir={tmp_path / 'records'}", expect_ok=False)
   assert code != 0
   assert "Traceback" not in output
   last = output.strip().splitlines()[-1]
   assert last.startswith(f"make_records.py: {path}: not valid JSON (line 1 column ")
   assert not os.path.exists(tmp_path / "records" / records.META_FILE)
   # A missing file names the flag and where SQuAD is published.
-  code, output = testutil.run_cli(
-      "preprocess/make_records.py", f"--predict_file={tmp_path / 'nope.json'}",
-      f"--vocab_file={testutil.vocab_file()}", f"--output_dir={tmp_path / 'records'}",
-      expect_ok=False)
+  code, output = testutil.run_cli("preprocess/make_records.py",
+                                  f"--predict_file={tmp_path / 'nope.json'}",
+                                  f"--vocab_file={testutil.vocab_file()}",
+                                  f"--output_dir={tmp_path / 'records'}", expect_ok=False)
   assert code != 0 and "Traceback" not in output
   assert "--predict_file: no file at" in output.strip().splitlines()[-1]
 
@@ -170,26 +266,48 @@ def test_utf8_byte_order_mark_is_accepted_and_changes_nothing(tmp_path):
 def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
   context = GOOD_CONTEXT  # "tower" at 34, "1904" at 49
   data = squad(
-      {"context": context, "qas": [
-          qa("ok", "Which year?", [("1904", 49)]),
-          qa("none", "No answer?", []),                                   # no_answer
-          qa("several", "Which tower?", [("tower", 34), ("the tower", 30)]),  # first used
-          qa("negative", "Negative?", [("tower", -3)]),                    # out of range
-          qa("past_end", "Past the end?", [("tower", 52)]),                # out of range
-          qa("mismatch", "Mismatch?", [("tower", 4)]),                     # answer_text_mismatch
-          qa("blank", "Blank?", [("   ", 10)]),                            # answer_empty
-          {"id": "impossible", "question": "Unanswerable?", "answers": [], "is_impossible": True},
-      ]},
-      {"context": "   \n ", "qas": [qa("empty_ctx", "Empty?", [("x", 0)])]},       # empty_context
-      {"context": "\u200b\u200b", "qas": [qa("zw_ctx", "Nothing?", [("\u200b", 0)])]},
-      {"context": "Zero\u200b width", "qas": [qa("zw_answer", "What?", [("\u200b", 4)])]},
+      {
+          "context": context,
+          "qas": [
+              qa("ok", "Which year?", [("1904", 49)]),
+              qa("none", "No answer?", []),  # no_answer
+              qa("several", "Which tower?", [("tower", 34), ("the tower", 30)]),  # first used
+              qa("negative", "Negative?", [("tower", -3)]),  # out of range
+              qa("past_end", "Past the end?", [("tower", 52)]),  # out of range
+              qa("mismatch", "Mismatch?", [("tower", 4)]),  # answer_text_mismatch
+              qa("blank", "Blank?", [("   ", 10)]),  # answer_empty
+              {
+                  "id": "impossible",
+                  "question": "Unanswerable?",
+                  "answers": [],
+                  "is_impossible": True
+              },
+          ]
+      },
+      {
+          "context": "   \n ",
+          "qas": [qa("empty_ctx", "Empty?", [("x", 0)])]
+      },  # empty_context
+      {
+          "context": "\u200b\u200b",
+          "qas": [qa("zw_ctx", "Nothing?", [("\u200b", 0)])]
+      },
+      {
+          "context": "Zero\u200b width",
+          "qas": [qa("zw_answer", "What?", [("\u200b", 4)])]
+      },
   )
   meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
   info = meta["splits"]["train"]
   assert info["skipped"] == {
-      "answer_empty": 1, "answer_has_no_tokens": 1, "answer_start_out_of_range": 2,
-      "answer_text_mismatch": 1, "empty_context": 1, "no_answer": 1,
-      "unanswerable_needs_version_2": 1}
+      "answer_empty": 1,
+      "answer_has_no_tokens": 1,
+      "answer_start_out_of_range": 2,
+      "answer_text_mismatch": 1,
+      "empty_context": 1,
+      "no_answer": 1,
+      "unanswerable_needs_version_2": 1
+  }
   # zw_ctx: the answer "\u200b" (a format character the tokenizer deletes) holds no token, nor does
   # its context. zw_answer: the same answer inside the word "Zero\u200b" is kept, as the reference
   # keeps it: its span is the word's tokens ("zero").
@@ -217,33 +335,45 @@ def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # Odd but valid text: exactly the reference's features, answers are exact substrings.
 
-ODD_CONTEXT = (
-    "Tōkyō (東京) hosts the tower 🗼 — a cafe\u0301 serves crème brûlée.\r\n"
-    "Zero\u200bwidth, soft\u00adhyphen, NUL\x00joined, bell\x07rings, nbsp\u00a0here, "
-    "narrow\u202fnbsp and ideographic\u3000space.\tTabs and \u2028line separators. "
-    "Straße ﬁne ΟΔΥΣΣΕΥΣ Ǆemal İstanbul ﬀ 2\u20443 x\u0301\u0302y \ufeffbom\ufffdchar "
-    "lone\ud800surrogate 한국어 ไทย.")
+ODD_CONTEXT = ("Tōkyō (東京) hosts the tower 🗼 — a cafe\u0301 serves crème brûlée.\r\n"
+               "Zero\u200bwidth, soft\u00adhyphen, NUL\x00joined, bell\x07rings, nbsp\u00a0here, "
+               "narrow\u202fnbsp and ideographic\u3000space.\tTabs and \u2028line separators. "
+               "Straße ﬁne ΟΔΥΣΣΕΥΣ Ǆemal İstanbul ﬀ 2\u20443 x\u0301\u0302y \ufeffbom\ufffdchar "
+               "lone\ud800surrogate 한국어 ไทย.")
 
 
 def odd_squad():
-  answers = ["東京", "🗼", "crème brûlée", "Zero\u200bwidth", "NUL\x00joined", "narrow\u202fnbsp",
-             "Straße", "ﬁne", "ΟΔΥΣΣΕΥΣ", "İstanbul", "한국어", "lone\ud800surrogate", "2\u20443"]
-  qas = [qa(f"odd{i}", f"Where is answer {i}?", [(a, ODD_CONTEXT.index(a))])
-         for i, a in enumerate(answers)]
-  qas.append(qa("cjk_question", "東京 tower 🗼 ΣΟΦΙΑ\u00a0crème?", [("tower", ODD_CONTEXT.index("tower"))]))
+  answers = [
+      "東京", "🗼", "crème brûlée", "Zero\u200bwidth", "NUL\x00joined", "narrow\u202fnbsp", "Straße",
+      "ﬁne", "ΟΔΥΣΣΕΥΣ", "İstanbul", "한국어", "lone\ud800surrogate", "2\u20443"
+  ]
+  qas = [
+      qa(f"odd{i}", f"Where is answer {i}?", [(a, ODD_CONTEXT.index(a))])
+      for i, a in enumerate(answers)
+  ]
+  qas.append(
+      qa("cjk_question", "東京 tower 🗼 ΣΟΦΙΑ\u00a0crème?", [("tower", ODD_CONTEXT.index("tower"))]))
   # ASCII words longer than the reference's 400-character limit become [UNK]; shorter ones split.
   long_words = "x" * 401 + " and " + "y" * 300 + "-" + "z" * 300 + " or " + "é" * 401
-  return squad({"context": ODD_CONTEXT, "qas": qas}, {"context": "a\r\nb  c\u00a0d", "qas": [
-      qa("crlf", "Which letter?", [("b", 3)])]}, {"context": long_words, "qas": [
-          qa("long", "Which word?", [("and", 402)])]}), answers
+  return squad({
+      "context": ODD_CONTEXT,
+      "qas": qas
+  }, {
+      "context": "a\r\nb  c\u00a0d",
+      "qas": [qa("crlf", "Which letter?", [("b", 3)])]
+  }, {
+      "context": long_words,
+      "qas": [qa("long", "Which word?", [("and", 402)])]
+  }), answers
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_odd_characters_give_the_reference_features(tmp_path, split):
   data, _ = odd_squad()
   path = write(tmp_path, "odd.json", json.dumps(data))  # ensure_ascii: lone surrogate survives
-  ours = compare_with_reference.run_ours(path, split, testutil.vocab_file(), True, SEQ, STRIDE,
-                                         QUERY, False, str(tmp_path / "records"), 1, in_process=True)
+  ours = compare_with_reference.run_ours(path, split,
+                                         testutil.vocab_file(), True, SEQ, STRIDE, QUERY, False,
+                                         str(tmp_path / "records"), 1, in_process=True)
   reference = reference_features.run_reference(path, split == "train", testutil.vocab_file(), True,
                                                SEQ, STRIDE, QUERY)
   vocab = wordpiece.read_vocab(testutil.vocab_file())
@@ -259,8 +389,9 @@ def test_odd_characters_offsets_cut_exact_answers(tmp_path):
   # Offsets are in order (several pieces may come from one character: NFD splits a Hangul syllable
   # into three jamo tokens) and whitespace is never inside a token.
   assert (np.diff(tokens.start_chars) >= 0).all() and (tokens.end_chars > tokens.start_chars).all()
-  hangul = [tokenizer.vocab[i] for i, s in zip(tokens.ids, tokens.start_chars)
-            if ODD_CONTEXT[s] == "한"]
+  hangul = [
+      tokenizer.vocab[i] for i, s in zip(tokens.ids, tokens.start_chars) if ODD_CONTEXT[s] == "한"
+  ]
   assert hangul == ["ᄒ", "##ᅡ", "##ᆫ"]
   for s, e in zip(tokens.start_chars, tokens.end_chars):
     assert not any(c in " \t\r\n\u202f" for c in ODD_CONTEXT[s:e])
@@ -279,9 +410,13 @@ def test_200000_character_context(tmp_path):
   context = " ".join(words)
   context = context[:200000 - 20] + " the answer is here."
   assert len(context) == 200000
-  data = squad({"context": context, "qas": [
-      qa("far", "Where is the answer?", [("answer is here", context.index("answer is here"))]),
-      qa("near", "What is first?", [(words[0], 0)])]})
+  data = squad({
+      "context": context,
+      "qas": [
+          qa("far", "Where is the answer?", [("answer is here", context.index("answer is here"))]),
+          qa("near", "What is first?", [(words[0], 0)])
+      ]
+  })
   path = write(tmp_path, "long.json", data)
   meta = run(tmp_path, "train", path, seq=384, stride=128, query=64)
   tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
@@ -293,11 +428,15 @@ def test_200000_character_context(tmp_path):
                                 "train", 384)
   positive = np.flatnonzero(arrays["start_positions"] > 0)
   vocab = tokenizer.vocab
-  answers = {" ".join(vocab[i] for i in arrays["input_ids"][f][arrays["start_positions"][f]:
-                                                              arrays["end_positions"][f] + 1])
-             for f in positive}
-  assert answers == {"answer is here", " ".join(tokenizer.ids_to_tokens(
-      tokenizer.tokenize([words[0]])[0].ids))}
+  answers = {
+      " ".join(
+          vocab[i]
+          for i in arrays["input_ids"][f][arrays["start_positions"][f]:arrays["end_positions"][f] +
+                                          1]) for f in positive
+  }
+  assert answers == {
+      "answer is here", " ".join(tokenizer.ids_to_tokens(tokenizer.tokenize([words[0]])[0].ids))
+  }
   # Eval: every context token is max-context in exactly one window.
   meta = run(tmp_path, "eval", path, seq=384, stride=128, query=64)
   arrays = records.read_records(records.shard_paths(str(tmp_path / "records"), meta, "eval"),
@@ -311,8 +450,10 @@ def test_200000_character_context(tmp_path):
 
 
 def shard_digests(directory, meta):
-  return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
-          for info in meta["splits"].values() for name in info["shards"]}
+  return {
+      name: hashlib.sha256((directory / name).read_bytes()).hexdigest()
+      for info in meta["splits"].values() for name in info["shards"]
+  }
 
 
 def small_slice(tmp_path, n=60):
@@ -349,12 +490,12 @@ def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
   meta = run(tmp_path, "eval", small_slice(tmp_path, 30))
   before = shard_digests(out, meta)
   meta_bytes = (out / records.META_FILE).read_bytes()
-  proc = subprocess.Popen(
-      [sys.executable, "preprocess/make_records.py", f"--predict_file={path}",
-       f"--vocab_file={testutil.vocab_file()}", f"--output_dir={out}", "--num_workers=2",
-       f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}"],
-      cwd=testutil.REPO, start_new_session=True, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL)
+  proc = subprocess.Popen([
+      sys.executable, "preprocess/make_records.py", f"--predict_file={path}",
+      f"--vocab_file={testutil.vocab_file()}", f"--output_dir={out}", "--num_workers=2",
+      f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}"
+  ], cwd=testutil.REPO, start_new_session=True, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
   deadline = time.time() + 120
   while time.time() < deadline and not any(".tmp-" in n for n in os.listdir(out)):
     time.sleep(0.01)
@@ -362,7 +503,7 @@ def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
   proc.wait()
   names = os.listdir(out)
   assert any(".tmp-" in n for n in names)  # it was killed while writing
-  if (out / records.META_FILE).exists():   # either the previous complete output ...
+  if (out / records.META_FILE).exists():  # either the previous complete output ...
     assert (out / records.META_FILE).read_bytes() == meta_bytes
     assert shard_digests(out, meta) == before
   # ... or no meta.json: readers refuse the directory.
@@ -378,9 +519,11 @@ def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
 def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
   train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 200)
   dev = small_slice(tmp_path, 150)
-  common = [f"--vocab_file={testutil.vocab_file()}", f"--max_seq_length={SEQ}",
-            f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}", "--num_shards=3",
-            f"--train_file={train}", f"--predict_file={dev}"]
+  common = [
+      f"--vocab_file={testutil.vocab_file()}", f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}",
+      f"--max_query_length={QUERY}", "--num_shards=3", f"--train_file={train}",
+      f"--predict_file={dev}"
+  ]
   testutil.run_cli("preprocess/make_records.py", *common, "--num_workers=2",
                    f"--output_dir={tmp_path / 'two'}")
   make_records({"train": train, "eval": dev}, str(tmp_path / "one"), shards=3)
@@ -390,23 +533,28 @@ def test_same_inputs_give_byte_identical_shards_whatever_the_workers(tmp_path):
   assert one == shard_digests(tmp_path / "two", meta) == shard_digests(tmp_path / "again", meta)
   assert len(one) == 6
   # unique_ids run on across shards written by different workers.
-  arrays = records.read_records(records.shard_paths(str(tmp_path / "two"), meta, "train"),
-                                "train", SEQ)
-  assert arrays["unique_ids"].tolist() == list(range(1000000000, 1000000000 + len(arrays["unique_ids"])))
+  arrays = records.read_records(records.shard_paths(str(tmp_path / "two"), meta, "train"), "train",
+                                SEQ)
+  assert arrays["unique_ids"].tolist() == list(
+      range(1000000000, 1000000000 + len(arrays["unique_ids"])))
 
 
 def test_answer_check_keeps_and_skips_the_same_questions_as_the_reference(tmp_path):
   # Answers starting or ending on whitespace, U+202F, tabs and repeated spaces, inside words, and
   # mismatches: the reader must keep exactly the questions tfm's read_squad_examples keeps.
   context = "  The\tbaker\u202fopened  her shop (early), at 6am.\r\nThen rain."
-  right = ["The", "\tbaker", "baker\u202fopened", "  her", "her shop", "shop (early)", "early",
-           "arly", "6am.", "am.\r\nThen", "Then", "rain.", "  The", "(early), at"]
+  right = [
+      "The", "\tbaker", "baker\u202fopened", "  her", "her shop", "shop (early)", "early", "arly",
+      "6am.", "am.\r\nThen", "Then", "rain.", "  The", "(early), at"
+  ]
   cases = [(text, context.index(text)) for text in right]
   # In range but pointing elsewhere: one character late, at the previous word, on whitespace.
   cases += [("shop", context.index("shop") + 1), ("baker", 2), ("her", context.index("her") - 1),
             (" rain", context.index("rain") - 1), ("n.", len(context) - 2)]
-  data = squad({"context": context, "qas": [
-      qa(f"c{i}", "Q?", [(text, start)]) for i, (text, start) in enumerate(cases)]})
+  data = squad({
+      "context": context,
+      "qas": [qa(f"c{i}", "Q?", [(text, start)]) for i, (text, start) in enumerate(cases)]
+  })
   path = write(tmp_path, "edges.json", data)
   ours = [e.qas_id for e in squad_reader.read_squad(path, is_training=True).examples]
   from official.nlp.data import squad_lib  # pylint: disable=g-import-not-at-top
@@ -429,26 +577,55 @@ def test_records_of_an_older_format_are_refused_with_one_line(tmp_path):
 CAFE_NFD = "The cafe\u0301 by the harbour opened in 1999 and nobody closed it."
 ZOE_NFC = "Zo\u00eb ran the harbour cafe for forty years."
 PUBLISHED = squad(
-    {"context": CAFE_NFD, "qas": [
-        # integer id; answer text in NFC where the context has NFD
-        {"id": 101, "question": "What opened in 1999?",
-         "answers": [{"text": "caf\u00e9", "answer_start": 4}]},
-        # integer id; answer_start as a decimal string
-        {"id": 102, "question": "When did the cafe open?",
-         "answers": [{"text": "1999", "answer_start": str(CAFE_NFD.index("1999"))}]}]},
-    {"context": ZOE_NFC, "qas": [
-        # answer text in NFD where the context has NFC
-        {"id": "103", "question": "Who ran the cafe?",
-         "answers": [{"text": "Zoe\u0308", "answer_start": 0}]}]})
+    {
+        "context": CAFE_NFD,
+        "qas": [
+            # integer id; answer text in NFC where the context has NFD
+            {
+                "id": 101,
+                "question": "What opened in 1999?",
+                "answers": [{
+                    "text": "caf\u00e9",
+                    "answer_start": 4
+                }]
+            },
+            # integer id; answer_start as a decimal string
+            {
+                "id": 102,
+                "question": "When did the cafe open?",
+                "answers": [{
+                    "text": "1999",
+                    "answer_start": str(CAFE_NFD.index("1999"))
+                }]
+            }
+        ]
+    },
+    {
+        "context": ZOE_NFC,
+        "qas": [
+            # answer text in NFD where the context has NFC
+            {
+                "id": "103",
+                "question": "Who ran the cafe?",
+                "answers": [{
+                    "text": "Zoe\u0308",
+                    "answer_start": 0
+                }]
+            }
+        ]
+    })
 
 
 def test_published_squad_files_are_normalized_and_counted(tmp_path):
   path = write(tmp_path, "published.json", PUBLISHED)
   read = squad_reader.read_squad(path, is_training=True)
-  assert [(e.qas_id, e.answer_text, e.answer_start) for e in read.examples] == [
-      ("101", "cafe\u0301", 4), ("102", "1999", 35), ("103", "Zo\u00eb", 0)]
-  normalized = {"id_number_as_string": 2, "answer_start_string_as_int": 1,
-                "answer_text_in_context_form": 2}
+  assert [(e.qas_id, e.answer_text, e.answer_start) for e in read.examples
+         ] == [("101", "cafe\u0301", 4), ("102", "1999", 35), ("103", "Zo\u00eb", 0)]
+  normalized = {
+      "id_number_as_string": 2,
+      "answer_start_string_as_int": 1,
+      "answer_text_in_context_form": 2
+  }
   assert read.notes == normalized and read.skipped == {}
   meta = run(tmp_path, "train", path, shards=1)
   assert meta["splits"]["train"]["notes"] == normalized
@@ -458,8 +635,8 @@ def test_published_squad_files_are_normalized_and_counted(tmp_path):
   tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
   for row, answer in enumerate(["caf\u00e9", "1999", "Zo\u00eb"]):  # the answers' own tokens
     start, end = arrays["start_positions"][row], arrays["end_positions"][row]
-    assert (arrays["input_ids"][row][start:end + 1].tolist() ==
-            tokenizer.tokenize([answer])[0].ids.tolist())
+    assert (arrays["input_ids"][row][start:end + 1].tolist() == tokenizer.tokenize(
+        [answer])[0].ids.tolist())
   # The scorer sees the same ids and answer texts as the reader.
   data = squad_reader.load_json(path)
   assert [qa["id"] for p in data[0]["paragraphs"] for qa in p["qas"]] == ["101", "102", "103"]
@@ -495,8 +672,9 @@ def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
 def test_published_file_eval_features_equal_the_reference(tmp_path):
   """The reference featurizes integer-id files too (its ids stay numbers; paired here as strings)."""
   path = write(tmp_path, "published.json", PUBLISHED)
-  ours = compare_with_reference.run_ours(path, "eval", testutil.vocab_file(), True, SEQ, STRIDE,
-                                         QUERY, False, str(tmp_path / "records"), 1, in_process=True)
+  ours = compare_with_reference.run_ours(path, "eval",
+                                         testutil.vocab_file(), True, SEQ, STRIDE, QUERY, False,
+                                         str(tmp_path / "records"), 1, in_process=True)
   reference = reference_features.run_reference(path, False, testutil.vocab_file(), True, SEQ,
                                                STRIDE, QUERY)
   result = compare_with_reference.compare(ours, reference, False,

@@ -18,24 +18,37 @@ CPP_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: ([IWEF]) ")
 ABSL_PREFIX = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^ \]]+:\d+\] ")
 # Distinctive parts of the lines a CPU user used to see and cannot act on.
 NOISE = (
-    "cuInit", "Could not find cuda drivers", "oneDNN custom operations are",
-    "This TensorFlow binary is optimized", "will not be optimized", "Sharding callback duration",
-    "Start watcher for local signal", "PreemptionCheckpointHandler", "Found untraced functions",
-    "Assets written to", "Writing fingerprint", "contains input name(s)", "INFO:tensorflow:",
-    "AdamWeightDecay gradient_clip_norm", "Sync on async checkpoint saving",
-    "Logging before flag parsing", "train | step:", "DictWrapper", "restoring or initializing",
+    "cuInit",
+    "Could not find cuda drivers",
+    "oneDNN custom operations are",
+    "This TensorFlow binary is optimized",
+    "will not be optimized",
+    "Sharding callback duration",
+    "Start watcher for local signal",
+    "PreemptionCheckpointHandler",
+    "Found untraced functions",
+    "Assets written to",
+    "Writing fingerprint",
+    "contains input name(s)",
+    "INFO:tensorflow:",
+    "AdamWeightDecay gradient_clip_norm",
+    "Sync on async checkpoint saving",
+    "Logging before flag parsing",
+    "train | step:",
+    "DictWrapper",
+    "restoring or initializing",
 )
 # The lines each command must still print (its results, its settings, warnings a user acts on).
 PRODUCT_LINES = {
     "records": ("read train: 24 questions, eval: 8 questions", "train: 24 questions -> ",
                 "done in ", "the shards and meta.json in "),
-    "train": ("strategy: OneDeviceStrategy, 1 replicas", "precision: ", " (auto: ",
-              "batch: 8 features per step = ",
-              "no --init_checkpoint: the encoder starts from random weights",
-              "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
-              "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",
-              "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ",
-              " on 8 questions; in "),
+    "train":
+        ("strategy: OneDeviceStrategy, 1 replicas", "precision: ", " (auto: ",
+         "batch: 8 features per step = ",
+         "no --init_checkpoint: the encoder starts from random weights",
+         "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
+         "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",
+         "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ", " on 8 questions; in "),
     "export": ("exporting ", "serving max_seq_length=64 (training)", "exported SavedModel to ",
                "signatures serving_default, serve_features, serve_examples, serve_text; ",
                "done in ", "ask it: python ask.py --export_dir="),
@@ -45,8 +58,9 @@ PRODUCT_LINES = {
 
 def default_environment(**values):
   """This process's environment without the logging settings a CI sets, plus `values`."""
-  env = {k: v for k, v in os.environ.items()
-         if k not in (console.LOG_LEVEL_ENV, console.VERBOSE_ENV)}
+  env = {
+      k: v for k, v in os.environ.items() if k not in (console.LOG_LEVEL_ENV, console.VERBOSE_ENV)
+  }
   env.update(values)
   return env
 
@@ -74,8 +88,9 @@ def run_all(tmp, env):
       "ask": ("ask.py", f"--export_dir={export}", "--question=Who won the game?",
               "--context=The Broncos won the game in Santa Clara."),
   }
-  return ({name: testutil.run_cli(*command, env=env)[1] for name, command in commands.items()},
-          model)
+  return ({
+      name: testutil.run_cli(*command, env=env)[1] for name, command in commands.items()
+  }, model)
 
 
 @pytest.fixture(scope="module")

@@ -34,18 +34,20 @@ def run(tmp_path_factory):
       "train": testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_TRAIN),
       "dev": testutil.write_squad_slice(testutil.DEV_FILE, tmp / "dev.json", NUM_DEV),
       "config": testutil.write_tiny_config(tmp / "bert_config.json"),
-      "records": str(tmp / "records"), "model": str(tmp / "model"), "export": str(tmp / "export"),
+      "records": str(tmp / "records"),
+      "model": str(tmp / "model"),
+      "export": str(tmp / "export"),
   }
-  testutil.run_cli(
-      "preprocess/make_records.py", f"--train_file={paths['train']}",
-      f"--predict_file={paths['dev']}", f"--vocab_file={testutil.vocab_file()}",
-      f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}", f"--max_query_length={QUERY}",
-      "--num_shards=2", f"--output_dir={paths['records']}")
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={paths['train']}",
+                   f"--predict_file={paths['dev']}", f"--vocab_file={testutil.vocab_file()}",
+                   f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}",
+                   f"--max_query_length={QUERY}", "--num_shards=2",
+                   f"--output_dir={paths['records']}")
   _, paths["train_log"] = testutil.run_cli(
       "train.py", f"--records_dir={paths['records']}", f"--model_dir={paths['model']}",
       f"--bert_config_file={paths['config']}", f"--vocab_file={testutil.vocab_file()}",
-      "--max_steps=4", "--train_batch_size=8", "--save_checkpoints_steps=2",
-      "--learning_rate=1e-3", f"--predict_file={paths['dev']}", "--predict_batch_size=16")
+      "--max_steps=4", "--train_batch_size=8", "--save_checkpoints_steps=2", "--learning_rate=1e-3",
+      f"--predict_file={paths['dev']}", "--predict_batch_size=16")
   return paths
 
 
@@ -55,8 +57,9 @@ def test_records_hold_the_real_slice(run):
   assert meta["flags"]["max_seq_length"] == SEQ and meta["flags"]["doc_stride"] == STRIDE
   assert meta["splits"]["train"]["num_examples"] == NUM_TRAIN
   assert meta["splits"]["eval"]["num_examples"] == NUM_DEV
-  assert meta["splits"]["train"]["shards"] == ["train-00000-of-00002.tfrecord",
-                                               "train-00001-of-00002.tfrecord"]
+  assert meta["splits"]["train"]["shards"] == [
+      "train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord"
+  ]
   assert not [f for f in os.listdir(run["records"]) if "tmp" in f]  # no temporary leftovers
   # Every training window that holds the answer decodes back to the answer's own tokens.
   squad = squad_reader.read_squad(run["train"], is_training=True)
@@ -75,8 +78,9 @@ def test_records_hold_the_real_slice(run):
         positive += 1
         index = feature["unique_ids"]  # ids are consecutive, so look the question up by tokens
         answer_ids = feature["input_ids"][start:end + 1].tolist()
-        assert any(tokenizer.tokenize([e.answer_text])[0].ids.tolist() == answer_ids
-                   for e in squad.examples), (index, tokenizer.ids_to_tokens(answer_ids))
+        assert any(
+            tokenizer.tokenize([e.answer_text])[0].ids.tolist() == answer_ids
+            for e in squad.examples), (index, tokenizer.ids_to_tokens(answer_ids))
   assert num_features == meta["splits"]["train"]["num_features"]
   assert positive >= NUM_TRAIN  # each question has at least one window holding its answer
 
@@ -158,10 +162,10 @@ def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
   ckpt_2 = str(model_dir / "ckpt-2")
   tf.compat.v1.train.update_checkpoint_state(str(model_dir), ckpt_2,
                                              all_model_checkpoint_paths=[ckpt_2])
-  returncode, log = testutil.run_cli(
-      "train.py", f"--records_dir={run['records']}", f"--model_dir={model_dir}",
-      "--train_batch_size=8", "--max_steps=4", "--do_predict=false",
-      "--mixed_precision_dtype=float16", expect_ok=False)
+  returncode, log = testutil.run_cli("train.py", f"--records_dir={run['records']}",
+                                     f"--model_dir={model_dir}", "--train_batch_size=8",
+                                     "--max_steps=4", "--do_predict=false",
+                                     "--mixed_precision_dtype=float16", expect_ok=False)
   assert returncode != 0 and "Traceback" not in log
   assert (f"train.py: {ckpt_2} was trained without loss scaling (float32 or bfloat16) and float16 "
           "(--mixed_precision_dtype=float16, the --gpu default) needs its state; resume with "
@@ -172,7 +176,8 @@ def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
 def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   testutil.run_cli("export.py", f"--model_dir={run['model']}", f"--export_dir={run['export']}")
   meta = records.read_meta(run["records"])
-  batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ, 3)))
+  batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ,
+                                         3)))
   inputs = {k: batch[k].numpy().tolist() for k in ("input_word_ids", "input_mask", "input_type_ids")}
   # A fresh interpreter that imports only TensorFlow (and tensorflow-text, whose ops the raw-text
   # signature uses), from a folder outside the repository.
@@ -197,13 +202,20 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   assert np.abs(np.array(served["start_logits"]) - start_logits.numpy()).max() < 1e-4
   assert np.abs(np.array(served["end_logits"]) - end_logits.numpy()).max() < 1e-4
   with open(os.path.join(run["export"], "assets.extra", "qa_config.json")) as f:
-    assert json.load(f) == {"max_seq_length": SEQ, "doc_stride": STRIDE,
-                            "max_query_length": QUERY, "do_lower_case": True,
-                            "n_best_size": 20, "max_answer_length": 30,
-                            "version_2_with_negative": False, "null_score_diff_threshold": 0.0,
-                            "window_batch_size": 32, "vocab_size": 30522,
-                            "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file()),
-                            "serving_precision": "float32"}
+    assert json.load(f) == {
+        "max_seq_length": SEQ,
+        "doc_stride": STRIDE,
+        "max_query_length": QUERY,
+        "do_lower_case": True,
+        "n_best_size": 20,
+        "max_answer_length": 30,
+        "version_2_with_negative": False,
+        "null_score_diff_threshold": 0.0,
+        "window_batch_size": 32,
+        "vocab_size": 30522,
+        "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file()),
+        "serving_precision": "float32"
+    }
   assert os.path.exists(os.path.join(run["export"], "assets", "vocab.txt"))
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", run["export"]],
                         capture_output=True, text=True, timeout=300, check=True).stdout
@@ -225,5 +237,6 @@ def test_ask_answers_each_question_from_the_export(run):
     start, end = line.split(" (characters ")[1].split(",")[0].split("..")
     assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
     assert re.search(r", score -?\d+\.\d\d, \d+ ms\)$", line), line
-  assert re.search(r"^answered 2 questions in \d+\.\d\d s \(the SavedModel loaded in "
-                   r"\d+\.\d s\)$", output, re.M), output
+  assert re.search(
+      r"^answered 2 questions in \d+\.\d\d s \(the SavedModel loaded in "
+      r"\d+\.\d s\)$", output, re.M), output

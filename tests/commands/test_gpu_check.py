@@ -8,7 +8,6 @@ import tensorflow as tf
 from benchmarks import gpu_check
 from tests import testutil
 
-
 # TensorFlow's C++ log lines ("YYYY-MM-DD hh:mm:ss.ffffff: E external/...cuda_platform.cc:51] failed
 # call to cuInit ..."): on a machine with CUDA libraries and no usable GPU TensorFlow logs such an
 # error itself, whatever the script prints.
@@ -20,8 +19,7 @@ TF_CPP_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ")
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_0():
   status, output = testutil.run_cli("-m benchmarks.gpu_check")
   assert status == 0
-  lines = [line for line in output.splitlines()
-           if line.strip() and not TF_CPP_LOG_LINE.match(line)]
+  lines = [line for line in output.splitlines() if line.strip() and not TF_CPP_LOG_LINE.match(line)]
   assert lines == [gpu_check.NO_GPU_LINE], output
 
 
@@ -32,7 +30,8 @@ def test_the_table_has_one_row_per_check_and_lists_the_failures():
   assert table.render().splitlines() == [
       "check         result                         figure                 pass/fail",
       "train xla on  loss 5.900 -> 4.100            steps 75 -> 300        pass",
-      "memory b=8    peak 900 MiB, planner 800 MiB  measured/planned 1.13  FAIL"]
+      "memory b=8    peak 900 MiB, planner 800 MiB  measured/planned 1.13  FAIL"
+  ]
   assert table.failed == ["memory b=8"]
   assert gpu_check.finish(table, 0) == 1
 

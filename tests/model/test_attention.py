@@ -23,19 +23,24 @@ def test_query_first_equation_swaps_the_operands():
 
 def _score_equations(model, inputs):
   graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(inputs).graph
-  return sorted({op.get_attr("equation").decode() for op in graph.get_operations()
-                 if op.type == "Einsum" and "self_attention/einsum/" in op.name})
+  return sorted({
+      op.get_attr("equation").decode() for op in graph.get_operations()
+      if op.type == "Einsum" and "self_attention/einsum/" in op.name
+  })
 
 
 def _logits_and_gradients(model, inputs, positions):
+
   @tf.function
   def run(x):
     with tf.GradientTape() as tape:
       start, end = model(x, training=False)
-      loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(positions, start) +
-                           tf.nn.sparse_softmax_cross_entropy_with_logits(positions, end))
+      loss = tf.reduce_sum(
+          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, start) +
+          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, end))
     gradients = tape.gradient(loss, model.trainable_variables)
     return start, end, [tf.convert_to_tensor(g) for g in gradients if g is not None]  # no pooler
+
   start, end, gradients = run(inputs)
   return [start.numpy(), end.numpy()] + [g.numpy() for g in gradients]
 
@@ -50,9 +55,11 @@ def test_built_models_use_query_first_attention_with_the_same_results():
   rng = np.random.default_rng(0)
   lengths = np.array([40, 64, 23])  # padding in two of the three rows exercises the mask
   mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
-  inputs = {"input_word_ids": tf.constant(rng.integers(1000, 20000, (3, 64)) * mask, tf.int32),
-            "input_mask": tf.constant(mask),
-            "input_type_ids": tf.constant((np.arange(64)[None, :] > 10) * mask, tf.int32)}
+  inputs = {
+      "input_word_ids": tf.constant(rng.integers(1000, 20000, (3, 64)) * mask, tf.int32),
+      "input_mask": tf.constant(mask),
+      "input_type_ids": tf.constant((np.arange(64)[None, :] > 10) * mask, tf.int32)
+  }
   positions = tf.constant([5, 30, 12])
   assert _score_equations(model, inputs) == [QUERY_FIRST]
   ours = _logits_and_gradients(model, inputs, positions)

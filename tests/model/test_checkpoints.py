@@ -30,10 +30,18 @@ from tests import testutil
 
 TOLERANCE = 1e-4
 CONFIG = {  # google-research bert_config.json keys; small, with a head size (12) unlike hidden/heads
-    "vocab_size": 97, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "intermediate_size": 96, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64, "type_vocab_size": 2,
-    "initializer_range": 0.02}
+    "vocab_size": 97,
+    "hidden_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 96,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 64,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02
+}
 HEAD = ["predictions/transform/logits/kernel", "predictions/transform/logits/bias"]
 
 
@@ -50,8 +58,8 @@ def make_inputs(vocab_size=CONFIG["vocab_size"], batch=3, seq=24, seed=7):
   return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
 
 
-def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=None,
-                         adam_slots=False, config=CONFIG):
+def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=None, adam_slots=False,
+                         config=CONFIG):
   """Writes `params` as google-research/bert does: tf.compat.v1 variables, a v1 Saver.
 
   A pretrained release (`global_step=None`) has no `checkpoint` state file; a run_squad.py output
@@ -76,8 +84,8 @@ def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=Non
         variable.load(value, sess)
       if global_step is not None:
         step.load(global_step, sess)
-      saver.save(sess, os.path.join(folder, name), global_step=global_step,
-                 write_state=global_step is not None)
+      saver.save(sess, os.path.join(folder, name), global_step=global_step, write_state=global_step
+                 is not None)
   with open(os.path.join(folder, "bert_config.json"), "w") as f:
     json.dump(config, f)
   with open(os.path.join(folder, "vocab.txt"), "w") as f:
@@ -89,7 +97,8 @@ def write_tf1_checkpoint(folder, params, name="bert_model.ckpt", global_step=Non
 def load_as_init_checkpoint(path, bert_config_file=None):
   """What train.py/export.py do with --init_checkpoint; returns (model, encoder, report)."""
   config_file, _ = checkpoints.resolve_model_files(path, bert_config_file, None)
-  model, encoder = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))
+  model, encoder = span_model.build_span_model(
+      bert_config_lib.BertConfig.from_json_file(config_file))
   report = checkpoints.initialize_from(model, path)
   return model, encoder, report
 
@@ -98,9 +107,9 @@ def max_diffs(model, encoder, params, inputs, exact_gelu=False, label="",
               num_heads=CONFIG["num_attention_heads"], compare_pooled=True):
   """Max abs differences (sequence, pooled[, start, end]) of the model against NumPy BERT."""
   sequence, pooled = encoder(inputs, training=False)
-  ref_sequence, ref_pooled = numpy_bert.bert_forward(
-      params, inputs["input_word_ids"], inputs["input_mask"], inputs["input_type_ids"],
-      num_heads, exact_gelu=exact_gelu)
+  ref_sequence, ref_pooled = numpy_bert.bert_forward(params, inputs["input_word_ids"],
+                                                     inputs["input_mask"], inputs["input_type_ids"],
+                                                     num_heads, exact_gelu=exact_gelu)
   diffs = {"sequence_output": np.abs(sequence.numpy() - ref_sequence).max()}
   if compare_pooled:
     diffs["pooled_output"] = np.abs(pooled.numpy() - ref_pooled).max()
@@ -152,8 +161,9 @@ def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
                prefix + ".meta"):
     assert checkpoints.checkpoint_prefix(path) == prefix
     assert checkpoints.checkpoint_kind(path) == checkpoints.TF1_CHECKPOINT
-  assert checkpoints.resolve_model_files(prefix, None, None) == (
-      os.path.join(folder, "bert_config.json"), os.path.join(folder, "vocab.txt"))
+  assert checkpoints.resolve_model_files(prefix, None,
+                                         None) == (os.path.join(folder, "bert_config.json"),
+                                                   os.path.join(folder, "vocab.txt"))
 
 
 def test_tf1_squad_checkpoint_restores_the_span_head(tf1_squad):
@@ -184,9 +194,10 @@ def test_missing_tf1_encoder_variable_is_a_named_error(tmp_path):
   params = numpy_bert.random_bert_params(CONFIG, seed=3)
   del params["bert/encoder/layer_1/attention/self/key/bias"]
   folder = write_tf1_checkpoint(tmp_path / "ckpt", params)
-  _one_line_error(folder, CONFIG,
-                  r"transformer/layer_1/self_attention/key/bias \(shape \(4, 12\)\) is missing: "
-                  r"bert/encoder/layer_1/attention/self/key/bias is not in the checkpoint")
+  _one_line_error(
+      folder, CONFIG,
+      r"transformer/layer_1/self_attention/key/bias \(shape \(4, 12\)\) is missing: "
+      r"bert/encoder/layer_1/attention/self/key/bias is not in the checkpoint")
 
 
 def test_shape_mismatch_names_both_variables_and_shapes(tf1_pretrained):
@@ -201,10 +212,11 @@ def test_shape_mismatch_names_both_variables_and_shapes(tf1_pretrained):
 
 def test_checkpoint_with_more_layers_than_the_config_is_an_error(tf1_pretrained):
   folder, _ = tf1_pretrained
-  _one_line_error(folder, dict(CONFIG, num_hidden_layers=1),
-                  r"bert/encoder/layer_1/attention/output/LayerNorm/beta \(48,\) \(for "
-                  r"transformer/layer_1/self_attention_layer_norm/beta\) has no variable in the "
-                  r"model")
+  _one_line_error(
+      folder, dict(CONFIG, num_hidden_layers=1),
+      r"bert/encoder/layer_1/attention/output/LayerNorm/beta \(48,\) \(for "
+      r"transformer/layer_1/self_attention_layer_norm/beta\) has no variable in the "
+      r"model")
 
 
 def test_not_a_checkpoint_is_a_one_line_error(tmp_path):
@@ -233,8 +245,8 @@ def test_tfm_tf2_encoder_checkpoint_matches_numpy_bert(tfm_tf2, tf1_pretrained):
   assert prefix == os.path.join(out, "bert_model.ckpt-1")
   names = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
   assert "_CHECKPOINTABLE_OBJECT_GRAPH" in names
-  assert {n.split("/")[0] for n in names} == {"encoder", "save_counter",
-                                               "_CHECKPOINTABLE_OBJECT_GRAPH"}
+  assert {n.split("/")[0] for n in names
+         } == {"encoder", "save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"}
   assert checkpoints.checkpoint_kind(out) == checkpoints.TF2_CHECKPOINT
   for path in (out, prefix):
     model, encoder, report = load_as_init_checkpoint(path, config_file)
@@ -249,11 +261,15 @@ def test_own_model_dir_restores_encoder_and_head(tf1_squad, tmp_path):
   model_dir = tmp_path / "model_out"
   # As train.py writes it: the span model and the optimizer, and qa_config.json naming the files.
   optimizer_state = tf.Variable(3, dtype=tf.int64)
-  tf.train.CheckpointManager(tf.train.Checkpoint(model=model, optimizer=tf.train.Checkpoint(
-      iterations=optimizer_state)), str(model_dir), max_to_keep=1).save(checkpoint_number=5)
+  tf.train.CheckpointManager(
+      tf.train.Checkpoint(model=model, optimizer=tf.train.Checkpoint(iterations=optimizer_state)),
+      str(model_dir), max_to_keep=1).save(checkpoint_number=5)
   with open(model_dir / "qa_config.json", "w") as f:
-    json.dump({"bert_config_file": os.path.join(folder, "bert_config.json"),
-               "vocab_file": os.path.join(folder, "vocab.txt")}, f)
+    json.dump(
+        {
+            "bert_config_file": os.path.join(folder, "bert_config.json"),
+            "vocab_file": os.path.join(folder, "vocab.txt")
+        }, f)
   model, encoder, report = load_as_init_checkpoint(str(model_dir))
   diffs = max_diffs(model, encoder, params, make_inputs(), label="own --model_dir (TF2 model=)")
   assert max(diffs.values()) <= TOLERANCE
@@ -303,8 +319,8 @@ def hf_to_google(tensors):
     elif module.endswith("_embeddings"):
       params[f"bert/{module}"] = value
     else:
-      params[f"bert/{module}/{'kernel' if leaf == 'weight' else 'bias'}"] = (
-          value.T if leaf == "weight" else value)
+      params[f"bert/{module}/{'kernel' if leaf == 'weight' else 'bias'}"] = (value.T if leaf
+                                                                             == "weight" else value)
   return params
 
 
@@ -335,8 +351,11 @@ def test_real_minilm_hf_folder_matches_numpy_bert_and_transformers():
   folder = testutil.minilm_dir()
   reference = np.load(testutil.REPO / "tests" / "fixtures" / "minilm_reference.npz")
   params = hf_to_google(load_file(os.path.join(folder, "model.safetensors")))
-  inputs = {"input_word_ids": reference["input_ids"], "input_mask": reference["attention_mask"],
-            "input_type_ids": reference["token_type_ids"]}
+  inputs = {
+      "input_word_ids": reference["input_ids"],
+      "input_mask": reference["attention_mask"],
+      "input_type_ids": reference["token_type_ids"]
+  }
   ref_sequence, _ = numpy_bert.bert_forward(params, *inputs.values(), 12, exact_gelu=True)
   # The NumPy reference itself agrees with transformers' BertModel (PyTorch) on the real weights.
   transformers_diff = np.abs(ref_sequence - reference["last_hidden_state"]).max()
@@ -362,8 +381,10 @@ def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path)
   assert log.splitlines()[-1].startswith("model.convert_checkpoint: ") and "needs (80,)" in log
   from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
   convert_checkpoint.convert(folder, output)  # main() of the command above, without a process
-  assert sorted(os.listdir(output)) == ["bert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001",
-                                        "ckpt-1.index", "conversion.json", "vocab.txt"]
+  assert sorted(os.listdir(output)) == [
+      "bert_config.json", "checkpoint", "ckpt-1.data-00000-of-00001", "ckpt-1.index",
+      "conversion.json", "vocab.txt"
+  ]
   assert checkpoints.checkpoint_kind(output) == checkpoints.TF2_CHECKPOINT
   model, encoder, report = load_as_init_checkpoint(output)
   diffs = max_diffs(model, encoder, params, make_inputs(), label="converted (TF1 squad -> TF2)")

@@ -27,16 +27,16 @@ def reference():
 
 @pytest.fixture(scope="module")
 def minilm():
-  config = bert_config_lib.BertConfig.from_json_file(os.path.join(testutil.minilm_dir(),
-                                                                  "config.json"))
+  config = bert_config_lib.BertConfig.from_json_file(
+      os.path.join(testutil.minilm_dir(), "config.json"))
   model, encoder = span_model.build_span_model(config)
   report = hf_checkpoint.load_hf_weights(model, testutil.minilm_dir())
   return model, encoder, report
 
 
 def test_config_is_read_as_hf_with_exact_gelu():
-  config = bert_config_lib.BertConfig.from_json_file(os.path.join(testutil.minilm_dir(),
-                                                                  "config.json"))
+  config = bert_config_lib.BertConfig.from_json_file(
+      os.path.join(testutil.minilm_dir(), "config.json"))
   assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads,
           config.intermediate_size, config.vocab_size) == (384, 6, 12, 1536, 30522)
   assert config.exact_gelu  # HF "gelu" is the erf form
@@ -47,16 +47,20 @@ def test_config_is_read_as_hf_with_exact_gelu():
 def test_report_names_what_was_restored_and_what_is_new(minilm):
   _, _, report = minilm
   assert len(report["restored"]) == 5 + 6 * 16 + 2  # embeddings, 6 layers, pooler
-  assert report["new"] == ["predictions/transform/logits/kernel",
-                           "predictions/transform/logits/bias"]
+  assert report["new"] == [
+      "predictions/transform/logits/kernel", "predictions/transform/logits/bias"
+  ]
   assert report["unused"] == ["embeddings.position_ids"]
 
 
 def test_encoder_matches_transformers_within_1e_4(minilm, reference):
   _, encoder, _ = minilm
-  sequence_output, pooled_output = encoder({
-      "input_word_ids": reference["input_ids"], "input_mask": reference["attention_mask"],
-      "input_type_ids": reference["token_type_ids"]}, training=False)
+  sequence_output, pooled_output = encoder(
+      {
+          "input_word_ids": reference["input_ids"],
+          "input_mask": reference["attention_mask"],
+          "input_type_ids": reference["token_type_ids"]
+      }, training=False)
   mask = reference["attention_mask"].astype(bool)
   diff = np.abs(sequence_output.numpy() - reference["last_hidden_state"])
   assert diff[mask].max() <= 1e-4
@@ -78,13 +82,14 @@ def test_our_tokenizer_gives_the_reference_input_ids(reference):
 
 
 def test_shape_mismatch_is_an_error_naming_the_variable(tmp_path):
-  config = bert_config_lib.BertConfig.from_dict(dict(
-      json.load(open(os.path.join(testutil.minilm_dir(), "config.json"))), hidden_size=192,
-      num_attention_heads=6))
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(json.load(open(os.path.join(testutil.minilm_dir(), "config.json"))), hidden_size=192,
+           num_attention_heads=6))
   model, _ = span_model.build_span_model(config)
   # Names are checked in sorted order, so the first mismatch reported is the embedding LayerNorm.
-  with pytest.raises(ValueError, match=r"embeddings\.LayerNorm\.bias has shape \(384,\) but "
-                                       r"embeddings/layer_norm/beta needs \(192,\)"):
+  with pytest.raises(
+      ValueError, match=r"embeddings\.LayerNorm\.bias has shape \(384,\) but "
+      r"embeddings/layer_norm/beta needs \(192,\)"):
     hf_checkpoint.load_hf_weights(model, testutil.minilm_dir())
 
 

@@ -31,21 +31,51 @@ GIB = memory_device.GIB
 
 # google-research/bert README, "Out-of-memory issues": the largest batch that fit a 12 GB Titan X
 # with TensorFlow 1.11, float32, Adam.
-GOOGLE_TABLE = {("BERT-Base", 64): 64, ("BERT-Base", 128): 32, ("BERT-Base", 256): 16,
-                ("BERT-Base", 320): 14, ("BERT-Base", 384): 12, ("BERT-Base", 512): 6,
-                ("BERT-Large", 64): 12, ("BERT-Large", 128): 6, ("BERT-Large", 256): 2,
-                ("BERT-Large", 320): 1, ("BERT-Large", 384): 0, ("BERT-Large", 512): 0}
+GOOGLE_TABLE = {
+    ("BERT-Base", 64): 64,
+    ("BERT-Base", 128): 32,
+    ("BERT-Base", 256): 16,
+    ("BERT-Base", 320): 14,
+    ("BERT-Base", 384): 12,
+    ("BERT-Base", 512): 6,
+    ("BERT-Large", 64): 12,
+    ("BERT-Large", 128): 6,
+    ("BERT-Large", 256): 2,
+    ("BERT-Large", 320): 1,
+    ("BERT-Large", 384): 0,
+    ("BERT-Large", 512): 0
+}
 # What the planner answers for these cells, counting the program that produced them
 # (estimate.GOOGLE_RESEARCH_TF1), and for this tool; pinned so that a change to the count is
 # deliberate.
-TF1_PLANNER_TABLE = {("BERT-Base", 64): 111, ("BERT-Base", 128): 50, ("BERT-Base", 256): 21,
-                     ("BERT-Base", 320): 16, ("BERT-Base", 384): 12, ("BERT-Base", 512): 8,
-                     ("BERT-Large", 64): 11, ("BERT-Large", 128): 5, ("BERT-Large", 256): 2,
-                     ("BERT-Large", 320): 1, ("BERT-Large", 384): 1, ("BERT-Large", 512): 0}
-PLANNER_TABLE = {("BERT-Base", 64): 121, ("BERT-Base", 128): 57, ("BERT-Base", 256): 25,
-                 ("BERT-Base", 320): 19, ("BERT-Base", 384): 15, ("BERT-Base", 512): 10,
-                 ("BERT-Large", 64): 29, ("BERT-Large", 128): 13, ("BERT-Large", 256): 6,
-                 ("BERT-Large", 320): 4, ("BERT-Large", 384): 3, ("BERT-Large", 512): 2}
+TF1_PLANNER_TABLE = {
+    ("BERT-Base", 64): 111,
+    ("BERT-Base", 128): 50,
+    ("BERT-Base", 256): 21,
+    ("BERT-Base", 320): 16,
+    ("BERT-Base", 384): 12,
+    ("BERT-Base", 512): 8,
+    ("BERT-Large", 64): 11,
+    ("BERT-Large", 128): 5,
+    ("BERT-Large", 256): 2,
+    ("BERT-Large", 320): 1,
+    ("BERT-Large", 384): 1,
+    ("BERT-Large", 512): 0
+}
+PLANNER_TABLE = {
+    ("BERT-Base", 64): 121,
+    ("BERT-Base", 128): 57,
+    ("BERT-Base", 256): 25,
+    ("BERT-Base", 320): 19,
+    ("BERT-Base", 384): 15,
+    ("BERT-Base", 512): 10,
+    ("BERT-Large", 64): 29,
+    ("BERT-Large", 128): 13,
+    ("BERT-Large", 256): 6,
+    ("BERT-Large", 320): 4,
+    ("BERT-Large", 384): 3,
+    ("BERT-Large", 512): 2
+}
 
 
 def table_lower_bounds(table):
@@ -81,7 +111,8 @@ def test_parameter_counts_match_the_models():
   model, _ = span_model.build_span_model(config)
   counts = estimate.count_parameters(config)
   assert counts.total == model.count_params()
-  assert counts.trained == sum(int(np.prod(v.shape)) for v in question_answering.trained_variables(model))
+  assert counts.trained == sum(
+      int(np.prod(v.shape)) for v in question_answering.trained_variables(model))
   presets = estimate.presets()
   base, large = (estimate.count_parameters(presets[n]) for n in ("BERT-Base", "BERT-Large"))
   assert base.total - base.head == 109_482_240
@@ -129,22 +160,26 @@ def test_google_research_12_gb_table():
   usable = memory_device.usable_gpu_bytes(12 * GIB)
   assert usable / GIB == pytest.approx(11.1, abs=0.01)  # "about 11 GB" of the Titan X
   rows = memory_plan.table_rows(estimate.presets(), usable, "float32", "gpu",
-                           program=estimate.GOOGLE_RESEARCH_TF1)
+                                program=estimate.GOOGLE_RESEARCH_TF1)
   predicted = {(name, seq): batch for name, seq, batch in rows}
   assert predicted == TF1_PLANNER_TABLE
-  within = {cell for cell, measured in GOOGLE_TABLE.items()
-            if abs(predicted[cell] - measured) <= max(1, 0.25 * measured)}
-  assert within == {cell for cell in GOOGLE_TABLE
-                    if cell[0] == "BERT-Large" or cell[1] in (320, 384)}
+  within = {
+      cell for cell, measured in GOOGLE_TABLE.items()
+      if abs(predicted[cell] - measured) <= max(1, 0.25 * measured)
+  }
+  assert within == {
+      cell for cell in GOOGLE_TABLE if cell[0] == "BERT-Large" or cell[1] in (320, 384)
+  }
   bounds = table_lower_bounds(GOOGLE_TABLE)
-  assert ([bounds[("BERT-Base", s)] for s in memory_plan.TABLE_SEQ_LENGTHS]
-          == [72, 36, 18, 14, 12, 6])
+  assert ([bounds[("BERT-Base", s)] for s in memory_plan.TABLE_SEQ_LENGTHS
+          ] == [72, 36, 18, 14, 12, 6])
   for seq in (64, 128, 256):
     cell = ("BERT-Base", seq)
     assert bounds[cell] > GOOGLE_TABLE[cell] and predicted[cell] >= bounds[cell]
   # This tool keeps 1-byte masks and no early products: more fits, above all for BERT-Large.
-  ours = {(n, s): b
-          for n, s, b in memory_plan.table_rows(estimate.presets(), usable, "float32", "gpu")}
+  ours = {
+      (n, s): b for n, s, b in memory_plan.table_rows(estimate.presets(), usable, "float32", "gpu")
+  }
   assert ours == PLANNER_TABLE
 
 
@@ -157,22 +192,28 @@ def test_early_optimizer_products_explain_bert_large():
   tf1 = estimate.estimate(large, 384, 1, program=estimate.GOOGLE_RESEARCH_TF1)
   counts = estimate.count_parameters(large)
   assert tf1.early_update == 8 * counts.trained + 4 * estimate.decayed_parameters(large)
-  assert counts.trained - estimate.decayed_parameters(large) == 24 * (4 * 1024 + 4096 + 1024 + 4 * 1024) + 2 * 1024 + 2
+  assert counts.trained - estimate.decayed_parameters(large) == 24 * (4 * 1024 + 4096 + 1024 +
+                                                                      4 * 1024) + 2 * 1024 + 2
   assert tf1.early_update / GIB == pytest.approx(3.73, abs=0.01)
   assert tf1.total / usable == pytest.approx(0.96, abs=0.005)  # batch 1 at 384: 96 % of 11.1 GiB
   without = dataclasses_replace(estimate.GOOGLE_RESEARCH_TF1, name="no_early", early_moment_bytes=0,
                                 early_decay_bytes=0)
-  rows = {p.name: {s: b for _, s, b in memory_plan.table_rows({"BERT-Large": large}, usable,
-                                                              "float32", "gpu", program=p)}
-          for p in (estimate.GOOGLE_RESEARCH_TF1, without)}
+  rows = {
+      p.name: {
+          s: b for _, s, b in memory_plan.table_rows({"BERT-Large": large}, usable, "float32",
+                                                     "gpu", program=p)
+      } for p in (estimate.GOOGLE_RESEARCH_TF1, without)
+  }
   measured = {s: b for (n, s), b in GOOGLE_TABLE.items() if n == "BERT-Large"}
   assert rows["google_research_tf1"] == {64: 11, 128: 5, 256: 2, 320: 1, 384: 1, 512: 0}
   assert rows[without.name] == {64: 31, 128: 14, 256: 6, 320: 4, 384: 3, 512: 2}
   assert all(abs(rows[without.name][s] - b) > max(1, 0.25 * b) for s, b in measured.items())
   # Per layer and example: 48 s h + 16 s i + 12 a s^2 bytes (float32 masks, 4-tensor GELU).
   s, h, i, a = 384, 1024, 4096, 16
-  assert sum(estimate.layer_activation_bytes(large, s, "float32", estimate.GOOGLE_RESEARCH_TF1)
-             .values()) == 48 * s * h + 16 * s * i + 12 * a * s * s
+  assert sum(
+      estimate.layer_activation_bytes(
+          large, s, "float32",
+          estimate.GOOGLE_RESEARCH_TF1).values()) == 48 * s * h + 16 * s * i + 12 * a * s * s
 
 
 @pytest.mark.slow
@@ -180,11 +221,11 @@ def test_google_tf1_count_matches_its_graph():
   """The TF1 program rebuilt op for op (benchmarks/memory.py --mode=google_tf1), run in graph mode:
   the allocator's peak is the count, not the count without the early products (MiniLM-L6 size,
   64 tokens x 4, where the 22.7 M parameters dominate)."""
-  proc = subprocess.run(
-      [sys.executable, "-m", "benchmarks.memory", "--child", "--mode=google_tf1",
-       "--model=minilm", "--seq=64", "--batch=4"],
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=testutil.REPO,
-      capture_output=True, text=True, check=True, timeout=600)
+  proc = subprocess.run([
+      sys.executable, "-m", "benchmarks.memory", "--child", "--mode=google_tf1", "--model=minilm",
+      "--seq=64", "--batch=4"
+  ], env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), cwd=testutil.REPO, capture_output=True,
+                        text=True, check=True, timeout=600)
   result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("{")][-1])
   assert result["status"] == "OK"
   assert 0.9 <= result["peak"] / result["count"] <= 1.15  # measured 1.05
@@ -207,7 +248,7 @@ def test_flattened_dense_head_against_the_span_head():
   dense = heads.dense_head_memory(2 * 512 * 768, 1604)
   assert 2 * 512 * 768 == 786432
   assert dense.parameters == 786432 * 1604 + 1604 == 1_261_438_532
-  assert dense.weight_bytes == 5_045_754_128            # 5.0 GB in float32
+  assert dense.weight_bytes == 5_045_754_128  # 5.0 GB in float32
   assert dense.with_slots_bytes == 3 * dense.weight_bytes  # 15.1 GB with Adam's two slots
   span = heads.span_head_memory(768)
   assert span.parameters == 2 * 768 + 2 == 1538
@@ -239,7 +280,7 @@ def test_plan_batches():
   base = estimate.presets()["BERT-Base"]
   gpu = memory_device.device_from_flag(12)
   fit = estimate.max_batch_size(base, 384, int(gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN),
-                              accumulation_steps=2)
+                                accumulation_steps=2)
   assert fit == 12
   plan = memory_plan.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=64)
   # 64 = 8 passes of 8: 12 fits, but 64 is not 6 or 7 equal passes.
@@ -250,7 +291,7 @@ def test_plan_batches():
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
   with pytest.raises(memory_plan.MemoryPlanError, match="--effective_batch_size instead"):
     memory_plan.plan_batches(config, 128, "float32", roomy, "auto", gradient_accumulation_steps=2)
-  tiny_gpu = memory_device.Device("gpu", 256 * 2 ** 20, "256 MiB GPU")
+  tiny_gpu = memory_device.Device("gpu", 256 * 2**20, "256 MiB GPU")
   with pytest.raises(memory_plan.MemoryPlanError, match="not even one feature fits"):
     memory_plan.plan_batches(estimate.presets()["BERT-Large"], 512, "float32", tiny_gpu, "auto")
 
@@ -288,8 +329,9 @@ def test_cli_table_and_breakdown(tmp_path):
                                    "--program=google_research_tf1", "--format=json")
   tf1, _ = json.JSONDecoder().raw_decode(tf1_output[tf1_output.index("{"):])
   assert tf1["program"] == "google_research_tf1"
-  assert {(r["model"], r["max_seq_length"]): r["max_batch_size"]
-          for r in tf1["table"]} == TF1_PLANNER_TABLE
+  assert {
+      (r["model"], r["max_seq_length"]): r["max_batch_size"] for r in tf1["table"]
+  } == TF1_PLANNER_TABLE
   code, refused = testutil.run_cli("-m model.memory", "--device_memory_gb=12",
                                    "--program=google_research_tf1", "--dtype=mixed_float16",
                                    expect_ok=False)
@@ -306,7 +348,7 @@ def test_cli_table_and_breakdown(tmp_path):
   est = estimate.estimate(tiny_config(), 128, 8, "float32", "gpu")
   assert entry["estimate"]["total"] == est.total and entry["fits"]
   assert entry["max_batch_size"] == estimate.max_batch_size(tiny_config(), 128,
-                                                          memory_device.usable_gpu_bytes(GIB))
+                                                            memory_device.usable_gpu_bytes(GIB))
   assert result["device"]["usable_bytes"] == memory_device.usable_gpu_bytes(GIB)
 
 
@@ -315,10 +357,10 @@ def synthetic_batch(config, batch_size, seq, seed=0):
   return {
       "input_word_ids": tf.constant(rng.integers(1000, config.vocab_size, (batch_size, seq)),
                                     tf.int32),
-      "input_mask": tf.constant((np.arange(seq) < rng.integers(seq // 2, seq + 1, (batch_size, 1)))
-                                .astype(np.int32)),
-      "input_type_ids": tf.constant(np.repeat([[0] * (seq // 4) + [1] * (seq - seq // 4)],
-                                              batch_size, 0), tf.int32),
+      "input_mask": tf.constant((np.arange(seq) < rng.integers(seq // 2, seq + 1,
+                                                               (batch_size, 1))).astype(np.int32)),
+      "input_type_ids": tf.constant(
+          np.repeat([[0] * (seq // 4) + [1] * (seq - seq // 4)], batch_size, 0), tf.int32),
       "start_positions": tf.constant(rng.integers(0, seq // 2, batch_size), tf.int32),
       "end_positions": tf.constant(rng.integers(0, seq // 2, batch_size), tf.int32),
   }
@@ -355,8 +397,10 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
     return optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=precision != "float32")
 
   one_optimizer, k_optimizer = optimizer(), optimizer()
-  loss_1, grads_1 = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))(batch)
-  loss_k, grads_k = tf.function(question_answering.make_gradient_fn(accumulating, k_optimizer, 4))(batch)
+  loss_1, grads_1 = tf.function(question_answering.make_gradient_fn(reference, one_optimizer,
+                                                                    1))(batch)
+  loss_k, grads_k = tf.function(question_answering.make_gradient_fn(accumulating, k_optimizer,
+                                                                    4))(batch)
   grads_1 = [tf.convert_to_tensor(g).numpy() for g in grads_1]
   grads_k = [g.numpy() for g in grads_k]
   assert all(g.dtype == np.float32 for g in grads_1 + grads_k)
@@ -364,8 +408,9 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   for g1, gk in zip(grads_1, grads_k):
     np.testing.assert_allclose(gk, g1, rtol=1e-5, atol=1e-7)
   # Sensitivity: one micro-batch's gradient alone is far from the batch's.
-  _, grads_first = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))(
-      {k: v[:2] for k, v in batch.items()})
+  _, grads_first = tf.function(question_answering.make_gradient_fn(reference, one_optimizer, 1))({
+      k: v[:2] for k, v in batch.items()
+  })
   full = np.concatenate([g.ravel() for g in grads_1])
   first = np.concatenate([tf.convert_to_tensor(g).numpy().ravel() for g in grads_first])
   assert np.linalg.norm(first - full) > 0.3 * np.linalg.norm(full)
@@ -374,7 +419,7 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   question_answering.make_train_step(accumulating, k_optimizer, 4)(batch)
   assert int(one_optimizer.iterations) == int(k_optimizer.iterations) == 1
   if precision != "float32":  # the step was applied, not skipped for an overflow
-    assert float(one_optimizer.loss_scale) == float(k_optimizer.loss_scale) == 2.0 ** 15
+    assert float(one_optimizer.loss_scale) == float(k_optimizer.loss_scale) == 2.0**15
   for w1, wk in zip(reference.get_weights(), accumulating.get_weights()):
     np.testing.assert_allclose(wk, w1, rtol=1e-6, atol=1e-6)
   moved = [not np.array_equal(w0, w1) for w0, w1 in zip(initial, reference.get_weights())]
@@ -433,7 +478,7 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
   reference, encoder = span_model.build_span_model(config)
   accumulating, _ = span_model.build_span_model(config)
   batch = synthetic_batch(config, 8, 32)
-  scale = 2.0 ** 40 if overflow == "loss_scale" else 2.0 ** 15
+  scale = 2.0**40 if overflow == "loss_scale" else 2.0**15
   if overflow == "one_micro_batch":
     token = config.vocab_size - 1
     ids = batch["input_word_ids"].numpy()
@@ -449,8 +494,13 @@ def test_float16_overflow_skips_the_step_as_one_batch(overflow, float32_policy_a
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
         optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False), initial_scale=scale)
     if overflow == "one_micro_batch":  # the premise: passes 1..3 are finite, pass 4 is not
-      finite = [np.isfinite(float(tf.function(question_answering.make_gradient_fn(model, optimizer, 1))(
-          {key: v[2 * i:2 * i + 2] for key, v in batch.items()})[0])) for i in (0, 3)]
+      finite = [
+          np.isfinite(
+              float(
+                  tf.function(question_answering.make_gradient_fn(model, optimizer, 1))({
+                      key: v[2 * i:2 * i + 2] for key, v in batch.items()
+                  })[0])) for i in (0, 3)
+      ]
       assert finite == [True, False]
     loss = question_answering.make_train_step(model, optimizer, k)(batch)
     results.append((int(optimizer.iterations), float(optimizer.loss_scale)))
@@ -479,10 +529,11 @@ def test_accumulation_under_xla(mixed, float32_policy_after):
     inputs = span_model.model_inputs(batch)
     micro = [forward({key: v[2 * i:2 * i + 2] for key, v in inputs.items()}) for i in range(4)]
     np.testing.assert_array_equal(np.concatenate(micro), forward(inputs))
-  plain_loss = question_answering.make_train_step(plain, optimization.create_optimizer(1e-3, 10, 0.0, mixed), 1,
-                                     jit_compile=mixed)(batch)
-  xla_loss = question_answering.make_train_step(compiled, optimization.create_optimizer(1e-3, 10, 0.0, mixed), k,
-                                   jit_compile=True)(batch)
+  plain_loss = question_answering.make_train_step(
+      plain, optimization.create_optimizer(1e-3, 10, 0.0, mixed), 1, jit_compile=mixed)(batch)
+  xla_loss = question_answering.make_train_step(compiled,
+                                                optimization.create_optimizer(1e-3, 10, 0.0, mixed),
+                                                k, jit_compile=True)(batch)
   assert float(xla_loss) == pytest.approx(float(plain_loss), rel=1e-5)
   for w_plain, w_xla in zip(plain.get_weights(), compiled.get_weights()):
     np.testing.assert_allclose(w_xla, w_plain, rtol=1e-5, atol=1e-6)
@@ -497,8 +548,9 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
   optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False)
   batch = synthetic_batch(config, 4, 32)
   strategy = tf.distribute.get_strategy()
-  trainer = question_answering.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),
-                                  optimizer, 4)
+  trainer = question_answering.QATrainer(strategy,
+                                         question_answering.make_replica_step(model, optimizer),
+                                         optimizer, 4)
   real_train = trainer.train
   calls = []
 
@@ -523,7 +575,8 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
   assert "ckpt-2, unchanged" in message and "node" not in message
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
   restored, _ = span_model.build_span_model(config)
-  tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(tmp_path))).expect_partial()
+  tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(
+      str(tmp_path))).expect_partial()
   for w_model, w_restored in zip(model.get_weights(), restored.get_weights()):
     np.testing.assert_array_equal(w_restored, w_model)  # the failed step changed nothing
 
@@ -532,8 +585,11 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
 def tiny_records(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("memory_records")
   # 9,546 windows: an epoch holds one global batch of 8192 (check_real_out_of_memory).
-  return {"records": testutil.make_train_records(tmp, 1700),
-          "config": testutil.write_tiny_config(tmp / "tiny.json"), "tmp": tmp}
+  return {
+      "records": testutil.make_train_records(tmp, 1700),
+      "config": testutil.write_tiny_config(tmp / "tiny.json"),
+      "tmp": tmp
+  }
 
 
 # The memory figures these tests assert are float32's; the default precision (auto) would be
@@ -543,10 +599,10 @@ FLOAT32 = "--mixed_precision_dtype=float32"
 
 def train_cli(records, model_dir, *args, expect_ok=True):
   """train.py in float32 on the tiny records for 2 steps (unless args say otherwise)."""
-  return testutil.run_cli(
-      "train.py", f"--records_dir={records['records']}", f"--model_dir={model_dir}",
-      f"--bert_config_file={records['config']}", f"--vocab_file={testutil.vocab_file()}",
-      "--do_predict=false", "--max_steps=2", FLOAT32, *args, expect_ok=expect_ok)
+  return testutil.run_cli("train.py", f"--records_dir={records['records']}",
+                          f"--model_dir={model_dir}", f"--bert_config_file={records['config']}",
+                          f"--vocab_file={testutil.vocab_file()}", "--do_predict=false",
+                          "--max_steps=2", FLOAT32, *args, expect_ok=expect_ok)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="setrlimit(RLIMIT_AS)")
@@ -562,7 +618,7 @@ def test_preflight_check_and_real_out_of_memory(tiny_records):
           f"CPU with "
           f"0.15 GiB of RAM (--device_memory_gb)") in output
   fit = estimate.max_batch_size(tiny_config(), 64, int(0.15 * GIB), device="cpu",
-                              accumulation_steps=2)
+                                accumulation_steps=2)
   assert 64 < fit < 128  # so 512 = 8 passes of 64
   assert "--train_batch_size=64 --gradient_accumulation_steps=8: the same 512 features" in output
   assert "--nomemory_check" in output
@@ -585,26 +641,29 @@ def check_real_out_of_memory(tiny_records, model_dir):
   allocator (or a oneDNN kernel's) fails inside step 3 (batch 8192 needs ~9.6 GiB) instead of the
   kernel killing the process; the planner was told the device has 64 GiB, so the pre-flight check
   passes."""
-  saved = {name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)
-           if name.startswith("ckpt-2")}
+  saved = {
+      name: (model_dir / name).read_bytes() for name in os.listdir(model_dir)
+      if name.startswith("ckpt-2")
+  }
   assert saved
 
   def cap_address_space():
     resource.setrlimit(resource.RLIMIT_AS, (6 * GIB, 6 * GIB))
 
-  command = [sys.executable, "train.py", f"--records_dir={tiny_records['records']}",
-             f"--model_dir={model_dir}", f"--bert_config_file={tiny_records['config']}",
-             f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--max_steps=4",
-             "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1",
-             FLOAT32]
+  command = [
+      sys.executable, "train.py", f"--records_dir={tiny_records['records']}",
+      f"--model_dir={model_dir}", f"--bert_config_file={tiny_records['config']}",
+      f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--max_steps=4",
+      "--train_batch_size=8192", "--device_memory_gb=64", "--save_checkpoints_steps=1", FLOAT32
+  ]
   proc = subprocess.run(command, cwd=testutil.REPO, capture_output=True, text=True, timeout=600,
                         preexec_fn=cap_address_space, check=False)
   output = proc.stdout + proc.stderr
   assert proc.returncode == 1, output[-3000:]
   # TensorFlow's allocator or, on a CPU, a oneDNN kernel's own allocation fails first.
   assert ("train.py: step 3 ran out of memory (OOM when allocating tensor with shape[8192,"
-          in output or "train.py: step 3 ran out of memory (oneDNN out of memory (" in output), (
-              output[-3000:])
+          in output or
+          "train.py: step 3 ran out of memory (oneDNN out of memory (" in output), (output[-3000:])
   assert f"the last checkpoint is {model_dir}/ckpt-2, unchanged" in output
   assert "out of memory: estimated peak" in output and "fixes:" in output
   assert "--train_batch_size=4096 --gradient_accumulation_steps=2" in output

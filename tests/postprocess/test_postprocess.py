@@ -49,17 +49,17 @@ def _logits(values):
 
 
 def window1(start, end, max_context=None):
-  return WindowLogits(_logits(start), _logits(end), np.array(W1_START, dtype=np.int32),
-                      np.array(W1_END, dtype=np.int32),
-                      np.array(W1_MAX_CONTEXT if max_context is None else max_context,
-                               dtype=np.int32))
+  return WindowLogits(
+      _logits(start), _logits(end), np.array(W1_START, dtype=np.int32),
+      np.array(W1_END, dtype=np.int32),
+      np.array(W1_MAX_CONTEXT if max_context is None else max_context, dtype=np.int32))
 
 
 def window2(start, end, max_context=None):
-  return WindowLogits(_logits(start), _logits(end), np.array(W2_START, dtype=np.int32),
-                      np.array(W2_END, dtype=np.int32),
-                      np.array(W2_MAX_CONTEXT if max_context is None else max_context,
-                               dtype=np.int32))
+  return WindowLogits(
+      _logits(start), _logits(end), np.array(W2_START, dtype=np.int32),
+      np.array(W2_END, dtype=np.int32),
+      np.array(W2_MAX_CONTEXT if max_context is None else max_context, dtype=np.int32))
 
 
 def test_context_offsets_are_the_hand_computed_ones():
@@ -90,8 +90,14 @@ def test_multi_token_answer_is_exact_context_substring():
 
 def test_end_before_start_is_skipped():
   # Pairs: (7,5) = 5+5 = 10 but end < start; (5,5) = 4+5 = 9; (7,7) = 5+3 = 8; (5,7) = 4+3 = 7.
-  answer = decode_answer([window1({7: 5.0, 5: 4.0}, {5: 5.0, 7: 3.0},
-                                  max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])], CONTEXT)
+  answer = decode_answer(
+      [window1({
+          7: 5.0,
+          5: 4.0
+      }, {
+          5: 5.0,
+          7: 3.0
+      }, max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])], CONTEXT)
   assert answer == Answer("opened", 9, 15, 9.0)
 
 
@@ -100,8 +106,8 @@ def test_too_long_span_is_skipped_and_the_limit_is_inclusive():
   windows = [window1({3: 5.0, 6: 4.0}, {7: 5.0})]
   assert decode_answer(windows, CONTEXT, max_answer_length=4) == Answer("in 1999", 16, 23, 9.0)
   assert decode_answer(windows, CONTEXT, max_answer_length=2) == Answer("in 1999", 16, 23, 9.0)
-  assert decode_answer(windows, CONTEXT, max_answer_length=5) == Answer(
-      "Café Zoë opened in 1999", 0, 23, 10.0)
+  assert decode_answer(windows, CONTEXT,
+                       max_answer_length=5) == Answer("Café Zoë opened in 1999", 0, 23, 10.0)
   # One token only: (3,3) = 5 + LOW = -5 beats (6,6) = 4 + LOW = -6; (7,7) = LOW + 5 has a
   # non-max-context start.
   assert decode_answer(windows, CONTEXT, max_answer_length=1) == Answer("Café", 0, 4, -5.0)
@@ -139,8 +145,15 @@ def test_end_token_need_not_be_max_context():
 
 def test_n_best_size_limits_the_candidates():
   # Top start is "1999" (7), top end is "opened" (5): with n_best_size=1 the only pair is invalid.
-  windows = [window1({7: 5.0, 5: 4.0}, {5: 5.0, 7: 3.0},
-                     max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])]
+  windows = [
+      window1({
+          7: 5.0,
+          5: 4.0
+      }, {
+          5: 5.0,
+          7: 3.0
+      }, max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])
+  ]
   assert decode_answer(windows, CONTEXT, n_best_size=1) == Answer("", 0, 0, float("-inf"))
   assert decode_answer(windows, CONTEXT, n_best_size=2) == Answer("opened", 9, 15, 9.0)
 
@@ -148,8 +161,13 @@ def test_n_best_size_limits_the_candidates():
 def test_n_best_size_excludes_a_lower_ranked_valid_pair():
   # Starts ranked 7 (5.0) > 4 (4.0) > 3 (1.0); end only at 4 (2.0), so the only valid starts are 3, 4.
   # n_best_size=1: start 7 only -> nothing. n_best_size=2: (4,4) = 6. n_best_size=3: (4,4) still.
-  windows = [window1({7: 5.0, 4: 4.0, 3: 1.0}, {4: 2.0},
-                     max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])]
+  windows = [
+      window1({
+          7: 5.0,
+          4: 4.0,
+          3: 1.0
+      }, {4: 2.0}, max_context=[0, 0, 0, 1, 1, 1, 1, 1, 1, 0])
+  ]
   assert decode_answer(windows, CONTEXT, n_best_size=1).score == float("-inf")
   assert decode_answer(windows, CONTEXT, n_best_size=2) == Answer("Zoë", 5, 8, 6.0)
   # Start 4 lowered to LOW: the ranking becomes 7 > 3, so n_best_size=2 now reaches (3,4) = 1+2 = 3.
@@ -189,16 +207,21 @@ def test_no_valid_span_gives_empty_answer():
 
 def test_decode_all_answers_each_example_with_its_own_context():
   other_context = "Zoë"  # Same offsets reinterpreted against a different context string.
-  answers = decode_all({0: [window1({4: 3.5}, {4: 2.25})],
-                        7: [window1({3: 1.0}, {3: 1.0})]},
-                       {0: CONTEXT, 7: other_context + " and more text"},
-                       n_best_size=20, max_answer_length=30)
+  answers = decode_all({
+      0: [window1({4: 3.5}, {4: 2.25})],
+      7: [window1({3: 1.0}, {3: 1.0})]
+  }, {
+      0: CONTEXT,
+      7: other_context + " and more text"
+  }, n_best_size=20, max_answer_length=30)
   assert answers == {0: Answer("Zoë", 5, 8, 5.75), 7: Answer("Zoë ", 0, 4, 2.0)}
 
 
 def test_decode_all_passes_max_answer_length():
-  answers = decode_all({3: [window1({3: 5.0, 6: 4.0}, {7: 5.0})]}, {3: CONTEXT},
-                       n_best_size=20, max_answer_length=2)
+  answers = decode_all({3: [window1({
+      3: 5.0,
+      6: 4.0
+  }, {7: 5.0})]}, {3: CONTEXT}, n_best_size=20, max_answer_length=2)
   assert answers == {3: Answer("in 1999", 16, 23, 9.0)}
 
 
@@ -233,8 +256,9 @@ def first_article(dev_data):
 
 
 def _questions(dataset):
-  return [qa for article in dataset for paragraph in article["paragraphs"]
-          for qa in paragraph["qas"]]
+  return [
+      qa for article in dataset for paragraph in article["paragraphs"] for qa in paragraph["qas"]
+  ]
 
 
 def test_first_article_is_the_expected_one(first_article):
@@ -244,7 +268,8 @@ def test_first_article_is_the_expected_one(first_article):
   qa = {q["id"]: q for q in _questions(first_article)}[WHERE_ID]
   assert [a["text"] for a in qa["answers"]] == [
       "Santa Clara, California", "Levi's Stadium",
-      "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California."]
+      "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California."
+  ]
 
 
 def test_first_gold_answers_score_100(first_article):
@@ -257,7 +282,10 @@ def test_first_gold_answers_score_100(first_article):
 def test_empty_predictions_score_0(first_article):
   predictions = {qa["id"]: "" for qa in _questions(first_article)}
   assert score_v1(first_article, predictions) == {
-      "exact_match": 0.0, "f1": 0.0, "num_questions": FIRST_ARTICLE_QUESTIONS}
+      "exact_match": 0.0,
+      "f1": 0.0,
+      "num_questions": FIRST_ARTICLE_QUESTIONS
+  }
 
 
 def test_known_partial_prediction_f1_by_hand(first_article):
@@ -278,7 +306,10 @@ def test_normalization_makes_article_case_and_punctuation_exact(first_article):
   # "THE levi's stadium!!" -> "levis stadium" == normalized "Levi's Stadium": EM and F1 100.
   dataset = restrict_to_questions(first_article, {WHERE_ID})
   assert score_v1(dataset, {WHERE_ID: "THE levi's stadium!!"}) == {
-      "exact_match": 100.0, "f1": 100.0, "num_questions": 1}
+      "exact_match": 100.0,
+      "f1": 100.0,
+      "num_questions": 1
+  }
 
 
 def test_two_questions_partial_average(first_article):
@@ -311,8 +342,8 @@ def test_restrict_to_questions_keeps_exactly_requested_ids(dev_data):
   assert restricted[0]["paragraphs"][0]["context"] == dev_data[0]["paragraphs"][0]["context"]
   assert restricted[1]["paragraphs"][0]["context"] == second_article_last_paragraph["context"]
   # Exactly the requested ids, in dataset order, with their answers untouched.
-  assert [qa["id"] for qa in _questions(restricted)] == [
-      first_paragraph_ids[0], first_paragraph_ids[3], second_id]
+  assert [qa["id"] for qa in _questions(restricted)
+         ] == [first_paragraph_ids[0], first_paragraph_ids[3], second_id]
   assert _questions(restricted)[2] == second_article_last_paragraph["qas"][-1]
   # The input is not modified.
   assert dev_data[:2] == original
@@ -325,5 +356,11 @@ def test_restrict_to_questions_keeps_exactly_requested_ids(dev_data):
 def test_restrict_then_score_counts_only_kept_questions(dev_data):
   # Whole dev set restricted to two ids: num_questions 2, unrelated questions do not count.
   dataset = restrict_to_questions(dev_data, {AFC_ID, WHERE_ID})
-  assert score_v1(dataset, {AFC_ID: "Denver Broncos", WHERE_ID: "Levi's Stadium"}) == {
-      "exact_match": 100.0, "f1": 100.0, "num_questions": 2}
+  assert score_v1(dataset, {
+      AFC_ID: "Denver Broncos",
+      WHERE_ID: "Levi's Stadium"
+  }) == {
+      "exact_match": 100.0,
+      "f1": 100.0,
+      "num_questions": 2
+  }

@@ -14,20 +14,41 @@ import pytest
 
 from squad_qa.preprocess.answer_spans import answer_token_span
 from squad_qa.preprocess.features import (Feature, TokenizedText, doc_spans, make_features,
-                                         max_context_flags)
+                                          max_context_flags)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
 # Hand-made paragraph (not SQuAD text) used by the windowing tests.
-CONTEXT = ("The baker opened her shop early. Her neighbour, Tomasz Kowalczyk, painted the blue door.")
+CONTEXT = (
+    "The baker opened her shop early. Her neighbour, Tomasz Kowalczyk, painted the blue door.")
 QUESTION = "Who painted the blue door?"
 ANSWER = "Tomasz Kowalczyk"
 
 # WordPiece tokens of CONTEXT (index: token). "Tomasz" -> tomas ##z, "Kowalczyk," -> ko ##wal ##cz ##yk ,
 CONTEXT_TOKENS = [
-    "the", "baker", "opened", "her", "shop", "early", ".",                      # 0..6
-    "her", "neighbour", ",", "tomas", "##z", "ko", "##wal", "##cz", "##yk", ",",  # 7..16
-    "painted", "the", "blue", "door", "."]                                       # 17..21
+    "the",
+    "baker",
+    "opened",
+    "her",
+    "shop",
+    "early",
+    ".",  # 0..6
+    "her",
+    "neighbour",
+    ",",
+    "tomas",
+    "##z",
+    "ko",
+    "##wal",
+    "##cz",
+    "##yk",
+    ",",  # 7..16
+    "painted",
+    "the",
+    "blue",
+    "door",
+    "."
+]  # 17..21
 QUESTION_TOKENS = ["who", "painted", "the", "blue", "door", "?"]
 
 
@@ -113,7 +134,8 @@ def test_tokenize_hand_made_paragraph(tokenizer):
   # Surface text of each token, un-lowercased; word pieces split the word's characters.
   assert [CONTEXT[s:e] for s, e in zip(context.start_chars, context.end_chars)] == [
       "The", "baker", "opened", "her", "shop", "early", ".", "Her", "neighbour", ",", "Tomas", "z",
-      "Ko", "wal", "cz", "yk", ",", "painted", "the", "blue", "door", "."]
+      "Ko", "wal", "cz", "yk", ",", "painted", "the", "blue", "door", "."
+  ]
   assert (context.start_chars[10], context.end_chars[15]) == (48, 64)  # "Tomasz Kowalczyk"
   assert tokenizer.cls_id == 101 and tokenizer.sep_id == 102 and tokenizer.pad_id == 0
 
@@ -124,7 +146,8 @@ def test_tokenize_non_ascii_offsets_are_code_points_into_original_text(tokenizer
   # Uncased vocab: accents stripped and lower-cased in the ids; CJK split per character; the emoji
   # (not in the vocab) is [UNK]; ’ and — are punctuation tokens.
   assert tokenizer.ids_to_tokens(tokens.ids) == [
-      "elise", "’", "s", "naive", "cafe", "—", "東", "京", "[UNK]", "nan", "##du", "!"]
+      "elise", "’", "s", "naive", "cafe", "—", "東", "京", "[UNK]", "nan", "##du", "!"
+  ]
   surfaces = [text[s:e] for s, e in zip(tokens.start_chars, tokens.end_chars)]
   assert surfaces == ["Élise", "’", "s", "naïve", "café", "—", "東", "京", "🍕", "Ñan", "dú", "!"]
   # Code points, not UTF-8 bytes: "—" is char 19 (byte 22); 🍕 (4 bytes) is the single char 24; the
@@ -174,7 +197,6 @@ def test_answer_token_span_multi_word_answer_with_word_pieces(tokenizer):
 
 # ----------------------------------------------------------------------------------------------------
 # make_features
-
 
 MAX_SEQ = 24
 STRIDE = 4
@@ -229,14 +251,15 @@ def test_make_features_char_offsets_and_minus_one_outside_context(tokenizer, par
   context, question, _ = paragraph
   features = _make(tokenizer, context, question)
   f = features[2]  # context tokens 8..21 at positions 8..21, [SEP] at 22, pad at 23
-  assert f.token_start_char[:8] == [-1] * 8   # [CLS], question, [SEP]
+  assert f.token_start_char[:8] == [-1] * 8  # [CLS], question, [SEP]
   assert f.token_end_char[:8] == [-1] * 8
   assert f.token_start_char[22:] == [-1, -1]  # final [SEP], pad
   assert f.token_end_char[22:] == [-1, -1]
   # "neighbour" (37..46) is context token 8, at position 8 of window 2; "." (87..88) at position 21.
   assert (f.token_start_char[8], f.token_end_char[8]) == (37, 46)
   assert (f.token_start_char[21], f.token_end_char[21]) == (87, 88)
-  assert CONTEXT[f.token_start_char[8]:f.token_end_char[21]] == "neighbour, Tomasz Kowalczyk, painted the blue door."
+  assert CONTEXT[f.token_start_char[8]:f.
+                 token_end_char[21]] == "neighbour, Tomasz Kowalczyk, painted the blue door."
   # Window 1 starts at token 4 ("shop", 21..25).
   assert (features[1].token_start_char[8], features[1].token_end_char[8]) == (21, 25)
   assert all(isinstance(c, int) for c in f.token_start_char + f.token_end_char)
@@ -291,8 +314,9 @@ def test_make_features_answer_only_in_first_window(tokenizer, paragraph):
 
 
 def test_make_features_truncates_long_question(tokenizer):
-  question_text = ("What is the name of the very long question that keeps going on and on about many "
-                   "things today?")
+  question_text = (
+      "What is the name of the very long question that keeps going on and on about many "
+      "things today?")
   context_text = "The year was (1895)."
   question, context = tokenizer.tokenize([question_text, context_text])
   assert len(question) == 20
@@ -302,9 +326,10 @@ def test_make_features_truncates_long_question(tokenizer):
   # 1 + 8 + 1 + 7 + 1 = 18 real positions and 6 pads.
   assert len(features) == 1
   f = features[0]
-  assert tokenizer.ids_to_tokens(f.input_ids) == (
-      ["[CLS]", "what", "is", "the", "name", "of", "the", "very", "long", "[SEP]",
-       "the", "year", "was", "(", "1895", ")", ".", "[SEP]"] + ["[PAD]"] * 6)
+  assert tokenizer.ids_to_tokens(f.input_ids) == ([
+      "[CLS]", "what", "is", "the", "name", "of", "the", "very", "long", "[SEP]", "the", "year",
+      "was", "(", "1895", ")", ".", "[SEP]"
+  ] + ["[PAD]"] * 6)
   assert f.input_ids[1:9] == list(question.ids[:8])
   assert f.segment_ids == [0] * 10 + [1] * 8 + [0] * 6
   assert f.input_mask == [1] * 18 + [0] * 6
@@ -317,8 +342,8 @@ def test_make_features_no_room_for_context_raises(tokenizer):
   question, context = tokenizer.tokenize([QUESTION, CONTEXT])
   # 6 query tokens + 3 specials = 9 = max_seq_length: no context token fits.
   with pytest.raises(ValueError, match="max_seq_length=9"):
-    make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id,
-                  max_seq_length=9, doc_stride=4, max_query_length=64)
+    make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id, max_seq_length=9,
+                  doc_stride=4, max_query_length=64)
 
 
 def test_make_features_empty_context_gives_no_feature(tokenizer):
@@ -341,24 +366,68 @@ def test_char_to_word_offsets():
 SQUAD = {
     "version": "1.1",
     "data": [
-        {"title": "Bakery", "paragraphs": [
-            {"context": "The baker opened her shop early.", "qas": [
-                {"id": "q1", "question": "Who opened the shop?",
-                 "answers": [{"text": "The baker", "answer_start": 0},
-                             {"text": "baker", "answer_start": 4}]},
-                # "early" is at 26, not 3: chars 3..7 are words "The baker" -> mismatch.
-                {"id": "q2", "question": "When?", "answers": [{"text": "early", "answer_start": 3}]},
-            ]},
-            {"context": "   ", "qas": [
-                {"id": "q3", "question": "Empty?", "answers": [{"text": "x", "answer_start": 0}]},
-            ]},
-        ]},
-        {"title": "Door", "paragraphs": [
-            {"context": "Tomasz painted the blue door.", "qas": [
-                {"id": "q4", "question": "What colour?", "answers": [{"text": "blue", "answer_start": 19}]},
-                {"id": "q5", "question": "Why?", "answers": []},
-            ]},
-        ]},
+        {
+            "title": "Bakery",
+            "paragraphs": [
+                {
+                    "context": "The baker opened her shop early.",
+                    "qas": [
+                        {
+                            "id": "q1",
+                            "question": "Who opened the shop?",
+                            "answers": [{
+                                "text": "The baker",
+                                "answer_start": 0
+                            }, {
+                                "text": "baker",
+                                "answer_start": 4
+                            }]
+                        },
+                        # "early" is at 26, not 3: chars 3..7 are words "The baker" -> mismatch.
+                        {
+                            "id": "q2",
+                            "question": "When?",
+                            "answers": [{
+                                "text": "early",
+                                "answer_start": 3
+                            }]
+                        },
+                    ]
+                },
+                {
+                    "context": "   ",
+                    "qas": [{
+                        "id": "q3",
+                        "question": "Empty?",
+                        "answers": [{
+                            "text": "x",
+                            "answer_start": 0
+                        }]
+                    },]
+                },
+            ]
+        },
+        {
+            "title": "Door",
+            "paragraphs": [{
+                "context": "Tomasz painted the blue door.",
+                "qas": [
+                    {
+                        "id": "q4",
+                        "question": "What colour?",
+                        "answers": [{
+                            "text": "blue",
+                            "answer_start": 19
+                        }]
+                    },
+                    {
+                        "id": "q5",
+                        "question": "Why?",
+                        "answers": []
+                    },
+                ]
+            },]
+        },
     ],
 }
 
@@ -375,8 +444,8 @@ def test_read_squad_training(tmp_path):
   assert squad.path == path
   # The blank context is dropped (its question counted under empty_context).
   assert squad.contexts == ["The baker opened her shop early.", "Tomasz painted the blue door."]
-  assert [(e.qas_id, e.paragraph_index, e.answer_text, e.answer_start) for e in squad.examples] == [
-      ("q1", 0, "The baker", 0), ("q4", 1, "blue", 19)]
+  assert [(e.qas_id, e.paragraph_index, e.answer_text, e.answer_start) for e in squad.examples
+         ] == [("q1", 0, "The baker", 0), ("q4", 1, "blue", 19)]
   assert squad.skipped == {"answer_text_mismatch": 1, "empty_context": 1, "no_answer": 1}
   assert squad.examples[0].question_text == "Who opened the shop?"
 
@@ -384,8 +453,8 @@ def test_read_squad_training(tmp_path):
 def test_read_squad_eval_keeps_every_question(tmp_path):
   path = _write(tmp_path, "dev.json", SQUAD)
   squad = read_squad(path, is_training=False)
-  assert [(e.qas_id, e.paragraph_index, e.answer_text, e.answer_start) for e in squad.examples] == [
-      ("q1", 0, "", -1), ("q2", 0, "", -1), ("q4", 1, "", -1), ("q5", 1, "", -1)]
+  assert [(e.qas_id, e.paragraph_index, e.answer_text, e.answer_start) for e in squad.examples
+         ] == [("q1", 0, "", -1), ("q2", 0, "", -1), ("q4", 1, "", -1), ("q5", 1, "", -1)]
   assert squad.skipped == {"empty_context": 1}
 
 
@@ -425,9 +494,19 @@ def test_read_squad_missing_file_and_no_data(tmp_path):
 
 @pytest.mark.parametrize("qas, message", [
     (["x"], "'qas' must be a list of question objects"),
-    ([{"id": "q", "question": "Q?", "answers": ["abc"]}], "needs a string 'text'"),
-    ([{"id": "q", "question": "Q?", "answers": [{"text": "abc", "answer_start": "0x0"}]}],
-     "an integer 'answer_start'"),
+    ([{
+        "id": "q",
+        "question": "Q?",
+        "answers": ["abc"]
+    }], "needs a string 'text'"),
+    ([{
+        "id": "q",
+        "question": "Q?",
+        "answers": [{
+            "text": "abc",
+            "answer_start": "0x0"
+        }]
+    }], "an integer 'answer_start'"),
 ])
 def test_malformed_questions_are_one_line_errors(tmp_path, qas, message):
   path = tmp_path / "bad.json"

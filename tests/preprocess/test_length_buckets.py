@@ -31,10 +31,11 @@ def train_records(tmp_path_factory):
   """Train records of the first real SQuAD questions at 384/128/64; (shard paths, all features)."""
   tmp = tmp_path_factory.mktemp("buckets")
   source = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_QUESTIONS)
-  meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=SEQ, doc_stride=STRIDE,
-      max_query_length=QUERY, num_shards=2, version_2_with_negative=False, train_file=source,
-      output_dir=str(tmp / "records"), num_workers=1))
+  meta = make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), do_lower_case=True,
+                                     max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY,
+                                     num_shards=2, version_2_with_negative=False, train_file=source,
+                                     output_dir=str(tmp / "records"), num_workers=1))
   paths = records.shard_paths(str(tmp / "records"), meta, records.TRAIN_SPLIT)
   return paths, records.read_records(paths, records.TRAIN_SPLIT, SEQ)
 
@@ -52,7 +53,7 @@ def test_default_boundaries_and_errors():
   assert records.length_bucket_boundaries(384, (100, 200)) == (100, 200, 384)
   assert records.length_bucket_boundaries(384, BUCKETS) == BUCKETS
   with pytest.raises(ValueError, match="length bucket 512 is longer than the records' "
-                                       "max_seq_length 384"):
+                     "max_seq_length 384"):
     records.length_bucket_boundaries(384, (128, 512))
   with pytest.raises(ValueError, match="not increasing"):
     records.length_bucket_boundaries(384, (128, 128))
@@ -75,8 +76,8 @@ def test_one_epoch_holds_every_feature_once_trimmed_to_a_boundary(train_records)
   row_of = {int(u): i for i, u in enumerate(features["unique_ids"])}
   seen = collections.Counter()
   widths, partial = [], 0
-  for batch in batches(records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS,
-                                             num_epochs=1)):
+  for batch in batches(
+      records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS, num_epochs=1)):
     seq = batch["input_word_ids"].shape[1]
     rows = [row_of[int(u)] for u in batch["unique_ids"]]
     # Padded to the first boundary that holds the batch's longest window.
@@ -106,12 +107,13 @@ def test_every_epoch_draws_every_window_once(train_records, batch_size):
   total = len(features["unique_ids"])
   per_epoch = records.steps_per_epoch(total, batch_size)
   assert per_epoch >= 2
-  drawn = batches(records.train_dataset(paths, SEQ, batch_size, seed=5,
-                                        length_buckets=records.length_bucket_boundaries(SEQ)),
-                  3 * per_epoch)
+  drawn = batches(
+      records.train_dataset(paths, SEQ, batch_size, seed=5,
+                            length_buckets=records.length_bucket_boundaries(SEQ)), 3 * per_epoch)
   orders = []
   for epoch in range(3):
-    ids = np.concatenate([b["unique_ids"] for b in drawn[epoch * per_epoch:(epoch + 1) * per_epoch]])
+    ids = np.concatenate(
+        [b["unique_ids"] for b in drawn[epoch * per_epoch:(epoch + 1) * per_epoch]])
     repeats = len(ids) - len(set(ids.tolist()))
     assert (len(ids), repeats) == (per_epoch * batch_size, 0)
     assert set(ids.tolist()) <= set(features["unique_ids"].tolist())
@@ -123,13 +125,14 @@ def test_replicas_split_the_global_batch(train_records):
   """Two input pipelines (workers) of one replica each, and one pipeline of two replicas: each
   replica gets its rows of one device's global batch, at the same width."""
   paths, _ = train_records
-  config = question_answering.QATaskConfig(
-      bert_config=None, max_seq_length=SEQ, train_files=tuple(paths), per_replica_batch_size=4,
-      seed=5, length_buckets=BUCKETS)
+  config = question_answering.QATaskConfig(bert_config=None, max_seq_length=SEQ,
+                                           train_files=tuple(paths), per_replica_batch_size=4,
+                                           seed=5, length_buckets=BUCKETS)
   task = question_answering.QuestionAnsweringTask(config)
-  one = batches(question_answering.QuestionAnsweringTask(
-      question_answering.QATaskConfig(**dict(vars(config), per_replica_batch_size=8)))
-                .build_inputs(), 6)
+  one = batches(
+      question_answering.QuestionAnsweringTask(
+          question_answering.QATaskConfig(
+              **dict(vars(config), per_replica_batch_size=8))).build_inputs(), 6)
   workers = [batches(task.build_inputs(tf.distribute.InputContext(2, i, 2)), 6) for i in range(2)]
   local = batches(task.build_inputs(tf.distribute.InputContext(1, 0, 2)), 12)
   assert len({b["input_word_ids"].shape[1] for b in one}) >= 2
@@ -145,8 +148,9 @@ def test_replicas_split_the_global_batch(train_records):
 
 def test_several_pipelines_need_a_seed(train_records):
   paths, _ = train_records
-  task = question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
-      bert_config=None, max_seq_length=SEQ, train_files=tuple(paths), seed=None))
+  task = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=None, max_seq_length=SEQ,
+                                      train_files=tuple(paths), seed=None))
   with pytest.raises(question_answering.InputError, match="2 input pipelines"):
     task.build_inputs(tf.distribute.InputContext(2, 0, 2))
 
@@ -172,8 +176,8 @@ def test_endless_batches_are_full_and_deterministic_with_a_seed(train_records):
 
 
 def _tiny_model():
-  config = bert_config_lib.BertConfig.from_dict(dict(
-      testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   tf_keras.utils.set_random_seed(3)
   model, _ = span_model.build_span_model(config)
   return model
@@ -184,18 +188,19 @@ def test_trimming_changes_nothing_but_cost(train_records):
   tokens, loss and gradients (float32, dropout off), one pass and two accumulated passes."""
   question_answering.set_precision_policy("float32")
   paths, _ = train_records
-  trimmed = next(b for b in records.train_dataset(paths, SEQ, BATCH, seed=5,
-                                                   length_buckets=BUCKETS)
+  trimmed = next(b for b in records.train_dataset(paths, SEQ, BATCH, seed=5, length_buckets=BUCKETS)
                  if b["input_word_ids"].shape[1] <= SEQ // 2)
   seq = trimmed["input_word_ids"].shape[1]
-  padded = {k: tf.pad(v, [[0, 0], [0, SEQ - seq]]) if v.shape.rank == 2 else v
-            for k, v in trimmed.items()}
+  padded = {
+      k: tf.pad(v, [[0, 0], [0, SEQ - seq]]) if v.shape.rank == 2 else v
+      for k, v in trimmed.items()
+  }
   model = _tiny_model()
   real = trimmed["input_mask"].numpy() > 0
   for short, full in zip(model(span_model.model_inputs(trimmed)),
                          model(span_model.model_inputs(padded))):
-    np.testing.assert_allclose(short.numpy()[real], full.numpy()[:, :seq][real], rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(short.numpy()[real],
+                               full.numpy()[:, :seq][real], rtol=1e-5, atol=1e-5)
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   for steps in (1, 2):
     gradient_fn = tf.function(question_answering.make_gradient_fn(model, optimizer, steps),
@@ -209,7 +214,8 @@ def test_trimming_changes_nothing_but_cost(train_records):
     # Some gradients are 0 in exact arithmetic (e.g. the key bias: softmax ignores a constant)
     # and only rounding noise here, so every tolerance is relative to the largest gradient.
     scale = max(np.abs(g).max() for g in grads_full)
-    for variable, short, full in zip(question_answering.trained_variables(model), grads_short, grads_full):
+    for variable, short, full in zip(question_answering.trained_variables(model), grads_short,
+                                     grads_full):
       if "position_embedding" in variable.name:  # positions >= seq get exactly nothing
         assert not full[seq:].any()
         short, full = short[:seq], full[:seq]
@@ -248,5 +254,5 @@ def test_tpu_trains_one_static_shape():
   """Under TPUStrategy (static_shapes) `auto` is off and named boundaries are one line."""
   assert run_plan.train_length_buckets("auto", 384, xla=True, static_shapes=True) is None
   with pytest.raises(errors.UsageError, match="a TPU compiles one static batch shape; use "
-                                              "--nolength_buckets"):
+                     "--nolength_buckets"):
     run_plan.train_length_buckets((100, 200), 384, xla=True, static_shapes=True)

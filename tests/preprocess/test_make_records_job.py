@@ -12,16 +12,36 @@ from squad_qa.preprocess import squad_reader
 from tests import testutil
 
 CONTEXT = "The lighthouse keeper painted the tower white in 1904."
-SQUAD = {"version": "1.1", "data": [{"title": "Hand-made", "paragraphs": [{
-    "context": CONTEXT,
-    "qas": [{"id": "q", "question": "Who painted the tower?",
-             "answers": [{"text": "The lighthouse keeper", "answer_start": 0}]}]}]}]}
+SQUAD = {
+    "version": "1.1",
+    "data": [{
+        "title": "Hand-made",
+        "paragraphs": [{
+            "context": CONTEXT,
+            "qas": [{
+                "id": "q",
+                "question": "Who painted the tower?",
+                "answers": [{
+                    "text": "The lighthouse keeper",
+                    "answer_start": 0
+                }]
+            }]
+        }]
+    }]
+}
 
 
 def config(**kwargs):
   return make_records_job.RecordsConfig(
-      **{"vocab_file": testutil.vocab_file(), "max_seq_length": 64, "doc_stride": 16,
-         "max_query_length": 16, "num_shards": 1, "num_workers": 1, **kwargs})
+      **{
+          "vocab_file": testutil.vocab_file(),
+          "max_seq_length": 64,
+          "doc_stride": 16,
+          "max_query_length": 16,
+          "num_shards": 1,
+          "num_workers": 1,
+          **kwargs
+      })
 
 
 @pytest.fixture
@@ -39,16 +59,25 @@ def test_config_is_frozen_and_printable():
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    ({"vocab_file": None}, errors.UsageError,
+    ({
+        "vocab_file": None
+    }, errors.UsageError,
      "--vocab_file is required (the encoder's vocab.txt, e.g. beside its checkpoint)"),
-    ({"vocab_file": "/nonexistent/vocab.txt"}, errors.MissingFileError,
-     "--vocab_file=/nonexistent/vocab.txt: no such file"),
-    ({"doc_stride": 0}, errors.UsageError,
+    ({
+        "vocab_file": "/nonexistent/vocab.txt"
+    }, errors.MissingFileError, "--vocab_file=/nonexistent/vocab.txt: no such file"),
+    ({
+        "doc_stride": 0
+    }, errors.UsageError,
      "need doc_stride > 0, max_query_length > 0, num_shards > 0 and max_seq_length > "
      "max_query_length + 3 (got doc_stride=0, max_query_length=16, num_shards=1, "
      "max_seq_length=64)"),
-    ({"max_seq_length": 19}, errors.UsageError, "max_seq_length=19)"),
-    ({"num_shards": -1}, errors.UsageError, "num_shards=-1,"),
+    ({
+        "max_seq_length": 19
+    }, errors.UsageError, "max_seq_length=19)"),
+    ({
+        "num_shards": -1
+    }, errors.UsageError, "num_shards=-1,"),
 ])
 def test_config_refuses_what_cannot_work_with_one_line(kwargs, error, message):
   with pytest.raises(error) as raised:
@@ -58,8 +87,8 @@ def test_config_refuses_what_cannot_work_with_one_line(kwargs, error, message):
 
 def test_missing_input_names_the_flag_and_where_squad_is(tmp_path):
   with pytest.raises(errors.MissingFileError) as raised:
-    make_records_job.make_records(config(predict_file=str(tmp_path / "nope.json"),
-                                         output_dir=str(tmp_path / "records")))
+    make_records_job.make_records(
+        config(predict_file=str(tmp_path / "nope.json"), output_dir=str(tmp_path / "records")))
   assert str(raised.value).startswith(f"--predict_file: no file at '{tmp_path}/nope.json'.")
   assert squad_reader.SQUAD_URL in str(raised.value)
 
@@ -84,6 +113,7 @@ def test_unwritable_output_dir_is_one_line_with_the_fix(tmp_path, train_file, mo
 
 
 def test_system_errors_are_one_line_user_errors(tmp_path, train_file, monkeypatch):
+
   def unreadable(path, **kwargs):
     del kwargs
     raise PermissionError(13, "Permission denied", path)

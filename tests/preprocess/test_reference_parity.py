@@ -28,23 +28,24 @@ def vocab():
   return wordpiece.read_vocab(testutil.vocab_file())
 
 
-@pytest.mark.parametrize("split, lengths", [
-    ("eval", (384, 128, 64)),
-    ("train", (384, 128, 64)),
-    # Short windows: several per question, so max-context flags and answers cut by windows matter.
-    ("eval", (128, 32, 32)),
-    ("train", (128, 32, 32)),
-])
+@pytest.mark.parametrize(
+    "split, lengths",
+    [
+        ("eval", (384, 128, 64)),
+        ("train", (384, 128, 64)),
+        # Short windows: several per question, so max-context flags and answers cut by windows matter.
+        ("eval", (128, 32, 32)),
+        ("train", (128, 32, 32)),
+    ])
 def test_features_identical_to_the_reference(tmp_path, vocab, split, lengths):
   source, articles = SLICES[split]
   path = testutil.write_squad_articles(source, tmp_path / f"{split}.json", articles)
   max_seq_length, doc_stride, max_query_length = lengths
-  ours = compare_with_reference.run_ours(
-      path, split, testutil.vocab_file(), True, max_seq_length, doc_stride, max_query_length,
-      False, str(tmp_path / "records"), num_workers=1, in_process=True)
-  reference = reference_features.run_reference(
-      path, split == "train", testutil.vocab_file(), True, max_seq_length, doc_stride,
-      max_query_length)
+  ours = compare_with_reference.run_ours(path, split, testutil.vocab_file(), True, max_seq_length,
+                                         doc_stride, max_query_length, False,
+                                         str(tmp_path / "records"), num_workers=1, in_process=True)
+  reference = reference_features.run_reference(path, split == "train", testutil.vocab_file(), True,
+                                               max_seq_length, doc_stride, max_query_length)
   result = compare_with_reference.compare(ours, reference, split == "train", vocab)
   assert result.questions_ours == result.questions_reference == result.questions_both > 400
   assert result.features_ours == result.features_reference

@@ -45,12 +45,14 @@ def train_on_taught(model, tokenizer, steps=150):
   batch = []
   for question, context, answer in TAUGHT:
     query, passage = tokenizer.tokenize([question, context])
-    batch += features_lib.make_features(
-        0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id, SEQ, STRIDE, QUERY,
-        _answer_span(tokenizer, context, answer))
-  inputs = {span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in batch]),
-            span_model.INPUT_MASK: tf.constant([f.input_mask for f in batch]),
-            span_model.INPUT_TYPE_IDS: tf.constant([f.segment_ids for f in batch])}
+    batch += features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id,
+                                        tokenizer.sep_id, SEQ, STRIDE, QUERY,
+                                        _answer_span(tokenizer, context, answer))
+  inputs = {
+      span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in batch]),
+      span_model.INPUT_MASK: tf.constant([f.input_mask for f in batch]),
+      span_model.INPUT_TYPE_IDS: tf.constant([f.segment_ids for f in batch])
+  }
   starts = tf.constant([f.start_position for f in batch])
   ends = tf.constant([f.end_position for f in batch])
   optimizer = tf_keras.optimizers.Adam(3e-3)
@@ -85,6 +87,12 @@ def export_taught_model(tmp):
                    do_lower_case=True, **serving_module.DECODING_DEFAULTS)
   export_dir = str(tmp / "export")
   export_model.write_saved_model(model, testutil.vocab_file(), qa_config, export_dir)
-  return {"export_dir": export_dir, "model": model, "tokenizer": tokenizer, "loss": loss,
-          "qa_config": qa_config, "qa": saved_model_qa.SavedModelQA(export_dir),
-          "module": serving_module.QAServingModule(model, testutil.vocab_file(), qa_config)}
+  return {
+      "export_dir": export_dir,
+      "model": model,
+      "tokenizer": tokenizer,
+      "loss": loss,
+      "qa_config": qa_config,
+      "qa": saved_model_qa.SavedModelQA(export_dir),
+      "module": serving_module.QAServingModule(model, testutil.vocab_file(), qa_config)
+  }

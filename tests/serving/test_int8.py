@@ -23,7 +23,6 @@ from tests import testutil
 from tests.serving import test_reduced_precision as reduced
 
 
-
 @pytest.fixture(scope="module")
 def exports(served, tmp_path_factory):
   """{precision: SavedModelQA, precision + "_dir": its folder} for float32 and int8."""
@@ -32,8 +31,9 @@ def exports(served, tmp_path_factory):
   result = {}
   for name in ("float32", "int8"):
     export_dir = str(tmp / name)
-    export_model.export_model(export_model.ExportConfig(
-        export_dir=export_dir, model_dir=model_dir, serving_precision=name))
+    export_model.export_model(
+        export_model.ExportConfig(export_dir=export_dir, model_dir=model_dir,
+                                  serving_precision=name))
     result[name] = saved_model_qa.SavedModelQA(export_dir)
     result[name + "_dir"] = export_dir
   return result
@@ -67,8 +67,10 @@ def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   logits: the SavedModel's serve_features, and the LiteRT model through tf.numpy_function."""
   features = _dev_features(exports["float32"])[:8]
   width = max(sum(f.input_mask) for f in features)
-  inputs = [tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
-            for name in ("input_ids", "input_mask", "segment_ids")]
+  inputs = [
+      tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
+      for name in ("input_ids", "input_mask", "segment_ids")
+  ]
   for name in ("float32", "int8"):
     qa = exports[name]
     start, end = tf.function(qa.features_logits)(*inputs)
@@ -88,15 +90,15 @@ def test_int8_answers_mostly_equal_float32_on_real_dev(exports):
              for a, b in zip(float32, int8))
   # Measured: 15 of 16 identical; at least 13 of 16 (81 %) asserted.
   assert same >= 13, [(a.text, b.text) for a, b in zip(float32, int8)]
-  assert all(b.text == c[b.start_char:b.end_char] and np.isfinite(b.score)
-             for b, c in zip(int8, contexts))
+  assert all(
+      b.text == c[b.start_char:b.end_char] and np.isfinite(b.score) for b, c in zip(int8, contexts))
 
 
 @pytest.mark.slow  # exports the model twice
 def test_the_int8_export_holds_vocab_config_and_litert_model_only(exports):
   export_dir = exports["int8_dir"]
-  assert sorted(os.listdir(export_dir)) == ["assets", "assets.extra",
-                                            features_model.INT8_MODEL_FILE]
+  assert sorted(
+      os.listdir(export_dir)) == ["assets", "assets.extra", features_model.INT8_MODEL_FILE]
   with open(os.path.join(export_dir, "assets.extra", "qa_config.json")) as f:
     config = json.load(f)
   with open(os.path.join(exports["float32_dir"], "assets.extra", "qa_config.json")) as f:
@@ -146,8 +148,7 @@ def test_ask_without_litert_says_so_in_one_line(exports, tmp_path):
   env["PYTHONPATH"] = os.pathsep.join(
       [str(fake.parent)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
   code, output = testutil.run_cli("ask.py", f"--export_dir={exports['int8_dir']}",
-                                  "--question=Who?", "--context=Someone.", expect_ok=False,
-                                  env=env)
+                                  "--question=Who?", "--context=Someone.", expect_ok=False, env=env)
   assert code != 0
   errors_shown = [line for line in output.splitlines() if "LiteRT" in line]
   assert len(errors_shown) == 1, output
@@ -167,9 +168,9 @@ def test_a_missing_litert_model_is_refused_in_one_line(exports, tmp_path):
                               f"with `python export.py --serving_precision=int8`")
 
 
-@pytest.mark.parametrize("cpuinfo, fast", [
-    (reduced.ZEN4, True), (reduced.ZEN3, False), (reduced.SAPPHIRE_RAPIDS, True),
-    (reduced.ARM, None), ("", None)])
+@pytest.mark.parametrize("cpuinfo, fast", [(reduced.ZEN4, True), (reduced.ZEN3, False),
+                                           (reduced.SAPPHIRE_RAPIDS, True), (reduced.ARM, None),
+                                           ("", None)])
 def test_int8_dot_products_are_read_from_cpuinfo(cpuinfo, fast):
   from squad_qa.model import precision  # pylint: disable=g-import-not-at-top
   assert precision.cpu_has_int8_dot_product(cpuinfo) is fast

@@ -55,14 +55,19 @@ def _model_dir_of(served, folder):
   os.makedirs(folder)
   tf.train.Checkpoint(model=served["model"]).save(os.path.join(folder, "ckpt"))
   qa_config = served["qa_config"]
-  meta = {"flags": {"vocab_file": testutil.vocab_file(),
-                    **{k: qa_config[k] for k in artifacts.FEATURIZATION_KEYS}},
-          "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  meta = {
+      "flags": {
+          "vocab_file": testutil.vocab_file(),
+          **{
+              k: qa_config[k] for k in artifacts.FEATURIZATION_KEYS
+          }
+      },
+      "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())
+  }
   bert_config_file = testutil.write_tiny_config(os.path.join(folder, "bert_config.json"))
-  artifacts.write_qa_config(folder, bert_config_file,
-                            bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG), meta,
-                            {k: qa_config[k]
-                             for k in settings.names(span_decoding.DecodingSettings)})
+  artifacts.write_qa_config(
+      folder, bert_config_file, bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG),
+      meta, {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
   return folder
 
 
@@ -92,8 +97,9 @@ def exports(served, tmp_path_factory):
     for name in ("float32", "bfloat16", "float16"):
       absl_logger.setLevel(std_logging.INFO)  # saving a SavedModel lowers absl's verbosity
       export_dir = str(tmp / name)
-      export_model.export_model(export_model.ExportConfig(
-          export_dir=export_dir, model_dir=model_dir, serving_precision=name))
+      export_model.export_model(
+          export_model.ExportConfig(export_dir=export_dir, model_dir=model_dir,
+                                    serving_precision=name))
       result["policies"][name] = tf_keras.mixed_precision.global_policy().name
       result[name] = saved_model_qa.SavedModelQA(export_dir)
       result[name + "_dir"] = export_dir
@@ -110,8 +116,10 @@ def _worst_logit_gap(exports, name):
   float32 (the span head computes in float32 in every precision)."""
   questions, contexts = _dev_questions()
   features = [f for q, c in zip(questions, contexts) for f in exports["float32"].features(q, c)]
-  inputs = [tf.constant([getattr(f, key) for f in features], tf.int32)
-            for key in ("input_ids", "input_mask", "segment_ids")]
+  inputs = [
+      tf.constant([getattr(f, key) for f in features], tf.int32)
+      for key in ("input_ids", "input_mask", "segment_ids")
+  ]
   mask = np.array([f.input_mask for f in features], bool)
   worst = 0.0
   for want, got in zip(exports["float32"].features_logits(*inputs),
@@ -136,8 +144,8 @@ def test_float16_logits_are_within_float16_rounding_of_float32(exports):
   assert 0 < worst < 0.05 / 8, worst
   questions, contexts = _dev_questions()
   answers = exports["float16"].answers(questions, contexts)
-  same = sum(a.text == b.text for a, b in zip(exports["float32"].answers(questions, contexts),
-                                              answers))
+  same = sum(
+      a.text == b.text for a, b in zip(exports["float32"].answers(questions, contexts), answers))
   assert same >= 15, [a.text for a in answers]
 
 
@@ -171,9 +179,11 @@ def test_the_global_policy_stays_float32_after_a_reduced_precision_export(export
 
 def _signature_dtypes(qa):
   loaded = qa._loaded  # pylint: disable=protected-access
-  return {name: (sorted((k, v.dtype.name) for k, v in fn.structured_input_signature[1].items()),
-                 sorted((k, v.dtype.name) for k, v in fn.structured_outputs.items()))
-          for name, fn in loaded.signatures.items()}
+  return {
+      name: (sorted((k, v.dtype.name) for k, v in fn.structured_input_signature[1].items()),
+             sorted((k, v.dtype.name) for k, v in fn.structured_outputs.items())
+            ) for name, fn in loaded.signatures.items()
+  }
 
 
 def _graph_has_bfloat16(qa, signature):
@@ -185,8 +195,7 @@ def test_signatures_and_their_dtypes_are_unchanged(exports):
   float32, bfloat16 = (_signature_dtypes(exports[name]) for name in ("float32", "bfloat16"))
   assert float32 == bfloat16
   assert set(float32) == {"serving_default", "serve_text", "serve_features", "serve_examples"}
-  assert dict(float32["serve_features"][1]) == {"start_logits": "float32",
-                                                "end_logits": "float32"}
+  assert dict(float32["serve_features"][1]) == {"start_logits": "float32", "end_logits": "float32"}
   for signature in ("serve_text", "serve_features", "serve_examples"):
     assert _graph_has_bfloat16(exports["bfloat16"], signature)
     assert not _graph_has_bfloat16(exports["float32"], signature)
@@ -200,8 +209,10 @@ def test_the_span_model_builds_its_encoder_in_the_policy_given():
   assert {v.dtype for v in model.variables} == {tf.float32}  # the checkpoint's variables
   head = model.labeler.span_labeling
   assert head.compute_dtype == "float32"  # float32 logits from bfloat16 hidden states
-  computes = {layer.compute_dtype for layer in encoder.submodules
-              if isinstance(layer, tf_keras.layers.EinsumDense)}
+  computes = {
+      layer.compute_dtype for layer in encoder.submodules
+      if isinstance(layer, tf_keras.layers.EinsumDense)
+  }
   assert computes == {"bfloat16"}
   float32_model, _ = span_model.build_span_model(config)
   assert span_model.encoder_compute_dtype(float32_model) == "float32"
@@ -219,9 +230,10 @@ def test_a_global_policy_is_restored_after_an_error():
 def test_an_unknown_precision_is_refused_in_one_line_by_the_config_and_the_flag():
   with pytest.raises(errors.UsageError) as error:
     export_model.ExportConfig(serving_precision="int4")
-  assert str(error.value) == ("--serving_precision=int4: expected one of float32, bfloat16, float16, "
-                              "int8")
-  from squad_qa import export  # pylint: disable=g-import-not-at-top,unused-import  (its flags)
+  assert str(
+      error.value) == ("--serving_precision=int4: expected one of float32, bfloat16, float16, "
+                       "int8")
+  from squad_qa import export  # noqa: F401  (its flags)
   assert flags.FLAGS["serving_precision"].default == "float32"
   assert "int8: the encoder's matmul weights quantized" in flags.FLAGS["serving_precision"].help
   with flagsaver.flagsaver():
@@ -233,8 +245,8 @@ def test_an_unknown_precision_is_refused_in_one_line_by_the_config_and_the_flag(
   assert "float32|bfloat16|float16|int8" in message
 
 
-@pytest.mark.parametrize("cpuinfo, native", [
-    (ZEN4, True), (ZEN3, False), (SAPPHIRE_RAPIDS, True), (ARM, None), ("", None)])
+@pytest.mark.parametrize("cpuinfo, native", [(ZEN4, True), (ZEN3, False), (SAPPHIRE_RAPIDS, True),
+                                             (ARM, None), ("", None)])
 def test_native_bfloat16_is_read_from_cpuinfo(cpuinfo, native):
   assert precision.cpu_has_native_bfloat16(cpuinfo) is native
 

@@ -50,10 +50,14 @@ def _dev_slice(num_questions):
 
 def _synthetic_batch(rng, num_questions, max_query_tokens, max_context_tokens):
   """Random token ids with made-up offsets (token i spans [3i, 3i + 2))."""
-  queries = [rng.randint(1000, 2000, size=rng.randint(0, max_query_tokens + 1))
-             for _ in range(num_questions)]
-  contexts = [rng.randint(1000, 2000, size=rng.randint(0, max_context_tokens + 1))
-              for _ in range(num_questions)]
+  queries = [
+      rng.randint(1000, 2000, size=rng.randint(0, max_query_tokens + 1))
+      for _ in range(num_questions)
+  ]
+  contexts = [
+      rng.randint(1000, 2000, size=rng.randint(0, max_context_tokens + 1))
+      for _ in range(num_questions)
+  ]
   queries[1], contexts[2] = queries[1][:0], contexts[2][:0]  # always an empty question and context
   return queries, contexts
 
@@ -62,21 +66,22 @@ def _synthetic_windows(queries, contexts, max_seq_length, doc_stride, max_query_
   """Graph windows of synthetic token ids; token i of a context spans characters [3i, 3i + 2)."""
   offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
   ragged = lambda rows, dtype: tf.ragged.constant(rows, dtype, row_splits_dtype=tf.int64)
-  windows = windows_lib.make_windows(
-      ragged([q.tolist() for q in queries], tf.int32), ragged([c.tolist() for c in contexts], tf.int32),
-      ragged([o.tolist() for o in offsets], tf.int64),
-      ragged([(o + 2).tolist() for o in offsets], tf.int64),
-      101, 102, max_seq_length, doc_stride, max_query_length)
+  windows = windows_lib.make_windows(ragged([q.tolist() for q in queries], tf.int32),
+                                     ragged([c.tolist() for c in contexts], tf.int32),
+                                     ragged([o.tolist() for o in offsets], tf.int64),
+                                     ragged([(o + 2).tolist() for o in offsets], tf.int64), 101,
+                                     102, max_seq_length, doc_stride, max_query_length)
   return offsets, windows
 
 
-@pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [
-    (16, 4, 5), (16, 30, 5), (12, 1, 3), (24, 7, 8), (40, 128, 10)])
+@pytest.mark.parametrize("max_seq_length,doc_stride,max_query_length", [(16, 4, 5), (16, 30, 5),
+                                                                        (12, 1, 3), (24, 7, 8),
+                                                                        (40, 128, 10)])
 def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride, max_query_length):
   rng = np.random.RandomState(max_seq_length * 1000 + doc_stride)
   queries, contexts = _synthetic_batch(rng, 40, max_query_length + 3, 70)
   offsets, windows = _synthetic_windows(queries, contexts, max_seq_length, doc_stride,
-                                       max_query_length)
+                                        max_query_length)
   expected = []
   for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
     tokens = features_lib.TokenizedText(context, offset, offset + 2)
@@ -114,8 +119,9 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
   expected = []
   for question, context in zip(questions, contexts):
     query, passage = tokenizer.tokenize([question, context])
-    expected.append(features_lib.make_features(
-        0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id, SEQ, STRIDE, QUERY))
+    expected.append(
+        features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id,
+                                   SEQ, STRIDE, QUERY))
   example_index = windows.example_index.numpy()
   assert np.bincount(example_index, minlength=len(questions)).tolist() == [len(f) for f in expected]
   assert sum(len(f) > 1 for f in expected) >= 10  # real multi-window questions
@@ -131,10 +137,11 @@ def test_window_logits_in_chunks_equal_one_padded_call(served, window_batch_size
   windows = module.make_windows(tf.constant(questions), tf.constant(contexts))
   start_logits, end_logits = module.window_logits(windows)
   pad = lambda x: tf.pad(x, [[0, 0], [0, SEQ - x.shape[1]]])  # as make_records.py pads
-  expected = served["model"]({span_model.INPUT_WORD_IDS: pad(windows.input_word_ids),
-                              span_model.INPUT_MASK: pad(windows.input_mask),
-                              span_model.INPUT_TYPE_IDS: pad(windows.input_type_ids)},
-                             training=False)
+  expected = served["model"]({
+      span_model.INPUT_WORD_IDS: pad(windows.input_word_ids),
+      span_model.INPUT_MASK: pad(windows.input_mask),
+      span_model.INPUT_TYPE_IDS: pad(windows.input_type_ids)
+  }, training=False)
   mask = windows.input_mask.numpy().astype(bool)
   assert windows.input_word_ids.shape[0] > 2 * 5 and not mask.all()  # several chunks, some padding
   for got, want in zip((start_logits, end_logits), expected):
@@ -147,10 +154,11 @@ def test_window_logits_in_chunks_equal_one_padded_call(served, window_batch_size
 def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_length,
                    version_2_with_negative=False, null_score_diff_threshold=0.0):
   """span_decoding.decode_answer, plus run_squad.py's null-answer rule for SQuAD 2.0."""
-  windows = [span_decoding.real_window(s, e, np.array(f.token_start_char),
-                                       np.array(f.token_end_char),
-                                       np.array(f.token_is_max_context), f.input_mask)
-             for f, s, e in zip(features, start_logits, end_logits)]
+  windows = [
+      span_decoding.real_window(s, e, np.array(f.token_start_char), np.array(f.token_end_char),
+                                np.array(f.token_is_max_context), f.input_mask)
+      for f, s, e in zip(features, start_logits, end_logits)
+  ]
   best = span_decoding.decode_answer(windows, "x" * 1000, n_best_size, max_answer_length)
   if version_2_with_negative and windows:
     null = min(float(w.start_logits[0]) + float(w.end_logits[0]) for w in windows)
@@ -162,9 +170,11 @@ def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_l
 
 
 @pytest.mark.parametrize("integer_logits", [True, False])
-@pytest.mark.parametrize("n_best_size,max_answer_length,version_2,threshold", [
-    (20, 30, False, 0.0), (3, 2, False, 0.0), (20, 30, True, 0.0), (5, 4, True, -2.5),
-    (20, 30, True, 3.0)])
+@pytest.mark.parametrize("n_best_size,max_answer_length,version_2,threshold", [(20, 30, False, 0.0),
+                                                                               (3, 2, False, 0.0),
+                                                                               (20, 30, True, 0.0),
+                                                                               (5, 4, True, -2.5),
+                                                                               (20, 30, True, 3.0)])
 def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_length, version_2,
                                         threshold):
   rng = np.random.RandomState(n_best_size + 7 * max_answer_length + int(integer_logits))
@@ -180,14 +190,14 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
     start_logits = rng.normal(size=(num_windows, width)).astype(np.float32)
     end_logits = rng.normal(size=(num_windows, width)).astype(np.float32)
   spans = answers.best_spans(tf.constant(start_logits), tf.constant(end_logits), windows,
-                             tf.constant(len(queries)), n_best_size, max_answer_length,
-                             version_2, threshold)
+                             tf.constant(len(queries)), n_best_size, max_answer_length, version_2,
+                             threshold)
   example_index = windows.example_index.numpy()
   kinds = set()
   for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
-    features = features_lib.make_features(
-        i, 0, query, features_lib.TokenizedText(context, offset, offset + 2), 101, 102, seq,
-        stride, max_query)
+    features = features_lib.make_features(i, 0, query,
+                                          features_lib.TokenizedText(context, offset, offset + 2),
+                                          101, 102, seq, stride, max_query)
     rows = example_index == i
     expected = _python_answer(features, start_logits[rows], end_logits[rows], n_best_size,
                               max_answer_length, version_2, threshold)
@@ -199,8 +209,8 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
 
 def test_char_spans_are_cut_from_utf8():
   text = tf.constant(["a\u00e9b 🚢 c\u0301d", "plain", "東京タワー", ""])
-  answer, start, end = answers.char_span_to_text(
-      text, tf.constant([4, 1, 2, -1], tf.int64), tf.constant([8, 3, 5, -1], tf.int64))
+  answer, start, end = answers.char_span_to_text(text, tf.constant([4, 1, 2, -1], tf.int64),
+                                                 tf.constant([8, 3, 5, -1], tf.int64))
   assert [a.decode() for a in answer.numpy()] == ["🚢 c\u0301", "la", "タワー", ""]
   assert start.numpy().tolist() == [4, 1, 2, 0] and end.numpy().tolist() == [8, 3, 5, 0]
 
@@ -209,8 +219,9 @@ def test_char_spans_are_cut_from_utf8():
 # other characters BasicTokenizer deletes, splits at or keeps.
 TRICKY_TEXTS = [
     "Die Straße ist ﬁne.", "a\x00b c\ufffdd e\u200bf", "Zu\u0308rich cafe\u0301 na\u00efve",
-    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine",
-    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "]
+    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine", "İstanbul",
+    "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "
+]
 
 
 def test_graph_tokenizer_gives_the_reference_tokens(served):
@@ -240,11 +251,13 @@ KEEP_EVERY_CHARACTER = [
 def _pointing_model(tokenizer, answer):
   """Start logit 5 on the answer's first token id, end logit 5 on its last, 0 elsewhere."""
   ids = tokenizer.tokenize([answer])[0].ids
+
   def model(inputs, training=False):
     del training
     word_ids = inputs[span_model.INPUT_WORD_IDS]
     return (tf.cast(word_ids == int(ids[0]), tf.float32) * 5.0,
             tf.cast(word_ids == int(ids[-1]), tf.float32) * 5.0)
+
   return model
 
 
@@ -259,10 +272,11 @@ def test_answers_keep_every_character(served, tmp_path, context, answer):
   features = features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id,
                                         tokenizer.sep_id, SEQ, STRIDE, QUERY)
   logits = model({span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in features])})
-  windows = [span_decoding.WindowLogits(logits[0][i].numpy(), logits[1][i].numpy(),
-                                        np.array(f.token_start_char), np.array(f.token_end_char),
-                                        np.array(f.token_is_max_context))
-             for i, f in enumerate(features)]
+  windows = [
+      span_decoding.WindowLogits(logits[0][i].numpy(), logits[1][i].numpy(),
+                                 np.array(f.token_start_char), np.array(f.token_end_char),
+                                 np.array(f.token_is_max_context)) for i, f in enumerate(features)
+  ]
   python = span_decoding.decode_answer(windows, context)
   assert (python.text, python.start_char, python.end_char) == expected
   # Graph path (serve_text's computation).
@@ -276,8 +290,10 @@ def test_answers_keep_every_character(served, tmp_path, context, answer):
 def test_removed_characters_stay_with_their_word_in_both_tokenizers(served):
   """Token offsets on both paths, by hand: a removed character joins the token before it, or the
   token after it when it starts a space-separated piece."""
-  texts = ["cafe\u0301", "caf\u00e9 x", "\u0301cafe", "a \u200bword\u200b b", "x\u00a0\u0301y\u0301",
-           "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by"]
+  texts = [
+      "cafe\u0301", "caf\u00e9 x", "\u0301cafe", "a \u200bword\u200b b", "x\u00a0\u0301y\u0301",
+      "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by"
+  ]
   expected = [[(0, 5)], [(0, 4), (5, 6)], [(0, 5)], [(0, 1), (2, 8), (9, 10)], [(0, 1), (2, 5)],
               [(0, 2), (2, 3), (4, 6), (6, 7)], [(0, 4), (4, 6)], [], [(0, 1), (2, 4)]]
   ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
@@ -304,8 +320,8 @@ def _serve_text_equals_python_decoding(qa, questions, contexts):
   batched = qa.answers(questions, contexts)
   for question, context, got in zip(questions, contexts, batched):
     expected = qa.answer_with_serve_features(question, context)
-    assert (got.text, got.start_char, got.end_char) == (
-        expected.text, expected.start_char, expected.end_char), question
+    assert (got.text, got.start_char, got.end_char) == (expected.text, expected.start_char,
+                                                        expected.end_char), question
     assert got.score == pytest.approx(expected.score, abs=1e-4)
     assert context[got.start_char:got.end_char] == got.text
   return batched
@@ -324,9 +340,11 @@ def test_serve_text_equals_python_postprocessing_on_real_dev(served):
 def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   """export.py --doc_stride: serve_text steps windows by the given tokens (here twice training's),
   and ask.py's Python path reads the same step from the exported qa_config.json."""
+
   def serving_config(**given):
     return export_model.serving_config(export_model.ExportConfig(export_dir="export", **given),
                                        served["qa_config"])
+
   assert serving_config() == served["qa_config"]  # not given: training's
   config = serving_config(doc_stride=2 * STRIDE)
   assert config == dict(served["qa_config"], doc_stride=2 * STRIDE)
@@ -338,8 +356,10 @@ def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   assert qa.config["doc_stride"] == 2 * STRIDE
   questions, contexts = _dev_slice(NUM_DEV)
   contexts = [f"{c} {c}" for c in contexts]  # ~300 tokens: several windows at either step
-  windows = [sum(len(asked.features(q, c)) for q, c in zip(questions, contexts))
-             for asked in (served["qa"], qa)]
+  windows = [
+      sum(len(asked.features(q, c)) for q, c in zip(questions, contexts))
+      for asked in (served["qa"], qa)
+  ]
   assert windows[1] < windows[0]
   batched = _serve_text_equals_python_decoding(qa, questions, contexts)
   # The step changed what the model saw: some scores differ from the training-step export's.
@@ -354,8 +374,8 @@ def test_odd_rows_all_get_answers(served):
   one_by_one = [qa.answer(q, c) for q, c in ODD_ROWS]
   for (question, context), got, alone in zip(ODD_ROWS, batched, one_by_one):
     expected = qa.answer_with_serve_features(question, context)
-    assert (got.text, got.start_char, got.end_char) == (
-        expected.text, expected.start_char, expected.end_char), question
+    assert (got.text, got.start_char, got.end_char) == (expected.text, expected.start_char,
+                                                        expected.end_char), question
     assert (alone.text, alone.start_char, alone.end_char) == (got.text, got.start_char,
                                                               got.end_char)
     assert not np.isnan(got.score)
@@ -370,11 +390,14 @@ def test_serve_examples_equal_serve_features(served):
   qa = served["qa"]
   questions, contexts = _dev_slice(1)
   features = qa.features(questions[0], contexts[0])
-  serialized = [tf.train.Example(features=tf.train.Features(feature={
-      key: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for key, value in (
-          ("unique_ids", [f.unique_id]), ("input_ids", f.input_ids),
-          ("input_mask", f.input_mask), ("segment_ids", f.segment_ids))})).SerializeToString()
-                for f in features]
+  serialized = [
+      tf.train.Example(features=tf.train.Features(
+          feature={
+              key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+              for key, value in (("unique_ids", [f.unique_id]), ("input_ids", f.input_ids),
+                                 ("input_mask", f.input_mask), ("segment_ids", f.segment_ids))
+          })).SerializeToString() for f in features
+  ]
   loaded = qa._loaded  # pylint: disable=protected-access
   from_examples = loaded.signatures["serve_examples"](examples=tf.constant(serialized))
   from_features = loaded.signatures["serve_features"](
@@ -389,11 +412,13 @@ def test_serve_examples_equal_serve_features(served):
 def test_null_answer_switch(served):
   question, context, answer = TAUGHT[0]
   base = dict(served["qa_config"], version_2_with_negative=True)
+
   def ask_with(threshold):
-    module = serving_module.QAServingModule(
-        served["model"], testutil.vocab_file(), dict(base, null_score_diff_threshold=threshold))
+    module = serving_module.QAServingModule(served["model"], testutil.vocab_file(),
+                                            dict(base, null_score_diff_threshold=threshold))
     out = module.answer(tf.constant([question, question]), tf.constant([context, ""]))
     return [(a.decode(), float(s)) for a, s in zip(out["answer"].numpy(), out["score"].numpy())]
+
   # A huge threshold never picks the null answer; a very negative one always does (when there is
   # a window), and then the score is the null score start_logits[0] + end_logits[0].
   (text, score), (empty, empty_score) = ask_with(1e9)
@@ -403,8 +428,9 @@ def test_null_answer_switch(served):
       input_word_ids=tf.constant([f.input_ids for f in features]),
       input_mask=tf.constant([f.input_mask for f in features]),
       input_type_ids=tf.constant([f.segment_ids for f in features]))
-  null = min(float(s[0]) + float(e[0]) for s, e in zip(logits["start_logits"].numpy(),
-                                                         logits["end_logits"].numpy()))
+  null = min(
+      float(s[0]) + float(e[0])
+      for s, e in zip(logits["start_logits"].numpy(), logits["end_logits"].numpy()))
   (text, score), (empty, empty_score) = ask_with(-1e9)
   assert text == "" and score == pytest.approx(null, abs=1e-4)
   assert (empty, empty_score) == ("", float("-inf"))
@@ -414,8 +440,8 @@ def test_null_answer_switch(served):
 def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
   """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
   questions exactly as serving_default does: "" with the null score where null - best > threshold."""
-  rows = [(q, c) for q, c, _ in TAUGHT] + [
-      (TAUGHT[0][0], TAUGHT[1][1]), (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
+  rows = [(q, c) for q, c, _ in TAUGHT] + [(TAUGHT[0][0], TAUGHT[1][1]),
+                                           (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
   questions, contexts = [q for q, _ in rows], [c for _, c in rows]
   diffs = [a.null_score_diff for a in served["qa"].answers_with_serve_features(questions, contexts)]
   finite = sorted(d for d in diffs if np.isfinite(d))
@@ -462,9 +488,9 @@ def test_saved_model_cli_lists_the_signatures(served):
 def test_saved_model_cli_run_answers_the_question(served):
   question, context, answer = TAUGHT[0]
   exprs = f"question={json.dumps([question])};context={json.dumps([context])}"
-  _, output = testutil.run_cli(
-      "tools/saved_model_cli.py", "run", "--dir", served["export_dir"], "--tag_set", "serve",
-      "--signature_def", "serving_default", "--input_exprs", exprs)
+  _, output = testutil.run_cli("tools/saved_model_cli.py", "run", "--dir", served["export_dir"],
+                               "--tag_set", "serve", "--signature_def", "serving_default",
+                               "--input_exprs", exprs)
   result = output.split("Result for output key answer:")[1].splitlines()[1]
   assert result == f"[b'{answer}']"
   assert "Result for output key start_char:" in output
@@ -487,9 +513,10 @@ def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
       "for v in t.numpy()] for k, t in out.items()}))\n"
       "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
       "('train', 'export', 'ask', 'model', 'serving', 'preprocess', 'postprocess', 'flags'))))\n")
-  proc = subprocess.run([sys.executable, "-c", script, served["export_dir"]],
-                        input=json.dumps({"q": [question, ""], "c": [context, context]}),
-                        capture_output=True, text=True, cwd="/", timeout=300, check=True)
+  proc = subprocess.run([sys.executable, "-c", script, served["export_dir"]], input=json.dumps({
+      "q": [question, ""],
+      "c": [context, context]
+  }), capture_output=True, text=True, cwd="/", timeout=300, check=True)
   lines = proc.stdout.strip().splitlines()
   out, project_modules = json.loads(lines[-2]), json.loads(lines[-1])
   assert project_modules == []
@@ -506,18 +533,22 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   export_model.write_saved_model(served["model"], testutil.vocab_file(), served["qa_config"],
                                  export_dir, serve_text=False)
   features = served["qa"].features(*TAUGHT[0][:2])
-  inputs = {k: [[int(x) for x in getattr(f, a)] for f in features] for k, a in (
-      ("input_word_ids", "input_ids"), ("input_mask", "input_mask"),
-      ("input_type_ids", "segment_ids"))}
+  inputs = {
+      k: [[int(x) for x in getattr(f, a)] for f in features]
+      for k, a in (("input_word_ids", "input_ids"), ("input_mask", "input_mask"), ("input_type_ids",
+                                                                                   "segment_ids"))
+  }
   exprs = ";".join(f"{k}={json.dumps(v)}" for k, v in inputs.items())
   out_dir = tmp_path / "outputs"
-  proc = subprocess.run(
-      ["saved_model_cli", "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
-       "serving_default", "--input_exprs", exprs, "--outdir", str(out_dir)],
-      capture_output=True, text=True, timeout=300, cwd="/")
+  proc = subprocess.run([
+      "saved_model_cli", "run", "--dir", export_dir, "--tag_set", "serve", "--signature_def",
+      "serving_default", "--input_exprs", exprs, "--outdir",
+      str(out_dir)
+  ], capture_output=True, text=True, timeout=300, cwd="/")
   assert proc.returncode == 0, proc.stderr[-3000:]
-  start_logits, end_logits = served["model"](
-      {k: tf.constant(v) for k, v in inputs.items()}, training=False)
+  start_logits, end_logits = served["model"]({
+      k: tf.constant(v) for k, v in inputs.items()
+  }, training=False)
   np.testing.assert_allclose(np.load(out_dir / "start_logits.npy"), start_logits.numpy(), atol=1e-5)
   np.testing.assert_allclose(np.load(out_dir / "end_logits.npy"), end_logits.numpy(), atol=1e-5)
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", export_dir],

@@ -28,10 +28,12 @@ def _rest_tensors(body, dtype=None, single_input=None):
   it is. {"b64": ...} is bytes. `dtype`: the signature's (TF Serving converts JSON numbers to it);
   None infers it from the values, to make a tensor of another dtype than the signature's.
   """
+
   def decoded(value):
     if isinstance(value, dict):
       return base64.b64decode(value["b64"])
     return [decoded(v) for v in value] if isinstance(value, list) else value
+
   body = json.loads(body)
   if "instances" in body:
     rows = body["instances"]
@@ -58,9 +60,15 @@ def _fails_with(signature, tensors, line):
 
 
 @pytest.mark.parametrize("body", [
-    json.dumps({"instances": [{"question": q, "context": c} for q, c in zip(QUESTIONS, CONTEXTS)]}),
-    json.dumps({"inputs": {"question": QUESTIONS, "context": CONTEXTS}})],
-                         ids=["rows", "columns"])
+    json.dumps({"instances": [{
+        "question": q,
+        "context": c
+    } for q, c in zip(QUESTIONS, CONTEXTS)]}),
+    json.dumps({"inputs": {
+        "question": QUESTIONS,
+        "context": CONTEXTS
+    }})
+], ids=["rows", "columns"])
 def test_serve_text_rest_bodies_answer_as_the_plain_call(served, body):
   tensors = _rest_tensors(body, tf.string)
   assert tensors["question"].shape == tensors["context"].shape == [2]
@@ -73,23 +81,24 @@ def test_serve_text_rest_bodies_answer_as_the_plain_call(served, body):
     np.testing.assert_array_equal(out["score"].numpy(), [a.score for a in plain])
 
 
-@pytest.mark.parametrize("body, line", [
-    ('{"inputs": {"question": "q", "context": "c"}}',
-     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 0, shape [] "
-     + TEXT_REST_HINT),
-    ('{"instances": [{"question": ["q1"], "context": ["c1"]}, {"question": ["q2"], "context": '
-     '["c2"]}]}',
-     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [2, 1] "
-     + TEXT_REST_HINT),
-    ('{"inputs": {"question": [["q1", "q2"]], "context": [["c1", "c2"]]}}',
-     "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
-     + TEXT_REST_HINT),
-    ('{"inputs": {"question": ["q1", "q2"], "context": [["c1", "c2"]]}}',
-     "serve_text: `context` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
-     + TEXT_REST_HINT),
-    ('{"inputs": {"question": ["q1", "q2"], "context": ["c1"]}}',
-     "serve_text: `question` and `context` need the same batch size"),
-], ids=["scalar", "rows_of_lists", "nested_columns", "nested_context", "batch_sizes"])
+@pytest.mark.parametrize(
+    "body, line", [
+        ('{"inputs": {"question": "q", "context": "c"}}',
+         "serve_text: `question` must be a vector of strings, shape [batch]; got rank 0, shape [] "
+         + TEXT_REST_HINT),
+        ('{"instances": [{"question": ["q1"], "context": ["c1"]}, {"question": ["q2"], "context": '
+         '["c2"]}]}',
+         "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [2, 1] "
+         + TEXT_REST_HINT),
+        ('{"inputs": {"question": [["q1", "q2"]], "context": [["c1", "c2"]]}}',
+         "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
+         + TEXT_REST_HINT),
+        ('{"inputs": {"question": ["q1", "q2"], "context": [["c1", "c2"]]}}',
+         "serve_text: `context` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
+         + TEXT_REST_HINT),
+        ('{"inputs": {"question": ["q1", "q2"], "context": ["c1"]}}',
+         "serve_text: `question` and `context` need the same batch size"),
+    ], ids=["scalar", "rows_of_lists", "nested_columns", "nested_context", "batch_sizes"])
 def test_serve_text_wrong_shapes_get_one_line(served, body, line):
   _fails_with(_signature(served, "serving_default"), _rest_tensors(body, tf.string), line)
 
@@ -108,13 +117,19 @@ def _features(served):
   """The two TAUGHT rows' windows (one each) as lists: ids, mask, type ids, serialized examples."""
   features = [f for q, c in zip(QUESTIONS, CONTEXTS) for f in served["qa"].features(q, c)]
   assert len(features) == 2
-  columns = {"input_word_ids": [list(f.input_ids) for f in features],
-             "input_mask": [list(f.input_mask) for f in features],
-             "input_type_ids": [list(f.segment_ids) for f in features]}
-  examples = [tf.train.Example(features=tf.train.Features(feature={
-      key: tf.train.Feature(int64_list=tf.train.Int64List(value=value)) for key, value in (
-          ("input_ids", f.input_ids), ("input_mask", f.input_mask),
-          ("segment_ids", f.segment_ids))})).SerializeToString() for f in features]
+  columns = {
+      "input_word_ids": [list(f.input_ids) for f in features],
+      "input_mask": [list(f.input_mask) for f in features],
+      "input_type_ids": [list(f.segment_ids) for f in features]
+  }
+  examples = [
+      tf.train.Example(features=tf.train.Features(
+          feature={
+              key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+              for key, value in (("input_ids", f.input_ids), ("input_mask", f.input_mask),
+                                 ("segment_ids", f.segment_ids))
+          })).SerializeToString() for f in features
+  ]
   return columns, examples
 
 
@@ -139,22 +154,27 @@ def test_serve_features_wrong_shapes_and_dtype_get_one_line(served):
   columns, _ = _features(served)
   signature = _signature(served, "serve_features")
   one_window = {name: value[0] for name, value in columns.items()}
-  _fails_with(signature, _rest_tensors(json.dumps({"inputs": one_window}), tf.int32),
-              "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
-              "[batch, seq_length]; got rank 1, shape [128] (a REST body sends {instances: "
-              "[{input_word_ids: [...], input_mask: [...], input_type_ids: [...]}]} or "
-              "{inputs: {input_word_ids: [[...]], input_mask: [[...]], input_type_ids: [[...]]}})")
+  _fails_with(
+      signature, _rest_tensors(json.dumps({"inputs": one_window}), tf.int32),
+      "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
+      "[batch, seq_length]; got rank 1, shape [128] (a REST body sends {instances: "
+      "[{input_word_ids: [...], input_mask: [...], input_type_ids: [...]}]} or "
+      "{inputs: {input_word_ids: [[...]], input_mask: [[...]], input_type_ids: [[...]]}})")
   nested = [{name: [value] for name, value in row.items()} for row in _rows(columns)]
-  _fails_with(signature, _rest_tensors(json.dumps({"instances": nested}), tf.int32),
-              "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
-              "[batch, seq_length]; got rank 3, shape [2, 1, 128]")
+  _fails_with(
+      signature, _rest_tensors(json.dumps({"instances": nested}), tf.int32),
+      "serve_features: `input_word_ids` must be a matrix of int32 token ids, shape "
+      "[batch, seq_length]; got rank 3, shape [2, 1, 128]")
   short_mask = dict(columns, input_mask=[row[:64] for row in columns["input_mask"]])
-  _fails_with(signature, _rest_tensors(json.dumps({"inputs": short_mask}), tf.int32),
-              "serve_features: `input_word_ids`, `input_mask` and `input_type_ids` must have one "
-              "shape [batch, seq_length]; got [2, 128], [2, 64], [2, 128]")
+  _fails_with(
+      signature, _rest_tensors(json.dumps({"inputs": short_mask}), tf.int32),
+      "serve_features: `input_word_ids`, `input_mask` and `input_type_ids` must have one "
+      "shape [batch, seq_length]; got [2, 128], [2, 64], [2, 128]")
   # Inputs are numbered in alphabetical order: input_mask #0, input_type_ids #1, input_word_ids #2.
-  as_int64 = {name: tf.constant(value, tf.int64 if name == "input_word_ids" else tf.int32)
-              for name, value in columns.items()}
+  as_int64 = {
+      name: tf.constant(value, tf.int64 if name == "input_word_ids" else tf.int32)
+      for name, value in columns.items()
+  }
   _fails_with(signature, as_int64,
               "input #2(zero-based) was expected to be a int32 tensor but is a int64 tensor")
 
@@ -163,8 +183,9 @@ def test_serve_examples_rest_bodies_and_wrong_shapes(served):
   columns, examples = _features(served)
   signature = _signature(served, "serve_examples")
   b64 = [{"b64": base64.b64encode(e).decode()} for e in examples]
-  plain = _signature(served, "serve_features")(
-      **{name: tf.constant(value) for name, value in columns.items()})
+  plain = _signature(served, "serve_features")(**{
+      name: tf.constant(value) for name, value in columns.items()
+  })
   for body in ({"instances": b64}, {"inputs": {"examples": b64}}):
     tensors = _rest_tensors(json.dumps(body), tf.string, single_input="examples")
     assert tensors["examples"].shape == [2]
@@ -172,24 +193,33 @@ def test_serve_examples_rest_bodies_and_wrong_shapes(served):
     for key in ("start_logits", "end_logits"):
       np.testing.assert_allclose(out[key].numpy(), plain[key].numpy(), atol=1e-5)
   rest_hint = "(a REST body sends {instances: [{b64: ...}]} or {inputs: {examples: [{b64: ...}]}})"
-  for body, shape in (({"inputs": {"examples": b64[0]}}, "rank 0, shape []"),
-                      ({"inputs": {"examples": [b64]}}, "rank 2, shape [1, 2]")):
-    _fails_with(signature, _rest_tensors(json.dumps(body), tf.string),
-                "serve_examples: `examples` must be a vector of serialized tf.train.Example "
-                f"strings, shape [batch]; got {shape} {rest_hint}")
+  for body, shape in (({
+      "inputs": {
+          "examples": b64[0]
+      }
+  }, "rank 0, shape []"), ({
+      "inputs": {
+          "examples": [b64]
+      }
+  }, "rank 2, shape [1, 2]")):
+    _fails_with(
+        signature, _rest_tensors(json.dumps(body), tf.string),
+        "serve_examples: `examples` must be a vector of serialized tf.train.Example "
+        f"strings, shape [batch]; got {shape} {rest_hint}")
   _fails_with(signature, {"examples": tf.constant([1, 2])},
               "input #0(zero-based) was expected to be a string tensor but is a int32 tensor")
 
 
 def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.MissingFileError) as error:
-    saved_model_qa.answer_questions(saved_model_qa.AskConfig(
-        export_dir=str(tmp_path / "none"), question="q", context="c"))
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q", context="c"))
   assert str(error.value) == (f"--export_dir={tmp_path / 'none'}: no SavedModel there; make one "
                               f"with `python export.py --export_dir={tmp_path / 'none'}`")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
-    saved_model_qa.answer_questions(saved_model_qa.AskConfig(
-        export_dir=str(tmp_path / "none"), question="q", context_file=str(tmp_path / "c.txt")))
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q",
+                                 context_file=str(tmp_path / "c.txt")))
   with pytest.raises(errors.UsageError) as error:
     saved_model_qa.AskConfig(question="q", context="c", context_file=str(tmp_path / "c.txt"))
   assert str(error.value) == "give --context or --context_file, not both (one passage per run)"

@@ -34,23 +34,30 @@ def make_records(tmp_path, vocab_file, name="records"):
   """Tiny train records of 8 real questions made with `vocab_file` (in process)."""
   train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 8)
   output_dir = str(tmp_path / name)
-  make_records_job.make_records(make_records_job.RecordsConfig(
-      vocab_file=vocab_file, max_seq_length=64, doc_stride=32, max_query_length=16,
-      train_file=train_file, output_dir=output_dir, num_shards=1, num_workers=1))
+  make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=vocab_file, max_seq_length=64, doc_stride=32,
+                                     max_query_length=16, train_file=train_file,
+                                     output_dir=output_dir, num_shards=1, num_workers=1))
   return output_dir
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"max_answer_length": 0}, "--max_answer_length=0: must be at least 1"),
-    ({"n_best_size": 0}, "--n_best_size=0: must be at least 1"),
-    ({"null_score_diff_threshold": float("nan")},
-     "--null_score_diff_threshold=nan: must be a finite number of logits"),
+    ({
+        "max_answer_length": 0
+    }, "--max_answer_length=0: must be at least 1"),
+    ({
+        "n_best_size": 0
+    }, "--n_best_size=0: must be at least 1"),
+    ({
+        "null_score_diff_threshold": float("nan")
+    }, "--null_score_diff_threshold=nan: must be a finite number of logits"),
 ])
 def test_decoding_settings_are_refused_alike_by_every_command(settings, message):
   """train.py, export.py and ask.py check the decoding settings with one rule, on construction of
   their configs, before any work (so nothing is written)."""
-  configs = [lambda: train_config.TrainConfig(**settings),
-             lambda: export_model.ExportConfig(**settings)]
+  configs = [
+      lambda: train_config.TrainConfig(**settings), lambda: export_model.ExportConfig(**settings)
+  ]
   if "null_score_diff_threshold" not in settings:
     configs.append(lambda: saved_model_qa.AskConfig(question="q", context="c", **settings))
   for make_config in configs:
@@ -92,8 +99,10 @@ def test_records_of_another_vocab_than_the_model_dir_are_refused(tmp_path):
   records_dir = make_records(tmp_path, str(swapped))
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  trained = {"vocab_file": testutil.vocab_file(),
-             "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  trained = {
+      "vocab_file": testutil.vocab_file(),
+      "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())
+  }
   (model_dir / artifacts.QA_CONFIG_FILE).write_text(json.dumps(trained))
   before = sorted(os.listdir(model_dir))
   config = train_config.TrainConfig(
@@ -112,8 +121,10 @@ def test_records_of_another_vocab_than_the_model_dir_are_refused(tmp_path):
 
 def test_export_refuses_a_vocab_other_than_trainings(tmp_path):
   bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
-  recorded = {"vocab_file": testutil.vocab_file(),
-              "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  recorded = {
+      "vocab_file": testutil.vocab_file(),
+      "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())
+  }
   other = extended_vocab(tmp_path)
   with pytest.raises(errors.UsageError) as error:
     export_model.check_vocab(other, bert_config, recorded, export_vocab_given=True)
@@ -123,16 +134,26 @@ def test_export_refuses_a_vocab_other_than_trainings(tmp_path):
       f"{recorded['vocab_sha256'][:12]}…)")
   # Training's vocab is served, and recorded in the export; a bigger one never fits the encoder.
   assert export_model.check_vocab(testutil.vocab_file(), bert_config, recorded, True) == {
-      "vocab_sha256": recorded["vocab_sha256"], "vocab_size": 30522}
-  with pytest.raises(errors.UsageError, match="has 30526 tokens but the encoder's vocab_size is "
-                                              "30522: ids from 30522 on have no embedding"):
+      "vocab_sha256": recorded["vocab_sha256"],
+      "vocab_size": 30522
+  }
+  with pytest.raises(
+      errors.UsageError, match="has 30526 tokens but the encoder's vocab_size is "
+      "30522: ids from 30522 on have no embedding"):
     export_model.check_vocab(other, bert_config, {}, export_vocab_given=True)
 
 
 def test_export_serves_the_settings_training_scored_with_unless_told():
-  recorded = {"max_seq_length": 384, "doc_stride": 128, "max_query_length": 64,
-              "do_lower_case": True, "n_best_size": 5, "max_answer_length": 2,
-              "version_2_with_negative": False, "null_score_diff_threshold": 0.0}
+  recorded = {
+      "max_seq_length": 384,
+      "doc_stride": 128,
+      "max_query_length": 64,
+      "do_lower_case": True,
+      "n_best_size": 5,
+      "max_answer_length": 2,
+      "version_2_with_negative": False,
+      "null_score_diff_threshold": 0.0
+  }
   config = export_model.ExportConfig(typed_flags=("export_dir",))
   served = export_model.serving_config(config, recorded)
   assert (served["n_best_size"], served["max_answer_length"]) == (5, 2)
@@ -162,15 +183,17 @@ def test_casing_that_contradicts_the_vocab_is_refused_before_any_work(tmp_path):
   train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 2)
   for vocab_file, do_lower_case, message in [
       (str(cased_file), True, f"--do_lower_case=true but {cased_file} is a cased vocab (2000 "
-                              f"tokens with capitals, e.g. 'A'), which lower-cased text never "
-                              f"reaches; pass --do_lower_case=false"),
+       f"tokens with capitals, e.g. 'A'), which lower-cased text never "
+       f"reaches; pass --do_lower_case=false"),
       (testutil.vocab_file(), False, f"--do_lower_case=false but {testutil.vocab_file()} is an "
-                                     f"uncased vocab (no token has a capital), so every "
-                                     f"capitalized word would be split or [UNK]; pass "
-                                     f"--do_lower_case=true")]:
+       f"uncased vocab (no token has a capital), so every "
+       f"capitalized word would be split or [UNK]; pass "
+       f"--do_lower_case=true")
+  ]:
     with pytest.raises(errors.UsageError) as error:
-      make_records_job.make_records(make_records_job.RecordsConfig(
-          vocab_file=vocab_file, do_lower_case=do_lower_case, train_file=train_file,
-          output_dir=str(tmp_path / "records"), num_workers=1))
+      make_records_job.make_records(
+          make_records_job.RecordsConfig(vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                         train_file=train_file,
+                                         output_dir=str(tmp_path / "records"), num_workers=1))
     assert str(error.value) == message
     assert not os.path.exists(tmp_path / "records")

@@ -38,16 +38,18 @@ def tiny_config(**overrides):
 
 def synthetic_batch(batch_size, seq, seed=0):
   rng = np.random.default_rng(seed)
-  return {"input_word_ids": tf.constant(rng.integers(1000, 30000, (batch_size, seq)), tf.int32),
-          "input_mask": tf.ones([batch_size, seq], tf.int32),
-          "input_type_ids": tf.zeros([batch_size, seq], tf.int32),
-          "start_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32),
-          "end_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32)}
+  return {
+      "input_word_ids": tf.constant(rng.integers(1000, 30000, (batch_size, seq)), tf.int32),
+      "input_mask": tf.ones([batch_size, seq], tf.int32),
+      "input_type_ids": tf.zeros([batch_size, seq], tf.int32),
+      "start_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32),
+      "end_positions": tf.constant(rng.integers(0, seq, batch_size), tf.int32)
+  }
 
 
-@pytest.mark.parametrize("warmup_proportion,expected", [
-    (0.5, [0, 0.2, 0.4, 0.6, 0.8, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]),
-    (0.0, [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0])])
+@pytest.mark.parametrize("warmup_proportion,expected",
+                         [(0.5, [0, 0.2, 0.4, 0.6, 0.8, 1.0, 0.8, 0.6, 0.4, 0.2, 0.0]),
+                          (0.0, [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0])])
 def test_schedule_reaches_the_learning_rate_and_decays_to_zero(warmup_proportion, expected):
   """10 real steps of the tiny model: the rate each update uses (the schedule at the optimizer's
   step before it), from --learning_rate=1e-4; the update with rate 0 leaves the weights as they
@@ -93,8 +95,10 @@ def test_checkpoints_hold_the_dropout_state(tmp_path):
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   assert len(model_dir_lib.dropout_generators(model)) == 1 + 4 * 2
   path = model_dir_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "new"))
-  states = [n for n, _ in tf.train.list_variables(path)
-            if n.startswith(model_dir_lib.DROPOUT_STATE_KEY + "/")]
+  states = [
+      n for n, _ in tf.train.list_variables(path)
+      if n.startswith(model_dir_lib.DROPOUT_STATE_KEY + "/")
+  ]
   assert len(states) == 9 and model_dir_lib.has_dropout_state(path)
   earlier = tf.train.Checkpoint(model=model, optimizer=optimizer).save(str(tmp_path / "earlier"))
   assert not model_dir_lib.has_dropout_state(earlier)
@@ -114,17 +118,24 @@ def test_float32_override_covers_every_weight_read_in_float16(float32_policy_aft
     return tf.reduce_sum(start_logits) + tf.reduce_sum(end_logits)
 
   covered = float32_gradients.covered_variable_names(loss, variables)
-  per_layer = [f"transformer/layer_{i}/{part}/{kind}:0" for i in range(2) for part in (
-      "intermediate", "output", "self_attention/attention_output", "self_attention/key",
-      "self_attention/query", "self_attention/value") for kind in ("bias", "kernel")]
-  assert covered == sorted(["position_embedding/embeddings:0", "type_embeddings/embeddings:0",
-                            "predictions/transform/logits/bias:0",
-                            "predictions/transform/logits/kernel:0"] + per_layer)
+  per_layer = [
+      f"transformer/layer_{i}/{part}/{kind}:0" for i in range(2)
+      for part in ("intermediate", "output", "self_attention/attention_output",
+                   "self_attention/key", "self_attention/query", "self_attention/value")
+      for kind in ("bias", "kernel")
+  ]
+  assert covered == sorted([
+      "position_embedding/embeddings:0", "type_embeddings/embeddings:0",
+      "predictions/transform/logits/bias:0", "predictions/transform/logits/kernel:0"
+  ] + per_layer)
   left = sorted({v.name for v in variables} - set(covered))
-  assert left == sorted(["word_embeddings/embeddings:0", "embeddings/layer_norm/beta:0",
-                         "embeddings/layer_norm/gamma:0"] + [
+  assert left == sorted([
+      "word_embeddings/embeddings:0", "embeddings/layer_norm/beta:0",
+      "embeddings/layer_norm/gamma:0"
+  ] + [
       f"transformer/layer_{i}/{norm}_layer_norm/{kind}:0" for i in range(2)
-      for norm in ("output", "self_attention") for kind in ("beta", "gamma")])
+      for norm in ("output", "self_attention") for kind in ("beta", "gamma")
+  ])
 
 
 @pytest.fixture
@@ -148,8 +159,15 @@ def free_ports(n):
 
 
 def tf_config(ports, index):
-  return json.dumps({"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
-                     "task": {"type": "worker", "index": index}})
+  return json.dumps({
+      "cluster": {
+          "worker": [f"127.0.0.1:{p}" for p in ports]
+      },
+      "task": {
+          "type": "worker",
+          "index": index
+      }
+  })
 
 
 class Processes:
@@ -197,19 +215,27 @@ def data(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("distribution")
   records_dir = testutil.make_train_records(tmp, 64, num_shards=2, lengths=(256, 128, 64))
   config = tmp / "tiny.json"
-  config.write_text(json.dumps(dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0,
-                                    attention_probs_dropout_prob=0.0)))
+  config.write_text(
+      json.dumps(
+          dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0,
+               attention_probs_dropout_prob=0.0)))
   dropout_config = tmp / "tiny_dropout.json"
   dropout_config.write_text(json.dumps(testutil.TINY_BERT_CONFIG))
-  return {"tmp": tmp, "records": records_dir, "config": str(config),
-          "dropout_config": str(dropout_config)}
+  return {
+      "tmp": tmp,
+      "records": records_dir,
+      "config": str(config),
+      "dropout_config": str(dropout_config)
+  }
 
 
 def run_command(data, model_dir, strategy, *runs, num_cpu_devices=1):
-  return [sys.executable, "-m", "tests.distributed_run", f"--strategy={strategy}",
-          f"--num_cpu_devices={num_cpu_devices}", f"--records_dir={data['records']}",
-          f"--config={data['config']}", f"--config=dropout={data['dropout_config']}",
-          f"--model_dir={model_dir}"] + [f"--run={r}" for r in runs]
+  return [
+      sys.executable, "-m", "tests.distributed_run", f"--strategy={strategy}",
+      f"--num_cpu_devices={num_cpu_devices}", f"--records_dir={data['records']}",
+      f"--config={data['config']}", f"--config=dropout={data['dropout_config']}",
+      f"--model_dir={model_dir}"
+  ] + [f"--run={r}" for r in runs]
 
 
 # Every run trains at global batch 8, length buckets on, 3 steps per orbit loop (a tf.while_loop).
@@ -228,19 +254,22 @@ def runs(data):
   temp_before = set(os.listdir(tempfile_dir()))
   with Processes() as processes:
     started = [
-        processes.start(run_command(
-            data, one, "one_device", "plain:steps=6,stop_at=3", "plain:steps=6",
-            "accumulation:steps=6,accumulation=2", *PRECISIONS, "seed6:steps=3,seed=6",
-            *DROPOUT), log=tmp / "one.log"),
-        processes.start(run_command(
-            data, two, "mirrored", "plain:steps=6", "accumulation:steps=6,accumulation=2,stop_at=3",
-            "accumulation:steps=6,accumulation=2", *PRECISIONS, *DROPOUT, num_cpu_devices=2),
-            log=tmp / "two.log")]
-    started += [processes.start(run_command(data, workers, "multi_worker_mirrored",
-                                            "plain:steps=6", "accumulation:steps=6,accumulation=2",
-                                            *PRECISIONS),
-                                env={"TF_CONFIG": tf_config(ports, i)},
-                                log=tmp / f"worker{i}.log") for i in range(2)]
+        processes.start(
+            run_command(data, one, "one_device", "plain:steps=6,stop_at=3", "plain:steps=6",
+                        "accumulation:steps=6,accumulation=2", *PRECISIONS, "seed6:steps=3,seed=6",
+                        *DROPOUT), log=tmp / "one.log"),
+        processes.start(
+            run_command(data, two, "mirrored", "plain:steps=6",
+                        "accumulation:steps=6,accumulation=2,stop_at=3",
+                        "accumulation:steps=6,accumulation=2", *PRECISIONS, *DROPOUT,
+                        num_cpu_devices=2), log=tmp / "two.log")
+    ]
+    started += [
+        processes.start(
+            run_command(data, workers, "multi_worker_mirrored", "plain:steps=6",
+                        "accumulation:steps=6,accumulation=2", *PRECISIONS),
+            env={"TF_CONFIG": tf_config(ports, i)}, log=tmp / f"worker{i}.log") for i in range(2)
+    ]
     for proc in started:
       assert processes.wait(proc) == 0, processes.output(proc)[-5000:]
     results = {}
@@ -250,8 +279,13 @@ def runs(data):
           _, name, value = line.split(" ", 2)
           results.setdefault(f"{prefix}/{name}", []).append(json.loads(value))
   leftover = set(os.listdir(tempfile_dir())) - temp_before
-  return {"one": one, "two": two, "workers": workers, "results": results,
-          "leftover_temp": sorted(n for n in leftover if n.startswith("squad_qa_worker_"))}
+  return {
+      "one": one,
+      "two": two,
+      "workers": workers,
+      "results": results,
+      "leftover_temp": sorted(n for n in leftover if n.startswith("squad_qa_worker_"))
+  }
 
 
 def tempfile_dir():
@@ -262,8 +296,10 @@ def tempfile_dir():
 def weights(path, slots=True):
   """The model's variables in a checkpoint, with or without their optimizer slots."""
   reader = tf.train.load_checkpoint(str(path))
-  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
-          if k.startswith("model/") and (slots or ".OPTIMIZER_SLOT" not in k)}
+  return {
+      k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+      if k.startswith("model/") and (slots or ".OPTIMIZER_SLOT" not in k)
+  }
 
 
 def max_difference(a, b):
@@ -275,8 +311,8 @@ def first_widths(data, steps=6):
   """Widths of the first global batches of 8 that every run here trains on."""
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   meta = records.read_meta(data["records"])
-  dataset = records.train_dataset(records.shard_paths(data["records"], meta, records.TRAIN_SPLIT),
-                                  256, 8, seed=5,
+  dataset = records.train_dataset(records.shard_paths(data["records"], meta,
+                                                      records.TRAIN_SPLIT), 256, 8, seed=5,
                                   length_buckets=records.length_bucket_boundaries(256))
   return [int(b["input_word_ids"].shape[1]) for b in dataset.take(steps)]
 
@@ -351,7 +387,8 @@ def test_multi_worker_equals_one_process_and_only_the_chief_writes(runs):
                         runs["one"] / name / f"ckpt-{step}", name), name
   assert sorted(os.listdir(runs["workers"])) == sorted(TOLERANCE)
   assert sorted(n for n in os.listdir(runs["workers"] / "plain") if n.startswith("ckpt-")) == [
-      "ckpt-3.data-00000-of-00001", "ckpt-3.index", "ckpt-6.data-00000-of-00001", "ckpt-6.index"]
+      "ckpt-3.data-00000-of-00001", "ckpt-3.index", "ckpt-6.data-00000-of-00001", "ckpt-6.index"
+  ]
   assert runs["results"]["worker0/plain"][0]["end_step"] == 6
   assert runs["results"]["worker1/plain"][0]["end_step"] == 6
   assert runs["leftover_temp"] == []
@@ -364,10 +401,11 @@ def test_multi_worker_equals_one_process_and_only_the_chief_writes(runs):
 def train_command(data, model_dir, *args):
   """train.py with its defaults (length buckets, dropout, 100 steps per loop) on the records of
   varying length, without prediction."""
-  return [sys.executable, "train.py", f"--records_dir={data['records']}",
-          f"--model_dir={model_dir}", f"--bert_config_file={data['dropout_config']}",
-          f"--vocab_file={testutil.vocab_file()}", "--do_predict=false", "--train_batch_size=4",
-          *args]
+  return [
+      sys.executable, "train.py", f"--records_dir={data['records']}", f"--model_dir={model_dir}",
+      f"--bert_config_file={data['dropout_config']}", f"--vocab_file={testutil.vocab_file()}",
+      "--do_predict=false", "--train_batch_size=4", *args
+  ]
 
 
 @pytest.mark.slow
@@ -375,9 +413,9 @@ def test_train_py_under_mirrored_trains_hundreds_of_steps_on_real_lengths(data):
   """The command that used to stop at the first step whose replicas (or steps) differed in
   width: 2 replicas, 300 steps in loops of 100, every default."""
   model_dir = data["tmp"] / "mirrored_300"
-  testutil.run_cli(*train_command(data, model_dir, "--distribution_strategy=mirrored",
-                                  "--num_cpu_devices=2", "--train_batch_size=8",
-                                  "--max_steps=300")[1:])
+  testutil.run_cli(
+      *train_command(data, model_dir, "--distribution_strategy=mirrored", "--num_cpu_devices=2",
+                     "--train_batch_size=8", "--max_steps=300")[1:])
   with open(model_dir / "train_results.json") as f:
     results = json.load(f)
   assert (results["start_step"], results["end_step"], results["num_replicas"]) == (0, 300, 2)
@@ -409,10 +447,9 @@ def wait_for(condition, timeout=RUN_TIMEOUT, procs=()):
 def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   model_dir = data["tmp"] / "sigterm"
   with Processes() as processes:
-    proc = processes.start(train_command(data, model_dir, "--max_steps=100000",
-                                         "--save_checkpoints_steps=100000", "--steps_per_loop=1",
-                                         "--log_steps=1"),
-                           log=data["tmp"] / "sigterm.log")
+    proc = processes.start(
+        train_command(data, model_dir, "--max_steps=100000", "--save_checkpoints_steps=100000",
+                      "--steps_per_loop=1", "--log_steps=1"), log=data["tmp"] / "sigterm.log")
     wait_for(lambda: "training: 2 of 100,000 steps" in Processes.output(proc), procs=[proc])
     assert latest_step(model_dir) is None  # no periodic checkpoint before 100000
     proc.send_signal(signal.SIGTERM)
@@ -420,8 +457,9 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   output = Processes.output(proc)
   step = latest_step(model_dir)
   assert step is not None and 2 <= step < 100000, output[-3000:]
-  last_logged = max(int(m.group(1).replace(",", ""))
-                    for m in re.finditer(r"training: ([\d,]+) of 100,000 steps", output))
+  last_logged = max(
+      int(m.group(1).replace(",", ""))
+      for m in re.finditer(r"training: ([\d,]+) of 100,000 steps", output))
   # The loop that noticed the signal saved (the preemption action runs before the progress
   # action) and exited: the checkpoint is at the step training had reached, one past the last
   # logged loop.
@@ -443,9 +481,11 @@ def test_kill_9_one_worker_then_rerun_resumes(data):
           "--distribution_strategy=multi_worker_mirrored")
   ports = free_ports(2)
   with Processes() as processes:
-    workers = [processes.start(train_command(data, model_dir, *args),
-                               env={"TF_CONFIG": tf_config(ports, i)},
-                               log=data["tmp"] / f"kill9_{i}.log") for i in range(2)]
+    workers = [
+        processes.start(train_command(data, model_dir, *args),
+                        env={"TF_CONFIG": tf_config(ports, i)}, log=data["tmp"] / f"kill9_{i}.log")
+        for i in range(2)
+    ]
     wait_for(lambda: (latest_step(model_dir) or 0) >= 50, procs=workers)
     os.kill(workers[1].pid, signal.SIGKILL)
     workers[1].wait()
@@ -456,15 +496,17 @@ def test_kill_9_one_worker_then_rerun_resumes(data):
   assert 50 <= resumed_from < total, Processes.output(workers[0])[-3000:]
   ports = free_ports(2)
   with Processes() as processes:
-    workers = [processes.start(train_command(data, model_dir, *args),
-                               env={"TF_CONFIG": tf_config(ports, i)},
-                               log=data["tmp"] / f"rerun_{i}.log") for i in range(2)]
+    workers = [
+        processes.start(train_command(data, model_dir, *args),
+                        env={"TF_CONFIG": tf_config(ports, i)}, log=data["tmp"] / f"rerun_{i}.log")
+        for i in range(2)
+    ]
     for proc in workers:
       assert processes.wait(proc) == 0, Processes.output(proc)[-3000:]
   with open(model_dir / "train_results.json") as f:
     results = json.load(f)
-  assert (results["start_step"], results["end_step"], results["steps"]) == (
-      resumed_from, total, total - resumed_from)
+  assert (results["start_step"], results["end_step"], results["steps"]) == (resumed_from, total,
+                                                                            total - resumed_from)
   assert results["num_replicas"] == 2 and results["effective_batch_size"] == 4
   assert latest_step(model_dir) == total
   restored, _ = span_model.build_span_model(tiny_config())

@@ -13,6 +13,7 @@ from tests import testutil
 
 
 class FakeClock:
+
   def __init__(self):
     self.now = 0.0
 
@@ -34,6 +35,7 @@ class FakeScorer:
 
 
 class FakeStrategy:
+
   def scope(self):
     return contextlib.nullcontext()
 
@@ -60,11 +62,21 @@ def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):
   loops, scorer, _ = run(tmp_path, clock, 0, 25)
   assert loops == [10, 10, 5] and scorer.calls == 2
   rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
-  assert rows == [
-      {"step": 10, "examples": 160, "train_seconds": 20.0, "exact_match": 40.0, "f1": 50.0,
-       "loss": 1.5},
-      {"step": 20, "examples": 320, "train_seconds": 40.0, "exact_match": 50.0, "f1": 60.0,
-       "loss": 1.5}]  # 47 s of wall time, 7 of them scoring
+  assert rows == [{
+      "step": 10,
+      "examples": 160,
+      "train_seconds": 20.0,
+      "exact_match": 40.0,
+      "f1": 50.0,
+      "loss": 1.5
+  }, {
+      "step": 20,
+      "examples": 320,
+      "train_seconds": 40.0,
+      "exact_match": 50.0,
+      "f1": 60.0,
+      "loss": 1.5
+  }]  # 47 s of wall time, 7 of them scoring
   events = tf.io.gfile.glob(os.path.join(tmp_path, "eval", "events.out.tfevents.*"))
   assert events
   scalars = {}
@@ -72,8 +84,12 @@ def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):
     for event in tf.compat.v1.train.summary_iterator(path):
       for value in event.summary.value:
         scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
-  assert scalars == {("eval/exact_match", 10): 40.0, ("eval/f1", 10): 50.0,
-                     ("eval/exact_match", 20): 50.0, ("eval/f1", 20): 60.0}
+  assert scalars == {
+      ("eval/exact_match", 10): 40.0,
+      ("eval/f1", 10): 50.0,
+      ("eval/exact_match", 20): 50.0,
+      ("eval/f1", 20): 60.0
+  }
 
 
 @pytest.mark.parametrize("final_step", [25, 20])
@@ -86,11 +102,16 @@ def test_the_last_point_is_the_final_score_not_a_second_scoring(tmp_path, final_
   clock.now += 30.0  # the final evaluation's time is not training time
   curve.add_final_score({"exact_match": 71.0, "f1": 80.5})
   rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
-  assert rows[-1] == {"step": final_step, "examples": 16 * final_step,
-                      "train_seconds": 2.0 * final_step, "exact_match": 71.0, "f1": 80.5,
-                      "loss": 1.5}
-  assert [r["step"] for r in rows] == [10, 20, 25][:len(rows)] and len(rows) == final_step // 10 + (
-      final_step % 10 > 0)
+  assert rows[-1] == {
+      "step": final_step,
+      "examples": 16 * final_step,
+      "train_seconds": 2.0 * final_step,
+      "exact_match": 71.0,
+      "f1": 80.5,
+      "loss": 1.5
+  }
+  assert [r["step"] for r in rows
+         ] == [10, 20, 25][:len(rows)] and len(rows) == final_step // 10 + (final_step % 10 > 0)
   curve.add_final_score({"exact_match": 0.0, "f1": 0.0})  # written once
   assert len(learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))) == len(rows)
 
@@ -135,8 +156,8 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   with open(model_dir / "eval_results.json") as f:
     final = json.load(f)
   assert final["num_questions"] == 6
-  assert (rows[1]["exact_match"], rows[1]["f1"]) == (round(final["exact_match"], 2),
-                                                     round(final["f1"], 2))
+  assert (rows[1]["exact_match"], rows[1]["f1"]) == (round(final["exact_match"],
+                                                           2), round(final["f1"], 2))
   assert "dev at step 3 (" in log and "on 6 questions" in log
   assert "on 6 questions (the final score)" in log
   assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log

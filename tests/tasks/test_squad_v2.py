@@ -28,19 +28,50 @@ P2 = "Glass beads were traded along the coast for salt."
 
 def _qa(qid, question, answer=None, context=None):
   if answer is None:
-    return {"id": qid, "question": question, "answers": [], "is_impossible": True,
-            "plausible_answers": [{"text": "Elm", "answer_start": 10}]}
-  return {"id": qid, "question": question, "is_impossible": False,
-          "answers": [{"text": answer, "answer_start": context.index(answer)}]}
+    return {
+        "id": qid,
+        "question": question,
+        "answers": [],
+        "is_impossible": True,
+        "plausible_answers": [{
+            "text": "Elm",
+            "answer_start": 10
+        }]
+    }
+  return {
+      "id": qid,
+      "question": question,
+      "is_impossible": False,
+      "answers": [{
+          "text": answer,
+          "answer_start": context.index(answer)
+      }]
+  }
 
 
-V2 = {"version": "v2.0", "data": [{"title": "Mill", "paragraphs": [
-    {"context": P1, "qas": [_qa("v1", "Who built the mill?", "Ada Byron", P1),
-                            _qa("v2", "When did the mill burn?", "1901", P1),
-                            _qa("v3", "Who repaired the mill?")]},
-    {"context": P2, "qas": [_qa("v4", "What was traded for salt?", "Glass beads", P2),
-                            _qa("v5", "Who bought the salt?")]},
-]}]}
+V2 = {
+    "version": "v2.0",
+    "data": [{
+        "title": "Mill",
+        "paragraphs": [
+            {
+                "context": P1,
+                "qas": [
+                    _qa("v1", "Who built the mill?", "Ada Byron", P1),
+                    _qa("v2", "When did the mill burn?", "1901", P1),
+                    _qa("v3", "Who repaired the mill?")
+                ]
+            },
+            {
+                "context": P2,
+                "qas": [
+                    _qa("v4", "What was traded for salt?", "Glass beads", P2),
+                    _qa("v5", "Who bought the salt?")
+                ]
+            },
+        ]
+    }]
+}
 
 
 @pytest.fixture
@@ -52,9 +83,9 @@ def v2_file(tmp_path):
 
 def test_reader_keeps_unanswerable_questions_only_with_version_2(v2_file):
   squad = squad_reader.read_squad(v2_file, is_training=True, version_2_with_negative=True)
-  assert [(e.qas_id, e.is_impossible, e.answer_text, e.answer_start) for e in squad.examples] == [
-      ("v1", False, "Ada Byron", 57), ("v2", False, "1901", 89), ("v3", True, "", -1),
-      ("v4", False, "Glass beads", 0), ("v5", True, "", -1)]
+  assert [(e.qas_id, e.is_impossible, e.answer_text, e.answer_start) for e in squad.examples
+         ] == [("v1", False, "Ada Byron", 57), ("v2", False, "1901", 89), ("v3", True, "", -1),
+               ("v4", False, "Glass beads", 0), ("v5", True, "", -1)]
   assert squad.notes == {"unanswerable": 2}
   v1_reader = squad_reader.read_squad(v2_file, is_training=True)
   assert [e.qas_id for e in v1_reader.examples] == ["v1", "v2", "v4"]
@@ -64,8 +95,8 @@ def test_reader_keeps_unanswerable_questions_only_with_version_2(v2_file):
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_v2_records_equal_the_reference(tmp_path, v2_file, split):
   # 24 tokens, stride 8: P1's 23 tokens need 2-3 windows per question.
-  ours = compare_with_reference.run_ours(v2_file, split, testutil.vocab_file(), True, 24, 8, 16, True,
-                                         str(tmp_path / "records"), 1, in_process=True)
+  ours = compare_with_reference.run_ours(v2_file, split, testutil.vocab_file(), True, 24, 8, 16,
+                                         True, str(tmp_path / "records"), 1, in_process=True)
   reference = reference_features.run_reference(v2_file, split == "train", testutil.vocab_file(),
                                                True, 24, 8, 16, version_2_with_negative=True)
   vocab = wordpiece.read_vocab(testutil.vocab_file())
@@ -123,8 +154,13 @@ def test_null_score_is_the_minimum_over_windows_and_the_threshold_decides():
 def test_score_v2_known_predictions(v2_file):
   dataset = squad_reader.load_json(v2_file)
   predictions = {"v1": "Ada Byron", "v2": "in 1901", "v3": "", "v4": "", "v5": "salt"}
-  best_non_null = {"v1": "Ada Byron", "v2": "in 1901", "v3": "Ada Byron", "v4": "Glass beads",
-                   "v5": "salt"}
+  best_non_null = {
+      "v1": "Ada Byron",
+      "v2": "in 1901",
+      "v3": "Ada Byron",
+      "v4": "Glass beads",
+      "v5": "salt"
+  }
   diffs = {"v1": -3.0, "v2": -1.0, "v3": 2.0, "v4": 0.5, "v5": -0.5}
   scores = squad_scoring.score_v2(dataset, predictions, diffs, best_non_null)
   # v1 right; v2 "in 1901" vs "1901": EM 0, F1 2 * 0.5 * 1 / 1.5 = 2/3; v3 "" right; v4 "" wrong;
@@ -146,10 +182,11 @@ def test_score_v2_known_predictions(v2_file):
 
 def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   out = str(tmp_path / "records")
-  meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64, doc_stride=32,
-      max_query_length=16, num_shards=1, version_2_with_negative=True, predict_file=v2_file,
-      output_dir=out, num_workers=1))
+  meta = make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), do_lower_case=True,
+                                     max_seq_length=64, doc_stride=32, max_query_length=16,
+                                     num_shards=1, version_2_with_negative=True,
+                                     predict_file=v2_file, output_dir=out, num_workers=1))
   model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
@@ -168,10 +205,23 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
 # Paragraphs without a single token: whitespace only (the reader skips its questions) and only
 # characters the tokenizer deletes (zero-width space, soft hyphen, a control character).
 NO_TOKENS = [
-    {"context": " \n\t ", "qas": [{"id": "e1", "question": "Who painted it?", "is_impossible": False,
-                                   "answers": [{"text": "Ada", "answer_start": 0}]},
-                                  _qa("e2", "Who sold it?")]},
-    {"context": "\u200b\u00ad\u0007", "qas": [_qa("e3", "Who drew it?")]},
+    {
+        "context": " \n\t ",
+        "qas": [{
+            "id": "e1",
+            "question": "Who painted it?",
+            "is_impossible": False,
+            "answers": [{
+                "text": "Ada",
+                "answer_start": 0
+            }]
+        },
+                _qa("e2", "Who sold it?")]
+    },
+    {
+        "context": "\u200b\u00ad\u0007",
+        "qas": [_qa("e3", "Who drew it?")]
+    },
 ]
 
 
@@ -189,15 +239,16 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   path = tmp_path / "v2_no_tokens.json"
   path.write_text(json.dumps(data))
   out = str(tmp_path / "records")
-  meta = make_records_job.make_records(make_records_job.RecordsConfig(
-      vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64, doc_stride=32,
-      max_query_length=16, num_shards=1, version_2_with_negative=version_2,
-      predict_file=str(path), output_dir=out, num_workers=1))
+  meta = make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), do_lower_case=True,
+                                     max_seq_length=64, doc_stride=32, max_query_length=16,
+                                     num_shards=1, version_2_with_negative=version_2,
+                                     predict_file=str(path), output_dir=out, num_workers=1))
   assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = evaluation.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8,
-                                20, 30, version_2_with_negative=version_2)
+  results = evaluation.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8, 20,
+                                30, version_2_with_negative=version_2)
   predictions = json.loads((model_dir / "predictions.json").read_text())
   assert list(predictions) == ["v1", "v2", "v3", "e1", "e2", "e3", "v4", "v5"]
   assert [predictions[q] for q in ("e1", "e2", "e3")] == ["", "", ""]
@@ -278,6 +329,8 @@ def test_best_threshold_reproduces_the_best_score(v2_file, seed):
     again = squad_scoring.score_v2(
         dataset, _at_threshold(best_non_null, diffs, scores[f"best_{name}_thresh"]))
     assert again[name] == pytest.approx(scores[f"best_{name}"])
-    every = [squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, t))[name]
-             for t in [-10.0] + sorted(set(diffs.values()))]
+    every = [
+        squad_scoring.score_v2(dataset, _at_threshold(best_non_null, diffs, t))[name]
+        for t in [-10.0] + sorted(set(diffs.values()))
+    ]
     assert scores[f"best_{name}"] == pytest.approx(max(every))

@@ -62,15 +62,19 @@ def init_and_model_dir(tmp_path):
 
 def test_a_new_model_dir_starts_from_the_init_checkpoint(tmp_path, init_and_model_dir):
   init, _ = init_and_model_dir
-  expected = model_dir_lib.Start(init_checkpoint=init, recorded={
-      "init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))})
+  expected = model_dir_lib.Start(
+      init_checkpoint=init,
+      recorded={"init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))})
   assert model_dir_lib.decide_start(str(tmp_path / "new"), init) == expected
-  assert model_dir_lib.decide_start(None, init) == expected  # export.py given only --init_checkpoint
-  assert model_dir_lib.decide_start(str(tmp_path / "new"), None) == model_dir_lib.Start(
-      recorded={"init_checkpoint": None})
+  assert model_dir_lib.decide_start(None,
+                                    init) == expected  # export.py given only --init_checkpoint
+  assert model_dir_lib.decide_start(str(tmp_path / "new"),
+                                    None) == model_dir_lib.Start(recorded={"init_checkpoint": None})
   # An HF folder is recorded as the real folder.
-  assert model_dir_lib.decide_start(str(tmp_path / "new"), testutil.minilm_dir() + "/").recorded == {
-      "init_checkpoint": os.path.realpath(testutil.minilm_dir())}
+  assert model_dir_lib.decide_start(str(tmp_path / "new"),
+                                    testutil.minilm_dir() + "/").recorded == {
+                                        "init_checkpoint": os.path.realpath(testutil.minilm_dir())
+                                    }
 
 
 def test_rerunning_the_same_command_resumes_and_says_the_flag_is_ignored(init_and_model_dir):
@@ -79,17 +83,20 @@ def test_rerunning_the_same_command_resumes_and_says_the_flag_is_ignored(init_an
   recorded = {"init_checkpoint": os.path.realpath(os.path.join(init, "ckpt-7"))}
   for named in (init, init + "/", os.path.join(init, "ckpt-7"), os.path.join(init, "ckpt-7.index")):
     start = model_dir_lib.decide_start(model_dir, named)
-    assert start == model_dir_lib.Start(resume=latest, recorded=recorded, ignored=(
-        f"--init_checkpoint={named} is ignored: --model_dir={model_dir} started from it and holds "
-        f"the training since (pass a new --model_dir to start again from it)"))
-  assert start.describe("resumed from", 4) == (
-      f"resumed from {latest} at step 4; --init_checkpoint={named} is ignored: "
-      f"--model_dir={model_dir} started from it and holds the training since (pass a new "
-      f"--model_dir to start again from it)")
+    assert start == model_dir_lib.Start(
+        resume=latest, recorded=recorded, ignored=
+        (f"--init_checkpoint={named} is ignored: --model_dir={model_dir} started from it and holds "
+         f"the training since (pass a new --model_dir to start again from it)"))
+  assert start.describe(
+      "resumed from",
+      4) == (f"resumed from {latest} at step 4; --init_checkpoint={named} is ignored: "
+             f"--model_dir={model_dir} started from it and holds the training since (pass a new "
+             f"--model_dir to start again from it)")
   # Without --init_checkpoint, or naming the --model_dir itself: resume, nothing ignored.
   for named in (None, model_dir, latest):
-    assert model_dir_lib.decide_start(model_dir, named) == model_dir_lib.Start(resume=latest,
-                                                                           recorded=recorded)
+    assert model_dir_lib.decide_start(model_dir,
+                                      named) == model_dir_lib.Start(resume=latest,
+                                                                    recorded=recorded)
 
 
 def test_another_init_checkpoint_is_refused_in_one_line(tmp_path, init_and_model_dir):
@@ -137,8 +144,8 @@ def test_manager_calls_before_first_save_once_before_the_first_checkpoint(tmp_pa
   def before_first_save():
     calls.append(tf.train.latest_checkpoint(str(tmp_path)))
 
-  manager = model_dir_lib.ModelDirCheckpointManager(
-      tf.train.Checkpoint(v=tf.Variable(1.0)), str(tmp_path), before_first_save, max_to_keep=3)
+  manager = model_dir_lib.ModelDirCheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)),
+                                                    str(tmp_path), before_first_save, max_to_keep=3)
   manager.save(checkpoint_number=1)
   manager.save(checkpoint_number=2)
   assert calls == [None]
@@ -152,16 +159,18 @@ def synthetic_dataset(config, batch_size):
       "input_mask": np.ones((batch_size, SEQ), np.int32),
       "input_type_ids": np.repeat([[0] * 8 + [1] * (SEQ - 8)], batch_size, 0).astype(np.int32),
       "start_positions": rng.integers(8, SEQ, batch_size).astype(np.int32),
-      "end_positions": rng.integers(8, SEQ, batch_size).astype(np.int32)}
+      "end_positions": rng.integers(8, SEQ, batch_size).astype(np.int32)
+  }
   return tf.data.Dataset.from_tensors(batch).repeat()
 
 
 def make_task(config, steps):
   question_answering.set_precision_policy("float32")
   tf.keras.utils.set_random_seed(3)
-  return question_answering.QuestionAnsweringTask(question_answering.QATaskConfig(
-      bert_config=config, max_seq_length=SEQ, per_replica_batch_size=4, learning_rate=1e-3,
-      num_train_steps=steps, warmup_proportion=0.0))
+  return question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=config, max_seq_length=SEQ,
+                                      per_replica_batch_size=4, learning_rate=1e-3,
+                                      num_train_steps=steps, warmup_proportion=0.0))
 
 
 def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
@@ -175,13 +184,13 @@ def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
     checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
   if not start.resume and start.init_checkpoint:
     checkpoints.initialize_from(model, start.init_checkpoint)
-  trainer = question_answering.QATrainer(
-      strategy, replica_step or task.replica_step(model, optimizer), optimizer, 4)
+  trainer = question_answering.QATrainer(strategy, replica_step or
+                                         task.replica_step(model, optimizer), optimizer, 4)
   return trainer_lib.train(
       trainer, checkpoint, lambda context, skip: synthetic_dataset(config, 4).skip(skip),
       run_plan.RunPlan(model_dir=model_dir, num_train_steps=steps, save_checkpoints_steps=1,
-                       steps_per_loop=1),
-      start=start, before_first_save=lambda: artifacts.write_json(
+                       steps_per_loop=1), start=start,
+      before_first_save=lambda: artifacts.write_json(
           os.path.join(model_dir, artifacts.QA_CONFIG_FILE), qa_config))
 
 
@@ -205,8 +214,10 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   assert "trained steps 0..1: final loss" in caplog.text
   assert "speed n/a (one loop, whose time includes tracing)" in caplog.text
   assert "examples/s" not in caplog.text
-  assert artifacts.read_qa_config(model_dir) == {"max_seq_length": SEQ,
-                                                 "init_checkpoint": os.path.realpath(prefix)}
+  assert artifacts.read_qa_config(model_dir) == {
+      "max_seq_length": SEQ,
+      "init_checkpoint": os.path.realpath(prefix)
+  }
   caplog.clear()
   # The same command again: nothing left to train, and TensorFlow has nothing to warn about.
   start = model_dir_lib.decide_start(model_dir, init)
@@ -252,10 +263,13 @@ ONEDNN_OUT_OF_MEMORY = (
     "self_attention/softmax/Softmax}}]] [Op:__inference_loop_fn_7979]")
 
 
-@pytest.mark.parametrize("message, out_of_memory", [
-    (ONEDNN_OUT_OF_MEMORY, True),
-    # Another oneDNN status (2: invalid arguments) is not out of memory: it is raised as it is.
-    (ONEDNN_OUT_OF_MEMORY.replace("Status: 1,", "Status: 2,"), False)])
+@pytest.mark.parametrize(
+    "message, out_of_memory",
+    [
+        (ONEDNN_OUT_OF_MEMORY, True),
+        # Another oneDNN status (2: invalid arguments) is not out of memory: it is raised as it is.
+        (ONEDNN_OUT_OF_MEMORY.replace("Status: 1,", "Status: 2,"), False)
+    ])
 def test_onednn_out_of_memory_is_reported_as_out_of_memory(tiny_init, tmp_path, message,
                                                            out_of_memory):
   config, init, _ = tiny_init
@@ -266,8 +280,8 @@ def test_onednn_out_of_memory_is_reported_as_out_of_memory(tiny_init, tmp_path, 
 
   expected = ((trainer_lib.OutOfMemoryError,
                r"step 1 ran out of memory \(oneDNN out of memory \(could not create a primitive\) "
-               r"in Softmax\); the last checkpoint is none") if out_of_memory
-              else (tf.errors.AbortedError, "Status: 2, message: could not create a primitive"))
+               r"in Softmax\); the last checkpoint is none") if out_of_memory else
+              (tf.errors.AbortedError, "Status: 2, message: could not create a primitive"))
   with pytest.raises(expected[0], match=expected[1]):
     run_trainer(config, model_dir, 2, model_dir_lib.decide_start(model_dir, init),
                 {"max_seq_length": SEQ}, replica_step=failing_step)
@@ -283,9 +297,8 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   tf.train.CheckpointManager(tf.train.Checkpoint(model=trained), str(tmp_path / "model_out"),
                              max_to_keep=1).save(checkpoint_number=3)
   write_qa_config(str(tmp_path / "model_out"), bert_config_file=config_file,
-                  bert_config=config.to_dict(),
-                  vocab_file=testutil.vocab_file(), do_lower_case=True, max_seq_length=64,
-                  doc_stride=32, max_query_length=16)
+                  bert_config=config.to_dict(), vocab_file=testutil.vocab_file(),
+                  do_lower_case=True, max_seq_length=64, doc_stride=32, max_query_length=16)
   tf.keras.utils.set_random_seed(11)
   encoder = span_model.build_encoder(config)
   tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "init" / "bert_model.ckpt"))

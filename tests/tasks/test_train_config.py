@@ -7,20 +7,37 @@ from squad_qa.tasks import train_config
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"num_train_epochs": 0}, "--num_train_epochs must be above 0"),
-    ({"max_steps": 0}, "--max_steps=0: must be at least 1"),
-    ({"train_batch_size": 0}, "--train_batch_size=0: expected a positive integer or 'auto'"),
-    ({"mixed_precision_dtype": "int8"},
-     "--mixed_precision_dtype=int8: expected one of auto, float32, float16, bfloat16"),
-    ({"log_steps": -1}, "--log_steps=-1: must be 0 (about every 30 s) or more"),
-    ({"steps_per_loop": 0}, "--steps_per_loop=0: must be at least 1"),
-    ({"do_train": False, "eval_every_steps": 100},
+    ({
+        "num_train_epochs": 0
+    }, "--num_train_epochs must be above 0"),
+    ({
+        "max_steps": 0
+    }, "--max_steps=0: must be at least 1"),
+    ({
+        "train_batch_size": 0
+    }, "--train_batch_size=0: expected a positive integer or 'auto'"),
+    ({
+        "mixed_precision_dtype": "int8"
+    }, "--mixed_precision_dtype=int8: expected one of auto, float32, float16, bfloat16"),
+    ({
+        "log_steps": -1
+    }, "--log_steps=-1: must be 0 (about every 30 s) or more"),
+    ({
+        "steps_per_loop": 0
+    }, "--steps_per_loop=0: must be at least 1"),
+    ({
+        "do_train": False,
+        "eval_every_steps": 100
+    },
      "--eval_every_steps=100 applies to training; --do_train=false only predicts: drop one of the "
      "two"),
-    ({"do_train": False, "log_steps": 5},
-     "--log_steps=5 applies to training; --do_train=false only predicts: drop one of the two"),
-    ({"length_buckets": (128, 64)},
-     "--length_buckets=(128, 64): expected increasing positive token counts"),
+    ({
+        "do_train": False,
+        "log_steps": 5
+    }, "--log_steps=5 applies to training; --do_train=false only predicts: drop one of the two"),
+    ({
+        "length_buckets": (128, 64)
+    }, "--length_buckets=(128, 64): expected increasing positive token counts"),
 ])
 def test_a_value_no_run_can_use_is_one_line(values, message):
   with pytest.raises(errors.UsageError) as error:
@@ -38,23 +55,39 @@ def test_auto_precision_follows_the_device_unless_named(monkeypatch, native, exp
   assert train_config.TrainConfig().mixed_precision_dtype == "auto"
   assert train_config.TrainConfig().precision_and_reason == (expected, reason)
   assert train_config.TrainConfig(gpu=True).precision_and_reason == ("float16", "auto: --gpu")
-  assert train_config.TrainConfig(mixed_precision_dtype="float32").precision_and_reason == (
-      "float32", "--mixed_precision_dtype=float32")
-  assert train_config.TrainConfig(gpu=True, mixed_precision_dtype="bfloat16").precision == "bfloat16"
+  assert train_config.TrainConfig(
+      mixed_precision_dtype="float32").precision_and_reason == ("float32",
+                                                                "--mixed_precision_dtype=float32")
+  assert train_config.TrainConfig(gpu=True,
+                                  mixed_precision_dtype="bfloat16").precision == "bfloat16"
   assert train_config.TrainConfig(train_batch_size="auto").train_batch_size == "auto"
 
 
-@pytest.mark.parametrize("values, native, expected", [
-    ({}, False, (False, "default on the CPU")),  # auto: float32 here
-    ({"mixed_precision_dtype": "bfloat16"}, False,
-     (True, "default for bfloat16 on a CPU without bfloat16 matmuls")),
-    ({"mixed_precision_dtype": "bfloat16"}, True, (False, "default on the CPU")),
-    ({"mixed_precision_dtype": "bfloat16"}, None, (False, "default on the CPU")),
-    ({}, True, (False, "default on the CPU")),  # auto: bfloat16 with native matmuls
-    ({"gpu": True}, False, (True, "default with --gpu")),
-    ({"mixed_precision_dtype": "bfloat16", "xla": False}, False, (False, "--noxla")),
-    ({"xla": True}, True, (True, "--xla")),
-])
+@pytest.mark.parametrize(
+    "values, native, expected",
+    [
+        ({}, False, (False, "default on the CPU")),  # auto: float32 here
+        ({
+            "mixed_precision_dtype": "bfloat16"
+        }, False, (True, "default for bfloat16 on a CPU without bfloat16 matmuls")),
+        ({
+            "mixed_precision_dtype": "bfloat16"
+        }, True, (False, "default on the CPU")),
+        ({
+            "mixed_precision_dtype": "bfloat16"
+        }, None, (False, "default on the CPU")),
+        ({}, True, (False, "default on the CPU")),  # auto: bfloat16 with native matmuls
+        ({
+            "gpu": True
+        }, False, (True, "default with --gpu")),
+        ({
+            "mixed_precision_dtype": "bfloat16",
+            "xla": False
+        }, False, (False, "--noxla")),
+        ({
+            "xla": True
+        }, True, (True, "--xla")),
+    ])
 def test_xla_by_default_with_a_gpu_and_for_bfloat16_without_bfloat16_matmuls(
     monkeypatch, values, native, expected):
   """TensorFlow's einsum sums in bfloat16 on a CPU without bfloat16 matmuls; XLA sums in float32."""

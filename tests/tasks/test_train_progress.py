@@ -10,6 +10,7 @@ from squad_qa.tasks import train_progress
 
 
 class FakeClock:
+
   def __init__(self):
     self.now = 1000.0
 
@@ -32,8 +33,7 @@ def make(monkeypatch, log_steps=0, fixed_loops=False, num_train_steps=400, steps
 def run_loop(progress, step, clock, seconds_per_step, output=None):
   """Runs the loop `progress` asks for at `seconds_per_step` (cut at the last step, as orbit's
   controller does); returns its length."""
-  steps = min(progress.loop_steps(int(step.numpy())),
-              progress.num_train_steps - int(step.numpy()))
+  steps = min(progress.loop_steps(int(step.numpy())), progress.num_train_steps - int(step.numpy()))
   clock.now += steps * seconds_per_step
   step.assign_add(steps)
   progress(output or {"loss": 2.5, "learning_rate": 1e-4, "examples_per_second": 32.0})
@@ -57,7 +57,8 @@ def test_loops_end_about_every_30_seconds_with_a_line_each(monkeypatch):
       "training: 125 of 400 steps (31 %), epoch 0.62, loss 2.5000, learning rate 1.00e-04, "
       "32.0 examples/s, 1 min 22 s elapsed, ETA 2 min 18 s",
       "training: 185 of 400 steps (46 %), epoch 0.93, loss 2.5000, learning rate 1.00e-04, "
-      "32.0 examples/s, 1 min 52 s elapsed, ETA 1 min 48 s"]
+      "32.0 examples/s, 1 min 52 s elapsed, ETA 1 min 48 s"
+  ]
 
 
 def test_slow_steps_never_loop_longer_than_steps_per_loop_and_the_end_shows_once(monkeypatch):
@@ -70,7 +71,8 @@ def test_slow_steps_never_loop_longer_than_steps_per_loop_and_the_end_shows_once
   assert [line.split(",")[0] for line in lines[1:]] == [
       "training: 4 of 12 steps (33 %)", "training: 6 of 12 steps (50 %)",
       "training: 8 of 12 steps (67 %)", "training: 10 of 12 steps (83 %)",
-      "training: 12 of 12 steps (100 %)"]
+      "training: 12 of 12 steps (100 %)"
+  ]
 
 
 def test_log_steps_fixes_the_lines_to_its_multiples(monkeypatch):
@@ -86,7 +88,8 @@ def test_log_steps_fixes_the_lines_to_its_multiples(monkeypatch):
                       "25 steps")
   assert [line.split(",")[0] for line in lines[1:]] == [
       "training: 25 of 60 steps (42 %)", "training: 50 of 60 steps (83 %)",
-      "training: 60 of 60 steps (100 %)"]
+      "training: 60 of 60 steps (100 %)"
+  ]
 
 
 def test_multi_worker_loops_never_follow_a_clock(monkeypatch):

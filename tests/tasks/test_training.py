@@ -60,7 +60,8 @@ def real_train_batch(num_questions, max_seq_length=SEQ):
 
 def test_span_loss_of_uniform_logits_is_log_seq():
   logits = tf.zeros([3, 10])
-  loss = question_answering.span_loss(tf.constant([0, 4, 9]), tf.constant([1, 5, 9]), logits, logits)
+  loss = question_answering.span_loss(tf.constant([0, 4, 9]), tf.constant([1, 5, 9]), logits,
+                                      logits)
   assert float(loss) == pytest.approx(math.log(10), rel=1e-6)
   # A confident right answer costs ~0; the loss averages start and end.
   start = tf.one_hot([2], 10) * 100.0
@@ -106,8 +107,8 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
   train.py compiles them (XLA for bfloat16 where the CPU has no bfloat16 matmuls): bfloat16
   compute (8-bit mantissa, relative rounding 2^-9) gives gradients pointing the same way, each
   weight's within a few percent, and no loss scaling is involved."""
-  config = bert_config_lib.BertConfig.from_dict(dict(
-      testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   batch = real_train_batch(8)
   results = {}
   for dtype in ("float32", "bfloat16"):
@@ -120,15 +121,15 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
                               jit_compile=jit)(batch)
     results[dtype] = (float(loss), [tf.convert_to_tensor(g).numpy() for g in grads],
                       model.get_weights(), encoder)
-  (loss32, grads32, weights32, _), (loss16, grads16, weights16, encoder16) = (
-      results["float32"], results["bfloat16"])
+  (loss32, grads32, weights32, _), (loss16, grads16, weights16, encoder16) = (results["float32"],
+                                                                              results["bfloat16"])
   assert all(np.array_equal(a, b) for a, b in zip(weights32, weights16))
   projections = [l for l in encoder16.submodules if isinstance(l, tf_keras.layers.EinsumDense)]
   assert {l.compute_dtype for l in projections} == {"bfloat16"}
   assert all(g.dtype == np.float32 for g in grads16)
   assert loss16 == pytest.approx(loss32, rel=2e-2)
-  flat32, flat16 = np.concatenate([g.ravel() for g in grads32]), np.concatenate(
-      [g.ravel() for g in grads16])
+  flat32, flat16 = np.concatenate([g.ravel() for g in grads32
+                                  ]), np.concatenate([g.ravel() for g in grads16])
   cosine = flat32 @ flat16 / (np.linalg.norm(flat32) * np.linalg.norm(flat16))
   assert cosine > 0.999
   # Key biases, the logits' bias and the last layer norm's beta shift every logit of a softmax
@@ -136,8 +137,10 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
   total = np.linalg.norm(flat32)
   zero = [np.linalg.norm(b) for a, b in zip(grads32, grads16) if np.linalg.norm(a) < 1e-7 * total]
   assert len(zero) == 4 and max(zero) < 1e-3 * total  # 2 key biases, beta, logits bias
-  relative = [np.linalg.norm(a - b) / np.linalg.norm(a) for a, b in zip(grads32, grads16)
-              if np.linalg.norm(a) >= 1e-7 * total]
+  relative = [
+      np.linalg.norm(a - b) / np.linalg.norm(a) for a, b in zip(grads32, grads16)
+      if np.linalg.norm(a) >= 1e-7 * total
+  ]
   assert max(relative) < 0.1
   assert np.median(relative) < 0.03
 
@@ -156,7 +159,7 @@ def test_xla_sums_bfloat16_einsums_in_float32():
 
   einsum = lambda a, b: tf.einsum("abc,cd->abd", a, b)
   rounding = error(tf.matmul(inputs, kernel))
-  assert 2 ** -11 < rounding < 2 ** -8  # bfloat16 output rounding (2^-9 relative at most)
+  assert 2**-11 < rounding < 2**-8  # bfloat16 output rounding (2^-9 relative at most)
   assert error(tf.function(einsum, jit_compile=True)(inputs, kernel)) < 1.5 * rounding
   if precision.bfloat16_needs_xla():
     assert error(einsum(inputs, kernel)) > 4 * rounding
@@ -216,8 +219,8 @@ def test_gpu_flag_without_gpu_is_a_clear_error():
 def test_tiny_model_memorizes_8_real_features():
   question_answering.set_precision_policy("float32")
   tf_keras.utils.set_random_seed(7)
-  config = bert_config_lib.BertConfig.from_dict(dict(
-      testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   model, _ = span_model.build_span_model(config)
   batch = real_train_batch(8)
   steps = 150
@@ -260,5 +263,5 @@ def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_pa
   assert run_inputs.default_predict_file(meta) == str(source)
   source.unlink()
   assert run_inputs.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
-  assert (run_inputs.default_predict_file({"splits": {}})
-          == str(tmp_path / "squad" / "dev-v1.1.json"))
+  assert (run_inputs.default_predict_file({"splits": {}
+                                          }) == str(tmp_path / "squad" / "dev-v1.1.json"))
