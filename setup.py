@@ -59,8 +59,10 @@ setuptools.setup(
         "safetensors",
     ],
     extras_require={
-        # pytest-xdist: the test command runs two workers (BUILD.md "Tests").
-        "test": ["pytest", "pytest-xdist"],
+        # pytest-xdist: the test command runs two workers (BUILD.md "Tests"); ruff and yapf: the
+        # linter and formatter it runs first (pyproject.toml), pinned so that a release's new rules
+        # or layout do not fail an unchanged tree.
+        "test": ["pytest", "pytest-xdist", "ruff==0.17.6", "yapf==0.43.0"],
         # TensorFlow's Linux wheel finds a GPU only with the CUDA libraries of its and-cuda extra.
         "gpu": [f"tensorflow[and-cuda]{TENSORFLOW_PIN}"],
         # int8 exports (export.py --serving_precision=int8) run on the LiteRT interpreter; the
