@@ -3,12 +3,12 @@ r"""Answers questions about one passage with a SavedModel written by export.py.
   python ask.py --export_dir=export --question="Who won?" --question="Where?" \
       --context="The Broncos won the game in Santa Clara."
 
-By default it calls the SavedModel's raw-text `serving_default` signature (serve_text): tokenization,
-windowing and span decoding run inside the graph. With --use_serve_features (and automatically for
-SavedModels exported without serve_text) it tokenizes and windows the question and passage in Python
-exactly as preprocessing does (vocab and settings come from the SavedModel), calls `serve_features`
-and decodes the best span over all windows (postprocess/span_decoding.py). Prints each answer with
-its character offsets, score (start + end logit) and time.
+By default it calls the SavedModel's raw-text `serving_default` signature (serve_text):
+tokenization, windowing and span decoding run inside the graph. With --use_serve_features (and
+automatically for SavedModels exported without serve_text) it tokenizes and windows the question and
+passage in Python exactly as preprocessing does (vocab and settings come from the SavedModel), calls
+`serve_features` and decodes the best span over all windows (postprocess/span_decoding.py). Prints
+each answer with its character offsets, score (start + end logit) and time.
 """
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)

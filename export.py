@@ -6,7 +6,8 @@ r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
   python export.py --model_dir=model_out --export_dir=export --doc_stride=256
       # serve_text steps context windows by 256 tokens instead of training's doc_stride
   python export.py --model_dir=model_out --export_dir=export_bf16 --serving_precision=bfloat16
-      # the encoder computes in bfloat16 from the same weights; logits and span decoding stay float32
+      # the encoder computes in bfloat16 from the same weights; logits and span
+      # decoding stay float32
   python export.py --model_dir=model_out --export_dir=export_int8 --serving_precision=int8
       # the features model quantized to int8 for LiteRT (vocab + qa_config.json + .tflite, no
       # SavedModel, no serve_text); ask.py answers from it with Python tokenization
@@ -28,10 +29,9 @@ The SavedModel carries the WordPiece vocab as an asset (`vocab_file`) and, in
 `assets.extra/qa_config.json`, the featurization settings (max_seq_length, doc_stride,
 max_query_length, do_lower_case) and the decoding settings baked into serve_text (n_best_size,
 max_answer_length, version_2_with_negative, null_score_diff_threshold, window_batch_size) and the
-`serving_precision` (float32, bfloat16 or int8), so a client of serve_features can tokenize and decode as
-training did (see ask.py). Loading needs TensorFlow and
-`import tensorflow_text` (it registers the tokenizer ops; not with --serve_text=false), not this
-project's code.
+`serving_precision` (float32, bfloat16 or int8), so a client of serve_features can tokenize and
+decode as training did (see ask.py). Loading needs TensorFlow and `import tensorflow_text` (it
+registers the tokenizer ops; not with --serve_text=false), not this project's code.
 The export is written under a temporary name and renamed into place when complete.
 """
 

@@ -5,9 +5,9 @@ Importing this module sets three environment variables unless the user already s
 user gave always wins, e.g. `TF_ENABLE_ONEDNN_OPTS=0` for bit-for-bit Eigen results):
 
 - `TF_ENABLE_ONEDNN_OPTS=1`: TensorFlow's oneDNN (MKL) kernels for MatMul, BatchMatMul, Einsum and
-  element-wise fusions. TensorFlow turns them on by itself only on CPUs with AVX512-VNNI, AVX512-BF16
-  or AMX (TF 2.9 release notes); on an AVX2 CPU it runs its Eigen kernels, whose batch matmuls with
-  the small head size of attention (32-64) are the slowest ops of a BERT step.
+  element-wise fusions. TensorFlow turns them on by itself only on CPUs with AVX512-VNNI,
+  AVX512-BF16 or AMX (TF 2.9 release notes); on an AVX2 CPU it runs its Eigen kernels, whose batch
+  matmuls with the small head size of attention (32-64) are the slowest ops of a BERT step.
 - `TF_CPU_ALLOCATOR_USE_BFC=1`: the best-fit-with-coalescing allocator for CPU tensors, which keeps
   memory it has allocated. The default allocator is malloc, which hands tensors over 32 MB back
   to the OS (glibc mmap), so every step page-faults and zero-fills its [batch, heads, seq, seq]

@@ -1,4 +1,5 @@
-"""tfm's self-attention with the query-key product written query first: the same scores, faster on CPU.
+"""tfm's self-attention with the query-key product written query first: the same scores,
+faster on CPU.
 
 tf_keras's `MultiHeadAttention` (the attention of tfm's `TransformerEncoderBlock`, hence of
 `BertEncoder`) computes the raw scores as `tf.einsum("aecd,abcd->acbe", key, query)`: key

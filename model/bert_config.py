@@ -1,9 +1,10 @@
 """BERT hyperparameters from a JSON config.
 
-Reads google-research/bert `bert_config.json` and Hugging Face BERT `config.json` files: both use the
-keys of google-research/bert `modeling.BertConfig` (`vocab_size`, `hidden_size`, `num_hidden_layers`,
-`num_attention_heads`, `intermediate_size`, `hidden_act`, `hidden_dropout_prob`,
-`attention_probs_dropout_prob`, `max_position_embeddings`, `type_vocab_size`, `initializer_range`).
+Reads google-research/bert `bert_config.json` and Hugging Face BERT `config.json` files: both use
+the keys of google-research/bert `modeling.BertConfig` (`vocab_size`, `hidden_size`,
+`num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`,
+`hidden_dropout_prob`, `attention_probs_dropout_prob`, `max_position_embeddings`, `type_vocab_size`,
+`initializer_range`).
 
 No TensorFlow at import: the memory planner (`python -m model.memory`) reads configs with this
 module and answers in about a second, where importing TensorFlow alone takes 10 s on a 2-core CPU.

@@ -89,7 +89,8 @@ def checkpoint_kind(path):
 
 
 def checkpoint_folder(init_checkpoint):
-  """The folder of an --init_checkpoint: itself, or the folder of a prefix (with or without suffix)."""
+  """The folder of an --init_checkpoint: itself, or the folder of a prefix
+  (with or without suffix)."""
   if tf.io.gfile.isdir(init_checkpoint):
     return init_checkpoint
   return os.path.dirname(_SUFFIX.sub("", init_checkpoint))

@@ -1,4 +1,5 @@
-"""Float32 weight gradients for a mixed_float16 model: a gradient override that must cover every weight.
+"""Float32 weight gradients for a mixed_float16 model: a gradient override that must cover
+every weight.
 
 Under mixed_float16 every weight gradient is a sum over all batch * seq rows. Computed by the
 float16 op it belongs to, that sum is rounded to float16 (11-bit mantissa) once per pass, and on
@@ -191,7 +192,8 @@ def traced_gradients(loss, variables):
   missed = sorted({name for read, name in needed.items() if id(read) not in covered})
   if not covered or missed:
     raise OverrideError(
-        f"the float32 weight-gradient override (op types {', '.join(WEIGHT_CONSUMING_OPS) or 'none'}) "
+        f"the float32 weight-gradient override "
+        f"(op types {', '.join(WEIGHT_CONSUMING_OPS) or 'none'}) "
         f"covered {len(covered)} float16 weight reads and missed {len(missed)} weights "
         f"({', '.join(missed[:3])}{' ...' if len(missed) > 3 else ''}); train with "
         f"--nofloat32_weight_gradients or update model/float32_gradients.py")

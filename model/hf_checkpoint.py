@@ -1,12 +1,14 @@
-"""Loads a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt) into a tfm BertEncoder.
+"""Loads a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt)
+into a tfm BertEncoder.
 
 Weights are read with the `safetensors` package into NumPy (no PyTorch). Each HF name of
 transformers' `BertModel` / `BertForQuestionAnswering` (modeling_bert.py) is renamed to the
 google-research/bert name it was converted from (`encoder.layer.3.attention.self.query.weight` ->
 `bert/encoder/layer_3/attention/self/query/kernel`; `qa_outputs.*` -> run_squad.py's
-`cls/squad/output_*`), transposing PyTorch `nn.Linear` weights ([out, in]) to TF kernels ([in, out]).
-From there the TF1 path (`model.tf1_checkpoint`, i.e. tf-models-official's converter table) maps
-them onto tfm `BertEncoder` variables, so both kinds share one name table and one set of checks.
+`cls/squad/output_*`), transposing PyTorch `nn.Linear` weights ([out, in]) to TF kernels
+([in, out]). From there the TF1 path (`model.tf1_checkpoint`, i.e. tf-models-official's converter
+table) maps them onto tfm `BertEncoder` variables, so both kinds share one name table and one set
+of checks.
 """
 
 import os

@@ -1,15 +1,18 @@
-"""Assigns checkpoint arrays to a span model's variables by name, with checks, and reports what it did.
+"""Assigns checkpoint arrays to a span model's variables by name, with checks, and reports
+what it did.
 
-Every checkpoint reader (google-research TF1, tf-models-official TF2, Hugging Face safetensors) turns
-its file into `Entry`s: one checkpoint tensor, the model variable it belongs to (named as tfm's
-`BertEncoder` / `BertSpanLabeler` name their variables, e.g. `transformer/layer_0/self_attention/
-query/kernel`, `predictions/transform/logits/kernel`) and how to convert it. `assign` checks all of
-them before it changes any weight, so a bad checkpoint never leaves a half-loaded model:
+Every checkpoint reader (google-research TF1, tf-models-official TF2, Hugging Face safetensors)
+turns its file into `Entry`s: one checkpoint tensor, the model variable it belongs to (named as
+tfm's `BertEncoder` / `BertSpanLabeler` name their variables, e.g.
+`transformer/layer_0/self_attention/query/kernel`, `predictions/transform/logits/kernel`) and how to
+convert it. `assign` checks all of them before it changes any weight, so a bad checkpoint never
+leaves a half-loaded model:
 
 - a shape that does not fit is an error naming both names and both shapes;
 - an encoder variable without a value is an error (never a silent random init); only the span head
-  (`predictions/transform/logits/*`, new for a not-yet-fine-tuned encoder) and BERT's pooler (unused by
-  the span head; Hugging Face `BertForQuestionAnswering` folders have none) may stay as initialized;
+  (`predictions/transform/logits/*`, new for a not-yet-fine-tuned encoder) and BERT's pooler
+  (unused by the span head; Hugging Face `BertForQuestionAnswering` folders have none) may stay as
+  initialized;
 - a checkpoint tensor that maps to an encoder variable the model does not have (e.g. a 24-layer
   checkpoint under a 12-layer config) is an error too.
 """
@@ -90,7 +93,8 @@ def summarize(names):
 
 
 def variable_name(weight):
-  """A model variable's name without the `:0` suffix Keras adds (and a `_N` uniquifier before it)."""
+  """A model variable's name without the `:0` suffix Keras adds
+  (and a `_N` uniquifier before it)."""
   return re.sub(r"(_\d+)?:0$", "", weight.name)
 
 
@@ -171,7 +175,8 @@ def assign(model, entries, unused, path, kind, hint="does --bert_config_file mat
   new = [name for name in variables if name not in chosen]
   report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new, unused=sorted(unused),
                       head_restored=bool(head_found))
-  # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names for BERT-base): shown with --verbosity=1.
+  # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names
+  # for BERT-base): shown with --verbosity=1.
   logging.vlog(1, "restored from %s: %s", path, ", ".join(report.restored))
   if report.unused:
     logging.vlog(1, "unused in %s: %s", path, ", ".join(report.unused))

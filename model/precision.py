@@ -1,11 +1,12 @@
 """Compute precision: a tf_keras dtype policy for one build, and whether this CPU has fast bfloat16
 (and int8 dot products).
 
-bfloat16 matmuls run at about twice the float32 rate on a CPU with AVX512-BF16 or AMX (docs/training.md
-"bfloat16 training on the CPU"); elsewhere TensorFlow emulates them and they may be slower than
-float32. `cpu_has_native_bfloat16` is the one check of that, for training (tasks/train_and_evaluate.py)
-and for loading a bfloat16 export (serving/saved_model_qa.py); `cpu_has_int8_dot_product` the same
-for an int8 export. `bfloat16_needs_xla` says where bfloat16 training must be compiled with XLA.
+bfloat16 matmuls run at about twice the float32 rate on a CPU with AVX512-BF16 or AMX
+(docs/training.md "bfloat16 training on the CPU"); elsewhere TensorFlow emulates them and they may
+be slower than float32. `cpu_has_native_bfloat16` is the one check of that, for training
+(tasks/train_and_evaluate.py) and for loading a bfloat16 export (serving/saved_model_qa.py);
+`cpu_has_int8_dot_product` the same for an int8 export. `bfloat16_needs_xla` says where bfloat16
+training must be compiled with XLA.
 """
 
 import contextlib

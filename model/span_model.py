@@ -98,5 +98,6 @@ def build_span_model(config, encoder_policy=None):
 
 
 def encoder_compute_dtype(model):
-  """The dtype the encoder of a `build_span_model` model computes in ("float32", "bfloat16", ...)."""
+  """The dtype the encoder of a `build_span_model` model computes in
+  ("float32", "bfloat16", ...)."""
   return model.labeler.checkpoint_items["encoder"].compute_dtype

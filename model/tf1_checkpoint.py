@@ -1,11 +1,12 @@
-"""Reads a google-research/bert TF1 checkpoint (and, through the same names, an HF one) into tfm names.
+"""Reads a google-research/bert TF1 checkpoint (and, through the same names, an HF one)
+into tfm names.
 
 google-research/bert (modeling.py, run_pretraining.py, run_squad.py) saves variables such as
-`bert/embeddings/word_embeddings` [vocab, hidden], `bert/encoder/layer_N/attention/self/query/kernel`
-[hidden, hidden] and, after run_squad.py, `cls/squad/output_weights` [2, hidden]. The mapping onto
-tf-models-official's `BertEncoder` names and shapes is tfm's own
-(`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`: `BERT_V2_NAME_REPLACEMENTS`,
-`_bert_name_replacement`, `_get_new_shape`, the tables behind tfm's
+`bert/embeddings/word_embeddings` [vocab, hidden],
+`bert/encoder/layer_N/attention/self/query/kernel` [hidden, hidden] and, after run_squad.py,
+`cls/squad/output_weights` [2, hidden]. The mapping onto tf-models-official's `BertEncoder` names
+and shapes is tfm's own (`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`:
+`BERT_V2_NAME_REPLACEMENTS`, `_bert_name_replacement`, `_get_new_shape`, the tables behind tfm's
 `tf2_bert_encoder_checkpoint_converter`), applied here in memory instead of through a temporary
 checkpoint on disk. Two deviations from that table, both on purpose:
 

@@ -9,10 +9,10 @@ What writes them, and the root object that holds the weights:
 
 TF2 checkpoints are matched by object structure, not by variable name. Restoring them with
 `tf.train.Checkpoint.read` would do that too, but it reports a missing variable as a list of Python
-objects and applies values as it goes; here the checkpoint's object graph is walked beside the Python
-objects (`tf.train.TrackableView.children`, the same edges the saver follows) to pair each model
-variable with its checkpoint key first, so `named_weights.assign` can check every name and shape
-before any value is changed.
+objects and applies values as it goes; here the checkpoint's object graph is walked beside the
+Python objects (`tf.train.TrackableView.children`, the same edges the saver follows) to pair each
+model variable with its checkpoint key first, so `named_weights.assign` can check every name and
+shape before any value is changed.
 """
 
 import collections

@@ -1,15 +1,16 @@
 """Picks each question's answer span from the start/end logits of all its windows.
 
-The rule is google-research/bert run_squad.py `write_predictions` (tfm `squad_lib.postprocess_output`):
-per window, the `n_best_size` highest start and end logits of its real positions are paired; a pair is kept when both tokens
-lie in the context, the start is in its max-context window, end >= start and the span has at most
-`max_answer_length` tokens; the answer is the kept pair with the largest start_logit + end_logit over
-all windows (first one on ties, in window/start/end order, as the reference's stable sort). Unlike the
-reference, which re-joins whitespace-split words and aligns them heuristically (`get_final_text`), the
-text is cut straight from the context with the tokens' character offsets, so it is an exact substring,
-and padding positions are never candidates (the reference ranks the logits of all max_seq_length
-positions, so a padding logit could take one of the n_best slots): the answer is then the same
-whether a window was padded to max_seq_length or only to the longest window of its batch.
+The rule is google-research/bert run_squad.py `write_predictions` (tfm
+`squad_lib.postprocess_output`): per window, the `n_best_size` highest start and end logits of its
+real positions are paired; a pair is kept when both tokens lie in the context, the start is in its
+max-context window, end >= start and the span has at most `max_answer_length` tokens; the answer is
+the kept pair with the largest start_logit + end_logit over all windows (first one on ties, in
+window/start/end order, as the reference's stable sort). Unlike the reference, which re-joins
+whitespace-split words and aligns them heuristically (`get_final_text`), the text is cut straight
+from the context with the tokens' character offsets, so it is an exact substring, and padding
+positions are never candidates (the reference ranks the logits of all max_seq_length positions, so a
+padding logit could take one of the n_best slots): the answer is then the same whether a window was
+padded to max_seq_length or only to the longest window of its batch.
 
 SQuAD 2.0 (`version_2_with_negative`, same reference): each question also gets a null score, the
 minimum over its windows of start_logit[0] + end_logit[0] (the [CLS] token), and the answer is ""

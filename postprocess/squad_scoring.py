@@ -46,7 +46,8 @@ def score_v1(dataset, predictions):
   """Scores predictions against every question of `dataset`.
 
   Args:
-    dataset: the `data` list of a SQuAD v1.1 JSON file (questions missing from `predictions` count 0).
+    dataset: the `data` list of a SQuAD v1.1 JSON file (questions missing from `predictions`
+      count 0).
     predictions: {question id: answer text}.
 
   Returns:
@@ -145,7 +146,8 @@ def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predicti
   if not predictions:
     raise errors.UsageError("no questions to score")
   # Without na_probs the scorer takes the answers as given. (With them it would also turn every
-  # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit differences.)
+  # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit
+  # differences.)
   result = squad_evaluate_v2_0.evaluate(dataset, predictions)
   scores = {
       k: v for k, v in result.items()

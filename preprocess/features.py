@@ -1,21 +1,22 @@
 """Windowed features for extractive QA: the core of this tool.
 
 The algorithm is google-research/bert `run_squad.py` `convert_examples_to_features` (the same in
-tf-models-official `official/nlp/data/squad_lib.py`), applied to a context tokenized once as a whole with
-character offsets instead of word by word (preprocess/wordpiece.py gives the same tokens):
+tf-models-official `official/nlp/data/squad_lib.py`), applied to a context tokenized once as a whole
+with character offsets instead of word by word (preprocess/wordpiece.py gives the same tokens):
 
   * the question keeps its first `max_query_length` WordPiece tokens;
-  * the context tokens are cut into windows of at most `max_seq_length - len(question) - 3` tokens, a
-    new window starting every `doc_stride` tokens (a step, as in bert/tfm) until one reaches the end;
+  * the context tokens are cut into windows of at most `max_seq_length - len(question) - 3`
+    tokens, a new window starting every `doc_stride` tokens (a step, as in bert/tfm) until one
+    reaches the end;
   * each feature is `[CLS] question [SEP] window [SEP]`, zero-padded to `max_seq_length`, with
     segment ids 0 for `[CLS] question [SEP]` and 1 for `window [SEP]`;
-  * training positions are token indices into the feature; a window that does not hold the whole answer
-    gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does every
-    window of an unanswerable SQuAD 2.0 question;
+  * training positions are token indices into the feature; a window that does not hold the whole
+    answer gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does
+    every window of an unanswerable SQuAD 2.0 question;
   * the answer's token span comes from preprocess/answer_spans.py (run_squad.py's word alignment and
     `_improve_answer_span`);
-  * a token's "max context" window is the one where min(left, right context) + 0.01 * window length is
-    largest (`_check_is_max_context`); prediction only starts answers in that window.
+  * a token's "max context" window is the one where min(left, right context) + 0.01 * window length
+    is largest (`_check_is_max_context`); prediction only starts answers in that window.
 
 Eval features also carry, per position, the character offsets of the token in the original context
 (-1 outside the context), so an answer is an exact substring of the context.
@@ -85,8 +86,8 @@ class Feature:
   """One window of one question, ready to serialize.
 
   Lists have length max_seq_length. `token_start_char`/`token_end_char` are code-point offsets into
-  the context (end exclusive), -1 at non-context positions; `token_is_max_context` is 1 where the window
-  is the token's max-context window.
+  the context (end exclusive), -1 at non-context positions; `token_is_max_context` is 1 where the
+  window is the token's max-context window.
   """
   unique_id: int
   example_index: int

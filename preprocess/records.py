@@ -112,9 +112,8 @@ def read_meta(records_dir):
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
-    raise errors.MissingFileError(
-        f"{path}: not found; run `python preprocess/make_records.py --output_dir={records_dir}` first"
-    )
+    raise errors.MissingFileError(f"{path}: not found; run `python preprocess/make_records.py "
+                                  f"--output_dir={records_dir}` first")
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
   try:

@@ -282,7 +282,7 @@ def _receive(process, connection):
 
 def _coordinate(workers, splits):
   """Parent side: per split, collects each group's feature count and hands out first unique ids."""
-  for split, _ in splits:
+  for _split, _ in splits:
     counts = [_receive(*worker)[2] for worker in workers]
     first = FIRST_UNIQUE_ID
     for (_, connection), count in zip(workers, counts):

@@ -2,12 +2,13 @@
 
 The layout is the official one (Rajpurkar et al., 2016):
 `{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text",
-"answer_start"}]}]}]}]}`. Offsets (`answer_start`) are in Unicode code points (Python `str` indices).
+"answer_start"}]}]}]}]}`. Offsets (`answer_start`) are in Unicode code points
+(Python `str` indices).
 
 The answer-position rule follows google-research/bert `run_squad.py` `read_squad_examples` (also
-tf-models-official `official/nlp/data/squad_lib.py`): the answer's first and last characters are mapped to
-whitespace-separated words of the context, and a training question whose words do not contain the
-answer text is skipped (counted under `answer_text_mismatch`).
+tf-models-official `official/nlp/data/squad_lib.py`): the answer's first and last characters are
+mapped to whitespace-separated words of the context, and a training question whose words do not
+contain the answer text is skipped (counted under `answer_text_mismatch`).
 
 Files people publish in this layout are not always typed like the official ones. What is
 unambiguous is normalized when the file is loaded (`load_dataset`), so that the reader, the records,
@@ -42,8 +43,8 @@ class SquadInputError(errors.UserError, ValueError):
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
 
-# Names a SQuAD v1.1 train file may have inside $SQUAD_DIR, in order of preference. The second is the
-# reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
+# Names a SQuAD v1.1 train file may have inside $SQUAD_DIR, in order of preference. The second is
+# the reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
 TRAIN_FILE_NAMES = ("train-v1.1.json", "train-v1.1.reconstructed.json")
 PREDICT_FILE_NAMES = ("dev-v1.1.json",)
 
@@ -73,7 +74,8 @@ class SquadFiles(SquadVersion):
 
 
 def squad_dir():
-  """Returns `$SQUAD_DIR`, or `data/squad` when it is unset (a path, relative to the working directory)."""
+  """Returns `$SQUAD_DIR`, or `data/squad` when it is unset
+  (a path, relative to the working directory)."""
   return os.environ.get("SQUAD_DIR", os.path.join("data", "squad"))
 
 

@@ -1,10 +1,11 @@
 """WordPiece tokenization with character offsets, identical to the reference's, batched in C++.
 
-The reference (google-research/bert `run_squad.py`, tf-models-official `official/nlp/data/squad_lib.py`)
-tokenizes each whitespace-separated word of a context with `FullTokenizer` (Python). Its output is a
-function of the word alone, and a question's tokens are the concatenation of its words' tokens
-(BasicTokenizer turns every run_squad.py whitespace character into a space before splitting). So a
-text can be tokenized run by run, where a run is a maximal stretch without ASCII whitespace:
+The reference (google-research/bert `run_squad.py`, tf-models-official
+`official/nlp/data/squad_lib.py`) tokenizes each whitespace-separated word of a context with
+`FullTokenizer` (Python). Its output is a function of the word alone, and a question's tokens are
+the concatenation of its words' tokens (BasicTokenizer turns every run_squad.py whitespace character
+into a space before splitting). So a text can be tokenized run by run, where a run is a maximal
+stretch without ASCII whitespace:
 
   * runs made only of printable ASCII (0x21-0x7E), >99% of SQuAD's words, are lower-cased in Python
     (all that BERT's normalization does to ASCII) and go through tensorflow-text's FastWordpiece
@@ -18,8 +19,9 @@ text can be tokenized run by run, where a run is a maximal stretch without ASCII
 tensorflow-text is given the text with those runs blanked out (same length, ASCII only), so its byte
 offsets are code-point offsets. On printable ASCII the two tokenizers agree; elsewhere they do not
 always (tensorflow-text's normalizer folds "ß" -> "ss" and "ﬁ" -> "fi" and splits at NUL, which
-FullTokenizer keeps, keeps and deletes), hence the reference path. `tests/preprocess/test_reference_parity.py`
-and `tools/compare_with_reference.py` check the result against the reference on real SQuAD.
+FullTokenizer keeps, keeps and deletes), hence the reference path.
+`tests/preprocess/test_reference_parity.py` and `tools/compare_with_reference.py` check the result
+against the reference on real SQuAD.
 """
 
 import dataclasses

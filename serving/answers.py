@@ -24,8 +24,8 @@ class Spans(NamedTuple):
 
   Attributes:
     start, end: int64 [B] offsets of the span in the units of the windows' token offsets (code
-      points in serving), end exclusive; NO_SPAN when the question has no span (no window, no kept pair, or
-      the null answer won).
+      points in serving), end exclusive; NO_SPAN when the question has no span (no window, no kept
+      pair, or the null answer won).
     score: float64 [B] start_logit + end_logit of the span; the null score when the null answer
       won; -inf when the question has no kept pair (span_decoding.Answer's convention).
   """

@@ -81,8 +81,8 @@ def litert_interpreter_module():
   except ImportError as error:
     raise errors.UsageError(
         f"int8 exports run on LiteRT, which is not installed ({error}); install it with "
-        f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` (or `pip install -e \".[{INT8_EXTRA}]\"` "
-        f"in a clone)") from None
+        f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` "
+        f"(or `pip install -e \".[{INT8_EXTRA}]\"` in a clone)") from None
   return interpreter
 
 

@@ -4,8 +4,8 @@ preprocess/wordpiece.py gives tf-models-official `FullTokenizer`'s tokens (what 
 training records use): tensorflow-text's FastWordpiece kernel on printable ASCII, and tfm's Python
 `BasicTokenizer` on words holding other characters. A graph cannot call Python, and
 tensorflow-text's `FastBertTokenizer` normalizes differently from `BasicTokenizer` ("ß" -> "ss",
-"ﬁ" -> "fi", NUL splits a word). So this module does `BasicTokenizer`'s character-level work one code
-point at a time with core TensorFlow and tensorflow-text string ops, and keeps where each
+"ﬁ" -> "fi", NUL splits a word). So this module does `BasicTokenizer`'s character-level work one
+code point at a time with core TensorFlow and tensorflow-text string ops, and keeps where each
 normalized character came from:
 
   * NUL, U+FFFD and control/format characters (Cc, Cf; not tab, newline, carriage return) are
@@ -22,8 +22,8 @@ MAX_CHARS_PER_WORD -> [UNK], splitting at whitespace and punctuation), and its b
 normalized text are mapped back to code points of the input (a token starts at the character that
 produced its first byte and ends after the one that produced its last).
 
-Known limit: FastWordpiece counts the word-length limit in bytes of the normalized word, FullTokenizer
-in characters, so a single non-ASCII word longer than 400 bytes can differ.
+Known limit: FastWordpiece counts the word-length limit in bytes of the normalized word,
+FullTokenizer in characters, so a single non-ASCII word longer than 400 bytes can differ.
 """
 
 import tensorflow as tf

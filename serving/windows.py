@@ -1,9 +1,10 @@
 """preprocess/features.py's windowing as TensorFlow ops, for a batch of raw questions and contexts.
 
-The contract: for every question, `make_windows` returns exactly the windows `features.make_features`
-makes (same input ids, mask, segment ids, context offsets and max-context flags, same order), so a
-SavedModel that windows in its graph sees what the model was trained and evaluated on. The algorithm
-is google-research/bert run_squad.py's (`convert_examples_to_features`, `_check_is_max_context`):
+The contract: for every question, `make_windows` returns exactly the windows
+`features.make_features` makes (same input ids, mask, segment ids, context offsets and max-context
+flags, same order), so a SavedModel that windows in its graph sees what the model was trained and
+evaluated on. The algorithm is google-research/bert run_squad.py's (`convert_examples_to_features`,
+`_check_is_max_context`):
 
   * the question keeps its first `max_query_length` tokens (q of them);
   * windows hold at most `max_doc = max_seq_length - q - 3` context tokens; window j starts at
@@ -49,7 +50,8 @@ class Windows(NamedTuple):
 
 
 def _padded_flat_values(ragged, pad_value):
-  """flat_values with one `pad_value` appended: a safe gather target even when all rows are empty."""
+  """flat_values with one `pad_value` appended: a safe gather target even when all rows are
+  empty."""
   flat = ragged.flat_values
   return tf.concat([flat, tf.constant([pad_value], flat.dtype)], axis=0)
 

@@ -50,7 +50,8 @@ class Start:
   recorded: dict = dataclasses.field(default_factory=dict)
 
   def describe(self, doing, step=None):
-    """One log line, e.g. "resumed from model_out/ckpt-4 at step 4; --init_checkpoint=... is ignored: ..."."""
+    """One log line, e.g.
+    "resumed from model_out/ckpt-4 at step 4; --init_checkpoint=... is ignored: ..."."""
     where = self.resume + (f" at step {step}" if step is not None else "")
     return f"{doing} {where}" + (f"; {self.ignored}" if self.ignored else "")
 

@@ -87,8 +87,8 @@ def apply_gradients(optimizer, gradients, variables):
     all-reduced with the others, after this step's backward pass.
   The cost is a [vocab_size, hidden] all-reduce per step (94 MB for BERT-base in float32;
   docs/distribution.md "Training on several replicas" weighs it); AdamW updates every row of the
-  embedding's slots either way. On one device a MiniLM step took the same time dense as with the rows as given, or
-  with them summed per token, to the noise of the measurement (±5 %).
+  embedding's slots either way. On one device a MiniLM step took the same time dense as with the
+  rows as given, or with them summed per token, to the noise of the measurement (±5 %).
   """
   context = tf.distribute.get_replica_context()
   gradients = [tf.convert_to_tensor(g) for g in gradients]
@@ -99,7 +99,8 @@ def apply_gradients(optimizer, gradients, variables):
 
 
 def learning_rate_at(optimizer, step=None):
-  """The float learning rate the next update uses (at `step`, default the optimizer's iterations)."""
+  """The float learning rate the next update uses
+  (at `step`, default the optimizer's iterations)."""
   inner = getattr(optimizer, "inner_optimizer", optimizer)
   schedule = inner.learning_rate
   step = inner.iterations if step is None else step

@@ -48,7 +48,8 @@ def set_precision_policy(mixed_precision_dtype):
       variables, trained with dynamic loss scaling) or "bfloat16" (mixed_bfloat16: bfloat16
       compute, float32 variables, no loss scaling: bfloat16 has float32's exponent range).
 
-  tfm's models are tf_keras (Keras 2) models, so the policy must be set through tf_keras, not Keras 3.
+  tfm's models are tf_keras (Keras 2) models, so the policy must be set through tf_keras, not
+  Keras 3.
 
   Raises:
     ValueError: another dtype.
@@ -278,8 +279,8 @@ class QuestionAnsweringTask:
     Its dropout layers draw from tf.random.Generator states (tf_keras' "stateful" random
     generator, switched on here for the process) instead of TensorFlow's legacy random ops,
     whose state lives inside the op kernels: `model_dir.dropout_generators(model)` are variables
-    that model_dir.make_checkpoint saves, so a resumed run draws the dropout masks an uninterrupted run
-    would. Under a tf.distribute strategy each replica draws its own stream.
+    that model_dir.make_checkpoint saves, so a resumed run draws the dropout masks an uninterrupted
+    run would. Under a tf.distribute strategy each replica draws its own stream.
     """
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)

@@ -211,9 +211,11 @@ def train_and_evaluate(config):
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
   def write_qa_config():
-    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta, {
-        **settings.values(config, span_decoding.DecodingSettings), "version_2_with_negative": version_2
-    }, start.recorded)
+    artifacts.write_qa_config(
+        config.model_dir, config_file, bert_config, meta, {
+            **settings.values(config, span_decoding.DecodingSettings),
+            "version_2_with_negative": version_2,
+        }, start.recorded)
     artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
                          dataclasses.asdict(config))
 

@@ -31,7 +31,8 @@ from squad_qa.tasks import train_progress
 
 
 class OutOfMemoryError(errors.UserError, RuntimeError):
-  """A training step ran out of device memory; the message names the tensor and the last checkpoint."""
+  """A training step ran out of device memory; the message names the tensor and the last
+  checkpoint."""
 
 
 # oneDNN (TensorFlow's CPU kernels) reports a failed allocation inside an op as its status 1,

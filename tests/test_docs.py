@@ -85,8 +85,9 @@ def test_every_relative_link_resolves():
   files = documentation_files()
   assert len(files) >= 9  # README, BUILD and seven topic files
   broken = {
-      path.relative_to(testutil.REPO).as_posix(): broken_links(path, testutil.REPO) for path in files
-  }
+      path.relative_to(testutil.REPO).as_posix(): broken_links(path, testutil.REPO)
+      for path in files
+  }  # yapf: disable (yapf does not split a dict comprehension before `for`)
   assert {name: links for name, links in broken.items() if links} == {}
 
 

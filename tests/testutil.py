@@ -1,4 +1,5 @@
-"""Shared helpers of the tests: where the real data and the packaged encoder are, slices, CLI runs."""
+"""Shared helpers of the tests: where the real data and the packaged encoder are, slices,
+CLI runs."""
 
 import json
 import os

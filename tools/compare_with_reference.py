@@ -1,13 +1,13 @@
 r"""Compares our TFRecords with the reference's features on whole SQuAD files and prints the counts.
 
-  python -m tools.compare_with_reference                       # full dev and train, 384/128/64 and 256/128/64
+  python -m tools.compare_with_reference  # full dev and train, 384/128/64 and 256/128/64
   python -m tools.compare_with_reference --lengths=384/128/64 --dev_file=... --train_file=...
 
 The reference is tf-models-official `official.nlp.data.squad_lib` (`read_squad_examples` +
-`convert_examples_to_features`) with `official.nlp.tools.tokenization.FullTokenizer`, the algorithm of
-google-research/bert run_squad.py (tools/reference_features.py). Ours is `preprocess/make_records.py`
-run as a user runs it; its shards are read back and matched to the reference question by question
-(by `id`), window by window.
+`convert_examples_to_features`) with `official.nlp.tools.tokenization.FullTokenizer`, the algorithm
+of google-research/bert run_squad.py (tools/reference_features.py). Ours is
+`preprocess/make_records.py` run as a user runs it; its shards are read back and matched to the
+reference question by question (by `id`), window by window.
 
 Compared per feature: `input_ids`, `input_mask`, `segment_ids`, and for training `start_positions`,
 `end_positions`, `is_impossible`; for eval the max-context flags and each context token's
@@ -201,9 +201,8 @@ def compare(ours, reference, is_training, vocab, show=5):
     if is_training:
       for name, arrays, row in (("ours", ours.arrays, o), ("reference", reference.arrays, r)):
         s, e = int(arrays["start_positions"][row]), int(arrays["end_positions"][row])
-        lines.append(
-            f"    answer tokens {name}: {' '.join(vocab[t] for t in arrays['input_ids'][row][s:e + 1])}"
-        )
+        lines.append(f"    answer tokens {name}: "
+                     f"{' '.join(vocab[t] for t in arrays['input_ids'][row][s:e + 1])}")
     result.examples.append("\n".join(lines))
   return result
 

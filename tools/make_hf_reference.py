@@ -212,7 +212,8 @@ def summarize(arrays: dict[str, np.ndarray]) -> None:
         f"real lengths {arrays['attention_mask'].sum(axis=1).tolist()}")
   for k in INT_KEYS + FLOAT_KEYS:
     a = arrays[k]
-    line = f"{k:18s} {str(a.dtype):8s} {str(a.shape):16s} sha256={hashlib.sha256(a.tobytes()).hexdigest()[:16]}"
+    line = (f"{k:18s} {str(a.dtype):8s} {str(a.shape):16s} "
+            f"sha256={hashlib.sha256(a.tobytes()).hexdigest()[:16]}")
     if a.dtype.kind == "f":
       line += (f" max|x|={np.abs(a).max():.6f} sum={a.astype(np.float64).sum():.6f}"
                f" sum|x|={np.abs(a).astype(np.float64).sum():.6f}")

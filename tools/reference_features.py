@@ -3,10 +3,10 @@
 Development tool used by tools/compare_with_reference.py, benchmarks/featurize_squad.py and
 tests/preprocess/test_reference_parity.py; not imported by the tool itself. It runs exactly
 `official.nlp.data.squad_lib.read_squad_examples` and `convert_examples_to_features` with
-`official.nlp.tools.tokenization.FullTokenizer` (the algorithm of google-research/bert run_squad.py),
-optionally writing tfm's own TFRecords with its `FeatureWriter`, and keeps every feature as NumPy
-arrays so they can be compared with ours. Results can be cached in an .npz keyed by the input's
-SHA-256 and the settings (a full train run of the reference takes minutes).
+`official.nlp.tools.tokenization.FullTokenizer` (the algorithm of google-research/bert
+run_squad.py), optionally writing tfm's own TFRecords with its `FeatureWriter`, and keeps every
+feature as NumPy arrays so they can be compared with ours. Results can be cached in an .npz keyed by
+the input's SHA-256 and the settings (a full train run of the reference takes minutes).
 """
 
 import collections

@@ -4,7 +4,8 @@ principles, and the largest batch whose count fits a given number of bytes.
 A first-principles count, not a fitted table. One training step of `train.py` (tfm `BertEncoder` +
 `BertSpanLabeler`, tfm AdamW, TensorFlow 2 graph executor) holds the persistent state
 
-  weights         4 B x all parameters (float32 variables, also under a mixed policy), pooler included
+  weights         4 B x all parameters (float32 variables, also under a mixed policy), pooler
+                  included
   weight casts    2 B x encoder kernels under mixed_float16/bfloat16: Keras casts each kernel to the
                   compute dtype and the matmul gradient keeps that copy
   optimizer slots 4 B x trained parameters x slots (AdamW: first and second moment = 2); trained =
@@ -26,30 +27,33 @@ plus the larger of two peaks. At the start of the backward pass:
 bound). At the optimizer update: the gradients plus the dense temporaries of AdamW's sparse update
 of the word-embedding table, ~3 tables (`update_workspace`); this peak matters only for tiny models.
 
-Activations kept per example and per transformer layer, for sequence length s, hidden h, FFN width i,
-heads a, compute dtype bytes c (4 float32, 2 mixed), float32 layer norms (f = 4, tfm keeps them in
-float32) and 1-byte boolean dropout masks (`tf.nn.dropout` selects with `where_v2(keep_mask, ...)`):
+Activations kept per example and per transformer layer, for sequence length s, hidden h,
+FFN width i, heads a, compute dtype bytes c (4 float32, 2 mixed), float32 layer norms (f = 4, tfm
+keeps them in float32) and 1-byte boolean dropout masks (`tf.nn.dropout` selects with
+`where_v2(keep_mask, ...)`):
 
   layer input (read by the Q, K, V projections)        s h c
   Q (scaled), K, V (read by the two attention einsums) 3 s h c
   attention probabilities, softmax output              a s^2 c
   attention probabilities after dropout                a s^2 c      (if attention dropout > 0)
   attention context (input of the output projection)   s h c
-  layer norms: input and 1/sigma broadcast, x 2       2 x 2 s h f  (tf.nn.batch_normalization: BERT's
-                                                                     epsilon 1e-12 rules out the fused op)
+  layer norms: input and 1/sigma broadcast, x 2       2 x 2 s h f  (tf.nn.batch_normalization:
+                                                                     BERT's epsilon 1e-12 rules out
+                                                                     the fused op)
   FFN input                                            s h c
-  FFN intermediate [s, i]: GELU's kept tensors + its   g s i c      g = 5 for the tanh GELU (x^2, tanh,
-  output (read by the second projection)                            x/2, 1 + tanh, output), 4 for the
-                                                                    erf GELU, 1 for ReLU
+  FFN intermediate [s, i]: GELU's kept tensors + its   g s i c      g = 5 for the tanh GELU (x^2,
+  output (read by the second projection)                            tanh, x/2, 1 + tanh, output), 4
+                                                                    for the erf GELU, 1 for ReLU
   dropout masks: attention probs, 2 hidden dropouts    (a s^2 + 2 s h) x 1 B
   plus the embeddings (layer norm 2 s h f, dropout mask s h) and the head input s h c.
 
 For float32 BERT with the tanh GELU that is 42 s h + 20 s i + 9 a s^2 bytes per layer and example.
 The layer-by-layer structure follows Korthikanti et al., "Reducing Activation Recomputation in Large
-Transformer Models" (2022, section 4.1: 34 s h + 5 a s^2 bytes per layer in 16-bit with 1-byte masks),
-with the counts changed to what TensorFlow's gradient functions actually keep for tfm's layers
-(float32 layer norms, a multi-op GELU). Weights, gradients and two Adam moments per parameter are the
-usual "model memory anatomy" (e.g. Hugging Face's performance guide, Rajbhandari et al., ZeRO, 2020).
+Transformer Models" (2022, section 4.1: 34 s h + 5 a s^2 bytes per layer in 16-bit with 1-byte
+masks), with the counts changed to what TensorFlow's gradient functions actually keep for tfm's
+layers (float32 layer norms, a multi-op GELU). Weights, gradients and two Adam moments per parameter
+are the usual "model memory anatomy" (e.g. Hugging Face's performance guide,
+Rajbhandari et al., ZeRO, 2020).
 
 Two programs. The count above is this tool's (tfm + tf_keras AdamW on TensorFlow 2). The planner
 can also count google-research/bert's TF1 `run_squad.py` (`GOOGLE_RESEARCH_TF1`), the program
@@ -210,7 +214,8 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32", program=THIS
     {group name: bytes} for one example and one layer; groups as in the module docstring.
   """
   c, c_act = POLICIES[dtype]
-  s, h, i, a = max_seq_length, config.hidden_size, config.intermediate_size, config.num_attention_heads
+  s, h, i, a = (max_seq_length, config.hidden_size, config.intermediate_size,
+                config.num_attention_heads)
   attention_dropout = config.attention_probs_dropout_prob > 0
   hidden_dropout = config.hidden_dropout_prob > 0
   kept = program.gelu_kept or _ACTIVATION_KEPT.get(_activation_kind(config), 4)

@@ -38,7 +38,8 @@ def dense_head_memory(input_units, units, optimizer="adamw", name=None):
 
 
 def span_head_memory(hidden_size, optimizer="adamw"):
-  """The span head: one Dense(2) applied to every token's hidden state, 2 x hidden + 2 parameters."""
+  """The span head: one Dense(2) applied to every token's hidden state,
+  2 x hidden + 2 parameters."""
   head = dense_head_memory(hidden_size, 2, optimizer)
   return dataclasses.replace(head, name=f"span head Dense(2) per token ({hidden_size} -> 2)")
 

@@ -2,8 +2,8 @@
 
 Fatal problems raise SquadInputError with one line naming the file, the article/paragraph/question
 and what is wrong (make_records.py prints it and exits non-zero, no traceback); recoverable ones are
-skipped and counted by reason in meta.json; odd but valid text is featurized exactly as the reference
-(tf-models-official squad_lib + FullTokenizer) does. Output is atomic and deterministic.
+skipped and counted by reason in meta.json; odd but valid text is featurized exactly as the
+reference (tf-models-official squad_lib + FullTokenizer) does. Output is atomic and deterministic.
 """
 
 import hashlib
@@ -344,15 +344,16 @@ ODD_CONTEXT = ("Tōkyō (東京) hosts the tower 🗼 — a cafe\u0301 serves cr
 
 def odd_squad():
   answers = [
-      "東京", "🗼", "crème brûlée", "Zero\u200bwidth", "NUL\x00joined", "narrow\u202fnbsp", "Straße",
-      "ﬁne", "ΟΔΥΣΣΕΥΣ", "İstanbul", "한국어", "lone\ud800surrogate", "2\u20443"
-  ]
+      "東京", "🗼", "crème brûlée", "Zero\u200bwidth", "NUL\x00joined", "narrow\u202fnbsp",
+      "Straße", "ﬁne", "ΟΔΥΣΣΕΥΣ", "İstanbul", "한국어", "lone\ud800surrogate", "2\u20443"
+  ]  # yapf: disable (wide characters)
   qas = [
       qa(f"odd{i}", f"Where is answer {i}?", [(a, ODD_CONTEXT.index(a))])
       for i, a in enumerate(answers)
   ]
   qas.append(
-      qa("cjk_question", "東京 tower 🗼 ΣΟΦΙΑ\u00a0crème?", [("tower", ODD_CONTEXT.index("tower"))]))
+      qa("cjk_question", "東京 tower 🗼 ΣΟΦΙΑ\u00a0crème?",
+         [("tower", ODD_CONTEXT.index("tower"))]))  # yapf: disable (wide characters)
   # ASCII words longer than the reference's 400-character limit become [UNK]; shorter ones split.
   long_words = "x" * 401 + " and " + "y" * 300 + "-" + "z" * 300 + " or " + "é" * 401
   return squad({
@@ -670,7 +671,8 @@ def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
 
 
 def test_published_file_eval_features_equal_the_reference(tmp_path):
-  """The reference featurizes integer-id files too (its ids stay numbers; paired here as strings)."""
+  """The reference featurizes integer-id files too
+  (its ids stay numbers; paired here as strings)."""
   path = write(tmp_path, "published.json", PUBLISHED)
   ours = compare_with_reference.run_ours(path, "eval",
                                          testutil.vocab_file(), True, SEQ, STRIDE, QUERY, False,

@@ -178,17 +178,20 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
   meta = records.read_meta(run["records"])
   batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ,
                                          3)))
-  inputs = {k: batch[k].numpy().tolist() for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  inputs = {
+      k: batch[k].numpy().tolist()
+      for k in ("input_word_ids", "input_mask", "input_type_ids")
+  }  # yapf: disable (yapf does not split a dict comprehension before `for`)
   # A fresh interpreter that imports only TensorFlow (and tensorflow-text, whose ops the raw-text
   # signature uses), from a folder outside the repository.
-  script = (
-      "import json, sys, tensorflow as tf, tensorflow_text\n"
-      "m = tf.saved_model.load(sys.argv[1])\n"
-      "x = json.loads(sys.stdin.read())\n"
-      "out = m.signatures['serve_features'](**{k: tf.constant(v, tf.int32) for k, v in x.items()})\n"
-      "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
-      "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
-      "('train', 'export', 'model', 'preprocess', 'postprocess', 'flags'))))\n")
+  script = ("import json, sys, tensorflow as tf, tensorflow_text\n"
+            "m = tf.saved_model.load(sys.argv[1])\n"
+            "x = json.loads(sys.stdin.read())\n"
+            "out = m.signatures['serve_features'](**{k: tf.constant(v, tf.int32) "
+            "for k, v in x.items()})\n"
+            "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n"
+            "print(json.dumps(sorted(k for k in sys.modules if k.split('.')[0] in "
+            "('train', 'export', 'model', 'preprocess', 'postprocess', 'flags'))))\n")
   proc = subprocess.run([sys.executable, "-c", script, run["export"]], input=json.dumps(inputs),
                         capture_output=True, text=True, cwd="/", timeout=300, check=True)
   lines = proc.stdout.strip().splitlines()

@@ -1,7 +1,7 @@
 """A command line means what the user typed: leftover arguments stop every command with one line.
 
-absl reads `--do_train False` as `--do_train` plus a positional "False"; before flags/command_line.py
-an entry point would drop the positional and run with the flag true.
+absl reads `--do_train False` as `--do_train` plus a positional "False"; before
+flags/command_line.py an entry point would drop the positional and run with the flag true.
 """
 
 import ast
@@ -41,32 +41,32 @@ def refusal(argv, flag_values):
 @pytest.mark.parametrize(
     "argv, line",
     [
-        (["--do_train", "False"],
-         "unexpected argument 'False' after --do_train: a boolean flag takes no separate value (this "
-         "would have run with --do_train alone); write --do_train=false or --nodo_train"),
+        (["--do_train", "False"
+         ], "unexpected argument 'False' after --do_train: a boolean flag takes no separate value "
+         "(this would have run with --do_train alone); write --do_train=false or --nodo_train"),
         (["--version_2_with_negative", "false"
          ], "unexpected argument 'false' after --version_2_with_negative: a boolean flag takes no "
          "separate value (this would have run with --version_2_with_negative alone); write "
          "--version_2_with_negative=false or --noversion_2_with_negative"),
-        (["--max_steps=3", "-do_train", "0"],
-         "unexpected argument '0' after -do_train: a boolean flag takes no separate value (this would "
-         "have run with -do_train alone); write --do_train=false or --nodo_train"),
-        (["--nodo_train", "True"],
-         "unexpected argument 'True' after --nodo_train: a boolean flag takes no separate value (this "
-         "would have run with --nodo_train alone); write --do_train=true or --do_train"),
-        (["--do_train", "yes"],
-         "unexpected argument 'yes' after --do_train: a boolean flag takes no separate value; write "
-         "--do_train, --nodo_train or --do_train=true|false"),
+        (["--max_steps=3", "-do_train", "0"
+         ], "unexpected argument '0' after -do_train: a boolean flag takes no separate value (this "
+         "would have run with -do_train alone); write --do_train=false or --nodo_train"),
+        (["--nodo_train", "True"
+         ], "unexpected argument 'True' after --nodo_train: a boolean flag takes no separate value "
+         "(this would have run with --nodo_train alone); write --do_train=true or --do_train"),
+        (["--do_train", "yes"
+         ], "unexpected argument 'yes' after --do_train: a boolean flag takes no separate value; "
+         "write --do_train, --nodo_train or --do_train=true|false"),
         # A non-boolean flag takes the next argument as its value, so "False" is the stray one here.
-        (["--max_steps", "5", "False"],
-         "unexpected argument 'False': this command takes no positional arguments; flags are written "
-         "--name=value"),
-        (["records"],
-         "unexpected argument 'records': this command takes no positional arguments; flags are written "
-         "--name=value"),
-        (["--do_train=false", "--", "--max_steps=2"],
-         "unexpected argument '--max_steps=2': this command takes no positional arguments; flags are "
+        (["--max_steps", "5", "False"
+         ], "unexpected argument 'False': this command takes no positional arguments; flags are "
          "written --name=value"),
+        (["records"
+         ], "unexpected argument 'records': this command takes no positional arguments; flags are "
+         "written --name=value"),
+        (["--do_train=false", "--", "--max_steps=2"],
+         "unexpected argument '--max_steps=2': this command takes no positional arguments; flags "
+         "are written --name=value"),
     ])
 def test_leftover_argument_is_refused_with_the_right_spelling(argv, line, flag_values):
   assert refusal(["train.py", *argv], flag_values) == f"train.py: {line}"

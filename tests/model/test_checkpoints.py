@@ -29,7 +29,8 @@ from tests import numpy_bert
 from tests import testutil
 
 TOLERANCE = 1e-4
-CONFIG = {  # google-research bert_config.json keys; small, with a head size (12) unlike hidden/heads
+# google-research bert_config.json keys; small, with a head size (12) unlike hidden/heads
+CONFIG = {
     "vocab_size": 97,
     "hidden_size": 48,
     "num_hidden_layers": 2,
@@ -433,7 +434,8 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
     # Set the absl logger's own level: an earlier test may have left it at WARNING.
     with caplog.at_level(std_logging.INFO, logger="absl"):
       export.main(["export.py"])  # `python export.py --init_checkpoint=...`, in this process
-  assert "the span head is untrained" in caplog.text and "TF2 checkpoint (encoder=...)" in caplog.text
+  assert ("the span head is untrained" in caplog.text and
+          "TF2 checkpoint (encoder=...)" in caplog.text)
   serve = tf.saved_model.load(export_dir).signatures["serve_features"]
   start = serve(**{k: tf.constant(v) for k, v in make_inputs().items()})["start_logits"].numpy()
   assert start.shape == (3, 24) and np.isfinite(start).all()

@@ -1,5 +1,6 @@
 """The memory planner (model/memory/) and train.py's use of it: google-research/bert's measured
-table, the flattened Dense(1604) head, batch planning, exact gradient accumulation, the pre-flight check, OOM."""
+table, the flattened Dense(1604) head, batch planning, exact gradient accumulation, the pre-flight
+check, OOM."""
 
 import json
 import os
@@ -88,7 +89,7 @@ def table_lower_bounds(table):
   depend on s.
   """
   bounds = {}
-  for (name, seq), batch in table.items():
+  for (name, seq), _batch in table.items():
     longer = [b * s // seq for (n, s), b in table.items() if n == name and s >= seq]
     bounds[(name, seq)] = max(longer)
   return bounds
@@ -382,9 +383,9 @@ def test_gradient_accumulation_is_exact(precision, float32_policy_after):
   """k = 4 micro-batches of 2 against one batch of 8: gradients, loss and weights after a step.
 
   float32_loss_scaled runs the loss-scaling path (scale, unscale, finiteness check) in float32.
-  mixed_float16 is the real thing (float16 matmuls, float32 loss, dynamic loss scale): its
-  float16 work is per row and the same in both, and every sum over the batch into a weight
-  gradient is float32 (question_answering.make_gradient_fn), so all three are held to float32 tolerance.
+  mixed_float16 is the real thing (float16 matmuls, float32 loss, dynamic loss scale): its float16
+  work is per row and the same in both, and every sum over the batch into a weight gradient is
+  float32 (question_answering.make_gradient_fn), so all three are held to float32 tolerance.
   """
   mixed = precision == "mixed_float16"
   question_answering.set_precision_policy("float16" if mixed else "float32")

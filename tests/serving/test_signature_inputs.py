@@ -86,16 +86,16 @@ def test_serve_text_rest_bodies_answer_as_the_plain_call(served, body):
         ('{"inputs": {"question": "q", "context": "c"}}',
          "serve_text: `question` must be a vector of strings, shape [batch]; got rank 0, shape [] "
          + TEXT_REST_HINT),
-        ('{"instances": [{"question": ["q1"], "context": ["c1"]}, {"question": ["q2"], "context": '
-         '["c2"]}]}',
-         "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [2, 1] "
-         + TEXT_REST_HINT),
+        ('{"instances": [{"question": ["q1"], "context": ["c1"]}, '
+         '{"question": ["q2"], "context": ["c2"]}]}',
+         "serve_text: `question` must be a vector of strings, shape [batch]; "
+         "got rank 2, shape [2, 1] " + TEXT_REST_HINT),
         ('{"inputs": {"question": [["q1", "q2"]], "context": [["c1", "c2"]]}}',
-         "serve_text: `question` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
-         + TEXT_REST_HINT),
+         "serve_text: `question` must be a vector of strings, shape [batch]; "
+         "got rank 2, shape [1, 2] " + TEXT_REST_HINT),
         ('{"inputs": {"question": ["q1", "q2"], "context": [["c1", "c2"]]}}',
-         "serve_text: `context` must be a vector of strings, shape [batch]; got rank 2, shape [1, 2] "
-         + TEXT_REST_HINT),
+         "serve_text: `context` must be a vector of strings, shape [batch]; "
+         "got rank 2, shape [1, 2] " + TEXT_REST_HINT),
         ('{"inputs": {"question": ["q1", "q2"], "context": ["c1"]}}',
          "serve_text: `question` and `context` need the same batch size"),
     ], ids=["scalar", "rows_of_lists", "nested_columns", "nested_context", "batch_sizes"])

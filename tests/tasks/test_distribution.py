@@ -190,7 +190,8 @@ class Processes:
     except subprocess.TimeoutExpired:
       proc.kill()
       proc.wait()
-      raise AssertionError(f"{proc.args} took more than {timeout} s: {self.output(proc)[-3000:]}")
+      raise AssertionError(
+          f"{proc.args} took more than {timeout} s: {self.output(proc)[-3000:]}") from None
     return returncode
 
   @staticmethod

@@ -1,5 +1,6 @@
 """The learning curve: dev EM/F1 every --eval_every_steps steps, in a CSV and TensorBoard, with
-training time that leaves the scoring out and continues across a resume (tasks/learning_curve.py)."""
+training time that leaves the scoring out and continues across a resume
+(tasks/learning_curve.py)."""
 
 import contextlib
 import json

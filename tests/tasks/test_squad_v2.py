@@ -22,7 +22,8 @@ from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features
 
-P1 = "The river Elm flows past the mill. The mill was built by Ada Byron in 1820 and burned in 1901."
+P1 = ("The river Elm flows past the mill. "
+      "The mill was built by Ada Byron in 1820 and burned in 1901.")
 P2 = "Glass beads were traded along the coast for salt."
 
 

@@ -2,8 +2,8 @@
 
 Pinned: train.py does not resume a --model_dir, nor export.py export ./model_out, while
 --init_checkpoint names something else; a failed run leaves no qa_config.json; a `checkpoint` file
-naming a deleted checkpoint is one line; a run with nothing left to train prints no unrestored-values
-warnings; one step reports no examples/s.
+naming a deleted checkpoint is one line; a run with nothing left to train prints no
+unrestored-values warnings; one step reports no examples/s.
 """
 
 import gc
@@ -53,7 +53,8 @@ def write_qa_config(folder, **entries):
 
 @pytest.fixture
 def init_and_model_dir(tmp_path):
-  """An --init_checkpoint (TF2 folder, latest init/ckpt-7) and a --model_dir that started from it."""
+  """An --init_checkpoint (TF2 folder, latest init/ckpt-7) and a --model_dir that started
+  from it."""
   init = save_steps(tmp_path / "init", 7)
   model_dir = save_steps(tmp_path / "model_out", 2, 4)
   write_qa_config(model_dir, init_checkpoint=os.path.realpath(os.path.join(init, "ckpt-7")))
