@@ -93,6 +93,68 @@ def worker_dir(model_dir, is_chief):
     shutil.rmtree(temp, ignore_errors=True)
 
 
+def _restore(checkpoint, latest, start, global_step):
+  """Restores the checkpoint `latest` (a path, or None) into `checkpoint`.
+
+  Restored here, not by the controller: on other workers it restores from their temporary folder,
+  which is empty, and with nothing left to train the optimizer's slots are never built, so the
+  restore must be marked partial to keep TensorFlow from warning about unrestored values.
+
+  Returns:
+    (the restore status or None, the global step restored: 0 without a checkpoint).
+  """
+  restored = checkpoint.restore(latest) if latest else None
+  start_step = int(global_step.numpy())
+  if latest:
+    logging.info("%s", start.describe("resumed from", start_step))
+  return restored, start_step
+
+
+def _check_restored(restored, latest):
+  """Asserts that `restored` (a restore status or None) matched every object of the checkpoint;
+  one saved without the dropout generators' states restores the rest, with a warning."""
+  if restored and model_dir_lib.has_dropout_state(latest):
+    restored.assert_existing_objects_matched()
+  elif restored:
+    restored.expect_partial()
+    logging.warning(
+        "%s holds no dropout random state (saved by an earlier version): dropout "
+        "continues from a new random stream", latest)
+
+
+def _train_actions(manager, trainer, plan, watchers, start_step):
+  """orbit's train actions (checkpoints at multiples of `plan.save_checkpoints_steps` and at the
+  end, one on SIGTERM, then the `watchers`) and the loop length: each loop ends where the next
+  action needs to run.
+
+  No checkpoint_interval for the controller: it would save after the first loop and then every
+  interval from there.
+
+  Returns:
+    (the list of actions, a function global step -> steps of the next loop).
+  """
+  global_step = trainer.optimizer.iterations
+  every = plan.save_checkpoints_steps
+  actions = [
+      SaveAtMultiples(manager, global_step, every, plan.num_train_steps),
+      orbit.actions.SaveCheckpointIfPreempted(
+          getattr(trainer.strategy, "cluster_resolver", None) or
+          tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
+          checkpoint_number=global_step)
+  ]
+  for watcher in watchers:
+    actions.append(watcher)
+    watcher.begin(start_step, trainer.global_batch_size)
+
+  def loop_steps(step):
+    return min([
+        plan.steps_per_loop, every - step % every,
+        *(watcher.loop_steps(step) for watcher in watchers)
+    ])
+
+  return actions, loop_steps
+
+
 def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None, watchers=()):
   """Trains to `plan.num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
@@ -127,54 +189,23 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
   strategy = trainer.strategy
   is_chief = distribution.is_chief(strategy)
   model_dir, num_train_steps = plan.model_dir, plan.num_train_steps
-  save_checkpoints_steps, steps_per_loop = plan.save_checkpoints_steps, plan.steps_per_loop
+  steps_per_loop = plan.steps_per_loop
   start = start or model_dir_lib.decide_start(model_dir, None)
   latest = start.resume
   if latest:
     model_dir_lib.check_resumable(latest, checkpoint)
   with worker_dir(model_dir, is_chief) as write_dir:
-    # Restored here, not by the controller: on other workers it restores from write_dir, which is
-    # empty, and with nothing left to train the optimizer's slots are never built, so the restore
-    # must be marked partial to keep TensorFlow from warning about unrestored values.
-    restored = checkpoint.restore(latest) if latest else None
-    start_step = int(trainer.optimizer.iterations.numpy())
-    if latest:
-      logging.info("%s", start.describe("resumed from", start_step))
+    restored, start_step = _restore(checkpoint, latest, start, trainer.optimizer.iterations)
     if start_step >= num_train_steps:
       if restored:
         restored.expect_partial()
       logging.info("already trained %d of %d steps", start_step, num_train_steps)
       return {"steps": 0, "start_step": start_step, "end_step": start_step}
-    if restored and model_dir_lib.has_dropout_state(latest):
-      restored.assert_existing_objects_matched()
-    elif restored:
-      restored.expect_partial()
-      logging.warning(
-          "%s holds no dropout random state (saved by an earlier version): dropout "
-          "continues from a new random stream", latest)
-    # No checkpoint_interval: the controller would save after the first loop and then every
-    # interval from there; SaveAtMultiples saves at multiples of save_checkpoints_steps and at the
-    # end, and the loops are cut to end on those steps.
+    _check_restored(restored, latest)
     manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
                                                       max_to_keep=3)
     global_step = trainer.optimizer.iterations
-    actions = [
-        SaveAtMultiples(manager, global_step, save_checkpoints_steps, num_train_steps),
-        orbit.actions.SaveCheckpointIfPreempted(
-            getattr(strategy, "cluster_resolver", None) or
-            tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
-            checkpoint_number=global_step)
-    ]
-    for watcher in watchers:
-      actions.append(watcher)
-      watcher.begin(start_step, trainer.global_batch_size)
-
-    def loop_steps(step):
-      return min([
-          steps_per_loop, save_checkpoints_steps - step % save_checkpoints_steps,
-          *(watcher.loop_steps(step) for watcher in watchers)
-      ])
-
+    actions, loop_steps = _train_actions(manager, trainer, plan, watchers, start_step)
     started = time.time()
     try:
       with train_progress.orbit_lines_to_debug():
