@@ -1,10 +1,9 @@
 """A quiet console: TensorFlow's and its libraries' log lines cut to what a user can act on.
 
-On a machine without a GPU every command used to open with TensorFlow's C++ notices (no CUDA
-driver, oneDNN on, CPU instructions, a `failed call to cuInit` ERROR) and run with the INFO lines
-of TensorFlow, tf-models-official and orbit (dataset optimization, checkpoint sharding, the
-preemption watcher, untraced functions, assets written), some of them twice. Importing this module,
-before anything imports tensorflow, makes the commands quiet by default:
+Without it, TensorFlow's C++ notices (no CUDA driver, oneDNN on, CPU instructions, `failed call
+to cuInit`) and the INFO lines of TensorFlow, tf-models-official and orbit, some twice, bury a
+command's own lines. Importing this module, before anything imports tensorflow, makes the commands
+quiet by default:
 
 - `TF_CPP_MIN_LOG_LEVEL` (read once, when TensorFlow's library loads) defaults to 2, which hides the
   C++ runtime's INFO and WARNING lines. On a machine without an NVIDIA driver it defaults to 3,

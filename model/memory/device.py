@@ -6,17 +6,16 @@ Allocator overhead. On a GPU, TensorFlow allocates from one pool with its BFC al
 is at least twice the request), so a request fails when no contiguous free chunk is large enough
 even if enough bytes are free in total. `GPU_ALLOCATOR_OVERHEAD` is that fragmentation, measured:
 TensorFlow's CPU device can run on the same BFC code with a hard limit
-(TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and benchmarks/memory_bfc.py finds
-the smallest limit under which real training steps run and divides it by the peak of bytes in
+(TF_CPU_ALLOCATOR_USE_BFC=true, TF_CPU_BFC_MEM_LIMIT_IN_MB), and `benchmarks/memory.py --mode=bfc`
+finds the smallest limit under which real training steps run and divides it by the peak of bytes in
 use without a limit. Over tiny and MiniLM configurations at 128-384 tokens, for this tool and for
-the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.04, the largest rounded
-up. (The CPU's BFC grows its pool in regions of doubling size that a chunk cannot span, so it
-should fragment no less than a GPU's single pre-allocated region; cuBLAS workspaces, XLA's
-buffers and mixed precision are not exercised.) TensorFlow's default CPU
-allocator has no fixed limit (with oneDNN it is a BFC pool that grows with the host's memory), so
-fragmentation cannot fail a step there: `CPU_ALLOCATOR_OVERHEAD` = 1.0. How close the count
-is to the peak is a separate question, answered by benchmarks/memory_cpu.py (this tool:
-measured/predicted 0.81-1.10).
+the TF1 program, that ratio is 0.96-1.03: `GPU_ALLOCATOR_OVERHEAD` = 1.04, the largest rounded up.
+(The CPU's BFC grows its pool in regions of doubling size that a chunk cannot span, so it should
+fragment no less than a GPU's single pre-allocated region; cuBLAS workspaces, XLA's buffers and
+mixed precision are not exercised.) TensorFlow's default CPU allocator has no fixed limit (with
+oneDNN it is a BFC pool that grows with the host's memory), so fragmentation cannot fail a step
+there: `CPU_ALLOCATOR_OVERHEAD` = 1.0. How close the count is to the peak is a separate question,
+answered by `benchmarks/memory.py --mode=cpu` (this tool: measured/predicted 0.81-1.10).
 
 Usable GPU memory. TensorFlow leaves part of the GPU to the system: max(300 MiB, 5 %) of the free
 memory in TF 1.x, 500-1800 MiB by compute capability in TF 2.x (`MinSystemMemory` in
@@ -33,7 +32,7 @@ GIB = 2**30
 MIB = 2**20
 
 # BFC fragmentation: smallest memory limit under which real training steps run / their peak bytes
-# in use, the largest ratio measured by benchmarks/memory_bfc.py (module docstring).
+# in use, the largest ratio measured by `benchmarks/memory.py --mode=bfc` (module docstring).
 GPU_ALLOCATOR_OVERHEAD = 1.04
 CPU_ALLOCATOR_OVERHEAD = 1.0  # the CPU pool grows on demand (module docstring)
 

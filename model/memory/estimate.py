@@ -76,14 +76,14 @@ on top of 4.9 GiB of weights, moments and gradients, so that one example of 384 
 of the 11.1 GiB; counted without them, the planner would put 3 examples there (the table: 0) and
 31 of 64 tokens (the table: 12); with them, 1 and 11.
 
-Checked on TensorFlow's real executor (benchmarks/google_tf1_step.py rebuilds that program op for
-op in TF1 graph mode and reads the allocator's peak over training steps): BERT-Base at 32 tokens x
-2 peaks at 3092 MiB against 3088 counted (1843 without the early products), at 128 x 8 at 4009
-against 4095; MiniLM-L6 at 128 x 16 at 1463 against 1330.
+Checked on TensorFlow's real executor (`benchmarks/memory.py --mode=google_tf1` rebuilds that
+program op for op in TF1 graph mode and reads the allocator's peak over training steps): BERT-Base
+at 32 tokens x 2 peaks at 3092 MiB against 3088 counted (1843 without the early products), at 128 x
+8 at 4009 against 4095; MiniLM-L6 at 128 x 16 at 1463 against 1330.
 
 The allocator overhead that multiplies the count, and how much of a device TensorFlow may use, are
 in model/memory/device.py; the count against google-research/bert's table in model/memory/plan.py.
-benchmarks/memory_cpu.py compares this tool's count with measured CPU training steps.
+`benchmarks/memory.py --mode=cpu` compares this tool's count with measured CPU training steps.
 """
 
 import dataclasses
