@@ -5,7 +5,7 @@ r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and score
       [--distribution_strategy=one_device|mirrored|multi_worker_mirrored|tpu]
 
 The flags are the fields of `tasks.train_config.TrainConfig`, read into one;
-tasks/train_and_evaluate.py does the job: strategy -> task -> orbit controller -> evaluation,
+tasks/train_and_evaluate.py does the job: check the inputs -> plan -> task -> loop -> evaluate,
 writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
 """
 

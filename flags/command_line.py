@@ -102,6 +102,8 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     SystemExit: (status 1, message on stderr) an absl parsing error, or an argument left over.
   """
   program = program_name(argv[0] if argv else None)
+  if "h" not in flag_values:  # -h, as most command-line tools take it, is absl's --help
+    argv = [argv[0]] + ["--help" if token == "-h" else token for token in argv[1:]]
   try:
     leftover = flag_values(argv)[1:]
   except flags.Error as e:
@@ -125,7 +127,28 @@ def run(main):
     except errors.UserError as e:
       sys.exit(f"{program_name()}: {e}")
 
+  _help_of(sys.modules[main.__module__])
   app.run(main_reporting_user_errors, flags_parser=parse_flags)
+
+
+def _help_of(command, flag_values=flags.FLAGS):
+  """Makes `--help` show `command`'s docstring and flags when a console script started it.
+
+  absl's help prints the docstring of `__main__` and the key flags of the module named
+  `sys.argv[0]`: for `python train.py` that is train.py itself, but a console script
+  (`squad-qa-train`) runs a generated wrapper with neither. The command module's docstring and
+  key flags are given to the wrapper.
+
+  Args:
+    command: the module of the command's `main` (e.g. `squad_qa.train`).
+  """
+  main_module = sys.modules["__main__"]
+  if main_module is command:
+    return
+  if not main_module.__doc__:
+    main_module.__doc__ = command.__doc__
+  for flag in flag_values.get_key_flags_for_module(command.__name__):
+    flag_values.register_key_flag_for_module(sys.argv[0], flag)
 
 
 def config_from_flags(config_class, flag_values=flags.FLAGS):

@@ -254,6 +254,32 @@ def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
                                  "(--helpfull lists the flags)")
 
 
+# (console script, file command, a line of one of its flags' help)
+HELP_CASES = [
+    ("squad-qa-train", ["train.py"], "  --learning_rate: Peak learning rate of AdamW."),
+    ("squad-qa-export", ["export.py"], "  --export_dir: Where the SavedModel is written."),
+    ("squad-qa-ask", ["ask.py"], "  --context: The passage holding the answer."),
+    ("squad-qa-records", ["preprocess/make_records.py"],
+     "  --doc_stride: Step, in tokens, between the starts of consecutive context"),
+    ("squad-qa-memory", ["-m", "model.memory"],
+     "  --device_memory_gb: GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card)."),
+    ("squad-qa-convert-checkpoint", ["-m", "model.convert_checkpoint"],
+     "  --output: Folder for the converted TF2 checkpoint, with the config and vocab"),
+]
+
+
+@pytest.mark.parametrize("script, command, line", HELP_CASES)
+def test_help_and_h_list_the_command_s_flags_however_it_was_started(script, command, line):
+  """A console script's --help and -h show the command's docstring and its own flags, as
+  `python <command> --help` does (absl keys --help to argv[0]'s module, which a console script's
+  generated wrapper is not)."""
+  started = [os.path.join(os.path.dirname(sys.executable), script)]
+  for argv in (started + ["--help"], started + ["-h"], [sys.executable, *command, "-h"]):
+    proc = subprocess.run(argv, cwd=testutil.REPO, capture_output=True, text=True, timeout=300)
+    assert line in proc.stdout.splitlines(), (argv, proc.stdout, proc.stderr)
+    assert not proc.stdout.startswith("\nUSAGE:"), argv  # absl's text for a module without one
+
+
 def test_config_from_flags_reads_each_field_from_its_flag():
 
   @dataclasses.dataclass(frozen=True)
