@@ -176,12 +176,19 @@ def latest_checkpoint(folder, flag="model_dir"):
 def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   """Fills in --bert_config_file and --vocab_file for a run that starts from --init_checkpoint.
 
-  Looks beside the checkpoint (`model.files_beside`), then, in a `--model_dir` of
-  train.py, for the files its `qa_config.json` names.
+  Looks beside the checkpoint (`files_beside`), then, in a `--model_dir` of train.py, for the
+  files its `qa_config.json` names.
 
   Returns:
     (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
+
+  Raises:
+    errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix.
   """
+  if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
+                              tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
+    raise errors.MissingFileError(
+        f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix")
   bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file, vocab_file)
   if init_checkpoint and (not bert_config_file or not vocab_file):
     saved = artifacts.read_qa_config(checkpoint_folder(init_checkpoint))

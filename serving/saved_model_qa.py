@@ -68,6 +68,15 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   return True
 
 
+def _no_export(export_dir):
+  """The one line for an --export_dir that holds no export: a --model_dir is exported from."""
+  if os.path.exists(os.path.join(export_dir, artifacts.QA_CONFIG_FILE)):
+    return (f"--export_dir={export_dir} is a --model_dir of train.py, not an export; export it "
+            f"with `python export.py --model_dir={export_dir} --export_dir=<a new folder>`")
+  return (f"--export_dir={export_dir}: no SavedModel there; make one with "
+          f"`python export.py --export_dir={export_dir}`")
+
+
 class SavedModelQA:
   """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
@@ -92,8 +101,7 @@ class SavedModelQA:
     is_saved_model = tf.saved_model.contains_saved_model(export_dir)
     if not is_saved_model and not os.path.exists(
         os.path.join(export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
-      raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
-                                    f"with `python export.py --export_dir={export_dir}`")
+      raise errors.MissingFileError(_no_export(export_dir))
     self.config = artifacts.read_export_config(export_dir)
     self.serving_precision = self.config.get("serving_precision", "float32")
     if self.serving_precision == features_model.INT8:
@@ -104,8 +112,7 @@ class SavedModelQA:
       self.has_serve_text = False
     else:
       if not is_saved_model:
-        raise errors.MissingFileError(f"--export_dir={export_dir}: no SavedModel there; make one "
-                                      f"with `python export.py --export_dir={export_dir}`")
+        raise errors.MissingFileError(_no_export(export_dir))
       self._loaded = tf.saved_model.load(export_dir)
       self.features_model = features_model.SavedModelFeatures(self._loaded)
       self._vocab_path = self._loaded.vocab_file.asset_path.numpy().decode()

@@ -70,7 +70,17 @@ def default_predict_file(meta):
   return squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
 
 
-def check_predict_file(predict_file):
-  """Raises errors.UsageError (one line) when `predict_file` does not exist."""
+def check_predict_file(predict_file, meta, records_dir):
+  """Checks what scoring needs: eval records in `records_dir` (its meta.json: `meta`) and the
+  SQuAD file `predict_file` that holds their answers.
+
+  Raises:
+    errors.UsageError: (one line) records made without an eval split, or no `predict_file`.
+  """
+  if records.EVAL_SPLIT not in meta["splits"]:
+    raise errors.UsageError(
+        f"the records in {records_dir} hold no eval split (make_records.py was given no "
+        f"--predict_file): pass --do_predict=false to train only, or make the records again "
+        f"with a --predict_file")
   if not os.path.exists(predict_file):
     raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))

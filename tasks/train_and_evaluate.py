@@ -202,7 +202,8 @@ def train_and_evaluate(config):
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
-    run_inputs.check_predict_file(predict_file)  # now, not after the training it would follow
+    # Now, not after the training it would follow.
+    run_inputs.check_predict_file(predict_file, meta, config.records_dir)
   logging.info("strategy: %s, %d replicas%s",
                type(strategy).__name__, strategy.num_replicas_in_sync,
                "" if is_chief else " (not the chief)")

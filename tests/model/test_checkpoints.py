@@ -4,7 +4,7 @@ Each kind is written the way its own tool writes it: a google-research/bert TF1 
 `tf.compat.v1` variables and a v1 `Saver` (pretrained, and run_squad.py-fine-tuned with Adam slots),
 a TF2 encoder checkpoint by tf-models-official's own `tf2_bert_encoder_checkpoint_converter`, an HF
 folder with safetensors under transformers' names (and the packaged real MiniLM). Each is loaded
-through the code path of `--init_checkpoint` (`tasks.model_dir.resolve_model_files` +
+through the code path of `--init_checkpoint` (`model.checkpoints.resolve_model_files` +
 `checkpoints.initialize_from`) and its outputs compared with the NumPy forward pass over the same
 weights. Measured differences are printed (`pytest -s`).
 """
@@ -22,6 +22,7 @@ from absl.testing import flagsaver
 from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
+from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
@@ -165,6 +166,19 @@ def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
   assert checkpoints.resolve_model_files(prefix, None,
                                          None) == (os.path.join(folder, "bert_config.json"),
                                                    os.path.join(folder, "vocab.txt"))
+
+
+def test_an_init_checkpoint_that_does_not_exist_is_named_as_such(tmp_path, tf1_pretrained):
+  """A mistyped --init_checkpoint is one line saying it is not there (not that a config is
+  missing); a prefix whose files exist is accepted as before."""
+  missing = str(tmp_path / "no" / "such" / "bert_model.ckpt")
+  with pytest.raises(errors.MissingFileError) as error:
+    checkpoints.resolve_model_files(missing, None, None)
+  assert str(error.value) == (f"--init_checkpoint={missing}: no such file, folder or checkpoint "
+                              f"prefix")
+  folder, _ = tf1_pretrained
+  assert checkpoints.resolve_model_files(os.path.join(folder, "bert_model.ckpt"), None,
+                                         None)[1] == os.path.join(folder, "vocab.txt")
 
 
 def test_tf1_squad_checkpoint_restores_the_span_head(tf1_squad):

@@ -216,6 +216,15 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q", context="c"))
   assert str(error.value) == (f"--export_dir={tmp_path / 'none'}: no SavedModel there; make one "
                               f"with `python export.py --export_dir={tmp_path / 'none'}`")
+  model_dir = tmp_path / "model_out"  # a --model_dir: the hint is to export it, into a new folder
+  model_dir.mkdir()
+  (model_dir / "qa_config.json").write_text("{}")
+  with pytest.raises(errors.MissingFileError) as error:
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(model_dir), question="q", context="c"))
+  assert str(error.value) == (
+      f"--export_dir={model_dir} is a --model_dir of train.py, not an export; export it with "
+      f"`python export.py --model_dir={model_dir} --export_dir=<a new folder>`")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q",

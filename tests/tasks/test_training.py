@@ -239,7 +239,7 @@ def test_tiny_model_memorizes_8_real_features():
 
 def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
   """The dev file is checked before the first step, not after the training it would score."""
-  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None)
+  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None, dev_questions=4)
   model_dir, missing = tmp_path / "model", tmp_path / "nowhere" / "dev-v1.1.json"
   code, log = testutil.run_cli(
       "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
@@ -251,6 +251,23 @@ def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
       f"https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json); download it "
       f"and set SQUAD_DIR=<folder holding it> or pass --predict_file=<path>.")
   assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
+
+
+def test_records_without_an_eval_split_say_to_train_only(tmp_path):
+  """Records made without --predict_file cannot be scored: train.py says to pass
+  --do_predict=false, not to download a dev file, before training."""
+  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None)
+  model_dir = tmp_path / "model"
+  code, log = testutil.run_cli(
+      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--max_steps=2", "--train_batch_size=8", expect_ok=False)
+  assert code != 0 and "Traceback" not in log
+  assert log.strip().splitlines()[-1] == (
+      f"train.py: the records in {records_dir} hold no eval split (make_records.py was given no "
+      f"--predict_file): pass --do_predict=false to train only, or make the records again with a "
+      f"--predict_file")
+  assert not tf.train.latest_checkpoint(str(model_dir))
 
 
 def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_path, monkeypatch):
