@@ -19,9 +19,15 @@ def bert_config_and_meta(config):
     (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
 
   Raises:
-    errors.UsageError: no config, a vocab other than the records', or too few positions.
+    errors.UsageError: no config, a vocab other than the records', too few positions, or records
+      without the train split that `do_train` needs.
   """
   meta = records.read_meta(config.records_dir)
+  if config.do_train and records.TRAIN_SPLIT not in meta["splits"]:
+    raise errors.UsageError(
+        f"the records in {config.records_dir} hold no train split (make_records.py was given no "
+        f"--train_file): pass --do_train=false to only predict, or make the records again with "
+        f"a --train_file")
   config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
                                                             config.bert_config_file,
                                                             config.vocab_file)

@@ -253,6 +253,25 @@ def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
   assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
 
 
+def test_records_without_a_train_split_say_to_only_predict(tmp_path):
+  """Records made from a dev file alone cannot train: train.py's default --do_train says to pass
+  --do_train=false in one line, not a KeyError traceback."""
+  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 4)
+  testutil.run_cli("preprocess/make_records.py", f"--predict_file={dev_file}",
+                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
+                   "--doc_stride=32", "--max_query_length=16",
+                   f"--output_dir={tmp_path / 'records'}")
+  code, log = testutil.run_cli(
+      "train.py", f"--records_dir={tmp_path / 'records'}", f"--model_dir={tmp_path / 'model'}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      f"--predict_file={dev_file}", expect_ok=False)
+  assert code != 0 and "Traceback" not in log
+  assert log.strip().splitlines()[-1] == (
+      f"train.py: the records in {tmp_path / 'records'} hold no train split (make_records.py was "
+      f"given no --train_file): pass --do_train=false to only predict, or make the records again "
+      f"with a --train_file")
+
+
 def test_records_without_an_eval_split_say_to_train_only(tmp_path):
   """Records made without --predict_file cannot be scored: train.py says to pass
   --do_predict=false, not to download a dev file, before training."""
