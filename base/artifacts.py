@@ -12,6 +12,7 @@ import json
 import os
 
 from squad_qa import errors
+from squad_qa.base import commands
 
 QA_CONFIG_FILE = "qa_config.json"
 TRAIN_RESULTS_FILE = "train_results.json"
@@ -102,8 +103,8 @@ def read_qa_config(folder):
   """`folder`/qa_config.json as a dict ({} when absent; errors as `read_json`'s)."""
   return read_json(
       os.path.join(folder, QA_CONFIG_FILE),
-      "train.py writes it with a checkpoint; restore it or train into a new "
-      "--model_dir")
+      f"{commands.command('squad-qa-train')} writes it with a checkpoint; restore it or train "
+      f"into a new --model_dir")
 
 
 def read_export_config(export_dir):
@@ -116,5 +117,6 @@ def read_export_config(export_dir):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)
   if not tf.io.gfile.exists(path):
-    raise errors.MissingFileError(f"{path}: not found; is {export_dir} an export of export.py?")
+    raise errors.MissingFileError(
+        f"{path}: not found; is {export_dir} an export of {commands.command('squad-qa-export')}?")
   return read_json(path, f"export the model again into {export_dir}")

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.preprocess import wordpiece
 
 META_FILE = "meta.json"
@@ -112,7 +113,7 @@ def read_meta(records_dir):
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
-    raise errors.MissingFileError(f"{path}: not found; run `python preprocess/make_records.py "
+    raise errors.MissingFileError(f"{path}: not found; run `{commands.command('squad-qa-records')} "
                                   f"--output_dir={records_dir}` first")
   with tf.io.gfile.GFile(path, "r") as f:
     text = f.read()
@@ -121,12 +122,13 @@ def read_meta(records_dir):
   except json.JSONDecodeError as e:
     raise errors.UsageError(
         artifacts.not_valid_json(
-            path, e, f"the file is damaged: rerun `python preprocess/make_records.py "
+            path, e, f"the file is damaged: rerun `{commands.command('squad-qa-records')} "
             f"--output_dir={records_dir}`")) from None
   if meta.get("format_version") != FORMAT_VERSION:
     raise errors.MissingFileError(
         f"{path}: records of format {meta.get('format_version')} (this version reads "
-        f"{FORMAT_VERSION}); rerun `python preprocess/make_records.py --output_dir={records_dir}`")
+        f"{FORMAT_VERSION}); rerun `{commands.command('squad-qa-records')} "
+        f"--output_dir={records_dir}`")
   return meta
 
 
@@ -153,12 +155,13 @@ def shard_paths(records_dir, meta, split):
   info = meta.get("splits", {}).get(split)
   if not info:
     raise errors.MissingFileError(
-        f"{records_dir}: has no {split} records; rerun make_records.py with "
+        f"{records_dir}: has no {split} records; rerun {commands.command('squad-qa-records')} with "
         f"--{'train_file' if split == TRAIN_SPLIT else 'predict_file'}")
   paths = [os.path.join(records_dir, name) for name in info["shards"]]
   for path in paths:
     if not tf.io.gfile.exists(path):
-      raise errors.MissingFileError(f"{path}: missing shard; rerun make_records.py")
+      raise errors.MissingFileError(
+          f"{path}: missing shard; rerun {commands.command('squad-qa-records')}")
   return paths
 
 

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.base import progress
 from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
@@ -286,7 +287,8 @@ def model_settings(config, start, model_dir):
     if not qa_config:
       raise errors.UsageError(
           f"--model_dir={model_dir} holds {os.path.basename(start.resume)} but no "
-          f"{artifacts.QA_CONFIG_FILE} (train.py writes it with the first checkpoint); export it "
+          f"{artifacts.QA_CONFIG_FILE} ({commands.command('squad-qa-train')} writes it with the "
+          f"first checkpoint); export it "
           f"with --init_checkpoint={start.resume} --bert_config_file=... --vocab_file=... instead")
     if config.given("do_lower_case") and config.do_lower_case != qa_config["do_lower_case"]:
       raise errors.UsageError(
@@ -296,8 +298,9 @@ def model_settings(config, start, model_dir):
     return (bert_config_lib.BertConfig(**qa_config["bert_config"]), config.vocab_file or
             qa_config["vocab_file"], qa_config, qa_config)
   if not start.init_checkpoint:
-    raise errors.UsageError(f"--model_dir={config.model_dir} has no trained checkpoint and no "
-                            f"--init_checkpoint was given; run train.py first")
+    raise errors.UsageError(
+        f"--model_dir={config.model_dir} has no trained checkpoint and no "
+        f"--init_checkpoint was given; run {commands.command('squad-qa-train')} first")
   config_file, vocab_file = checkpoints.resolve_model_files(start.init_checkpoint,
                                                             config.bert_config_file,
                                                             config.vocab_file)
@@ -357,5 +360,6 @@ def export_model(config):
   else:
     write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
                       bert_config.max_position_embeddings)
-  logging.info("done in %s; ask it: python ask.py --export_dir=%s --question=... --context=...",
-               progress.format_seconds(time.time() - started), config.export_dir)
+  logging.info("done in %s; ask it: %s --export_dir=%s --question=... --context=...",
+               progress.format_seconds(time.time() - started), commands.command("squad-qa-ask"),
+               config.export_dir)

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model import span_model
 
 INT8 = "int8"  # the --serving_precision (and qa_config.json `serving_precision`) served here
@@ -126,8 +127,9 @@ class LiteRTFeatures:
   def __init__(self, model_path, num_threads=None):
     interpreter_module = litert_interpreter_module()
     if not os.path.exists(model_path):
-      raise errors.MissingFileError(f"{model_path}: not found; re-export with "
-                                    f"`python export.py --serving_precision=int8`")
+      raise errors.MissingFileError(
+          f"{model_path}: not found; re-export with "
+          f"`{commands.command('squad-qa-export')} --serving_precision=int8`")
     self.num_threads = num_threads or os.cpu_count() or 1
     self._interpreter = interpreter_module.Interpreter(model_path=model_path,
                                                        num_threads=self.num_threads)

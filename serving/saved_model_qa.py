@@ -18,6 +18,7 @@ import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
@@ -45,9 +46,11 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   if serving_precision == features_model.INT8:
     if precision.cpu_has_int8_dot_product(cpuinfo) is not False:
       return False
-    logging.warning("this export computes in int8, but this CPU has no int8 dot-product "
-                    "instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8): it may answer slower here "
-                    "than a float32 export (export.py --serving_precision=float32)")
+    logging.warning(
+        "this export computes in int8, but this CPU has no int8 dot-product "
+        "instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8): it may answer slower here "
+        "than a float32 export (%s --serving_precision=float32)",
+        commands.command("squad-qa-export"))
     return True
   if serving_precision not in ("bfloat16", "float16"):
     return False
@@ -63,18 +66,19 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
     why = "CPUs have no fast float16 matmuls"
   logging.warning(
       "this SavedModel computes in %s, but %s and no GPU is visible: it will answer "
-      "slower here than a float32 export (export.py --serving_precision=float32)",
-      serving_precision, why)
+      "slower here than a float32 export (%s --serving_precision=float32)", serving_precision, why,
+      commands.command("squad-qa-export"))
   return True
 
 
 def _no_export(export_dir):
   """The one line for an --export_dir that holds no export: a --model_dir is exported from."""
   if os.path.exists(os.path.join(export_dir, artifacts.QA_CONFIG_FILE)):
-    return (f"--export_dir={export_dir} is a --model_dir of train.py, not an export; export it "
-            f"with `python export.py --model_dir={export_dir} --export_dir=<a new folder>`")
+    return (f"--export_dir={export_dir} is a --model_dir of {commands.command('squad-qa-train')}, "
+            f"not an export; export it with `{commands.command('squad-qa-export')} "
+            f"--model_dir={export_dir} --export_dir=<a new folder>`")
   return (f"--export_dir={export_dir}: no SavedModel there; make one with "
-          f"`python export.py --export_dir={export_dir}`")
+          f"`{commands.command('squad-qa-export')} --export_dir={export_dir}`")
 
 
 class SavedModelQA:
@@ -138,8 +142,8 @@ class SavedModelQA:
     if self.serving_precision == features_model.INT8:
       return self.answers_with_serve_features(questions, contexts)
     if not self.has_serve_text:
-      raise errors.UsageError("this SavedModel has no serve_text signature; re-export it with "
-                              "export.py or use --use_serve_features")
+      raise errors.UsageError(f"this SavedModel has no serve_text signature; re-export it with "
+                              f"{commands.command('squad-qa-export')} or use --use_serve_features")
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
                                                 context=tf.constant(contexts, tf.string))
     return [

@@ -10,6 +10,7 @@ import time
 import tensorflow as tf
 
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.base import progress as progress_lib
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
@@ -73,10 +74,13 @@ class DevScorer:
                null_score_diff_threshold=0.0):
     eval_meta = meta["splits"].get(records.EVAL_SPLIT)
     if not eval_meta:
-      raise UsageError(f"{records_dir}: no eval records; run make_records.py with --predict_file")
+      raise UsageError(
+          f"{records_dir}: no eval records; run {commands.command('squad-qa-records')} with "
+          f"--predict_file")
     if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
       raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
-                       f"from ({eval_meta['input_file']}); pass that file or rerun make_records.py")
+                       f"from ({eval_meta['input_file']}); pass that file or rerun "
+                       f"{commands.command('squad-qa-records')}")
     dataset_json = squad_reader.load_json(predict_file)
     if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
       raise UsageError(f"--predict_file={predict_file} has "

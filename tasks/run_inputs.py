@@ -5,6 +5,7 @@ import os
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.preprocess import records
@@ -25,7 +26,8 @@ def bert_config_and_meta(config):
   meta = records.read_meta(config.records_dir)
   if config.do_train and records.TRAIN_SPLIT not in meta["splits"]:
     raise errors.UsageError(
-        f"the records in {config.records_dir} hold no train split (make_records.py was given no "
+        f"the records in {config.records_dir} hold no train split "
+        f"({commands.command('squad-qa-records')} was given no "
         f"--train_file): pass --do_train=false to only predict, or make the records again with "
         f"a --train_file")
   config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
@@ -36,8 +38,10 @@ def bert_config_and_meta(config):
     raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "
                             "beside it)")
   if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
-    raise errors.UsageError(f"--vocab_file={vocab_file} is not the vocab the records were made "
-                            f"with ({meta['flags']['vocab_file']}); rerun make_records.py with it")
+    raise errors.UsageError(
+        f"--vocab_file={vocab_file} is not the vocab the records were made "
+        f"with ({meta['flags']['vocab_file']}); rerun {commands.command('squad-qa-records')} "
+        f"with it")
   bert_config = bert_config_lib.BertConfig.from_json_file(config_file)
   if meta["flags"]["max_seq_length"] > bert_config.max_position_embeddings:
     raise errors.UsageError(f"records have max_seq_length {meta['flags']['max_seq_length']} but "
@@ -85,7 +89,8 @@ def check_predict_file(predict_file, meta, records_dir):
   """
   if records.EVAL_SPLIT not in meta["splits"]:
     raise errors.UsageError(
-        f"the records in {records_dir} hold no eval split (make_records.py was given no "
+        f"the records in {records_dir} hold no eval split "
+        f"({commands.command('squad-qa-records')} was given no "
         f"--predict_file): pass --do_predict=false to train only, or make the records again "
         f"with a --predict_file")
   if not os.path.exists(predict_file):

@@ -12,6 +12,7 @@ from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model import precision as precision_lib
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
@@ -253,8 +254,9 @@ def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=Fals
         max_seq_length, None if length_buckets == "auto" else length_buckets,
         step=records.XLA_LENGTH_BUCKET_STEP if xla else records.LENGTH_BUCKET_STEP)
   except ValueError as e:
-    raise errors.UsageError(f"--length_buckets: {e}; the records were made with "
-                            f"make_records.py --max_seq_length={max_seq_length}") from None
+    raise errors.UsageError(
+        f"--length_buckets: {e}; the records were made with "
+        f"{commands.command('squad-qa-records')} --max_seq_length={max_seq_length}") from None
 
 
 def describe_lengths(lengths):

@@ -9,6 +9,7 @@ then the ones that lower the real peak, without a promise of fitting.
 
 import math
 
+from squad_qa.base import commands
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import estimate
 
@@ -43,7 +44,7 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
       f"{max_seq_length} ({dtype}); device: {device.description}",
       f"  weights + gradients + AdamW slots {size(fixed)}, activations "
       f"{size(est.activations)}, allocator overhead x{est.overhead:g} "
-      f"(`python -m model.memory` prints the breakdown)", "fixes:"
+      f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
   ]
 
   def fits(seq, batch, steps):
@@ -77,7 +78,8 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
   while seq >= 64 and not fits(seq, batch_size, accumulation_steps):
     seq -= 64
   if seq >= 64:
-    lines.append(f"  - --max_seq_length={seq} (preprocess/make_records.py) fits batch {batch_size}")
+    lines.append(f"  - --max_seq_length={seq} ({commands.command('squad-qa-records')}) fits batch "
+                 f"{batch_size}")
   if dtype == "float32":
     if device.kind == "gpu":
       mixed = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, "mixed_float16",

@@ -509,7 +509,7 @@ def test_killed_job_leaves_previous_output_or_nothing(tmp_path):
     assert shard_digests(out, meta) == before
   # ... or no meta.json: readers refuse the directory.
   else:
-    with pytest.raises(FileNotFoundError, match="run `python preprocess/make_records.py"):
+    with pytest.raises(FileNotFoundError, match="run `squad-qa-records --output_dir="):
       records.read_meta(str(out))
   # The next run removes the dead job's temporary files.
   run(tmp_path, "eval", small_slice(tmp_path, 30))
@@ -568,7 +568,7 @@ def test_records_of_an_older_format_are_refused_with_one_line(tmp_path):
   (tmp_path / records.META_FILE).write_text(json.dumps({"format_version": 1, "splits": {}}))
   with pytest.raises(FileNotFoundError) as error:
     records.read_meta(str(tmp_path))
-  assert "records of format 1 (this version reads 2); rerun `python preprocess/make_records.py" in (
+  assert "records of format 1 (this version reads 2); rerun `squad-qa-records --output_dir=" in (
       str(error.value))
 
 

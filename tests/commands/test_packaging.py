@@ -12,6 +12,8 @@ import zipfile
 
 import pytest
 
+from squad_qa.base import commands
+
 from tests import testutil
 
 PACKAGE = "squad_qa"
@@ -81,7 +83,9 @@ def test_wheel_adds_one_import_name_and_console_scripts_that_resolve(wheel):
   [dist_info] = [name for name in top_level if name.endswith(".dist-info")]
   assert top_level == {PACKAGE, dist_info}
   scripts = console_scripts(wheel)
-  assert {"squad-qa-records", "squad-qa-train", "squad-qa-export", "squad-qa-ask"} <= set(scripts)
+  assert scripts == {
+      script: f"{PACKAGE}.{module}:cli" for script, (module, _) in commands.COMMANDS.items()
+  }
   packaged = {
       name[:-len(".py")].replace("/", ".").removesuffix(".__init__") for name in wheel.namelist()
       if name.endswith(".py")

@@ -312,7 +312,7 @@ def test_diagnosis_names_the_fixes():
   assert ("--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features per "
           "optimizer step (the largest batch that fits is 14)") in message
   assert estimate.max_batch_size(base, 256, gpu.usable_bytes, limit=32) < 32  # so 192, not 256
-  assert "--max_seq_length=192 (preprocess/make_records.py) fits batch 32" in message
+  assert "--max_seq_length=192 (squad-qa-records) fits batch 32" in message
   assert "--gpu (mixed_float16) fits batch 25" in message
   assert "--train_batch_size=auto" in message
 

@@ -1,0 +1,34 @@
+"""The commands' names, as a user types them: console scripts after an install, file commands in a
+clone. Imports nothing but the standard library, so setup.py reads COMMANDS from this file."""
+
+import os
+import sys
+
+# Console script -> (the module whose `cli` it runs, inside the package; the clone's file command).
+COMMANDS = {
+    "squad-qa-records": ("preprocess.make_records", "python preprocess/make_records.py"),
+    "squad-qa-train": ("train", "python train.py"),
+    "squad-qa-export": ("export", "python export.py"),
+    "squad-qa-ask": ("ask", "python ask.py"),
+    "squad-qa-memory": ("model.memory.__main__", "python -m model.memory"),
+    "squad-qa-convert-checkpoint":
+        ("model.convert_checkpoint", "python -m model.convert_checkpoint"),
+}
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def started_from_clone():
+  """Whether this process runs a file of the package as `__main__` (`python train.py`, `python -m
+  model.memory` in a clone), rather than a console script, a notebook or a test runner."""
+  main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+  return bool(main_file) and os.path.realpath(main_file).startswith(_PACKAGE_ROOT + os.sep)
+
+
+def command(script):
+  """How a message names the command `script` (a key of COMMANDS, e.g. "squad-qa-export"): its
+  file command when this process was started from a clone, else the console script.
+
+  Raises:
+    KeyError: `script` is not a console script of this package.
+  """
+  return COMMANDS[script][1] if started_from_clone() else script
