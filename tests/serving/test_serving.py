@@ -1,7 +1,11 @@
 """Raw-text serving (serving/, export.py's serve_text): windows identical to preprocess/features.py,
 answers identical to postprocess/span_decoding.py, saved_model_cli, a fresh process, odd inputs."""
 
+import contextlib
+import io
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -557,3 +561,16 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", export_dir],
                         capture_output=True, text=True, timeout=300, check=True).stdout
   assert "serve_text" not in show and "serve_features" in show and "serve_examples" in show
+
+
+def test_the_readme_python_example_answers_as_shown(served, tmp_path, monkeypatch):
+  readme = (testutil.REPO / "README.md").read_text(encoding="utf-8")
+  [code] = re.findall(r"```python\n(.*?)```", readme, re.DOTALL)
+  os.symlink(served["export_dir"], tmp_path / "export")  # the example's relative "export"
+  monkeypatch.chdir(tmp_path)
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    exec(compile(code, "README.md", "exec"), {})  # pylint: disable=exec-used
+  shown = re.search(r"# (.*) \.\.\.$", code, re.MULTILINE).group(1)  # "1932 38 42"
+  assert shown == "1932 38 42"
+  assert printed.getvalue().startswith(shown + " ")
