@@ -149,6 +149,17 @@ def at_least(bound, words=None):
   return check
 
 
+def within(low, high):
+  """A `Spec.check` refusing values outside [low, high]: "--name=value: must be from low to
+  high"."""
+
+  def check(name, value):
+    if not low <= value <= high:
+      raise errors.UsageError(f"--{name}={value}: must be from {low} to {high}")
+
+  return check
+
+
 class Settings:
   """Base of every config (and group of settings): validates each setting on construction.
 

@@ -37,7 +37,8 @@ class RecordsConfig(features.Featurization, squad_reader.SquadFiles):
   num_workers: int = settings.setting(
       min(2,
           os.cpu_count() or 1),
-      "Processes featurizing and writing shards (each takes a group of shards); 1 = in-process.")
+      "Processes featurizing and writing shards (each takes a group of shards); 1 = in-process.",
+      check=settings.at_least(1))
 
   def check(self):
     if not self.vocab_file:

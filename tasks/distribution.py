@@ -56,7 +56,8 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
     A tf.distribute.Strategy.
 
   Raises:
-    DistributionError: an unknown name or an impossible combination (one line).
+    DistributionError: an unknown name or an impossible combination, e.g. --tpu or
+      --all_reduce_alg with a strategy that does not use it (one line).
   """
   split_cpu(num_cpu_devices)
   visible = len(tf.config.list_physical_devices("GPU"))
@@ -71,6 +72,13 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
     raise DistributionError(f"--num_gpus={num_gpus} but TensorFlow sees {visible} GPUs")
   if distribution_strategy == "tpu" and not tpu:
     raise DistributionError("--distribution_strategy=tpu needs --tpu (the TPU's address or name)")
+  if tpu and distribution_strategy != "tpu":
+    raise DistributionError(f"--tpu={tpu} applies to --distribution_strategy=tpu, and this run is "
+                            f"{distribution_strategy}: add that strategy or drop --tpu")
+  if all_reduce_alg and distribution_strategy not in ("mirrored", "multi_worker_mirrored"):
+    raise DistributionError(f"--all_reduce_alg={all_reduce_alg} applies to the mirrored and "
+                            f"multi_worker_mirrored strategies, and this run is "
+                            f"{distribution_strategy}: drop it")
   if distribution_strategy == "mirrored" and not num_gpus and num_cpu_devices > 1:
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)

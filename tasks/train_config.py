@@ -59,13 +59,14 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "--nolength_buckets pads every batch to max_seq_length.", parser=settings.TokenCountsParser(),
       flag_class=settings.OptionalValueFlag, check=_length_buckets)
   predict_batch_size: int = settings.setting(64, "Features per prediction step.")
-  learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.")
+  learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.", above=0)
   num_train_epochs: float = settings.setting(2.0, "Passes over the train features (above 0).",
                                              above=0)
   max_steps: Optional[int] = settings.setting(
       None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
   warmup_proportion: float = settings.setting(
-      0.1, "Share of the training steps with a linear learning-rate warmup from 0.")
+      0.1, "Share of the training steps with a linear learning-rate warmup from 0.",
+      check=settings.within(0, 1))
   save_checkpoints_steps: int = settings.setting(1000, "Steps between checkpoints.",
                                                  check=settings.at_least(1))
   max_eval_examples: Optional[int] = settings.setting(

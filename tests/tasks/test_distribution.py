@@ -24,6 +24,7 @@ import tf_keras
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
+from squad_qa.tasks import distribution
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import model_dir as model_dir_lib
@@ -513,3 +514,21 @@ def test_kill_9_one_worker_then_rerun_resumes(data):
   restored, _ = span_model.build_span_model(tiny_config())
   tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(model_dir))) \
       .expect_partial().assert_existing_objects_matched()
+
+
+@pytest.mark.parametrize("options, line", [
+    ({
+        "tpu": "grpc://10.0.0.2:8470"
+    }, "--tpu=grpc://10.0.0.2:8470 applies to --distribution_strategy=tpu, and this run is "
+     "one_device: add that strategy or drop --tpu"),
+    ({
+        "distribution_strategy": "one_device",
+        "all_reduce_alg": "nccl"
+    },
+     "--all_reduce_alg=nccl applies to the mirrored and multi_worker_mirrored strategies, and this "
+     "run is one_device: drop it"),
+])
+def test_a_flag_the_strategy_does_not_use_is_refused(options, line):
+  with pytest.raises(distribution.DistributionError) as error:
+    distribution.make_strategy(**options)
+  assert str(error.value) == line

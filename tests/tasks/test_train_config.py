@@ -3,7 +3,9 @@
 import pytest
 
 from squad_qa import errors
+from squad_qa.preprocess import records_config
 from squad_qa.tasks import train_config
+from tests import testutil
 
 
 @pytest.mark.parametrize("values, message", [
@@ -38,6 +40,18 @@ from squad_qa.tasks import train_config
     ({
         "length_buckets": (128, 64)
     }, "--length_buckets=(128, 64): expected increasing positive token counts"),
+    ({
+        "learning_rate": -1.0
+    }, "--learning_rate must be above 0"),
+    ({
+        "learning_rate": 0.0
+    }, "--learning_rate must be above 0"),
+    ({
+        "warmup_proportion": 2.0
+    }, "--warmup_proportion=2.0: must be from 0 to 1"),
+    ({
+        "warmup_proportion": -0.1
+    }, "--warmup_proportion=-0.1: must be from 0 to 1"),
 ])
 def test_a_value_no_run_can_use_is_one_line(values, message):
   with pytest.raises(errors.UsageError) as error:
@@ -95,3 +109,9 @@ def test_xla_by_default_with_a_gpu_and_for_bfloat16_without_bfloat16_matmuls(
                       lambda cpuinfo=None: native)
   assert train_config.TrainConfig(**values).xla_and_reason == expected
   assert train_config.TrainConfig(**values).use_xla == expected[0]
+
+
+def test_records_need_a_worker():
+  with pytest.raises(errors.UsageError) as error:
+    records_config.RecordsConfig(vocab_file=testutil.vocab_file(), num_workers=0)
+  assert str(error.value) == "--num_workers=0: must be at least 1"
