@@ -29,7 +29,9 @@ def main(argv):
 
 def cli():
   """Console-script entry point: parses the flags and runs main()."""
-  command_line.run(main)
+  command_line.run(
+      main, after_interrupt="the checkpoints in --model_dir are kept; the same "
+      "command resumes from the last one")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from absl import flags
 from squad_qa import errors
 from squad_qa.flags import settings
 
+INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what shells report for a command stopped by Ctrl-C
 _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
 
@@ -114,11 +115,12 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   return argv[:1]
 
 
-def run(main):
+def run(main, after_interrupt="nothing half-written is left; the same command starts again"):
   """`absl.app.run(main)` with `parse_flags`: the one way this project's commands start.
 
   A `squad_qa.errors.UserError` out of `main` is printed as `<command>: <message>` on stderr and
-  exits with status 1, without a traceback; other exceptions keep theirs.
+  exits with status 1, without a traceback; Ctrl-C prints `<command>: interrupted (Ctrl-C);
+  <after_interrupt>` and exits with INTERRUPTED_EXIT_STATUS; other exceptions keep their traceback.
   """
 
   def main_reporting_user_errors(argv):
@@ -126,6 +128,9 @@ def run(main):
       return main(argv)
     except errors.UserError as e:
       sys.exit(f"{program_name()}: {e}")
+    except KeyboardInterrupt:
+      print(f"{program_name()}: interrupted (Ctrl-C); {after_interrupt}", file=sys.stderr)
+      sys.exit(INTERRUPTED_EXIT_STATUS)
 
   _help_of(sys.modules[main.__module__])
   app.run(main_reporting_user_errors, flags_parser=parse_flags)

@@ -18,6 +18,7 @@ import glob
 import multiprocessing
 import os
 import re
+import signal
 import time
 import traceback
 
@@ -201,6 +202,8 @@ def _run_group(worker, num_workers, splits, settings, output_dir, job_pid, excha
 
 def _worker_main(worker, num_workers, splits, settings, output_dir, job_pid, connection):
   """Entry point of a forked worker: runs its group, reporting through `connection`."""
+  # Ctrl-C reaches the whole process group: the parent stops the workers and says so in one line.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
 
   def exchange(split, num_features):
     connection.send(("count", split, num_features))

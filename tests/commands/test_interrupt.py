@@ -1,0 +1,70 @@
+"""Ctrl-C (SIGINT to the command's process group, as a terminal sends it) ends a command with one
+line of ours and status 130, never a traceback, and leaves no half-written output."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from squad_qa.flags import command_line
+from squad_qa.preprocess import records
+from tests import testutil
+
+
+def interrupt_when(argv, ready, log, timeout=300):
+  """Starts `python argv` in its own process group with its output in file `log`, sends the group
+  SIGINT once `ready(output so far)` holds, and returns (exit status, everything it printed)."""
+  with open(log, "w") as out:
+    proc = subprocess.Popen([sys.executable, *argv], cwd=testutil.REPO, stdout=out,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+      if ready(log.read_text()):
+        os.killpg(proc.pid, signal.SIGINT)
+        break
+      time.sleep(0.2)
+    proc.wait(timeout=timeout)
+  return proc.returncode, log.read_text()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_make_records_and_its_workers_with_one_line(tmp_path):
+  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 3000)
+  out = tmp_path / "records"
+  status, output = interrupt_when([
+      "preprocess/make_records.py", f"--train_file={train}",
+      f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=128", "--doc_stride=64",
+      "--num_workers=2", "--num_shards=4", f"--output_dir={out}"
+  ], lambda _: out.exists() and any(".tmp-" in name for name in os.listdir(out)),
+                                  tmp_path / "records.log")
+  assert status == command_line.INTERRUPTED_EXIT_STATUS, output[-3000:]
+  assert "Traceback" not in output and "worker" not in output, output[-3000:]
+  assert output.strip().splitlines()[-1] == (
+      "make_records.py: interrupted (Ctrl-C); nothing half-written is left; the same command "
+      "starts again")
+  assert not (out / records.META_FILE).exists()  # readers refuse the folder; a rerun redoes it
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path):
+  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
+  config = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train}",
+                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
+                   "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
+                   f"--output_dir={tmp_path}/records")
+  status, output = interrupt_when([
+      "train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
+      f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}", "--max_steps=100000",
+      "--train_batch_size=8", "--steps_per_loop=1", "--log_steps=1", "--save_checkpoints_steps=2",
+      "--do_predict=false"
+  ], lambda text: "training: 3 of 100,000 steps" in text, tmp_path / "train.log")
+  assert status == command_line.INTERRUPTED_EXIT_STATUS, output[-3000:]
+  assert "Traceback" not in output, output[-3000:]
+  assert output.strip().splitlines()[-1] == (
+      "train.py: interrupted (Ctrl-C); the checkpoints in --model_dir are kept; the same command "
+      "resumes from the last one")
+  assert os.path.exists(tmp_path / "model" / "ckpt-2.index")
