@@ -82,6 +82,33 @@ class TokenizedText:
 
 
 @dataclasses.dataclass
+class RaggedTokens:
+  """Tokens of many texts, flat: text i owns rows `row_splits[i]:row_splits[i + 1]`.
+
+  Attributes:
+    ids: int32 [total] vocabulary ids.
+    start_chars: int32 [total] offset of each token's first character in its text, in code points.
+    end_chars: int32 [total] offset one past its last character, in code points.
+    row_splits: int64 [num_texts + 1].
+  """
+  ids: np.ndarray
+  start_chars: np.ndarray
+  end_chars: np.ndarray
+  row_splits: np.ndarray
+
+  def __len__(self):
+    return len(self.row_splits) - 1
+
+  def lengths(self):
+    return np.diff(self.row_splits)
+
+  def row(self, i):
+    """TokenizedText of text i."""
+    rows = slice(self.row_splits[i], self.row_splits[i + 1])
+    return TokenizedText(self.ids[rows], self.start_chars[rows], self.end_chars[rows])
+
+
+@dataclasses.dataclass
 class Feature:
   """One window of one question, ready to serialize.
 
@@ -270,24 +297,36 @@ class FeatureArrays:
     return len(self.example_index)
 
 
-def build_features(plan, query_ids, query_splits, query_lengths, context_ids, context_starts,
-                   context_ends, context_splits, paragraph_of_question, cls_id, sep_id,
-                   max_seq_length, answer_spans=None, with_offsets=False, first_example_index=0):
+@dataclasses.dataclass
+class Questions:
+  """The questions whose windows `build_features` makes.
+
+  Attributes:
+    ids: int32 [*] question token ids, flat.
+    starts: int [Q] index in `ids` of each question's first token.
+    lengths: int [Q] tokens kept per question.
+    paragraph: int [Q] paragraph (row of the context tokens) of each question.
+    answer_spans: None (eval) or int [Q, 2] context-token (start, end) of each answer, inclusive;
+      rows of -1 for unanswerable questions.
+  """
+  ids: np.ndarray
+  starts: np.ndarray
+  lengths: np.ndarray
+  paragraph: np.ndarray
+  answer_spans: Optional[np.ndarray] = None
+
+
+def build_features(plan, questions, context, cls_id, sep_id, max_seq_length, with_offsets=False):
   """The features of the windows in `plan`, vectorized over windows.
 
   Args:
     plan: WindowPlan (or a `rows` slice of one).
-    query_ids, query_splits: flat int32 question token ids and int64 [Q + 1] row splits.
-    query_lengths: int [Q] tokens kept per question.
-    context_ids, context_starts, context_ends, context_splits: flat paragraph tokens (int32 ids and
-      code-point offsets) and int64 [P + 1] row splits.
-    paragraph_of_question: int [Q] paragraph index of each question.
+    questions: Questions.
+    context: paragraph tokens as `wordpiece.RaggedTokens` (int32 ids and code-point offsets, int64
+      [P + 1] row splits).
     cls_id, sep_id: ids of [CLS] and [SEP].
     max_seq_length: in tokens.
-    answer_spans: None (eval) or int [Q, 2] context-token (start, end) of each answer, inclusive;
-      rows of -1 for unanswerable questions.
     with_offsets: also make token_start_char, token_end_char and token_is_max_context.
-    first_example_index: added to the question indices in `example_index`.
 
   Returns:
     FeatureArrays.
@@ -297,21 +336,21 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
   q = plan.question
   start = plan.span_start.astype(np.int32)[:, None]
   length = plan.span_length.astype(np.int32)[:, None]
-  query_length = np.asarray(query_lengths, np.int32)[q][:, None]
+  query_length = np.asarray(questions.lengths, np.int32)[q][:, None]
   j = np.arange(max_seq_length, dtype=np.int32)[None, :]
   doc_offset = query_length + 2
   in_query = (j >= 1) & (j <= query_length)
   context_position = j - doc_offset  # index within the window
   in_context = (context_position >= 0) & (context_position < length)
   real = j < doc_offset + length + 1
-  query_index = np.where(in_query, np.asarray(query_splits, np.int32)[q][:, None] + j - 1, 0)
-  paragraph = np.asarray(paragraph_of_question, np.int64)[q]
+  query_index = np.where(in_query, np.asarray(questions.starts, np.int32)[q][:, None] + j - 1, 0)
+  paragraph = np.asarray(questions.paragraph, np.int64)[q]
   token_index = np.where(
       in_context,
-      np.asarray(context_splits, np.int32)[paragraph][:, None] + start + context_position, 0)
-  input_ids = np.where(in_context, context_ids[token_index] if len(context_ids) else 0, 0)
-  if len(query_ids):
-    input_ids = np.where(in_query, query_ids[query_index], input_ids)
+      np.asarray(context.row_splits, np.int32)[paragraph][:, None] + start + context_position, 0)
+  input_ids = np.where(in_context, context.ids[token_index] if len(context.ids) else 0, 0)
+  if len(questions.ids):
+    input_ids = np.where(in_query, questions.ids[query_index], input_ids)
   input_ids = np.where((j == query_length + 1) | (j == doc_offset + length), sep_id, input_ids)
   input_ids[:, 0] = cls_id
   input_ids = np.where(real, input_ids, 0).astype(np.int32)
@@ -320,8 +359,8 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
   start_positions = np.zeros(num, np.int32)
   end_positions = np.zeros(num, np.int32)
   is_impossible = np.ones(num, np.int8)
-  if answer_spans is not None:
-    spans = np.asarray(answer_spans, np.int64)[q]
+  if questions.answer_spans is not None:
+    spans = np.asarray(questions.answer_spans, np.int64)[q]
     window_start, window_end = start[:, 0], start[:, 0] + length[:, 0] - 1
     contains = (spans[:, 0] >= 0) & (spans[:, 0] >= window_start) & (spans[:, 1] <= window_end)
     start_positions = np.where(contains, spans[:, 0] - window_start + doc_offset[:, 0], 0)
@@ -329,14 +368,14 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
     start_positions, end_positions = start_positions.astype(np.int32), end_positions.astype(
         np.int32)
     is_impossible = (~contains).astype(np.int8)
-  features = FeatureArrays(example_index=q + first_example_index,
-                           doc_span_index=plan.span_index.copy(), input_ids=input_ids,
-                           input_mask=real.astype(np.int8), segment_ids=segment_ids,
-                           start_positions=start_positions, end_positions=end_positions,
-                           is_impossible=is_impossible)
+  features = FeatureArrays(example_index=q, doc_span_index=plan.span_index.copy(),
+                           input_ids=input_ids, input_mask=real.astype(np.int8),
+                           segment_ids=segment_ids, start_positions=start_positions,
+                           end_positions=end_positions, is_impossible=is_impossible)
   if with_offsets:
-    starts = context_starts[token_index] if len(context_starts) else np.zeros_like(token_index)
-    ends = context_ends[token_index] if len(context_ends) else np.zeros_like(token_index)
+    starts = context.start_chars[token_index] if len(
+        context.start_chars) else np.zeros_like(token_index)
+    ends = context.end_chars[token_index] if len(context.end_chars) else np.zeros_like(token_index)
     features.token_start_char = np.where(in_context, starts, -1).astype(np.int32)
     features.token_end_char = np.where(in_context, ends, -1).astype(np.int32)
     multi = plan.best_offset >= 0
@@ -351,7 +390,7 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
 
 
 def make_features(example_index, first_unique_id, query_ids, context_tokens, cls_id, sep_id,
-                  max_seq_length, doc_stride, max_query_length, answer_span=None):
+                  featurization, answer_span=None):
   """All windows of one question.
 
   Args:
@@ -360,23 +399,25 @@ def make_features(example_index, first_unique_id, query_ids, context_tokens, cls
     query_ids: WordPiece ids of the question (truncated here to max_query_length).
     context_tokens: TokenizedText of the context.
     cls_id, sep_id: ids of [CLS] and [SEP].
-    max_seq_length, doc_stride, max_query_length: in tokens.
+    featurization: a `Featurization` (its max_seq_length, doc_stride and max_query_length are used).
     answer_span: (start, end) context-token indices of the answer (training), or None.
 
   Returns:
     A list of Feature, one per window.
 
   Raises:
-    ValueError: max_seq_length leaves no room for context tokens.
+    errors.UsageError: max_seq_length leaves no room for context tokens.
   """
-  query_ids = np.asarray(query_ids, np.int32)[:max_query_length]
-  plan = plan_windows([len(context_tokens)], [len(query_ids)], max_seq_length, doc_stride)
-  arrays = build_features(plan, query_ids, np.array([0, len(query_ids)]), [len(query_ids)],
-                          np.asarray(context_tokens.ids, np.int32),
-                          np.asarray(context_tokens.start_chars, np.int32),
-                          np.asarray(context_tokens.end_chars, np.int32),
-                          np.array([0, len(context_tokens)]), [0], cls_id, sep_id, max_seq_length,
-                          answer_spans=None if answer_span is None else [answer_span],
+  query_ids = np.asarray(query_ids, np.int32)[:featurization.max_query_length]
+  plan = plan_windows([len(context_tokens)], [len(query_ids)], featurization.max_seq_length,
+                      featurization.doc_stride)
+  questions = Questions(ids=query_ids, starts=np.zeros(1, np.int64), lengths=[len(query_ids)],
+                        paragraph=[0], answer_spans=None if answer_span is None else [answer_span])
+  context = RaggedTokens(np.asarray(context_tokens.ids, np.int32),
+                         np.asarray(context_tokens.start_chars, np.int32),
+                         np.asarray(context_tokens.end_chars, np.int32),
+                         np.array([0, len(context_tokens)]))
+  arrays = build_features(plan, questions, context, cls_id, sep_id, featurization.max_seq_length,
                           with_offsets=True)
   return [
       Feature(unique_id=first_unique_id + f, example_index=example_index,

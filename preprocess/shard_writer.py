@@ -105,20 +105,20 @@ class _PreparedSplit:
     paragraphs = squad.contexts[first_paragraph:examples[-1].paragraph_index + 1]
     paragraph = np.array([e.paragraph_index - first_paragraph for e in examples], np.int64)
     self.context = tokenizer.tokenize_ragged(paragraphs)
-    self.query = tokenizer.tokenize_ragged([e.question_text for e in examples])
-    query_lengths = self.query.lengths()
+    query = tokenizer.tokenize_ragged([e.question_text for e in examples])
+    query_lengths = query.lengths()
     truncated = query_lengths > settings.max_query_length
     self.result.notes["question_truncated"] += int(truncated.sum())
     query_lengths = np.minimum(query_lengths, settings.max_query_length)
     kept = np.ones(len(examples), bool)
-    self.answer_spans = None
+    spans = None
     if is_training:
       answers = tokenizer.tokenize_ragged([e.answer_text for e in examples])
       starts = np.array([-1 if e.is_impossible else e.answer_start for e in examples], np.int64)
       lengths = np.array([len(e.answer_text) for e in examples], np.int64)
-      self.answer_spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph,
-                                                          starts, lengths, answers)
-      no_tokens = (starts >= 0) & (self.answer_spans[:, 0] < 0)
+      spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph, starts, lengths,
+                                              answers)
+      no_tokens = (starts >= 0) & (spans[:, 0] < 0)
       self.result.skipped["answer_has_no_tokens"] += int(no_tokens.sum())
       kept &= ~no_tokens
     context_lengths = self.context.lengths()[paragraph]
@@ -126,12 +126,10 @@ class _PreparedSplit:
     self.result.skipped["context_has_no_tokens"] += int(no_context_tokens.sum())
     kept &= ~no_context_tokens
     self.kept = np.flatnonzero(kept)
-    self.paragraph = paragraph[self.kept]
-    self.query_lengths = query_lengths[self.kept]
-    self.query_splits = self.query.row_splits[self.kept]
-    if self.answer_spans is not None:
-      self.answer_spans = self.answer_spans[self.kept]
-    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.query_lengths,
+    self.questions = features_lib.Questions(
+        ids=query.ids, starts=query.row_splits[self.kept], lengths=query_lengths[self.kept],
+        paragraph=paragraph[self.kept], answer_spans=None if spans is None else spans[self.kept])
+    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.questions.lengths,
                                           settings.max_seq_length, settings.doc_stride)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
@@ -154,11 +152,9 @@ class _PreparedSplit:
       with tf.io.TFRecordWriter(path) as writer:
         for row in range(shard_rows[k], shard_rows[k + 1], _ROWS_PER_CHUNK):
           chunk = self.plan.rows(row, min(row + _ROWS_PER_CHUNK, shard_rows[k + 1]))
-          arrays = features_lib.build_features(
-              chunk, self.query.ids, self.query_splits, self.query_lengths, self.context.ids,
-              self.context.start_chars, self.context.end_chars, self.context.row_splits,
-              self.paragraph, tokenizer.cls_id, tokenizer.sep_id, settings.max_seq_length,
-              answer_spans=self.answer_spans, with_offsets=with_offsets)
+          arrays = features_lib.build_features(chunk, self.questions, self.context,
+                                               tokenizer.cls_id, tokenizer.sep_id,
+                                               settings.max_seq_length, with_offsets=with_offsets)
           # example_index: the question's index in the file (as read), not within this group.
           arrays.example_index = self.kept[arrays.example_index] + self.begin
           unique_ids = first_unique_id + np.arange(row, row + len(chunk), dtype=np.int64)

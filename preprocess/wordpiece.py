@@ -24,7 +24,6 @@ FullTokenizer keeps, keeps and deletes), hence the reference path.
 against the reference on real SQuAD.
 """
 
-import dataclasses
 import functools
 import hashlib
 import re
@@ -35,7 +34,7 @@ import tensorflow as tf
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
 from squad_qa import errors
-from squad_qa.preprocess.features import TokenizedText
+from squad_qa.preprocess.features import RaggedTokens
 
 # tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
 # than this is [UNK] (google-research/bert uses 200). tensorflow-text counts bytes, which equals
@@ -113,33 +112,6 @@ def file_sha256(path):
     for block in iter(lambda: f.read(1 << 20), b""):
       digest.update(block)
   return digest.hexdigest()
-
-
-@dataclasses.dataclass
-class RaggedTokens:
-  """Tokens of many texts, flat: text i owns rows `row_splits[i]:row_splits[i + 1]`.
-
-  Attributes:
-    ids: int32 [total] vocabulary ids.
-    start_chars: int32 [total] offset of each token's first character in its text, in code points.
-    end_chars: int32 [total] offset one past its last character, in code points.
-    row_splits: int64 [num_texts + 1].
-  """
-  ids: np.ndarray
-  start_chars: np.ndarray
-  end_chars: np.ndarray
-  row_splits: np.ndarray
-
-  def __len__(self):
-    return len(self.row_splits) - 1
-
-  def lengths(self):
-    return np.diff(self.row_splits)
-
-  def row(self, i):
-    """TokenizedText of text i."""
-    rows = slice(self.row_splits[i], self.row_splits[i + 1])
-    return TokenizedText(self.ids[rows], self.start_chars[rows], self.end_chars[rows])
 
 
 # The reference's character classes (tf-models-official tokenization.py), for _align_word.
