@@ -6,8 +6,10 @@ carriage returns, so there the progress is a log line at most every `interval` s
 end, each printed once: what was done of the known total, the rate, elapsed time and an ETA.
 """
 
+import dataclasses
 import sys
 import time
+from typing import Callable, Optional
 
 from absl import logging
 import tf_keras
@@ -26,6 +28,21 @@ def format_seconds(seconds):
   return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+@dataclasses.dataclass(frozen=True)
+class Display:
+  """Where progress shows and how often.
+
+  Attributes:
+    interactive: draw a bar (None: whether stdout is a terminal).
+    interval: seconds between log lines when not interactive (None: a line only when `update` is
+      told to log, and at the end).
+    clock: a function returning seconds (tests pass their own).
+  """
+  interactive: Optional[bool] = None
+  interval: Optional[float] = LOG_INTERVAL_SECONDS
+  clock: Callable[[], float] = time.monotonic
+
+
 class Progress:
   """Counts `unit`s done of `total` and shows it: a bar on a terminal, else log lines.
 
@@ -33,10 +50,7 @@ class Progress:
     what: what is being done, e.g. "predicting" (starts each log line).
     total: how many units the work has (int), or None when unknown (no percentage or ETA).
     unit: the unit's name, plural, e.g. "windows".
-    interactive: draw a bar (default: whether stdout is a terminal).
-    interval: seconds between log lines when not interactive (None: a line only when `update`
-      is told to log, and at the end).
-    clock: a function returning seconds (time.monotonic; tests pass their own).
+    display: a `Display`.
     initial: units already done before this process (a resumed run): counted in "done of total",
       not in the rate.
     show_rate: whether the line has "<rate> <unit>/s" (off when a figure says the rate better,
@@ -45,8 +59,9 @@ class Progress:
       the time before it: a first step's one-time cost such as tracing a tf.function.
   """
 
-  def __init__(self, what, total, unit, interactive=None, interval=LOG_INTERVAL_SECONDS,
-               clock=time.monotonic, initial=0, show_rate=True, rate_after_first_update=False):
+  def __init__(self, what, total, unit, display=Display(), initial=0, show_rate=True,
+               rate_after_first_update=False):
+    clock = display.clock
     self.what, self.total, self.unit = what, total, unit
     self.done = initial
     self.initial = initial
@@ -58,9 +73,9 @@ class Progress:
     self._rate_after_first_update = rate_after_first_update
     self._last_line = self._started
     self._logged_done = None  # `done` at the last log line
-    self._interval = interval
+    self._interval = display.interval
     self._show_rate = show_rate
-    interactive = sys.stdout.isatty() if interactive is None else interactive
+    interactive = sys.stdout.isatty() if display.interactive is None else display.interactive
     self._bar = None
     if interactive:
       self._bar = tf_keras.utils.Progbar(None if total is None else total - initial,

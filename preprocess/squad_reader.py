@@ -322,36 +322,16 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
   data, notes = load_dataset(path)
   seen_ids = {}
   for a, article in enumerate(data):
-    paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-    if not isinstance(paragraphs, list):
-      title = article.get("title") if isinstance(article, dict) else None
-      named = f" ({title!r})" if isinstance(title, str) else ""
-      raise SquadInputError(f"{path}: article {a}{named} has no 'paragraphs' list")
-    for p, paragraph in enumerate(paragraphs):
+    for p, paragraph in enumerate(_paragraphs(path, a, article)):
       where = f"{path}: article {a} paragraph {p}"
-      context = paragraph.get("context") if isinstance(paragraph, dict) else None
-      if not isinstance(context, str):
-        raise SquadInputError(f"{where}: no 'context' string")
-      qas = paragraph.get("qas", [])
-      if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
-        raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
+      context, qas = _context_and_questions(where, paragraph)
       empty_context = not context.strip()
       paragraph_index = len(contexts)
       if not empty_context:
         contexts.append(context)
       for q, qa in enumerate(qas):
-        qas_id, question = qa.get("id"), qa.get("question")
-        if not isinstance(qas_id, str) or not isinstance(question, str):
-          raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
-                                f"integer id is read as its decimal string)")
-        if qas_id in seen_ids:
-          raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
-                                f"{seen_ids[qas_id]}); question ids must be unique")
+        qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
         seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
-        is_impossible = qa.get("is_impossible", False)
-        if not isinstance(is_impossible, bool):
-          raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
-                                f"false")
         if empty_context:
           skipped["empty_context"] += 1
           continue
@@ -360,31 +340,78 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           example.is_impossible = True
           notes["unanswerable"] += 1
         elif is_training:
-          answers = qa.get("answers", [])
-          if not isinstance(answers, list):
-            raise SquadInputError(f"{where} question {q} ({qas_id}): 'answers' must be a list")
-          if not answers:
-            skipped["unanswerable_needs_version_2" if is_impossible else "no_answer"] += 1
+          answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, skipped, notes)
+          if answer is None:
             continue
-          if len(answers) > 1:
-            notes["first_of_several_answers"] += 1
-          answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
-          answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
-          if not isinstance(answer_text, str) or type(answer_start) is not int:
-            raise SquadInputError(f"{where} question {q} ({qas_id}): first answer needs a string "
-                                  f"'text' and an integer 'answer_start' (or its decimal string), "
-                                  f"got {answers[0]!r:.200}")
-          if not answer_text.strip():
-            skipped["answer_empty"] += 1
-            continue
-          if answer_start < 0 or answer_start + len(answer_text) > len(context):
-            skipped["answer_start_out_of_range"] += 1
-            continue
-          if not _answer_matches_words(answer_text, answer_start, context):
-            skipped["answer_text_mismatch"] += 1
-            continue
-          example.answer_text, example.answer_start = answer_text, answer_start
+          example.answer_text, example.answer_start = answer
         examples.append(example)
         if max_examples is not None and len(examples) >= max_examples:
           return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
   return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
+
+
+def _paragraphs(path, a, article):
+  """The `paragraphs` list of article `a`; raises SquadInputError without one."""
+  paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+  if not isinstance(paragraphs, list):
+    title = article.get("title") if isinstance(article, dict) else None
+    named = f" ({title!r})" if isinstance(title, str) else ""
+    raise SquadInputError(f"{path}: article {a}{named} has no 'paragraphs' list")
+  return paragraphs
+
+
+def _context_and_questions(where, paragraph):
+  """(context str, list of question dicts) of a paragraph; raises SquadInputError otherwise."""
+  context = paragraph.get("context") if isinstance(paragraph, dict) else None
+  if not isinstance(context, str):
+    raise SquadInputError(f"{where}: no 'context' string")
+  qas = paragraph.get("qas", [])
+  if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
+    raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
+  return context, qas
+
+
+def _question(where, q, qa, seen_ids):
+  """(id, question text, is_impossible) of question `q`; raises SquadInputError on a missing or
+  duplicate id, a missing question or a non-boolean is_impossible."""
+  qas_id, question = qa.get("id"), qa.get("question")
+  if not isinstance(qas_id, str) or not isinstance(question, str):
+    raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
+                          f"integer id is read as its decimal string)")
+  if qas_id in seen_ids:
+    raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
+                          f"{seen_ids[qas_id]}); question ids must be unique")
+  is_impossible = qa.get("is_impossible", False)
+  if not isinstance(is_impossible, bool):
+    raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
+                          f"false")
+  return qas_id, question, is_impossible
+
+
+def _training_answer(where, qa, context, skipped, notes):
+  """(text, start) of a training question's first answer, or None when the question is skipped
+  (counted in `skipped` by reason); raises SquadInputError on a malformed answer."""
+  answers = qa.get("answers", [])
+  if not isinstance(answers, list):
+    raise SquadInputError(f"{where}: 'answers' must be a list")
+  if not answers:
+    skipped["unanswerable_needs_version_2" if qa.get("is_impossible", False) else "no_answer"] += 1
+    return None
+  if len(answers) > 1:
+    notes["first_of_several_answers"] += 1
+  answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
+  answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
+  if not isinstance(answer_text, str) or type(answer_start) is not int:
+    raise SquadInputError(f"{where}: first answer needs a string "
+                          f"'text' and an integer 'answer_start' (or its decimal string), "
+                          f"got {answers[0]!r:.200}")
+  if not answer_text.strip():
+    skipped["answer_empty"] += 1
+    return None
+  if answer_start < 0 or answer_start + len(answer_text) > len(context):
+    skipped["answer_start_out_of_range"] += 1
+    return None
+  if not _answer_matches_words(answer_text, answer_start, context):
+    skipped["answer_text_mismatch"] += 1
+    return None
+  return answer_text, answer_start
