@@ -1,28 +1,11 @@
-"""Windowed features for extractive QA: the core of this tool.
+"""Windowed features: google-research/bert `run_squad.py` `convert_examples_to_features` (tfm
+`squad_lib.py`), vectorized over many questions with NumPy, on contexts tokenized as a whole.
 
-The algorithm is google-research/bert `run_squad.py` `convert_examples_to_features` (the same in
-tf-models-official `official/nlp/data/squad_lib.py`), applied to a context tokenized once as a whole
-with character offsets instead of word by word (preprocess/wordpiece.py gives the same tokens):
-
-  * the question keeps its first `max_query_length` WordPiece tokens;
-  * the context tokens are cut into windows of at most `max_seq_length - len(question) - 3`
-    tokens, a new window starting every `doc_stride` tokens (a step, as in bert/tfm) until one
-    reaches the end;
-  * each feature is `[CLS] question [SEP] window [SEP]`, zero-padded to `max_seq_length`, with
-    segment ids 0 for `[CLS] question [SEP]` and 1 for `window [SEP]`;
-  * training positions are token indices into the feature; a window that does not hold the whole
-    answer gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does
-    every window of an unanswerable SQuAD 2.0 question;
-  * the answer's token span comes from preprocess/answer_spans.py (run_squad.py's word alignment and
-    `_improve_answer_span`);
-  * a token's "max context" window is the one where min(left, right context) + 0.01 * window length
-    is largest (`_check_is_max_context`); prediction only starts answers in that window.
-
-Eval features also carry, per position, the character offsets of the token in the original context
-(-1 outside the context), so an answer is an exact substring of the context.
-
-Many questions are featurized at once with NumPy (`plan_windows`, `build_features`); `make_features`
-is the one-question form.
+A feature is `[CLS] question [SEP] window [SEP]` zero-padded to max_seq_length (segment ids 1 from
+the window on); windows of at most `max_seq_length - len(question) - 3` context tokens start every
+`doc_stride` tokens. A window without the whole answer gets positions 0 and `is_impossible` 1. A
+token's max-context window maximizes min(left, right context) + 0.01 * window length
+(`_check_is_max_context`). Eval features carry each token's code-point offsets (-1 outside).
 """
 
 import dataclasses
@@ -36,8 +19,7 @@ from squad_qa.flags import settings
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VocabFile(settings.Settings):
-  """The encoder's WordPiece vocabulary (make_records.py, train.py, export.py,
-  convert_checkpoint)."""
+  """The encoder's WordPiece vocabulary."""
   vocab_file: Optional[str] = settings.setting(
       None, "WordPiece vocab.txt of the encoder. Default: vocab.txt beside --init_checkpoint.")
 
@@ -51,11 +33,8 @@ class Tokenization(VocabFile):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Featurization(Tokenization):
-  """The windows of a question and its context (token counts; see the module docstring).
-
-  The rules between these (a window must hold a token of context) are checked where the windows
-  are made: `preprocess.records_config.RecordsConfig` and the export's `serving_config`.
-  """
+  """The windows of a question and its context, in tokens (rules between them: `RecordsConfig`
+  and the export's `serving_config`)."""
   max_seq_length: int = settings.setting(
       384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
   doc_stride: int = settings.setting(
@@ -66,13 +45,8 @@ class Featurization(Tokenization):
 
 @dataclasses.dataclass
 class TokenizedText:
-  """WordPiece tokens of one text with their character offsets.
-
-  Attributes:
-    ids: int32 [n] vocabulary ids.
-    start_chars: int32 [n] offset of each token's first character, in code points.
-    end_chars: int32 [n] offset one past each token's last character, in code points.
-  """
+  """WordPiece tokens of one text: int32 [n] `ids`, and `start_chars` / `end_chars`, int32 [n]
+  code-point offsets of each token (end exclusive)."""
   ids: np.ndarray
   start_chars: np.ndarray
   end_chars: np.ndarray
@@ -83,14 +57,8 @@ class TokenizedText:
 
 @dataclasses.dataclass
 class RaggedTokens:
-  """Tokens of many texts, flat: text i owns rows `row_splits[i]:row_splits[i + 1]`.
-
-  Attributes:
-    ids: int32 [total] vocabulary ids.
-    start_chars: int32 [total] offset of each token's first character in its text, in code points.
-    end_chars: int32 [total] offset one past its last character, in code points.
-    row_splits: int64 [num_texts + 1].
-  """
+  """Tokens of many texts, flat, as in `TokenizedText` (int32 [total]); text i owns rows
+  `row_splits[i]:row_splits[i + 1]` (int64 [num_texts + 1])."""
   ids: np.ndarray
   start_chars: np.ndarray
   end_chars: np.ndarray
@@ -110,12 +78,7 @@ class RaggedTokens:
 
 @dataclasses.dataclass
 class Feature:
-  """One window of one question, ready to serialize.
-
-  Lists have length max_seq_length. `token_start_char`/`token_end_char` are code-point offsets into
-  the context (end exclusive), -1 at non-context positions; `token_is_max_context` is 1 where the
-  window is the token's max-context window.
-  """
+  """One window of one question; lists of max_seq_length, offsets -1 outside the context."""
   unique_id: int
   example_index: int
   doc_span_index: int
@@ -131,12 +94,8 @@ class Feature:
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-  """Window (start, length) pairs over `num_tokens` context tokens, as run_squad.py makes them.
-
-  Returns:
-    A list of (start, length) tuples in tokens; empty for an empty context (no feature, as in
-    run_squad.py).
-  """
+  """Window (start, length) pairs, in tokens, over `num_tokens` context tokens (run_squad.py's);
+  empty for an empty context."""
   spans = []
   start = 0
   while start < num_tokens:
@@ -149,14 +108,8 @@ def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
 
 
 def best_windows(num_tokens, spans):
-  """Per context token, the index of its max-context window (run_squad.py `_check_is_max_context`).
-
-  Score of token p in window (s, n): min(p - s, s + n - 1 - p) + 0.01 * n, in float64 as the
-  reference computes it; the first window wins ties. Linear in the windows' total length.
-
-  Returns:
-    int32 [num_tokens].
-  """
+  """int32 [num_tokens]: each context token's max-context window (`_check_is_max_context`'s
+  score in float64; the first window wins ties)."""
   best_score = np.full(num_tokens, -1.0)
   best = np.zeros(num_tokens, np.int32)
   for index, (start, length) in enumerate(spans):
@@ -169,11 +122,7 @@ def best_windows(num_tokens, spans):
 
 
 def max_context_flags(spans, span_index):
-  """Per token of window `span_index`, whether that window is the token's max-context window.
-
-  Returns:
-    A list of bool, one per token of the window.
-  """
+  """A bool per token of window `span_index`: whether it is the token's max-context window."""
   start, length = spans[span_index]
   num_tokens = max(s + n for s, n in spans)
   return (best_windows(num_tokens, spans)[start:start + length] == span_index).tolist()
@@ -225,7 +174,7 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
     A WindowPlan.
 
   Raises:
-    ValueError: max_seq_length leaves no room for context tokens after some question.
+    errors.UsageError: max_seq_length leaves no room for context tokens after some question.
   """
   cache = {}
   best_parts = []
@@ -299,9 +248,7 @@ class FeatureArrays:
 
 @dataclasses.dataclass
 class Questions:
-  """The questions whose windows `build_features` makes.
-
-  Attributes:
+  """The questions whose windows `build_features` makes:
     ids: int32 [*] question token ids, flat.
     starts: int [Q] index in `ids` of each question's first token.
     lengths: int [Q] tokens kept per question.
@@ -331,8 +278,7 @@ def build_features(plan, questions, context, cls_id, sep_id, max_seq_length, wit
   Returns:
     FeatureArrays.
   """
-  # Index arithmetic in int32 (token and character counts of a split stay far below 2**31): half
-  # the memory traffic of int64 on the [F, max_seq_length] arrays.
+  # int32 index arithmetic: counts stay far below 2**31, and it halves the memory traffic.
   q = plan.question
   start = plan.span_start.astype(np.int32)[:, None]
   length = plan.span_length.astype(np.int32)[:, None]
