@@ -1,8 +1,5 @@
-"""Character offsets of the reference's WordPiece tokens within one word.
-
-`align_word` follows tf-models-official's BasicTokenizer one character at a time, so each token of
-`FullTokenizer` maps back to the characters of the word it came from.
-"""
+"""Code-point offsets of the reference's WordPiece tokens within one word, by following tfm's
+BasicTokenizer one character at a time."""
 
 import functools
 import unicodedata
@@ -52,12 +49,8 @@ def _char_pieces(c, do_lower_case):
 
 
 def _basic_pieces(word, do_lower_case):
-  """The reference's basic tokens of `word`, each as (normalized text, source char per character).
-
-  Follows BasicTokenizer (delete NUL/U+FFFD/control/format characters, split at whitespace and
-  around CJK characters, lower-case + NFD + drop Mn, split around punctuation) one character at
-  a time, so every normalized character remembers where it came from.
-  """
+  """BasicTokenizer's tokens of `word`, each as (normalized text, source index of each of its
+  characters)."""
   pieces = []
   current_text, current_source = [], []
 
@@ -91,12 +84,9 @@ def _basic_pieces(word, do_lower_case):
 def align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
   """Character offsets (start, end) within `word` of the reference's WordPiece `tokens` of it.
 
-  Each basic token (`_basic_pieces`) is consumed either by one [UNK] or by word pieces whose lengths
-  (without "##") add up to its normalized length; a piece's offsets are the source characters of its
-  normalized characters. Lengths, not texts, are matched, because lower-casing a whole word can
-  differ from lower-casing its characters one by one only in the character chosen (a final sigma).
-  When even the lengths do not line up, every token gets the whole word's span: answers cut from it
-  stay exact substrings, only less tight.
+  Each basic token is consumed by one [UNK] or by pieces whose lengths (without "##") add up to
+  its length; lengths, not texts, are matched (lower-casing a whole word differs from lower-casing
+  each character only in a final sigma). When they do not line up, every token gets the whole word.
 
   Returns:
     A list of (start, end) code-point offsets, end exclusive, one per token.
@@ -126,11 +116,9 @@ def align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
 def widen_over_removed(word, offsets, do_lower_case):
   """Token offsets that also cover the characters BasicTokenizer removes next to them.
 
-  A removed character (deleted: controls, format characters such as zero-width spaces and soft
-  hyphens, NUL, U+FFFD; or, with do_lower_case, a combining mark stripped after NFD) belongs to the
-  token before it, or when it starts a space-separated piece of the word, to the token after it.
-  So "cafe" + U+0301 gives the token "cafe" the offsets (0, 5): an answer cut from the offsets keeps
-  the accent. serving/tokenizer.py widens its offsets by the same rule.
+  A removed character (controls, format characters, NUL, U+FFFD, combining marks stripped by
+  do_lower_case) joins the token before it, or the one after at the start of a piece; so "cafe" +
+  U+0301 gives "cafe" the offsets (0, 5). serving/tokenizer.py widens by the same rule.
   """
   removed = [_char_pieces(c, do_lower_case) in (_DELETED, ()) for c in word]
   widened = []
