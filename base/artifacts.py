@@ -21,8 +21,7 @@ FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lo
 
 
 def not_valid_json(path, error, remedy):
-  """The one line saying that `path` is not JSON (`error`: its `json.JSONDecodeError`), ending with
-  `remedy` (e.g. "rerun train.py")."""
+  """The line saying that `path` is not JSON (`error`: its JSONDecodeError), then `remedy`."""
   return (f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg}); "
           f"{remedy}")
 

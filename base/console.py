@@ -3,9 +3,8 @@ what a user can act on.
 
 - `TF_CPP_MIN_LOG_LEVEL` defaults to 2 (no C++ INFO or WARNING), 3 without an NVIDIA driver, where
   the ERROR lines are the CUDA probe's (`failed call to cuInit`); a value the user set wins.
-- absl's handler goes on the root logger before TensorFlow's logger is used (else TensorFlow adds
-  a handler of its own and prints each line twice); it passes INFO only from this project's files
-  (orbit also prints its controller lines, so they still show once).
+- absl's handler goes on the root logger before TensorFlow's logger is used (else each line
+  shows twice) and passes INFO only from this project's files.
 - stdout is line-buffered, so printed lines reach a pipe in order with the log lines on stderr.
 
 `SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
@@ -87,9 +86,8 @@ class ProjectInfoFilter(logging.Filter):
 
 
 def apply():
-  """Sets the C++ log level, installs absl's handler with `ProjectInfoFilter` (once) and makes
-  stdout line-buffered. Returns [`LOG_LEVEL_ENV`] when it was set too late (tensorflow already
-  imported), else []."""
+  """Quiets the console (module docstring); returns [`LOG_LEVEL_ENV`] when it was set too late
+  (tensorflow already imported), else []."""
   level = cpp_log_level_to_set()
   if level is not None:
     os.environ[LOG_LEVEL_ENV] = level

@@ -101,7 +101,7 @@ def check_value(name, value, spec):
   """Refuses a value of setting `name` that its `Spec` does not allow; None passes.
 
   Raises:
-    errors.UsageError: one line "--name=value: ..." (or the `check`'s own line).
+    errors.UsageError: "--name=value: ..." (or the `check`'s own line).
   """
   if value is None:
     return
@@ -132,11 +132,8 @@ def at_least(bound, words=None):
 
 
 class Settings:
-  """Base of every config: construction checks each setting (`check_value`), then `check`.
-
-  Raises (on construction):
-    errors.UsageError: a value a setting or the config's `check` refuses.
-  """
+  """Base of every config: construction checks each setting (`check_value`), then `check`
+  (raising errors.UsageError)."""
 
   def __post_init__(self):
     for field in setting_fields(self):

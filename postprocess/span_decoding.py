@@ -20,12 +20,8 @@ from squad_qa.preprocess import squad_reader
 
 def check_decoding_settings(n_best_size=None, max_answer_length=None,
                             null_score_diff_threshold=None):
-  """Refuses decoding settings that cannot give an answer; None skips a setting.
-
-  Args:
-    n_best_size: start and end candidates per window (int, at least 1).
-    max_answer_length: longest answer, in tokens (int, at least 1).
-    null_score_diff_threshold: SQuAD 2.0 null-answer threshold, in logit units (finite).
+  """Refuses decoding settings that cannot give an answer (n_best_size and max_answer_length,
+  in tokens, below 1; a non-finite null_score_diff_threshold, in logits); None skips a setting.
 
   Raises:
     errors.UsageError: naming the flag and its value.

@@ -1,8 +1,7 @@
 """EM/F1 (percentages) with the official SQuAD v1.1 and v2.0 scorers shipped in tf-models-official
 (`official/nlp/tools/squad_evaluate_v1_1.py`, `squad_evaluate_v2_0.py`).
 
-The best null threshold is swept here: the official `find_best_thresh` starts from 0.0 and steps
-through tied values one question at a time, so its threshold need not give its score.
+The best null threshold is swept here: the official `find_best_thresh`'s need not give its score.
 """
 
 import itertools
@@ -15,7 +14,7 @@ from squad_qa import errors
 
 
 def restrict_to_questions(dataset, question_ids):
-  """A copy of a SQuAD `data` list holding only the questions in `question_ids` (a set of str)."""
+  """A copy of a SQuAD `data` list with only the questions in `question_ids` (a set of str)."""
   restricted = []
   for article in dataset:
     paragraphs = []
@@ -109,8 +108,7 @@ def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predicti
     best_non_null_predictions: for `best_thresholds`; default `predictions`.
 
   Returns:
-    The official "exact", "f1", "total" and HasAns_*/NoAns_* figures, plus `best_thresholds`'
-    with null_score_diffs (percentages).
+    The official scorer's figures (percentages), plus `best_thresholds`' with null_score_diffs.
 
   Raises:
     errors.UsageError: `predictions` is empty.

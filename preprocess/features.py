@@ -133,13 +133,10 @@ class WindowPlan:
   """The windows of many questions, one row per feature, in question order.
 
   Attributes:
-    question: int64 [F] index of the feature's question in the arrays given to `plan_windows`.
-    span_index: int32 [F] window number within its question.
-    span_start: int32 [F] first context token of the window.
-    span_length: int32 [F] context tokens in the window.
-    best_offset: int64 [F] where the window's question's per-token max-context windows start in
-      `best_window`; -1 when the question has a single window (every token is max-context there).
-    best_window: int32 [*] concatenated `best_windows` arrays.
+    question: int64 [F] the feature's question; span_index, span_start, span_length: int32 [F]
+      window number within it, first context token and context tokens.
+    best_offset: int64 [F] start of the question's `best_windows` in `best_window` (int32, all
+      concatenated); -1 for a question with a single window.
     num_windows: int64 [Q] features per question (0 for an empty context).
   """
   question: np.ndarray
@@ -163,15 +160,8 @@ class WindowPlan:
 
 
 def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
-  """Windows of many questions.
-
-  Args:
-    context_lengths: int [Q] context tokens of each question's paragraph.
-    query_lengths: int [Q] question tokens kept (already cut to max_query_length).
-    max_seq_length, doc_stride: in tokens.
-
-  Returns:
-    A WindowPlan.
+  """The WindowPlan of Q questions from int [Q] `context_lengths` and `query_lengths` (kept
+  question tokens) and max_seq_length and doc_stride (tokens).
 
   Raises:
     errors.UsageError: max_seq_length leaves no room for context tokens after some question.
@@ -217,19 +207,10 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
 
 @dataclasses.dataclass
 class FeatureArrays:
-  """Features of many windows (row f = one feature), as the records store them.
-
-  Attributes:
-    example_index: int64 [F] question index.
-    doc_span_index: int32 [F].
-    input_ids: int32 [F, max_seq_length].
-    input_mask, segment_ids: int8 [F, max_seq_length] 0/1.
-    start_positions, end_positions: int32 [F] (0 without an answer in the window).
-    is_impossible: int8 [F] 1 when the window holds no answer (training).
-    token_start_char, token_end_char: int32 [F, max_seq_length] code points, -1 outside the context
-      (eval only, else None).
-    token_is_max_context: int8 [F, max_seq_length] (eval only, else None).
-  """
+  """Features of F windows, as the records store them: example_index int64 [F], doc_span_index,
+  start_positions, end_positions int32 [F], is_impossible int8 [F], input_ids int32 [F, seq],
+  input_mask and segment_ids int8 [F, seq]; for eval (else None) token_start_char, token_end_char
+  int32 [F, seq] (-1 outside the context) and token_is_max_context int8 [F, seq]."""
   example_index: np.ndarray
   doc_span_index: np.ndarray
   input_ids: np.ndarray
@@ -248,14 +229,9 @@ class FeatureArrays:
 
 @dataclasses.dataclass
 class Questions:
-  """The questions whose windows `build_features` makes:
-    ids: int32 [*] question token ids, flat.
-    starts: int [Q] index in `ids` of each question's first token.
-    lengths: int [Q] tokens kept per question.
-    paragraph: int [Q] paragraph (row of the context tokens) of each question.
-    answer_spans: None (eval) or int [Q, 2] context-token (start, end) of each answer, inclusive;
-      rows of -1 for unanswerable questions.
-  """
+  """The questions whose windows `build_features` makes: flat int32 token `ids`; per question,
+  int [Q], the `starts` of its ids, the `lengths` kept and its `paragraph` (context row); and
+  `answer_spans`, int [Q, 2] inclusive context-token spans (-1: none), or None (eval)."""
   ids: np.ndarray
   starts: np.ndarray
   lengths: np.ndarray
@@ -269,11 +245,10 @@ def build_features(plan, questions, context, cls_id, sep_id, max_seq_length, wit
   Args:
     plan: WindowPlan (or a `rows` slice of one).
     questions: Questions.
-    context: paragraph tokens as `wordpiece.RaggedTokens` (int32 ids and code-point offsets, int64
-      [P + 1] row splits).
+    context: the paragraphs' RaggedTokens.
     cls_id, sep_id: ids of [CLS] and [SEP].
     max_seq_length: in tokens.
-    with_offsets: also make token_start_char, token_end_char and token_is_max_context.
+    with_offsets: also make the offsets and max-context flags (eval).
 
   Returns:
     FeatureArrays.
@@ -341,11 +316,11 @@ def make_features(example_index, first_unique_id, query_ids, context_tokens, cls
 
   Args:
     example_index: index of the question in its split (int).
-    first_unique_id: unique_id of the first window; the others follow consecutively.
-    query_ids: WordPiece ids of the question (truncated here to max_query_length).
+    first_unique_id: unique_id of the first window; the others follow.
+    query_ids: WordPiece ids of the question.
     context_tokens: TokenizedText of the context.
     cls_id, sep_id: ids of [CLS] and [SEP].
-    featurization: a `Featurization` (its max_seq_length, doc_stride and max_query_length are used).
+    featurization: a `Featurization` (its token counts).
     answer_span: (start, end) context-token indices of the answer (training), or None.
 
   Returns:

@@ -1,10 +1,5 @@
-"""Records as bytes: `serialize_features` makes FeatureArrays into tf.train.Example protos.
-
-The writing side of the record schema of preprocess/records.py (key names, their order, offsets
-stored + 1); the readers there parse these bytes with `tf.io.parse_example`. Assembling the protos'
-bytes directly for a whole chunk of features at once is ~50x faster than filling tf.train.Example
-messages one by one, and the bytes are a pure function of the features: the same features give
-byte-identical shards.
+"""FeatureArrays as tf.train.Example bytes in preprocess/records.py's schema, assembled with NumPy
+for a chunk of features at once; the bytes are a pure function of the features.
 """
 
 import functools
@@ -28,14 +23,8 @@ def _varint(value):
 
 
 def _varints(values):
-  """Protobuf varints of int values, vectorized.
-
-  Args:
-    values: int [n] (negative values take 10 bytes, as int64 two's complement).
-
-  Returns:
-    (data, sizes): uint8 [sum(sizes)] the varints back to back; uint8 [n] bytes of each.
-  """
+  """(data, sizes): the varints of int [n] `values` back to back, uint8 [sum(sizes)], and the
+  bytes of each, uint8 [n] (a negative value takes 10, as int64 two's complement)."""
   flat = np.asarray(values).astype(np.int64).view(np.uint64)
   sizes = np.ones(flat.shape, np.uint8)
   width = 1  # bytes of the longest varint
@@ -54,17 +43,9 @@ def _varints(values):
 
 
 def _packed_rows(values, inside=None):
-  """Packed varints of the values of each row of an int array (optionally only some of them).
-
-  Args:
-    values: int [rows, n].
-    inside: optional bool [rows, n], True on one contiguous run per row: only those values are
-      encoded (the caller supplies the constant bytes of the others).
-
-  Returns:
-    (data, row_offsets): uint8 data of the (selected values of the) rows back to back, and int64
-    [rows + 1] offsets into it.
-  """
+  """(data, row_offsets): packed varints of each row of int [rows, n] `values` back to back
+  (uint8), and int64 [rows + 1] offsets into them. `inside`, bool [rows, n] with one contiguous
+  run per row, encodes only those values."""
   values = np.asarray(values)
   if inside is None:
     data, sizes = _varints(values.ravel())

@@ -64,8 +64,8 @@ def _decode(parsed):
 
 
 def feature_spec(split, max_seq_length, keys=None):
-  """`tf.io.parse_example` spec of a split (stored key names; apply `_decode` to the result): int64
-  [] scalars and int64 [max_seq_length] sequences. Default keys: TRAIN_KEYS or EVAL_KEYS."""
+  """`tf.io.parse_example` spec (stored names, int64 [] or [max_seq_length]) of `keys` (default:
+  the split's TRAIN_KEYS or EVAL_KEYS); `_decode` the result."""
   sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
   scalar = tf.io.FixedLenFeature([], tf.int64)
   if keys is None:
@@ -75,11 +75,7 @@ def feature_spec(split, max_seq_length, keys=None):
 
 
 def read_records(paths, split, max_seq_length):
-  """Every key of every record of `paths`, in file order, as NumPy arrays (for tools and tests).
-
-  Returns:
-    {key: int64 [num_records] or [num_records, max_seq_length]}.
-  """
+  """{key: int64 [num_records] or [num_records, max_seq_length]} of `paths`, in file order."""
   spec = feature_spec(split, max_seq_length, split_keys(split))
   columns = {k: [] for k in spec}
   for batch in tf.data.TFRecordDataset(list(paths)).batch(4096):
@@ -92,7 +88,7 @@ def read_records(paths, split, max_seq_length):
 
 
 def read_meta(records_dir):
-  """Loads `meta.json` written by preprocess/make_records.py.
+  """The dict of `meta.json` in `records_dir`.
 
   Raises:
     errors.MissingFileError: no meta.json, or one of another record format.
@@ -160,18 +156,8 @@ XLA_LENGTH_BUCKET_STEP = 64
 
 
 def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET_STEP):
-  """The padded lengths of the training buckets, ending at `max_seq_length`.
-
-  Args:
-    max_seq_length: tokens per record.
-    boundaries: increasing positive ints <= max_seq_length (max_seq_length is added when
-      missing, so every window has a bucket), or None: the multiples of `step` below
-      max_seq_length, then max_seq_length.
-    step: tokens between default boundaries: LENGTH_BUCKET_STEP, or XLA_LENGTH_BUCKET_STEP when
-      the step is compiled per shape.
-
-  Returns:
-    A tuple of increasing ints; a window of n real tokens goes to the first boundary >= n.
+  """The padded lengths (tokens) of the training buckets: `boundaries` (default: the multiples of
+  `step`) then `max_seq_length`, a tuple of increasing ints.
 
   Raises:
     errors.UsageError: a boundary is not a positive int, not increasing, or above max_seq_length.
@@ -191,23 +177,17 @@ def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET
 
 
 def length_grouped_batches(pools, batch_size, boundaries, drop_remainder=True):
-  """Splits pools of features into batches of similar real length, each trimmed to a boundary.
-
-  Each pool is sorted by real length n = sum(input_mask) and cut into consecutive batches, each
-  trimmed to the first boundary >= its longest window (as transformers' `LengthGroupedSampler`
-  groups). Every window of an epoch is in one batch of that epoch; trimming drops only padding.
+  """Sorts each pool by real length (sum(input_mask)) and cuts it into batches, each trimmed to
+  the first of `boundaries` >= its longest window (as transformers' `LengthGroupedSampler`).
 
   Args:
-    pools: a Dataset of parsed feature batches (`_to_model_inputs` keys; sequence keys int32
-      [pool, max_seq_length]), in random order.
+    pools: a Dataset of parsed feature batches (`_to_model_inputs` keys, int32 [pool, seq]).
     batch_size: features per batch.
-    boundaries: `length_bucket_boundaries(...)`: the widths a batch may be trimmed to.
-    drop_remainder: True: a pool drops its last size % batch_size features so every batch is
-      full; False: the pool's longest batch is partial.
+    boundaries: `length_bucket_boundaries(...)`.
+    drop_remainder: drop a pool's last size % batch_size features (else one batch is partial).
 
   Returns:
-    A Dataset of batches in sorted order within each pool: the sequence keys int32
-    [batch_size, width] (static shape [batch_size or None, None]), the others [batch_size].
+    A Dataset of batches: sequence keys int32 [batch_size, width], the others [batch_size].
   """
   limits = tf.constant(boundaries, tf.int32)
 
@@ -240,26 +220,17 @@ TRAIN_POOL_BATCHES = 100
 
 def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000,
                   length_buckets=None, num_epochs=None, pool_batches=TRAIN_POOL_BATCHES):
-  """Shuffled global training batches, epoch by epoch (no batch mixes epochs).
-
-  Every epoch reads every record once in a new random order. With endless input (`num_epochs`
-  None) an epoch is `steps_per_epoch` full batches.
+  """Shuffled global training batches (`batch_size` features per optimizer step), epoch by
+  epoch: each epoch reads every record once in a new order (deterministic for a `seed`).
 
   Args:
-    paths: train shard paths.
-    max_seq_length: tokens per record.
-    batch_size: features per optimizer step, over all replicas and micro-batches.
-    seed: shuffling seed (deterministic batches).
-    shuffle_buffer: records in tf.data's shuffle buffer.
     length_buckets: None pads every batch to max_seq_length; else boundaries for
-      `length_grouped_batches`.
-    num_epochs: None repeats forever; N: N passes, each epoch's last batch possibly partial.
-    pool_batches: batches per length-sorted pool.
+      `length_grouped_batches` over pools of `pool_batches` batches.
+    num_epochs: None repeats forever, only full batches (`steps_per_epoch`); N: N passes.
 
   Returns:
-    A tf.data.Dataset of dicts of int32 tensors: `input_word_ids`, `input_mask`, `input_type_ids`
-    [batch, seq] (seq = max_seq_length, or the batch's boundary) and `unique_ids`,
-    `start_positions`, `end_positions` [batch].
+    A Dataset of int32 dicts: the model inputs [batch, seq] (seq: max_seq_length or a boundary),
+    `unique_ids`, `start_positions`, `end_positions` [batch].
   """
   spec = feature_spec(TRAIN_SPLIT, max_seq_length)
   drop_remainder = num_epochs is None  # endless input: only full batches
@@ -307,10 +278,8 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
   it). Without `trim`, batches are in file order and max_seq_length wide.
 
   Returns:
-    A tf.data.Dataset of dicts of int32 tensors: the three model inputs [batch, seq] (seq =
-    max_seq_length, or the batch's longest window with `trim`), `token_start_char`,
-    `token_end_char`, `token_is_max_context` [batch, max_seq_length], `unique_ids` and
-    `example_index` [batch].
+    A Dataset of int32 dicts: the model inputs [batch, seq], the offsets and max-context flags
+    [batch, max_seq_length], `unique_ids` and `example_index` [batch].
   """
   spec = feature_spec(EVAL_SPLIT, max_seq_length)
   dataset = tf.data.TFRecordDataset(paths)

@@ -1,15 +1,7 @@
-"""Featurizes SQuAD questions into TFRecord shards under temporary names, in worker processes.
+"""Featurizes SQuAD questions into TFRecord shards under temporary names, in forked workers.
 
-The questions of a split are cut into `num_shards` contiguous shards (`shard_of_questions`), and
---num_workers processes (forked, so TensorFlow is imported once) each take a contiguous group of
-shards: they tokenize their paragraphs and questions in batches (preprocess/wordpiece.py), plan and
-build all windows with NumPy (preprocess/features.py, preprocess/answer_spans.py) and serialize them
-with NumPy (preprocess/record_serialization.py). The only exchange between them is each group's
-feature count, so that `unique_ids` run on across shards; the same inputs and settings give
-byte-identical shards, whatever the number of workers.
-
-Every shard is written as `.<shard>.tmp-<pid of the job>` (`temp_path`); putting the shards in place
-is the job's (preprocess/make_records_job.py), once all of them are complete.
+Each worker takes a contiguous group of shards; they exchange only each group's feature count, so
+`unique_ids` run on across shards and the shards are the same whatever the number of workers.
 """
 
 import collections
@@ -33,7 +25,7 @@ from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 
 FIRST_UNIQUE_ID = 1000000000  # as in run_squad.py / squad_lib.py
-_ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory: ~10 MB per chunk)
+_ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory)
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
 
 
@@ -47,31 +39,22 @@ class SplitResult:
 
 
 class WorkerError(errors.UserError):
-  """A worker process failed; the message is its one-line error (the trace is in the log)."""
+  """A worker process failed; the message is its error (the trace is in the log)."""
 
 
 def shard_of_questions(num_questions, num_shards):
-  """First question of each shard: question i goes to shard i * num_shards // num_questions.
-
-  Returns:
-    int64 [num_shards + 1] boundaries (questions of shard k are boundaries[k]..boundaries[k+1]-1).
-  """
+  """int64 [num_shards + 1]: shard k holds questions boundaries[k]..boundaries[k+1]-1."""
   k = np.arange(num_shards + 1, dtype=np.int64)
   return -(-k * num_questions // num_shards)  # ceil(k * N / S)
 
 
 def temp_path(output_dir, name, job_pid):
-  """Temporary name of a shard while it is written: `.<name>.tmp-<job_pid>`.
-
-  Args:
-    job_pid: the pid of the job (the parent process; its workers write under the same name).
-  """
+  """Temporary path of a shard while it is written: `.<name>.tmp-<job_pid>` (the parent's pid)."""
   return os.path.join(output_dir, f".{name}.tmp-{job_pid}")
 
 
 def remove_stale_temp_files(output_dir):
-  """Removes temporary shards left by runs that were killed (their process no longer exists), and
-  this process's own (a previous run in it that failed before cleaning up)."""
+  """Removes temporary shards of dead processes, and this process's own."""
   for path in glob.glob(os.path.join(output_dir, ".*.tmp-*")):
     match = _TEMP_NAME.match(os.path.basename(path))
     if not match:
@@ -173,14 +156,8 @@ def _shard_groups(num_shards, num_workers):
 
 
 def _run_group(worker, num_workers, splits, settings, output_dir, job_pid, exchange):
-  """One worker's job: for each split, prepare its shard group, learn its first unique id, write.
-
-  Args:
-    exchange: callable(split, num_features) -> first unique id of this group's features.
-
-  Returns:
-    {split: SplitResult}.
-  """
+  """{split: SplitResult} of one worker's shard groups; `exchange(split, num_features)` gives the
+  group's first unique id."""
   tokenizer = wordpiece.WordPieceTokenizer(settings.vocab_file, settings.do_lower_case)
   results = {}
   for split, squad in splits:
@@ -215,18 +192,16 @@ def featurize(splits, settings, output_dir, num_workers):
 
   Args:
     splits: list of (split name, squad_reader.SquadFile).
-    settings: what shapes the features: vocab_file, do_lower_case, max_seq_length, doc_stride,
-      max_query_length, num_shards (a make_records_job.RecordsConfig).
+    settings: a RecordsConfig.
     output_dir: where the temporary shards go.
-    num_workers: processes; 1 runs in this process. More than 1 forks this process: do that before
-      TensorFlow has run anything here, since a forked copy of a running TensorFlow runtime is not
-      safe.
+    num_workers: processes; 1 runs in this process, more fork it (before TensorFlow has run: a
+      forked running runtime is not safe).
 
   Returns:
     {split: SplitResult} summed over the workers.
 
   Raises:
-    WorkerError: a worker process failed (one line: its error, or how it died).
+    WorkerError: a worker process failed.
   """
   job_pid = os.getpid()
   num_workers = max(1, min(num_workers, settings.num_shards))
