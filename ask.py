@@ -22,12 +22,10 @@ settings.define_flags(ask_config.AskConfig)
 
 
 def main(argv):
-  """Answers the questions of the flags (`serving.saved_model_qa.answer_questions`); prints each
-  answer with its score and time, then one summary line."""
+  """Prints each answer of the flags' questions with its score and time, then a summary line."""
   del argv
   config = command_line.config_from_flags(ask_config.AskConfig)
-  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
-  # without the ~10 s that loading TensorFlow takes.
+  # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.serving import saved_model_qa  # pylint: disable=g-import-not-at-top
   answers, load_seconds = saved_model_qa.answer_questions(config)
   for question, answer, seconds in answers:

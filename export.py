@@ -49,8 +49,7 @@ def main(argv):
   """Exports what the flags name (`serving.export_model.export_model`)."""
   del argv
   config = command_line.config_from_flags(export_config.ExportConfig)
-  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
-  # without the ~10 s that loading TensorFlow takes.
+  # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.serving import export_model  # pylint: disable=g-import-not-at-top
   export_model.export_model(config)
 

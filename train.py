@@ -21,8 +21,7 @@ settings.define_flags(train_config.TrainConfig)
 def main(argv):
   del argv
   config = command_line.config_from_flags(train_config.TrainConfig)
-  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
-  # without the ~10 s that loading TensorFlow takes.
+  # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.tasks import train_and_evaluate as train_lib  # pylint: disable=g-import-not-at-top
   train_lib.train_and_evaluate(config)
 

@@ -1,11 +1,6 @@
-"""The files of a --model_dir and of an export, named once; JSON files read and written with one
-error line; qa_config.json.
-
-train.py writes `qa_config.json` into --model_dir: the encoder's config (and its file), the vocab
-and the featurization settings of the records, and the SQuAD 2.0 decoding settings. export.py
-rebuilds the model from it and copies the featurization and decoding part into the SavedModel's
-`assets.extra/qa_config.json`, which ask.py and serving read. tasks/model_dir.py finds the config
-and vocab beside a --model_dir through it.
+"""The files of a --model_dir and of an export, named once; JSON read and written with one error
+line; qa_config.json, train.py's record of the encoder, vocab, featurization and decoding settings
+that export.py rebuilds the model from (and copies into the SavedModel's assets.extra).
 """
 
 import json
@@ -27,20 +22,13 @@ FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lo
 
 
 def not_valid_json(path, error, remedy):
-  """The one line saying that the file at `path` is not JSON.
-
-  Args:
-    path: the file (str).
-    error: the `json.JSONDecodeError` of parsing it.
-    remedy: what makes the file again, e.g. "rerun train.py".
-  """
+  """The line saying that `path` is not JSON (`error`: its JSONDecodeError), then `remedy`."""
   return (f"{path}: not valid JSON (line {error.lineno} column {error.colno}: {error.msg}); "
           f"{remedy}")
 
 
 def write_json(path, value):
-  """Writes `value` as indented UTF-8 JSON to `path` via a temporary file and a rename (no
-  half-written file). TensorFlow's file system, so `path` may be a URL (gs://...)."""
+  """Writes `value` as indented UTF-8 JSON to `path` (a tf.io.gfile path) via a temporary file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   with tf.io.gfile.GFile(path + ".tmp", "w") as f:
     json.dump(value, f, indent=2, ensure_ascii=False)
@@ -51,8 +39,7 @@ def read_json(path, remedy="write it again with the command that made it"):
   """The JSON value at `path`, or {} when there is no such file.
 
   Raises:
-    errors.UsageError: the file is not valid JSON (one line naming it, where it breaks and
-      `remedy`, e.g. "rerun train.py").
+    errors.UsageError: the file is not valid JSON (`not_valid_json`).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   if not tf.io.gfile.exists(path):
@@ -73,13 +60,9 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
     model_dir: the training run's folder.
     bert_config_file: path of the encoder's config (stored absolute).
     bert_config: its `model.bert_config.BertConfig`.
-    records_meta: the records' meta.json: "flags" (vocab_file and FEATURIZATION_KEYS, tokens),
-      "vocab_sha256" and, when recorded, "vocab_size" (tokens).
-    decoding: {name: value} of the decoding settings train.py's prediction scores with
-      (`postprocess.span_decoding.DecodingSettings`), which export.py serves unless told
-      otherwise.
-    recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`, e.g.
-      {"init_checkpoint": path}), so a rerun of the same command can recognize its own start.
+    records_meta: the records' meta.json (its "flags", "vocab_sha256", "vocab_size").
+    decoding: {name: value} of the `DecodingSettings` export.py serves by default.
+    recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`), or None.
   """
   flags = records_meta["flags"]
   write_json(
@@ -111,8 +94,8 @@ def read_export_config(export_dir):
   """An export's assets.extra/qa_config.json (featurization and decoding settings).
 
   Raises:
-    FileNotFoundError: the export has none.
-    errors.UsageError: it is not valid JSON (one line).
+    errors.MissingFileError: the export has none.
+    errors.UsageError: it is not valid JSON.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
   path = os.path.join(export_dir, EXPORT_EXTRA_DIR, QA_CONFIG_FILE)

@@ -1,31 +1,13 @@
-"""A quiet console: TensorFlow's and its libraries' log lines cut to what a user can act on.
+"""A quiet console: imported before tensorflow, it cuts TensorFlow's and its libraries' log lines to
+what a user can act on.
 
-Without it, TensorFlow's C++ notices (no CUDA driver, oneDNN on, CPU instructions, `failed call
-to cuInit`) and the INFO lines of TensorFlow, tf-models-official and orbit, some twice, bury a
-command's own lines. Importing this module, before anything imports tensorflow, makes the commands
-quiet by default:
+- `TF_CPP_MIN_LOG_LEVEL` defaults to 2 (no C++ INFO or WARNING), 3 without an NVIDIA driver, where
+  the ERROR lines are the CUDA probe's (`failed call to cuInit`); a value the user set wins.
+- absl's handler goes on the root logger before TensorFlow's logger is used (else each line
+  shows twice) and passes INFO only from this project's files.
+- stdout is line-buffered, so printed lines reach a pipe in order with the log lines on stderr.
 
-- `TF_CPP_MIN_LOG_LEVEL` (read once, when TensorFlow's library loads) defaults to 2, which hides the
-  C++ runtime's INFO and WARNING lines. On a machine without an NVIDIA driver it defaults to 3,
-  which also hides ERROR lines: there the ones TensorFlow prints are its CUDA probe (`failed call
-  to cuInit`) and fallback notices (oneDNN's "supports DT_INT64 only on platforms with AVX-512"),
-  while an error that stops a run still reaches Python as an exception with its message. A GPU is
-  never hidden: the level only filters log lines, and `--gpu` finds a GPU as before. A value the
-  user set always wins.
-- Python-side, absl's handler is put on the root logger now, before TensorFlow's logger is first
-  used: TensorFlow gives its `tensorflow` logger a handler of its own only when the root logger
-  has none, and that handler printed each TensorFlow line a second time ("INFO:tensorflow:...").
-- absl's handler keeps WARNING and above from everyone, but INFO and below only from this
-  project's own modules (the plan, batch, strategy, restore, score and export lines). orbit also
-  `print`s each of its controller lines (progress per loop, "restoring or initializing model...")
-  besides logging it; dropping the logged copy leaves each line once.
-- stdout is line-buffered, so those printed lines reach a file or a pipe (`| tee train.log`, a job
-  scheduler's log) when they happen and in order with the log lines on stderr, not in blocks of
-  8 KB (Python buffers a stdout that is not a terminal).
-
-Everything comes back with `SQUAD_QA_VERBOSE=1` in the environment (C++ level left at TensorFlow's
-default, every Python log line kept), or, for the Python lines only, with absl's `--verbosity=1`
-(`-v 1`): the C++ level was set when this module loaded, before any flag is parsed.
+`SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
 """
 
 import ctypes
@@ -43,11 +25,9 @@ LOG_LEVEL_ENV = "TF_CPP_MIN_LOG_LEVEL"
 QUIET_LEVEL = "2"
 QUIET_LEVEL_WITHOUT_GPU_DRIVER = "3"
 
-# The kernel module's folder of the NVIDIA driver (also mounted into GPU containers), and the
-# driver library TensorFlow loads (the one way to find it under WSL2, which has no such folder).
+# The NVIDIA driver's kernel module folder, and its library (the one way to find it under WSL2).
 _NVIDIA_DRIVER_FOLDER = "/proc/driver/nvidia"
 _CUDA_DRIVER_LIBRARY = "libcuda.so.1"
-# This package's folder: INFO lines logged by files under it are the project's own.
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(os.path.dirname(__file__)))
 
 
@@ -57,16 +37,8 @@ def verbose_from_environment(environ=os.environ):
 
 
 def cpp_log_level_to_set(environ=os.environ, nvidia_driver=None):
-  """The `TF_CPP_MIN_LOG_LEVEL` to put into `environ`, or None to leave it as it is.
-
-  Args:
-    environ: the environment (a mapping of str).
-    nvidia_driver: whether the machine has an NVIDIA driver; None: `has_nvidia_driver()`.
-
-  Returns:
-    None when the user set the level or asked for verbose logs, else `QUIET_LEVEL` with an NVIDIA
-    driver and `QUIET_LEVEL_WITHOUT_GPU_DRIVER` without one (a str).
-  """
+  """The `TF_CPP_MIN_LOG_LEVEL` (str) to put into `environ`, or None when the user set it or asked
+  for verbose logs. `nvidia_driver` None: `has_nvidia_driver()`."""
   if LOG_LEVEL_ENV in environ or verbose_from_environment(environ):
     return None
   if nvidia_driver is None:
@@ -75,7 +47,7 @@ def cpp_log_level_to_set(environ=os.environ, nvidia_driver=None):
 
 
 def has_nvidia_driver():
-  """True when this machine has an NVIDIA driver, i.e. TensorFlow's CUDA probe can succeed."""
+  """True when TensorFlow's CUDA probe can find an NVIDIA driver."""
   if os.path.isdir(_NVIDIA_DRIVER_FOLDER):
     return True
   try:
@@ -87,11 +59,8 @@ def has_nvidia_driver():
 
 @functools.lru_cache(maxsize=None)
 def is_project_file(path):
-  """True when the source file `path` (a log record's `pathname`) is one of this project's.
-
-  A file counts when it sits in the package's folder or in one of its Python packages (a folder
-  with `__init__.py`), so a virtualenv inside a clone does not.
-  """
+  """True when `path` is in the package's folder or one of its Python packages (not a virtualenv
+  inside a clone)."""
   relative = os.path.relpath(os.path.realpath(path), _PACKAGE_DIR)
   if relative.startswith(os.pardir + os.sep) or os.path.isabs(relative):
     return False
@@ -100,10 +69,8 @@ def is_project_file(path):
 
 
 class ProjectInfoFilter(logging.Filter):
-  """Passes WARNING and above, INFO and below only from this project's files.
-
-  Everything passes when `verbose` (`SQUAD_QA_VERBOSE`) or when absl's verbosity is DEBUG or more.
-  """
+  """Passes WARNING and above, and INFO from this project's files (all when `verbose` or at absl
+  verbosity DEBUG)."""
 
   def __init__(self, verbose=False):
     super().__init__()
@@ -119,13 +86,8 @@ class ProjectInfoFilter(logging.Filter):
 
 
 def apply():
-  """Sets the C++ log level, installs absl's handler with `ProjectInfoFilter` (once) and makes
-  stdout line-buffered.
-
-  Returns:
-    What could not take effect because tensorflow was already imported: [`LOG_LEVEL_ENV`] when
-    this call set it (TensorFlow has read it already), else [] (as intended, this runs first).
-  """
+  """Quiets the console (module docstring); returns [`LOG_LEVEL_ENV`] when it was set too late
+  (tensorflow already imported), else []."""
   level = cpp_log_level_to_set()
   if level is not None:
     os.environ[LOG_LEVEL_ENV] = level

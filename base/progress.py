@@ -1,18 +1,15 @@
-"""Progress of long work for a person: a bar on a terminal, plain log lines in a file or CI.
-
-A bar redrawn in place is what a person at a terminal reads at a glance (Keras' `Progbar`, which
-`fit` and `predict` draw). Written to a file or a CI log, the same bar is a run-on line of
-carriage returns, so there the progress is a log line at most every `interval` seconds and at the
-end, each printed once: what was done of the known total, the rate, elapsed time and an ETA.
+"""Progress of long work: Keras' `Progbar` on a terminal; elsewhere (a file, CI) a log line at most
+every `interval` seconds and at the end, with the count, rate, elapsed time and ETA.
 """
 
+import dataclasses
 import sys
 import time
+from typing import Callable, Optional
 
 from absl import logging
 import tf_keras
 
-# Seconds between two log lines when the output is not a terminal.
 LOG_INTERVAL_SECONDS = 30.0
 
 
@@ -26,27 +23,27 @@ def format_seconds(seconds):
   return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-class Progress:
-  """Counts `unit`s done of `total` and shows it: a bar on a terminal, else log lines.
+@dataclasses.dataclass(frozen=True)
+class Display:
+  """Where progress shows: a bar when `interactive` (None: stdout is a terminal), else a log line
+  every `interval` seconds (None: only when `update` is told to, and at the end); `clock` gives
+  seconds."""
+  interactive: Optional[bool] = None
+  interval: Optional[float] = LOG_INTERVAL_SECONDS
+  clock: Callable[[], float] = time.monotonic
 
-  Args:
-    what: what is being done, e.g. "predicting" (starts each log line).
-    total: how many units the work has (int), or None when unknown (no percentage or ETA).
-    unit: the unit's name, plural, e.g. "windows".
-    interactive: draw a bar (default: whether stdout is a terminal).
-    interval: seconds between log lines when not interactive (None: a line only when `update`
-      is told to log, and at the end).
-    clock: a function returning seconds (time.monotonic; tests pass their own).
-    initial: units already done before this process (a resumed run): counted in "done of total",
-      not in the rate.
-    show_rate: whether the line has "<rate> <unit>/s" (off when a figure says the rate better,
-      e.g. training's examples/s).
-    rate_after_first_update: measure the rate (and the ETA) from the first update on, leaving out
-      the time before it: a first step's one-time cost such as tracing a tf.function.
+
+class Progress:
+  """Counts `unit`s (plural name, e.g. "windows") done of `total` (None: unknown) in the work
+  `what` (e.g. "predicting") and shows it as `display` says.
+
+  `initial` units were done before this process (a resume; not in the rate); `show_rate` adds
+  "<rate> <unit>/s"; `rate_after_first_update` leaves out the time before it (tracing).
   """
 
-  def __init__(self, what, total, unit, interactive=None, interval=LOG_INTERVAL_SECONDS,
-               clock=time.monotonic, initial=0, show_rate=True, rate_after_first_update=False):
+  def __init__(self, what, total, unit, display=Display(), initial=0, show_rate=True,
+               rate_after_first_update=False):
+    clock = display.clock
     self.what, self.total, self.unit = what, total, unit
     self.done = initial
     self.initial = initial
@@ -58,9 +55,9 @@ class Progress:
     self._rate_after_first_update = rate_after_first_update
     self._last_line = self._started
     self._logged_done = None  # `done` at the last log line
-    self._interval = interval
+    self._interval = display.interval
     self._show_rate = show_rate
-    interactive = sys.stdout.isatty() if interactive is None else interactive
+    interactive = sys.stdout.isatty() if display.interactive is None else display.interactive
     self._bar = None
     if interactive:
       self._bar = tf_keras.utils.Progbar(None if total is None else total - initial,
@@ -79,7 +76,7 @@ class Progress:
 
   def line(self):
     """The progress as one line, e.g. "predicting: 5,000 of 10,833 windows (46 %), 120 windows/s,
-    42 s elapsed, ETA 49 s"; figures (see `update`) come after the count."""
+    42 s elapsed, ETA 49 s"."""
     rate = self.rate()
     parts = [
         f"{self.what}: {self.done:,}" + (f" of {self.total:,}" if self.total else "") +
@@ -98,10 +95,9 @@ class Progress:
 
     Args:
       count: units done since the last update.
-      figures: {name: (number, text)} to show with the count until the next update, e.g.
-        {"loss": (4.21, "loss 4.2100")}: the bar shows the number, the log line the text.
-      log: True to log a line now, False not to, None to log when `interval` seconds have
-        passed since the last line (not interactive only).
+      figures: {name: (number, text)} shown until the next update (the bar shows the number, a
+        log line the text).
+      log: True logs a line now, False not, None when `interval` seconds have passed.
     """
     self.done += count
     self.updates += 1

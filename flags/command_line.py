@@ -1,12 +1,8 @@
 """Runs an entry point's `main` after absl has parsed its flags, with nothing left over.
 
-absl reads `--do_train False` as the boolean flag `--do_train` (a boolean flag takes no separate
-value) followed by the positional argument "False", and `main(argv)` used to drop the positionals:
-the command ran with the flag TRUE, the opposite of what was typed. None of this project's commands
-takes positional arguments, so every entry point calls `run(main)`, which stops on any leftover
-argument with one line naming it and the spelling that means what was typed
-(`--do_train=false` or `--nodo_train`). absl's own parsing errors (an unknown flag, a bad value)
-become one line too, instead of absl's two-line "FATAL Flags parsing error".
+absl reads `--do_train False` as `--do_train` followed by the positional "False"; no command here
+takes positionals, so `run(main)` stops on any leftover argument with one line naming the
+spelling meant (`--do_train=false`), and absl's parsing errors become one line too.
 """
 
 import dataclasses
@@ -34,10 +30,8 @@ def program_name(argv0=None):
 
 
 def _flag_token(token, flag_values):
-  """(the flag, whether the token holds its value) for a "--name[=value]" token, else (None, _).
-
-  `--noname` (absl's spelling of a false boolean) resolves to the flag `name`.
-  """
+  """(the flag, whether the token holds its value) for a "--[no]name[=value]" token, else
+  (None, _)."""
   if not token.startswith("-") or token in ("-", "--"):
     return None, False
   name, has_value = token.lstrip("-").split("=", 1)[0], "=" in token
@@ -49,12 +43,8 @@ def _flag_token(token, flag_values):
 
 
 def stray_argument(argv, flag_values=flags.FLAGS):
-  """The first argument of `argv` (argv[0] is the program) that is neither a flag nor its value.
-
-  Returns:
-    (the argument, the token just before it or None), or None when there is no such argument.
-    After "--" every argument is positional (absl stops parsing there).
-  """
+  """(the first argument of `argv[1:]` that is neither a flag nor its value, the token before it
+  or None), or None; after "--" every argument is positional, as in absl."""
   previous = None
   i = 1
   while i < len(argv):
@@ -73,12 +63,8 @@ def stray_argument(argv, flag_values=flags.FLAGS):
 
 
 def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
-  """One line saying why `argument` is refused and what to type instead.
-
-  Args:
-    argument: the leftover positional argument (str).
-    previous: the command-line token before it (str or None).
-  """
+  """One line saying why `argument` (str) after `previous` (str or None) is refused and what to
+  type instead."""
   flag = _flag_token(previous, flag_values)[0] if previous else None
   if flag is not None and flag.boolean and "=" not in previous:
     name = flag.name
@@ -94,13 +80,10 @@ def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
 
 
 def parse_flags(argv, flag_values=flags.FLAGS):
-  """absl `flags_parser` for `app.run`: parses `argv`, exits with one line on any problem.
-
-  Returns:
-    [argv[0]]: no positional argument is ever passed on to `main`.
+  """absl `flags_parser` for `app.run`: parses `argv` and returns [argv[0]].
 
   Raises:
-    SystemExit: (status 1, message on stderr) an absl parsing error, or an argument left over.
+    SystemExit: (status 1, one line on stderr) an absl parsing error, or an argument left over.
   """
   program = program_name(argv[0] if argv else None)
   if "h" not in flag_values:  # -h, as most command-line tools take it, is absl's --help
@@ -116,12 +99,9 @@ def parse_flags(argv, flag_values=flags.FLAGS):
 
 
 def run(main, after_interrupt="nothing half-written is left; the same command starts again"):
-  """`absl.app.run(main)` with `parse_flags`: the one way this project's commands start.
-
-  A `squad_qa.errors.UserError` out of `main` is printed as `<command>: <message>` on stderr and
-  exits with status 1, without a traceback; Ctrl-C prints `<command>: interrupted (Ctrl-C);
-  <after_interrupt>` and exits with INTERRUPTED_EXIT_STATUS; other exceptions keep their traceback.
-  """
+  """`absl.app.run(main)` with `parse_flags`; a `UserError` out of `main` prints
+  `<command>: <message>` on stderr and exits with status 1, Ctrl-C `<command>: interrupted
+  (Ctrl-C); <after_interrupt>` with INTERRUPTED_EXIT_STATUS."""
 
   def main_reporting_user_errors(argv):
     try:
@@ -139,13 +119,8 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
 def _help_of(command, flag_values=flags.FLAGS):
   """Makes `--help` show `command`'s docstring and flags when a console script started it.
 
-  absl's help prints the docstring of `__main__` and the key flags of the module named
-  `sys.argv[0]`: for `python train.py` that is train.py itself, but a console script
-  (`squad-qa-train`) runs a generated wrapper with neither. The command module's docstring and
-  key flags are given to the wrapper.
-
-  Args:
-    command: the module of the command's `main` (e.g. `squad_qa.train`).
+  absl's help shows `__main__`'s docstring and `sys.argv[0]`'s key flags, which a console
+  script's generated wrapper lacks; `command` (the module of `main`) lends it both.
   """
   main_module = sys.modules["__main__"]
   if main_module is command:
@@ -157,16 +132,12 @@ def _help_of(command, flag_values=flags.FLAGS):
 
 
 def config_from_flags(config_class, flag_values=flags.FLAGS):
-  """The command's frozen config: an instance of the dataclass `config_class`, each field read
-  from the parsed flag of the same name (a field that is not a flag keeps its default).
+  """The command's config: `config_class` with each field read from the parsed flag of its name
+  (the one place a command reads FLAGS). A `typed_flags` field gets the sorted names of the flags
+  not at their default; a repeated flag's list becomes a tuple.
 
-  The one place a command reads its flags: the library takes the config, never FLAGS. The flags
-  come from the same config (`flags.settings.define_flags`), and validation lives in the config
-  (`flags.settings.Settings`, raising `errors.UsageError`), so a config built in Python is checked
-  the same way. A config whose rules tell a typed value from the flag's default (e.g.
-  export.py's: an --init_checkpoint wins over the default --model_dir, not over a typed one) has a
-  field `typed_flags`: it receives the sorted names of its flags not at their default (typed on
-  the command line, or set by a test's flagsaver). A repeated flag's list becomes a tuple.
+  Raises:
+    errors.UsageError: a value the config refuses.
   """
   fields = {field.name for field in dataclasses.fields(config_class)}
   values = {name: flag_values[name].value for name in fields if name in flag_values}

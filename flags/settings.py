@@ -1,24 +1,11 @@
-"""A setting is declared once, as a field of a frozen config dataclass, and its absl flag is made
-from that field.
+"""A setting is declared once, as a field of a frozen config dataclass (`setting`: the flag's
+help, validation and parser), and its absl flag is made from that field (`define_flags`);
+`flags.command_line.config_from_flags` reads the parsed flags back into one config.
 
-A config field made by `setting` carries the flag's help, its validation and, when the annotation
-does not tell, how its value is parsed; its name is the flag's name (google-research/bert and
-tf-models-official names) and its default the flag's default. `define_flags(Config)` defines the
-flags of a command from its config; `flags.command_line.config_from_flags(Config)` reads the parsed
-flags back into one config. A field without a `setting` (e.g. `typed_flags`) is not a flag.
-
-Settings shared by several commands are declared once, in a small frozen dataclass of the layer
-that owns them (e.g. `postprocess.span_decoding.DecodingSettings`); a config inherits the groups
-it takes, so its attributes stay flat (`config.n_best_size`). `variant` reuses a setting with
-another default or help where a command legitimately differs.
-
-Validation: each setting's own rule runs when a config is built (`Settings.__post_init__`, raising
-an `errors.UsageError` line that names the flag); the commands build theirs before TensorFlow
-loads. `choices`, `lower_bound` and `above` are also absl's rules, so the flag is refused when it
-parses. A config's rules between settings go in its `check` method.
-
-This module imports only absl, the standard library and `squad_qa.errors`: every layer may import
-it, and a command's flags parse before TensorFlow loads.
+Settings shared by commands live in small groups of the layer that owns them, which a config
+inherits (attributes stay flat). Each setting's rule runs when a config is built, then the
+config's `check`. This module imports only absl and the standard library, so flags parse before
+TensorFlow loads.
 """
 
 import dataclasses
@@ -30,8 +17,7 @@ from absl import flags
 
 from squad_qa import errors
 
-# absl attributes a flag defined from here to the module that called `define_flags`, so that
-# `python train.py --help` lists train.py's flags.
+# Flags defined here belong to the module calling `define_flags`, so its --help lists them.
 flags.disclaim_key_flags()
 
 _METADATA_KEY = "squad_qa.flags.settings"
@@ -41,20 +27,17 @@ TYPED_FLAGS_FIELD = "typed_flags"
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-  """What a field says about its flag, besides the name, type and default.
+  """What a field says about its flag besides name, type and default (None: no such rule; a
+  None value is never checked).
 
   Attributes:
     help: the flag's help text.
-    choices: the allowed values (a str setting becomes an enum flag), or None.
-    lower_bound: the smallest allowed number (int and float settings; absl's flag bound), or None.
-    above: a number the value must exceed (int and float settings), or None.
-    check: a callable(name, value) raising `errors.UsageError` for a value it refuses, run on the
-      config (e.g. `at_least`), or None.
-  None is never checked: it means "not given".
-    parser: an absl `ArgumentParser` for a type the annotation cannot tell (e.g. int or 'auto'), or
-      None.
-    flag_class: an absl `Flag` subclass taking (parser, serializer, name, default, help), e.g. a
-      flag with a value that also has the --noname form; needs `parser`.
+    choices: the allowed values (a str setting becomes an enum flag).
+    lower_bound: the smallest allowed number (also absl's bound).
+    above: a number the value must exceed.
+    check: a callable(name, value) raising `errors.UsageError`, run on the config (`at_least`).
+    parser: an absl `ArgumentParser` for a type the annotation cannot tell (e.g. int or 'auto').
+    flag_class: an absl `Flag` subclass taking (parser, serializer, name, default, help).
   """
   help: str
   choices: Optional[Tuple[Any, ...]] = None
@@ -76,9 +59,8 @@ def setting(default, help, *, choices=None, lower_bound=None, above=None, check=
 
 
 def variant(config_class, name, **changes):
-  """The setting `name` of `config_class` with `changes` (default and any `Spec` attribute),
-  for a command where that setting legitimately differs (e.g. export.py's --doc_stride defaults
-  to the trained one). Returns a `dataclasses.Field`.
+  """The setting `name` of `config_class` with `changes` (default and any `Spec` attribute), as a
+  `dataclasses.Field`.
 
   Raises:
     KeyError: `config_class` has no setting `name`.
@@ -119,7 +101,7 @@ def check_value(name, value, spec):
   """Refuses a value of setting `name` that its `Spec` does not allow; None passes.
 
   Raises:
-    errors.UsageError: one line "--name=value: ..." (or the `check`'s own line).
+    errors.UsageError: "--name=value: ..." (or the `check`'s own line).
   """
   if value is None:
     return
@@ -161,14 +143,8 @@ def within(low, high):
 
 
 class Settings:
-  """Base of every config (and group of settings): validates each setting on construction.
-
-  A frozen dataclass inheriting it checks every setting field with `check_value`, then calls
-  `check`, the config's one place for rules between settings.
-
-  Raises (on construction):
-    errors.UsageError: a value a setting or the config's `check` refuses.
-  """
+  """Base of every config: construction checks each setting (`check_value`), then `check`
+  (raising errors.UsageError)."""
 
   def __post_init__(self):
     for field in setting_fields(self):
@@ -180,16 +156,11 @@ class Settings:
 
 
 class GivenFields:
-  """Mixin for a frozen dataclass config with a field `typed_flags` (not a setting).
-
-  `typed_flags` holds the names of the fields whose flags were typed on the command line
-  (`flags.command_line.config_from_flags` fills it), or None for a config built in Python; there a
-  field counts as given when its value differs from its default, which is the flag's.
-  """
+  """Mixin for a config with a `typed_flags` field: the names of the flags typed on the command
+  line, or None for a config built in Python."""
 
   def given(self, name):
-    """Whether the user gave field `name` (str): typed its flag, or, with `typed_flags` None, set
-    it to a value other than its default. Returns a bool."""
+    """Whether the user typed flag `name` (with `typed_flags` None: set it off its default)."""
     if self.typed_flags is None:
       return getattr(self, name) != self.__dataclass_fields__[name].default
     return name in self.typed_flags
@@ -197,9 +168,6 @@ class GivenFields:
 
 def define_flags(config_class, flag_values=flags.FLAGS):
   """Defines the absl flag of every setting of `config_class` that `flag_values` lacks.
-
-  A flag already defined (by another command's config in the same process) is left as it is.
-  The flags are key flags of the module that calls this, so its `--help` lists them.
 
   Raises:
     TypeError: a setting whose annotation gives no flag type and that has no `parser`.

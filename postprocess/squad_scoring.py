@@ -1,16 +1,7 @@
-"""EM/F1 with the official SQuAD v1.1 and v2.0 scorers shipped in tf-models-official.
+"""EM/F1 (percentages) with the official SQuAD v1.1 and v2.0 scorers shipped in tf-models-official
+(`official/nlp/tools/squad_evaluate_v1_1.py`, `squad_evaluate_v2_0.py`).
 
-`official/nlp/tools/squad_evaluate_v1_1.py` is the official `evaluate-v1.1.py` (Rajpurkar et al.,
-2016): answers are lower-cased, stripped of punctuation, articles and extra whitespace; EM and token
-F1 take the max over the gold answers. It returns fractions; we report percentages, as the official
-script prints them. `official/nlp/tools/squad_evaluate_v2_0.py` is the official `evaluate-v2.0.py`
-(Rajpurkar et al., 2018): an unanswerable question is right only with the answer "", and it reports
-HasAns/NoAns breakdowns; it already reports percentages.
-
-The best null threshold (`best_thresholds`) is swept here rather than by the official script's
-`find_best_thresh`: that sweep starts from 0.0 (a threshold meant for probabilities) and moves one
-question at a time through tied values, so the threshold it reports need not give the score it
-reports (e.g. 0.0 when every question is best left unanswered and the differences are logits).
+The best null threshold is swept here: the official `find_best_thresh`'s need not give its score.
 """
 
 import itertools
@@ -23,7 +14,7 @@ from squad_qa import errors
 
 
 def restrict_to_questions(dataset, question_ids):
-  """A copy of a SQuAD `data` list holding only the questions in `question_ids` (a set of str)."""
+  """A copy of a SQuAD `data` list with only the questions in `question_ids` (a set of str)."""
   restricted = []
   for article in dataset:
     paragraphs = []
@@ -43,18 +34,11 @@ def question_ids(dataset, max_questions=None):
 
 
 def score_v1(dataset, predictions):
-  """Scores predictions against every question of `dataset`.
-
-  Args:
-    dataset: the `data` list of a SQuAD v1.1 JSON file (questions missing from `predictions`
-      count 0).
-    predictions: {question id: answer text}.
-
-  Returns:
-    {"exact_match": percent, "f1": percent, "num_questions": int}.
+  """{"exact_match": %, "f1": %, "num_questions": int} of {question id: text} over every
+  question of a SQuAD v1.1 `data` list (missing ones count 0).
 
   Raises:
-    ValueError: `dataset` holds no question (the official scorer would divide by zero).
+    errors.UsageError: `dataset` holds no question.
   """
   num_questions = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
   if not num_questions:
@@ -81,14 +65,8 @@ def _question_score(qa, text):
 
 
 def best_thresholds(dataset, best_non_null_predictions, null_score_diffs):
-  """The null threshold that scores best, and a threshold that reproduces that score.
-
-  A question is answered with its best span when its difference (null score - span score) is
-  <= the threshold, else "" (postprocess/span_decoding.null_answer). Sweeping the threshold up
-  through the distinct differences turns on whole groups of tied questions at once; the best of
-  these settings and of "no question answered" wins (the lowest threshold on ties). Its threshold
-  is the group's difference, or for "none answered" the smallest difference - 1.0 (0.0 when no
-  difference is finite), so applying it gives exactly the reported score.
+  """The best null threshold, swept through the distinct differences (tied questions turn on
+  together; lowest threshold on ties), so that applying it gives exactly the reported score.
 
   Args:
     dataset: a SQuAD 2.0 `data` list holding exactly the scored questions.
@@ -96,12 +74,10 @@ def best_thresholds(dataset, best_non_null_predictions, null_score_diffs):
     null_score_diffs: {question id: float, may be +inf}.
 
   Returns:
-    {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} (percentages; thresholds in
-    logits).
+    {"best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"} (percentages, logits).
   """
   qas = [qa for a in dataset for p in a["paragraphs"] for qa in p["qas"]]
-  # Gain of answering over leaving blank: the null answer scores 1 on unanswerable questions
-  # (the official rule: "" is their only right answer) and 0 on the others.
+  # Gain of answering over leaving blank ("" is right only on unanswerable questions).
   gains = []
   for qa in qas:
     exact, f1 = _question_score(qa, best_non_null_predictions[qa["id"]])
@@ -126,28 +102,20 @@ def score_v2(dataset, predictions, null_score_diffs=None, best_non_null_predicti
   """Scores SQuAD 2.0 predictions with the official v2.0 scorer.
 
   Args:
-    dataset: the `data` list of a SQuAD v2.0 JSON file (only questions in `predictions` are scored,
-      as tfm's scorer does: pass a prediction for every question, "" where there is none).
-    predictions: {question id: answer text, "" for no answer} (after the null threshold).
-    null_score_diffs: {question id: null score - best non-null score} (run_squad.py's null_odds);
-      None: no best-threshold figures.
-    best_non_null_predictions: {question id: best non-null span text} the threshold sweep turns on
-      and off (`best_thresholds`); default `predictions`.
+    dataset: a SQuAD v2.0 `data` list (only questions in `predictions` are scored).
+    predictions: {question id: answer text, "" for no answer}.
+    null_score_diffs: {question id: null_odds}, or None: no best-threshold figures.
+    best_non_null_predictions: for `best_thresholds`; default `predictions`.
 
   Returns:
-    {"exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
-     "NoAns_f1", "NoAns_total"} and with null_score_diffs "best_exact", "best_exact_thresh",
-    "best_f1", "best_f1_thresh" (percentages; HasAns_*/NoAns_* only when such questions exist;
-    thresholds in logits).
+    The official scorer's figures (percentages), plus `best_thresholds`' with null_score_diffs.
 
   Raises:
-    ValueError: `predictions` is empty.
+    errors.UsageError: `predictions` is empty.
   """
   if not predictions:
     raise errors.UsageError("no questions to score")
-  # Without na_probs the scorer takes the answers as given. (With them it would also turn every
-  # answer whose na_prob exceeds 1.0 into "", a rule meant for probabilities, not logit
-  # differences.)
+  # No na_probs: the scorer would blank answers above 1.0, a rule for probabilities, not logits.
   result = squad_evaluate_v2_0.evaluate(dataset, predictions)
   scores = {
       k: v for k, v in result.items()

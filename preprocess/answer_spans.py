@@ -1,32 +1,17 @@
-"""Answer spans: where an answer's characters fall in a context's WordPiece tokens.
-
-The algorithm of google-research/bert `run_squad.py` (the same in tf-models-official
-`official/nlp/data/squad_lib.py`), on a context tokenized once as a whole with character offsets
-(preprocess/wordpiece.py) instead of word by word:
-
-  * the answer's token span is first the tokens of the whitespace words holding its first and last
-    characters (run_squad.py's char_to_word_offset, orig_to_tok_index);
-  * then it is tightened to the tokens of the answer text when they occur inside
-    (`_improve_answer_span`).
-
-Windows then place the span in each feature (preprocess/features.py): a window that does not hold
-all of it gets no answer. Many answers are aligned at once with NumPy (`answer_token_spans`);
-`answer_token_span` is the one-answer form.
+"""Where an answer's characters fall in a context's WordPiece tokens (run_squad.py, tfm
+`squad_lib.py`): the tokens of the whitespace words holding its first and last characters,
+tightened to the answer's own tokens where they occur inside (`_improve_answer_span`).
 """
 
 import numpy as np
 
 
 def word_of_chars(contexts):
-  """run_squad.py's char_to_word_offset for many contexts at once, with global word numbers.
-
-  Words are maximal runs without run_squad.py whitespace (space, \\t, \\r, \\n, U+202F).
+  """run_squad.py's char_to_word_offset for many contexts at once.
 
   Returns:
-    (word_of_char, char_base, word_base): int64 arrays; the word of character c of context i,
-    counted within its context (-1 before the first word), is
-    word_of_char[char_base[i] + c] - word_base[i].
-    Global word numbers increase along the contexts.
+    (word_of_char, char_base, word_base), int64 arrays: the word of character c of context i (-1
+    before its first word) is word_of_char[char_base[i] + c] - word_base[i].
   """
   joined = "\n".join(contexts)
   code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
@@ -46,15 +31,13 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
   """Context-token spans of many answers (see `answer_token_span`).
 
   Args:
-    contexts: list of str.
-    context_tokens: wordpiece.RaggedTokens of the contexts.
-    paragraph_of_question, answer_starts, answer_lengths: int [Q]; answer_starts in code points,
-      -1 for unanswerable questions.
-    answer_tokens: wordpiece.RaggedTokens of the answer texts.
+    contexts: list of str, and `context_tokens` their RaggedTokens.
+    paragraph_of_question, answer_starts, answer_lengths: int [Q] (code points; start -1: none).
+    answer_tokens: RaggedTokens of the answer texts.
 
   Returns:
     int64 [Q, 2] (start, end) context-token indices, inclusive; (-1, -1) for unanswerable questions
-    and for answers that hold no token (e.g. only characters the tokenizer deletes).
+    and answers without a token.
   """
   word_of_char, char_base, word_base = word_of_chars(contexts)
   splits = context_tokens.row_splits
@@ -71,8 +54,7 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
              splits[paragraph])
   result = np.full((len(paragraph), 2), -1, np.int64)
   found = np.flatnonzero(answerable & (tok_start <= tok_end))
-  # _improve_answer_span on bytes of int32 ids: a 4-aligned match of the answer's bytes is a match
-  # of its ids. Slicing one bytes object per question keeps the loop cheap.
+  # _improve_answer_span on the bytes of int32 ids: a 4-aligned byte match is an id match.
   context_bytes = np.ascontiguousarray(context_tokens.ids, np.int32).tobytes()
   answer_bytes = np.ascontiguousarray(answer_tokens.ids, np.int32).tobytes()
   first = (splits[paragraph] + tok_start)[found].tolist()
@@ -102,8 +84,7 @@ def _first_occurrence(haystack, needle):
 
 def _improve_answer_span(window_ids, answer_ids, start, end):
   """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
-  tokens (the reference compares the space-joined token strings; ids are the same test), else the
-  whole [start, end]."""
+  ids, else [start, end]."""
   shift = _first_occurrence(
       np.ascontiguousarray(window_ids, np.int32).tobytes(),
       np.ascontiguousarray(answer_ids, np.int32).tobytes())
@@ -117,11 +98,10 @@ def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, a
 
   Args:
     context_tokens: features.TokenizedText of the context.
-    char_to_word: per context character, its whitespace-word index
-      (squad_reader.char_to_word_offsets).
+    char_to_word: `squad_reader.char_to_word_offsets`' offsets.
     answer_start: answer offset in characters.
     answer_text: the answer (str).
-    answer_ids: WordPiece ids of the answer text, for run_squad.py's `_improve_answer_span`.
+    answer_ids: WordPiece ids of the answer text.
 
   Returns:
     (start, end) token indices, or None when the answer holds no token.

@@ -1,28 +1,11 @@
-"""Windowed features for extractive QA: the core of this tool.
+"""Windowed features: google-research/bert `run_squad.py` `convert_examples_to_features` (tfm
+`squad_lib.py`), vectorized over many questions with NumPy, on contexts tokenized as a whole.
 
-The algorithm is google-research/bert `run_squad.py` `convert_examples_to_features` (the same in
-tf-models-official `official/nlp/data/squad_lib.py`), applied to a context tokenized once as a whole
-with character offsets instead of word by word (preprocess/wordpiece.py gives the same tokens):
-
-  * the question keeps its first `max_query_length` WordPiece tokens;
-  * the context tokens are cut into windows of at most `max_seq_length - len(question) - 3`
-    tokens, a new window starting every `doc_stride` tokens (a step, as in bert/tfm) until one
-    reaches the end;
-  * each feature is `[CLS] question [SEP] window [SEP]`, zero-padded to `max_seq_length`, with
-    segment ids 0 for `[CLS] question [SEP]` and 1 for `window [SEP]`;
-  * training positions are token indices into the feature; a window that does not hold the whole
-    answer gets start = end = 0 (the `[CLS]` token) and `is_impossible` = 1, as bert/tfm do; so does
-    every window of an unanswerable SQuAD 2.0 question;
-  * the answer's token span comes from preprocess/answer_spans.py (run_squad.py's word alignment and
-    `_improve_answer_span`);
-  * a token's "max context" window is the one where min(left, right context) + 0.01 * window length
-    is largest (`_check_is_max_context`); prediction only starts answers in that window.
-
-Eval features also carry, per position, the character offsets of the token in the original context
-(-1 outside the context), so an answer is an exact substring of the context.
-
-Many questions are featurized at once with NumPy (`plan_windows`, `build_features`); `make_features`
-is the one-question form.
+A feature is `[CLS] question [SEP] window [SEP]` zero-padded to max_seq_length (segment ids 1 from
+the window on); windows of at most `max_seq_length - len(question) - 3` context tokens start every
+`doc_stride` tokens. A window without the whole answer gets positions 0 and `is_impossible` 1. A
+token's max-context window maximizes min(left, right context) + 0.01 * window length
+(`_check_is_max_context`). Eval features carry each token's code-point offsets (-1 outside).
 """
 
 import dataclasses
@@ -36,8 +19,7 @@ from squad_qa.flags import settings
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VocabFile(settings.Settings):
-  """The encoder's WordPiece vocabulary (make_records.py, train.py, export.py,
-  convert_checkpoint)."""
+  """The encoder's WordPiece vocabulary."""
   vocab_file: Optional[str] = settings.setting(
       None, "WordPiece vocab.txt of the encoder. Default: vocab.txt beside --init_checkpoint.")
 
@@ -51,11 +33,8 @@ class Tokenization(VocabFile):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Featurization(Tokenization):
-  """The windows of a question and its context (token counts; see the module docstring).
-
-  The rules between these (a window must hold a token of context) are checked where the windows
-  are made: `preprocess.records_config.RecordsConfig` and the export's `serving_config`.
-  """
+  """The windows of a question and its context, in tokens (rules between them: `RecordsConfig`
+  and the export's `serving_config`)."""
   max_seq_length: int = settings.setting(
       384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
   doc_stride: int = settings.setting(
@@ -66,13 +45,8 @@ class Featurization(Tokenization):
 
 @dataclasses.dataclass
 class TokenizedText:
-  """WordPiece tokens of one text with their character offsets.
-
-  Attributes:
-    ids: int32 [n] vocabulary ids.
-    start_chars: int32 [n] offset of each token's first character, in code points.
-    end_chars: int32 [n] offset one past each token's last character, in code points.
-  """
+  """WordPiece tokens of one text: int32 [n] `ids`, and `start_chars` / `end_chars`, int32 [n]
+  code-point offsets of each token (end exclusive)."""
   ids: np.ndarray
   start_chars: np.ndarray
   end_chars: np.ndarray
@@ -82,13 +56,29 @@ class TokenizedText:
 
 
 @dataclasses.dataclass
-class Feature:
-  """One window of one question, ready to serialize.
+class RaggedTokens:
+  """Tokens of many texts, flat, as in `TokenizedText` (int32 [total]); text i owns rows
+  `row_splits[i]:row_splits[i + 1]` (int64 [num_texts + 1])."""
+  ids: np.ndarray
+  start_chars: np.ndarray
+  end_chars: np.ndarray
+  row_splits: np.ndarray
 
-  Lists have length max_seq_length. `token_start_char`/`token_end_char` are code-point offsets into
-  the context (end exclusive), -1 at non-context positions; `token_is_max_context` is 1 where the
-  window is the token's max-context window.
-  """
+  def __len__(self):
+    return len(self.row_splits) - 1
+
+  def lengths(self):
+    return np.diff(self.row_splits)
+
+  def row(self, i):
+    """TokenizedText of text i."""
+    rows = slice(self.row_splits[i], self.row_splits[i + 1])
+    return TokenizedText(self.ids[rows], self.start_chars[rows], self.end_chars[rows])
+
+
+@dataclasses.dataclass
+class Feature:
+  """One window of one question; lists of max_seq_length, offsets -1 outside the context."""
   unique_id: int
   example_index: int
   doc_span_index: int
@@ -104,12 +94,8 @@ class Feature:
 
 
 def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-  """Window (start, length) pairs over `num_tokens` context tokens, as run_squad.py makes them.
-
-  Returns:
-    A list of (start, length) tuples in tokens; empty for an empty context (no feature, as in
-    run_squad.py).
-  """
+  """Window (start, length) pairs, in tokens, over `num_tokens` context tokens (run_squad.py's);
+  empty for an empty context."""
   spans = []
   start = 0
   while start < num_tokens:
@@ -122,14 +108,8 @@ def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
 
 
 def best_windows(num_tokens, spans):
-  """Per context token, the index of its max-context window (run_squad.py `_check_is_max_context`).
-
-  Score of token p in window (s, n): min(p - s, s + n - 1 - p) + 0.01 * n, in float64 as the
-  reference computes it; the first window wins ties. Linear in the windows' total length.
-
-  Returns:
-    int32 [num_tokens].
-  """
+  """int32 [num_tokens]: each context token's max-context window (`_check_is_max_context`'s
+  score in float64; the first window wins ties)."""
   best_score = np.full(num_tokens, -1.0)
   best = np.zeros(num_tokens, np.int32)
   for index, (start, length) in enumerate(spans):
@@ -142,11 +122,7 @@ def best_windows(num_tokens, spans):
 
 
 def max_context_flags(spans, span_index):
-  """Per token of window `span_index`, whether that window is the token's max-context window.
-
-  Returns:
-    A list of bool, one per token of the window.
-  """
+  """A bool per token of window `span_index`: whether it is the token's max-context window."""
   start, length = spans[span_index]
   num_tokens = max(s + n for s, n in spans)
   return (best_windows(num_tokens, spans)[start:start + length] == span_index).tolist()
@@ -157,13 +133,10 @@ class WindowPlan:
   """The windows of many questions, one row per feature, in question order.
 
   Attributes:
-    question: int64 [F] index of the feature's question in the arrays given to `plan_windows`.
-    span_index: int32 [F] window number within its question.
-    span_start: int32 [F] first context token of the window.
-    span_length: int32 [F] context tokens in the window.
-    best_offset: int64 [F] where the window's question's per-token max-context windows start in
-      `best_window`; -1 when the question has a single window (every token is max-context there).
-    best_window: int32 [*] concatenated `best_windows` arrays.
+    question: int64 [F] the feature's question; span_index, span_start, span_length: int32 [F]
+      window number within it, first context token and context tokens.
+    best_offset: int64 [F] start of the question's `best_windows` in `best_window` (int32, all
+      concatenated); -1 for a question with a single window.
     num_windows: int64 [Q] features per question (0 for an empty context).
   """
   question: np.ndarray
@@ -187,18 +160,11 @@ class WindowPlan:
 
 
 def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
-  """Windows of many questions.
-
-  Args:
-    context_lengths: int [Q] context tokens of each question's paragraph.
-    query_lengths: int [Q] question tokens kept (already cut to max_query_length).
-    max_seq_length, doc_stride: in tokens.
-
-  Returns:
-    A WindowPlan.
+  """The WindowPlan of Q questions from int [Q] `context_lengths` and `query_lengths` (kept
+  question tokens) and max_seq_length and doc_stride (tokens).
 
   Raises:
-    ValueError: max_seq_length leaves no room for context tokens after some question.
+    errors.UsageError: max_seq_length leaves no room for context tokens after some question.
   """
   cache = {}
   best_parts = []
@@ -241,19 +207,10 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
 
 @dataclasses.dataclass
 class FeatureArrays:
-  """Features of many windows (row f = one feature), as the records store them.
-
-  Attributes:
-    example_index: int64 [F] question index.
-    doc_span_index: int32 [F].
-    input_ids: int32 [F, max_seq_length].
-    input_mask, segment_ids: int8 [F, max_seq_length] 0/1.
-    start_positions, end_positions: int32 [F] (0 without an answer in the window).
-    is_impossible: int8 [F] 1 when the window holds no answer (training).
-    token_start_char, token_end_char: int32 [F, max_seq_length] code points, -1 outside the context
-      (eval only, else None).
-    token_is_max_context: int8 [F, max_seq_length] (eval only, else None).
-  """
+  """Features of F windows, as the records store them: example_index int64 [F], doc_span_index,
+  start_positions, end_positions int32 [F], is_impossible int8 [F], input_ids int32 [F, seq],
+  input_mask and segment_ids int8 [F, seq]; for eval (else None) token_start_char, token_end_char
+  int32 [F, seq] (-1 outside the context) and token_is_max_context int8 [F, seq]."""
   example_index: np.ndarray
   doc_span_index: np.ndarray
   input_ids: np.ndarray
@@ -270,48 +227,51 @@ class FeatureArrays:
     return len(self.example_index)
 
 
-def build_features(plan, query_ids, query_splits, query_lengths, context_ids, context_starts,
-                   context_ends, context_splits, paragraph_of_question, cls_id, sep_id,
-                   max_seq_length, answer_spans=None, with_offsets=False, first_example_index=0):
+@dataclasses.dataclass
+class Questions:
+  """The questions whose windows `build_features` makes: flat int32 token `ids`; per question,
+  int [Q], the `starts` of its ids, the `lengths` kept and its `paragraph` (context row); and
+  `answer_spans`, int [Q, 2] inclusive context-token spans (-1: none), or None (eval)."""
+  ids: np.ndarray
+  starts: np.ndarray
+  lengths: np.ndarray
+  paragraph: np.ndarray
+  answer_spans: Optional[np.ndarray] = None
+
+
+def build_features(plan, questions, context, cls_id, sep_id, max_seq_length, with_offsets=False):
   """The features of the windows in `plan`, vectorized over windows.
 
   Args:
     plan: WindowPlan (or a `rows` slice of one).
-    query_ids, query_splits: flat int32 question token ids and int64 [Q + 1] row splits.
-    query_lengths: int [Q] tokens kept per question.
-    context_ids, context_starts, context_ends, context_splits: flat paragraph tokens (int32 ids and
-      code-point offsets) and int64 [P + 1] row splits.
-    paragraph_of_question: int [Q] paragraph index of each question.
+    questions: Questions.
+    context: the paragraphs' RaggedTokens.
     cls_id, sep_id: ids of [CLS] and [SEP].
     max_seq_length: in tokens.
-    answer_spans: None (eval) or int [Q, 2] context-token (start, end) of each answer, inclusive;
-      rows of -1 for unanswerable questions.
-    with_offsets: also make token_start_char, token_end_char and token_is_max_context.
-    first_example_index: added to the question indices in `example_index`.
+    with_offsets: also make the offsets and max-context flags (eval).
 
   Returns:
     FeatureArrays.
   """
-  # Index arithmetic in int32 (token and character counts of a split stay far below 2**31): half
-  # the memory traffic of int64 on the [F, max_seq_length] arrays.
+  # int32 index arithmetic: counts stay far below 2**31, and it halves the memory traffic.
   q = plan.question
   start = plan.span_start.astype(np.int32)[:, None]
   length = plan.span_length.astype(np.int32)[:, None]
-  query_length = np.asarray(query_lengths, np.int32)[q][:, None]
+  query_length = np.asarray(questions.lengths, np.int32)[q][:, None]
   j = np.arange(max_seq_length, dtype=np.int32)[None, :]
   doc_offset = query_length + 2
   in_query = (j >= 1) & (j <= query_length)
   context_position = j - doc_offset  # index within the window
   in_context = (context_position >= 0) & (context_position < length)
   real = j < doc_offset + length + 1
-  query_index = np.where(in_query, np.asarray(query_splits, np.int32)[q][:, None] + j - 1, 0)
-  paragraph = np.asarray(paragraph_of_question, np.int64)[q]
+  query_index = np.where(in_query, np.asarray(questions.starts, np.int32)[q][:, None] + j - 1, 0)
+  paragraph = np.asarray(questions.paragraph, np.int64)[q]
   token_index = np.where(
       in_context,
-      np.asarray(context_splits, np.int32)[paragraph][:, None] + start + context_position, 0)
-  input_ids = np.where(in_context, context_ids[token_index] if len(context_ids) else 0, 0)
-  if len(query_ids):
-    input_ids = np.where(in_query, query_ids[query_index], input_ids)
+      np.asarray(context.row_splits, np.int32)[paragraph][:, None] + start + context_position, 0)
+  input_ids = np.where(in_context, context.ids[token_index] if len(context.ids) else 0, 0)
+  if len(questions.ids):
+    input_ids = np.where(in_query, questions.ids[query_index], input_ids)
   input_ids = np.where((j == query_length + 1) | (j == doc_offset + length), sep_id, input_ids)
   input_ids[:, 0] = cls_id
   input_ids = np.where(real, input_ids, 0).astype(np.int32)
@@ -320,8 +280,8 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
   start_positions = np.zeros(num, np.int32)
   end_positions = np.zeros(num, np.int32)
   is_impossible = np.ones(num, np.int8)
-  if answer_spans is not None:
-    spans = np.asarray(answer_spans, np.int64)[q]
+  if questions.answer_spans is not None:
+    spans = np.asarray(questions.answer_spans, np.int64)[q]
     window_start, window_end = start[:, 0], start[:, 0] + length[:, 0] - 1
     contains = (spans[:, 0] >= 0) & (spans[:, 0] >= window_start) & (spans[:, 1] <= window_end)
     start_positions = np.where(contains, spans[:, 0] - window_start + doc_offset[:, 0], 0)
@@ -329,14 +289,14 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
     start_positions, end_positions = start_positions.astype(np.int32), end_positions.astype(
         np.int32)
     is_impossible = (~contains).astype(np.int8)
-  features = FeatureArrays(example_index=q + first_example_index,
-                           doc_span_index=plan.span_index.copy(), input_ids=input_ids,
-                           input_mask=real.astype(np.int8), segment_ids=segment_ids,
-                           start_positions=start_positions, end_positions=end_positions,
-                           is_impossible=is_impossible)
+  features = FeatureArrays(example_index=q, doc_span_index=plan.span_index.copy(),
+                           input_ids=input_ids, input_mask=real.astype(np.int8),
+                           segment_ids=segment_ids, start_positions=start_positions,
+                           end_positions=end_positions, is_impossible=is_impossible)
   if with_offsets:
-    starts = context_starts[token_index] if len(context_starts) else np.zeros_like(token_index)
-    ends = context_ends[token_index] if len(context_ends) else np.zeros_like(token_index)
+    starts = context.start_chars[token_index] if len(
+        context.start_chars) else np.zeros_like(token_index)
+    ends = context.end_chars[token_index] if len(context.end_chars) else np.zeros_like(token_index)
     features.token_start_char = np.where(in_context, starts, -1).astype(np.int32)
     features.token_end_char = np.where(in_context, ends, -1).astype(np.int32)
     multi = plan.best_offset >= 0
@@ -351,32 +311,34 @@ def build_features(plan, query_ids, query_splits, query_lengths, context_ids, co
 
 
 def make_features(example_index, first_unique_id, query_ids, context_tokens, cls_id, sep_id,
-                  max_seq_length, doc_stride, max_query_length, answer_span=None):
+                  featurization, answer_span=None):
   """All windows of one question.
 
   Args:
     example_index: index of the question in its split (int).
-    first_unique_id: unique_id of the first window; the others follow consecutively.
-    query_ids: WordPiece ids of the question (truncated here to max_query_length).
+    first_unique_id: unique_id of the first window; the others follow.
+    query_ids: WordPiece ids of the question.
     context_tokens: TokenizedText of the context.
     cls_id, sep_id: ids of [CLS] and [SEP].
-    max_seq_length, doc_stride, max_query_length: in tokens.
+    featurization: a `Featurization` (its token counts).
     answer_span: (start, end) context-token indices of the answer (training), or None.
 
   Returns:
     A list of Feature, one per window.
 
   Raises:
-    ValueError: max_seq_length leaves no room for context tokens.
+    errors.UsageError: max_seq_length leaves no room for context tokens.
   """
-  query_ids = np.asarray(query_ids, np.int32)[:max_query_length]
-  plan = plan_windows([len(context_tokens)], [len(query_ids)], max_seq_length, doc_stride)
-  arrays = build_features(plan, query_ids, np.array([0, len(query_ids)]), [len(query_ids)],
-                          np.asarray(context_tokens.ids, np.int32),
-                          np.asarray(context_tokens.start_chars, np.int32),
-                          np.asarray(context_tokens.end_chars, np.int32),
-                          np.array([0, len(context_tokens)]), [0], cls_id, sep_id, max_seq_length,
-                          answer_spans=None if answer_span is None else [answer_span],
+  query_ids = np.asarray(query_ids, np.int32)[:featurization.max_query_length]
+  plan = plan_windows([len(context_tokens)], [len(query_ids)], featurization.max_seq_length,
+                      featurization.doc_stride)
+  questions = Questions(ids=query_ids, starts=np.zeros(1, np.int64), lengths=[len(query_ids)],
+                        paragraph=[0], answer_spans=None if answer_span is None else [answer_span])
+  context = RaggedTokens(np.asarray(context_tokens.ids, np.int32),
+                         np.asarray(context_tokens.start_chars, np.int32),
+                         np.asarray(context_tokens.end_chars, np.int32),
+                         np.array([0, len(context_tokens)]))
+  arrays = build_features(plan, questions, context, cls_id, sep_id, featurization.max_seq_length,
                           with_offsets=True)
   return [
       Feature(unique_id=first_unique_id + f, example_index=example_index,

@@ -20,12 +20,10 @@ settings.define_flags(records_config.RecordsConfig)
 
 
 def main(argv):
-  """Reads the flags into a RecordsConfig and runs the job (worker processes fork from here,
-  before TensorFlow has run anything)."""
+  """Runs the job of the flags' RecordsConfig (workers fork before TensorFlow has run)."""
   del argv
   config = command_line.config_from_flags(records_config.RecordsConfig)
-  # Imported once the flags have parsed into a config: --help and a mistyped flag answer at once,
-  # without the ~10 s that loading TensorFlow takes.
+  # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
   make_records_job.make_records(config)
 

@@ -1,21 +1,9 @@
-"""The records job: SQuAD JSON -> sharded TFRecords of windowed WordPiece features, plus meta.json.
+"""The records job (`make_records`): SQuAD JSON -> sharded TFRecords of windowed features, plus
+meta.json.
 
-`make_records(RecordsConfig(...))` is everything `preprocess/make_records.py` does. The features are
-those of google-research/bert run_squad.py / tf-models-official squad_lib.py (see
-preprocess/features.py and tools/compare_with_reference.py); the JSON is read once, then worker
-processes write the shards (preprocess/shard_writer.py).
-
-How it is safe: every shard is written under a temporary name (`.<shard>.tmp-<pid>`); only when all
-are complete is the old meta.json removed, the old shards removed, the new ones renamed into place
-and the new meta.json written (atomically). Killed at any moment, the output directory holds either
-the previous complete output or no meta.json (no usable output), never a half-written shard under a
-shard's name. The same inputs and flags give byte-identical shards, whatever --num_workers.
-
-Bad input: a structural problem in the JSON raises `squad_reader.SquadInputError` with one line
-naming the file, the article/paragraph/question and what is wrong; questions that cannot be used are
-skipped, logged and counted by reason in meta.json (`skipped`), and kept questions worth knowing
-about are counted under `notes` (see preprocess/squad_reader.py). Every error a user can fix is an
-`errors.UserError` of one line.
+Shards are written under temporary names; only when all are complete are the old meta.json and
+shards removed, the new shards renamed into place and meta.json written. Killed at any moment, the
+output holds the previous complete output or no meta.json, never a half-written shard.
 """
 
 import collections
@@ -34,10 +22,9 @@ from squad_qa.preprocess import shard_writer
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 
-# The config's fields that shape the features, in this order under meta.json's "flags".
+# The config's fields that shape the features, in meta.json's "flags" order.
 FEATURIZATION_FIELDS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
                         "max_query_length", "num_shards", "version_2_with_negative")
-# make_records.py's config (its own module loads without TensorFlow, so the flags parse first).
 RecordsConfig = records_config.RecordsConfig
 
 
@@ -46,16 +33,14 @@ class OutputDirError(errors.UserError, OSError):
 
 
 class FileAccessError(errors.UserError, OSError):
-  """A file the job reads or writes failed at the operating-system level (permission, disk full);
-  the message is the system's one line, which names the file."""
+  """A file the job reads or writes failed at the operating-system level (permission, disk full)."""
 
 
 def _resolve_inputs(config):
   """{split: path} of the SQuAD files to featurize.
 
   Raises:
-    errors.MissingFileError: a file (given, or the default under $SQUAD_DIR) is missing; the
-      message says where SQuAD is published.
+    errors.MissingFileError: a file (given, or the default under $SQUAD_DIR) is missing.
   """
   explicit = {records.TRAIN_SPLIT: config.train_file, records.EVAL_SPLIT: config.predict_file}
   if not any(explicit.values()):
@@ -167,9 +152,7 @@ def make_records(config):
   """The whole job: read, featurize, write shards, commit, write meta.json.
 
   Args:
-    config: RecordsConfig. With num_workers > 1 this process is forked: call it before TensorFlow
-      has run anything here (as the command line does), since a forked copy of a running TensorFlow
-      runtime is not safe.
+    config: RecordsConfig (num_workers > 1 forks: call it before TensorFlow has run).
 
   Returns:
     The meta dict written to `<output_dir>/meta.json`.
@@ -180,8 +163,7 @@ def make_records(config):
     squad_reader.SquadInputError: bad input (one line); nothing is written.
     OutputDirError: --output_dir cannot be made or written.
     shard_writer.WorkerError: a worker failed; nothing is written.
-    FileAccessError: reading an input or writing the output failed at the system level (the
-      system's one line, e.g. "[Errno 13] Permission denied: '<path>'").
+    FileAccessError: reading an input or writing the output failed at the system level.
   """
   try:
     return _make_records(config)

@@ -1,10 +1,5 @@
-"""Records as bytes: `serialize_features` makes FeatureArrays into tf.train.Example protos.
-
-The writing side of the record schema of preprocess/records.py (key names, their order, offsets
-stored + 1); the readers there parse these bytes with `tf.io.parse_example`. Assembling the protos'
-bytes directly for a whole chunk of features at once is ~50x faster than filling tf.train.Example
-messages one by one, and the bytes are a pure function of the features: the same features give
-byte-identical shards.
+"""FeatureArrays as tf.train.Example bytes in preprocess/records.py's schema, assembled with NumPy
+for a chunk of features at once; the bytes are a pure function of the features.
 """
 
 import functools
@@ -28,14 +23,8 @@ def _varint(value):
 
 
 def _varints(values):
-  """Protobuf varints of int values, vectorized.
-
-  Args:
-    values: int [n] (negative values take 10 bytes, as int64 two's complement).
-
-  Returns:
-    (data, sizes): uint8 [sum(sizes)] the varints back to back; uint8 [n] bytes of each.
-  """
+  """(data, sizes): the varints of int [n] `values` back to back, uint8 [sum(sizes)], and the
+  bytes of each, uint8 [n] (a negative value takes 10, as int64 two's complement)."""
   flat = np.asarray(values).astype(np.int64).view(np.uint64)
   sizes = np.ones(flat.shape, np.uint8)
   width = 1  # bytes of the longest varint
@@ -54,17 +43,9 @@ def _varints(values):
 
 
 def _packed_rows(values, inside=None):
-  """Packed varints of the values of each row of an int array (optionally only some of them).
-
-  Args:
-    values: int [rows, n].
-    inside: optional bool [rows, n], True on one contiguous run per row: only those values are
-      encoded (the caller supplies the constant bytes of the others).
-
-  Returns:
-    (data, row_offsets): uint8 data of the (selected values of the) rows back to back, and int64
-    [rows + 1] offsets into it.
-  """
+  """(data, row_offsets): packed varints of each row of int [rows, n] `values` back to back
+  (uint8), and int64 [rows + 1] offsets into them. `inside`, bool [rows, n] with one contiguous
+  run per row, encodes only those values."""
   values = np.asarray(values)
   if inside is None:
     data, sizes = _varints(values.ravel())
@@ -93,14 +74,57 @@ def _field_header(key, payload_size):
           _varint(len(feature) + payload_size) + feature)
 
 
+class _Source:
+  """The buffer records are cut from: constant bytes (each distinct one stored once), then the
+  varint payloads."""
+
+  def __init__(self):
+    self.pool = bytearray()
+    self._pool_index = {}
+    self.payloads = []  # uint8 arrays
+
+  def pooled(self, constant):
+    """Offset of `constant` (bytes) in the pool."""
+    if constant not in self._pool_index:
+      self._pool_index[constant] = len(self.pool)
+      self.pool.extend(constant)
+    return self._pool_index[constant]
+
+  def payload(self, data, offsets):
+    """A segment per row of a `_packed_rows` result: ("payload", index, starts, sizes)."""
+    self.payloads.append(data)
+    return ("payload", len(self.payloads) - 1, offsets[:-1], np.diff(offsets))
+
+
+def _key_segments(key, features, unique_ids, source, zeros):
+  """The segments after `key`'s header in each record: (kind, payload index, starts, sizes)."""
+  if key == "input_ids":
+    # Real tokens, then zeros (1 byte each) for the padding.
+    width = features.input_ids.shape[1]
+    lengths = np.asarray(features.input_mask).sum(axis=1).astype(np.int64)
+    inside = np.arange(width)[None, :] < lengths[:, None]
+    padding = ("pool", None, np.full(len(features), zeros, np.int64), width - lengths)
+    return [source.payload(*_packed_rows(features.input_ids, inside)), padding]
+  if key in records.PLUS_ONE_KEYS:
+    return [source.payload(*_packed_rows(getattr(features, key).astype(np.int64) + 1))]
+  column = {
+      "unique_ids": unique_ids,
+      "example_index": features.example_index,
+      "start_positions": features.start_positions,
+      "end_positions": features.end_positions,
+      "is_impossible": features.is_impossible
+  }.get(key)
+  column = (np.asarray(column, np.int64)[:, None] if column is not None else getattr(features, key))
+  return [source.payload(*_packed_rows(column))]
+
+
 def serialize_features(features, unique_ids, split):
   """Serializes FeatureArrays as tf.train.Example protos, vectorized.
 
   The bytes are those of a tf.train.Example with an Int64List per key (packed varints, keys in
-  `records.split_keys` order), so `tf.io.parse_example` reads them. They are assembled with NumPy
-  for all records of a batch at once (~50x faster than filling tf.train.Example messages one by
-  one): each record is a list of byte segments (headers, varint payloads, runs of constant padding
-  bytes) gathered from one source buffer. The bytes are a pure function of the features.
+  `records.split_keys` order), so `tf.io.parse_example` reads them. Each record is a list of byte
+  segments (headers, varint payloads, runs of constant padding bytes) cut from one buffer, for
+  all records of a batch at once. The bytes are a pure function of the features.
 
   Args:
     features: preprocess.features.FeatureArrays.
@@ -110,54 +134,17 @@ def serialize_features(features, unique_ids, split):
   Returns:
     A list of F bytes objects.
   """
-  num = len(features)
-  if not num:
+  if not len(features):
     return []
-  width = features.input_ids.shape[1]
-  lengths = np.asarray(features.input_mask).sum(axis=1).astype(np.int64)
-  pool = bytearray()  # constant bytes (headers, padding runs), each distinct one stored once
-  pool_index = {}
+  source = _Source()
+  zeros = source.pooled(bytes(features.input_ids.shape[1]))
+  fields = [(key, _key_segments(key, features, unique_ids, source, zeros))
+            for key in records.split_keys(split)]
+  return _assemble(fields, len(features), source)
 
-  def pooled(constant):
-    if constant not in pool_index:
-      pool_index[constant] = len(pool)
-      pool.extend(constant)
-    return pool_index[constant]
 
-  zeros = pooled(bytes(width))
-  payloads = []  # uint8 arrays, placed after the pool in the source buffer
-  fields = []  # per key: list of (source kind, starts, sizes) segments after its header
-
-  def add_payload(data, offsets):
-    payloads.append(data)
-    return ("payload", len(payloads) - 1, offsets[:-1], np.diff(offsets))
-
-  def constant_run(start, count, value_size):
-    return ("pool", None, np.full(num, start, np.int64), count.astype(np.int64) * value_size)
-
-  for key in records.split_keys(split):
-    if key in ("input_ids",):
-      # Real tokens, then zeros (1 byte each) for the padding.
-      inside = np.arange(width)[None, :] < lengths[:, None]
-      segments = [
-          add_payload(*_packed_rows(features.input_ids, inside)),
-          constant_run(zeros, width - lengths, 1)
-      ]
-    elif key in records.PLUS_ONE_KEYS:
-      segments = [add_payload(*_packed_rows(getattr(features, key).astype(np.int64) + 1))]
-    else:
-      column = {
-          "unique_ids": unique_ids,
-          "example_index": features.example_index,
-          "start_positions": features.start_positions,
-          "end_positions": features.end_positions,
-          "is_impossible": features.is_impossible
-      }.get(key)
-      column = (np.asarray(column, np.int64)[:, None] if column is not None else getattr(
-          features, key))
-      segments = [add_payload(*_packed_rows(column))]
-    fields.append((key, segments))
-
+def _assemble(fields, num, source):
+  """The `num` records made of each key's header and `fields` segments, as a list of bytes."""
   # Headers depend on each record's payload sizes.
   header_starts, header_sizes = [], []
   body_sizes = np.zeros(num, np.int64)
@@ -165,25 +152,25 @@ def serialize_features(features, unique_ids, split):
     payload_sizes = sum(sizes for _, _, _, sizes in segments)
     distinct, inverse = np.unique(payload_sizes, return_inverse=True)
     headers = [_field_header(records.stored_name(key), int(size)) for size in distinct]
-    header_starts.append(np.array([pooled(h) for h in headers], np.int64)[inverse])
+    header_starts.append(np.array([source.pooled(h) for h in headers], np.int64)[inverse])
     header_sizes.append(np.array([len(h) for h in headers], np.int64)[inverse])
     body_sizes += header_sizes[-1] + payload_sizes
   distinct, inverse = np.unique(body_sizes, return_inverse=True)
   record_headers = [b"\n" + _varint(int(size)) for size in distinct]
   record_header_sizes = np.array([len(h) for h in record_headers], np.int64)[inverse]
-  segment_starts = [np.array([pooled(h) for h in record_headers], np.int64)[inverse]]
+  segment_starts = [np.array([source.pooled(h) for h in record_headers], np.int64)[inverse]]
   segment_sizes = [record_header_sizes]
-  payload_bases = np.cumsum([len(pool)] + [len(p) for p in payloads])
+  payload_bases = np.cumsum([len(source.pool)] + [len(p) for p in source.payloads])
   for (_, segments), starts, sizes in zip(fields, header_starts, header_sizes):
     segment_starts.append(starts)
     segment_sizes.append(sizes)
     for kind, index, starts, sizes in segments:
       segment_starts.append(starts + (payload_bases[index] if kind == "payload" else 0))
       segment_sizes.append(sizes)
-  source = b"".join([bytes(pool)] + [p.tobytes() for p in payloads])
+  buffer = b"".join([bytes(source.pool)] + [p.tobytes() for p in source.payloads])
   starts = np.stack(segment_starts, axis=1).ravel()  # record-major order
   ends = starts + np.stack(segment_sizes, axis=1).ravel()
   # Slicing bytes and joining them is a memcpy per segment, without index arrays.
-  data = b"".join(map(source.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+  data = b"".join(map(buffer.__getitem__, map(slice, starts.tolist(), ends.tolist())))
   record_ends = np.cumsum(record_header_sizes + body_sizes).tolist()
   return [data[b:e] for b, e in zip([0] + record_ends[:-1], record_ends)]

@@ -1,15 +1,8 @@
-"""The TFRecord schema shared by preprocessing (writer) and training/prediction (reader).
+"""The TFRecord schema (google-research/bert and tfm feature names, all int64), meta.json, and the
+tf.data readers of train and eval records.
 
-Feature names follow google-research/bert and tf-models-official: `unique_ids`, `input_ids`,
-`input_mask`, `segment_ids`, `start_positions`, `end_positions`, `is_impossible`. Train records also
-hold `example_index` (the question's position in the train file as read); `is_impossible` is tfm's:
-1 when the window does not hold the answer (positions 0), including every window of an unanswerable
-SQuAD 2.0 question. Eval records add what postprocessing needs to map a token span back to the
-context's characters: `example_index` (the question's position in the eval file),
-`token_start_char` / `token_end_char` (code-point offsets, end exclusive, -1 outside the context;
-stored as offset + 1 under `token_start_char_plus_1` / `token_end_char_plus_1`, decoded by the
-readers here) and `token_is_max_context` (0/1). Every value is int64 in the record. Records are
-written by preprocess/record_serialization.py (NumPy, byte-identical for identical features).
+Eval records add `example_index`, `token_start_char` / `token_end_char` (code-point offsets, end
+exclusive, -1 outside the context; stored + 1) and `token_is_max_context` (0/1).
 """
 
 import json
@@ -25,7 +18,6 @@ from squad_qa.base import commands
 from squad_qa.preprocess import wordpiece
 
 META_FILE = "meta.json"
-# 2: train records carry example_index and is_impossible; eval offsets are stored + 1.
 FORMAT_VERSION = 2
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"
@@ -35,8 +27,7 @@ TRAIN_KEYS = ("unique_ids",) + MODEL_INPUT_KEYS + ("start_positions", "end_posit
 EVAL_SEQUENCE_KEYS = MODEL_INPUT_KEYS + ("token_start_char", "token_end_char",
                                          "token_is_max_context")
 EVAL_KEYS = ("unique_ids", "example_index") + EVAL_SEQUENCE_KEYS
-# Stored as offset + 1 (0 outside the context) under these names: a -1 takes 10 bytes as a varint,
-# which made eval records 2x larger and slower to write; readers here give back the -1s.
+# Stored as offset + 1 under these names: a -1 takes 10 bytes as a varint.
 PLUS_ONE_KEYS = {
     "token_start_char": "token_start_char_plus_1",
     "token_end_char": "token_end_char_plus_1"
@@ -48,9 +39,7 @@ def shard_name(split, index, num_shards):
   return f"{split}-{index:05d}-of-{num_shards:05d}.tfrecord"
 
 
-# Written to train records besides TRAIN_KEYS (not needed by training, so not parsed by
-# train_dataset): the question's index in the train file as read, and tfm's is_impossible (1 when
-# the window holds no answer: positions are 0).
+# In train records besides TRAIN_KEYS, not parsed by train_dataset.
 TRAIN_EXTRA_KEYS = ("example_index", "is_impossible")
 
 
@@ -76,8 +65,8 @@ def _decode(parsed):
 
 
 def feature_spec(split, max_seq_length, keys=None):
-  """`tf.io.parse_example` spec of a split (stored key names; apply `_decode` to the result): int64
-  [] scalars and int64 [max_seq_length] sequences. Default keys: TRAIN_KEYS or EVAL_KEYS."""
+  """`tf.io.parse_example` spec (stored names, int64 [] or [max_seq_length]) of `keys` (default:
+  the split's TRAIN_KEYS or EVAL_KEYS); `_decode` the result."""
   sequence = tf.io.FixedLenFeature([max_seq_length], tf.int64)
   scalar = tf.io.FixedLenFeature([], tf.int64)
   if keys is None:
@@ -87,11 +76,7 @@ def feature_spec(split, max_seq_length, keys=None):
 
 
 def read_records(paths, split, max_seq_length):
-  """Every key of every record of `paths`, in file order, as NumPy arrays (for tools and tests).
-
-  Returns:
-    {key: int64 [num_records] or [num_records, max_seq_length]}.
-  """
+  """{key: int64 [num_records] or [num_records, max_seq_length]} of `paths`, in file order."""
   spec = feature_spec(split, max_seq_length, split_keys(split))
   columns = {k: [] for k in spec}
   for batch in tf.data.TFRecordDataset(list(paths)).batch(4096):
@@ -104,12 +89,11 @@ def read_records(paths, split, max_seq_length):
 
 
 def read_meta(records_dir):
-  """Loads `meta.json` written by preprocess/make_records.py.
+  """The dict of `meta.json` in `records_dir`.
 
   Raises:
-    FileNotFoundError: one line saying to run make_records.py (again): no meta.json, or one of an
-      older record format.
-    errors.UsageError: meta.json is not valid JSON (one line, the same fix).
+    errors.MissingFileError: no meta.json, or one of another record format.
+    errors.UsageError: meta.json is not valid JSON.
   """
   path = os.path.join(records_dir, META_FILE)
   if not tf.io.gfile.exists(path):
@@ -133,11 +117,7 @@ def read_meta(records_dir):
 
 
 def vocab_size_of(meta):
-  """How many tokens the records' vocab has (their ids are below it), or None when unknown.
-
-  meta.json records it; for records made before it did, the vocab file named in meta.json is
-  counted when it still exists.
-  """
+  """Tokens in the records' vocab (from meta.json, else its vocab_file when it exists), or None."""
   if "vocab_size" in meta:
     return meta["vocab_size"]
   path = meta.get("flags", {}).get("vocab_file")
@@ -150,7 +130,7 @@ def shard_paths(records_dir, meta, split):
   """Paths of a split's shards in order, as listed in meta.json.
 
   Raises:
-    FileNotFoundError: the split was not written, or a listed shard is missing.
+    errors.MissingFileError: the split was not written, or a listed shard is missing.
   """
   info = meta.get("splits", {}).get(split)
   if not info:
@@ -173,31 +153,17 @@ def _to_model_inputs(batch):
   return features
 
 
-# Default --length_buckets: boundaries at every multiple of this many tokens up to max_seq_length
-# (the widths a length-grouped batch is trimmed to). Without XLA the number of shapes costs nothing
-# (one generic trace).
+# Tokens between default --length_buckets boundaries; XLA compiles once per shape, hence fewer.
 LENGTH_BUCKET_STEP = 8
-# The same under XLA, which compiles the step once per shape: 6 compilations at 384 (an epoch of
-# SQuAD v1.1 train then pads to 204.9 tokens instead of 177.1).
 XLA_LENGTH_BUCKET_STEP = 64
 
 
 def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET_STEP):
-  """The padded lengths of the training buckets, ending at `max_seq_length`.
-
-  Args:
-    max_seq_length: tokens per record.
-    boundaries: increasing positive ints <= max_seq_length (max_seq_length is added when
-      missing, so every window has a bucket), or None: the multiples of `step` below
-      max_seq_length, then max_seq_length.
-    step: tokens between default boundaries: LENGTH_BUCKET_STEP, or XLA_LENGTH_BUCKET_STEP when
-      the step is compiled per shape.
-
-  Returns:
-    A tuple of increasing ints; a window of n real tokens goes to the first boundary >= n.
+  """The padded lengths (tokens) of the training buckets: `boundaries` (default: the multiples of
+  `step`) then `max_seq_length`, a tuple of increasing ints.
 
   Raises:
-    ValueError: a boundary is not a positive int, not increasing, or above max_seq_length.
+    errors.UsageError: a boundary is not a positive int, not increasing, or above max_seq_length.
   """
   if boundaries is None:
     boundaries = range(step, max_seq_length, step)
@@ -214,28 +180,17 @@ def length_bucket_boundaries(max_seq_length, boundaries=None, step=LENGTH_BUCKET
 
 
 def length_grouped_batches(pools, batch_size, boundaries, drop_remainder=True):
-  """Splits pools of features into batches of similar real length, each trimmed to a boundary.
-
-  Each pool (a random sample of the epoch, `TRAIN_POOL_BATCHES` batches' worth) is sorted by real
-  length n = sum(input_mask) and cut into consecutive batches of `batch_size`; a batch is trimmed
-  to the first boundary >= its longest window. Hugging Face's `LengthGroupedSampler` groups the same
-  way (sorted mega-batches of 50 batches). Unlike per-bucket queues (tf.data's
-  `bucket_by_sequence_length`), no window waits for its bucket to fill: every window of an epoch is
-  in a batch of that epoch, once, and a batch never holds the same window twice. Trimming drops only
-  padding (every position >= n has input_mask 0 and id 0), and start/end positions are < n.
+  """Sorts each pool by real length (sum(input_mask)) and cuts it into batches, each trimmed to
+  the first of `boundaries` >= its longest window (as transformers' `LengthGroupedSampler`).
 
   Args:
-    pools: a Dataset of parsed feature batches (`_to_model_inputs` keys; sequence keys int32
-      [pool, max_seq_length]), in random order.
+    pools: a Dataset of parsed feature batches (`_to_model_inputs` keys, int32 [pool, seq]).
     batch_size: features per batch.
-    boundaries: `length_bucket_boundaries(...)`: the widths a batch may be trimmed to.
-    drop_remainder: True: a pool whose size is not a multiple of `batch_size` (the last of an
-      epoch) first drops its last size % batch_size features (random ones: the pool is in random
-      order), so every batch is full. False: the pool's longest batch is partial.
+    boundaries: `length_bucket_boundaries(...)`.
+    drop_remainder: drop a pool's last size % batch_size features (else one batch is partial).
 
   Returns:
-    A Dataset of batches in sorted order within each pool: the sequence keys int32
-    [batch_size, width] (static shape [batch_size or None, None]), the others [batch_size].
+    A Dataset of batches: sequence keys int32 [batch_size, width], the others [batch_size].
   """
   limits = tf.constant(boundaries, tf.int32)
 
@@ -262,48 +217,23 @@ def length_grouped_batches(pools, batch_size, boundaries, drop_remainder=True):
 
 _SEQUENCE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
-# Length-grouped training batches are cut from pools of this many batches sorted by length
-# (transformers' LengthGroupedSampler sorts mega-batches of 50). SQuAD v1.1 train at 384/128/64
-# (88,641 windows, 172.0 real tokens each on average), 8-token boundaries, batch 16 to 256: pools
-# of 50 batches pad an epoch to 178.7 tokens, 100 to 177.1, 200 to 176.3; the group_by_length
-# sampler pads to 175.1-175.4 (benchmarks/train_throughput.py's epoch simulation). A pool of 100
-# batches of 32 holds 3,200 windows (15 MB at 384).
+# Batches per length-sorted training pool (padding against pool size: docs/distribution.md).
 TRAIN_POOL_BATCHES = 100
 
 
 def train_dataset(paths, max_seq_length, batch_size, seed=None, shuffle_buffer=10000,
                   length_buckets=None, num_epochs=None, pool_batches=TRAIN_POOL_BATCHES):
-  """Shuffled training batches, epoch by epoch: files -> interleave -> shuffle -> batch.
-
-  Every epoch reads every record of `paths` once, in a new random order (deterministic for a
-  given seed), and batches only that epoch's records: a window is never in two batches of one
-  epoch, and no batch mixes epochs. With endless input (`num_epochs` None) each epoch drops its
-  last `num_records % batch_size` records (random ones), so every batch is full: an epoch is
-  `num_records // batch_size` batches (`steps_per_epoch`).
-
-  The batches are global: a run on several replicas splits each batch across them
-  (tasks/question_answering.py), so that every replica of a step has the same width and the
-  same data as one device with this batch size.
+  """Shuffled global training batches (`batch_size` features per optimizer step), epoch by
+  epoch: each epoch reads every record once in a new order (deterministic for a `seed`).
 
   Args:
-    paths: train shard paths.
-    max_seq_length: tokens per record.
-    batch_size: features per batch (per optimizer step, over all replicas and accumulation
-      micro-batches).
-    seed: shuffling seed; with a seed the batches are deterministic.
-    shuffle_buffer: records in tf.data's shuffle buffer.
-    length_buckets: None pads every batch to max_seq_length; else increasing boundaries
-      (`length_bucket_boundaries`): batches group windows of similar length
-      (`length_grouped_batches` over pools of `pool_batches` batches, batch order shuffled within
-      that many batches) and are trimmed to a boundary.
-    num_epochs: None repeats forever (training); N passes over the records, then ends; each
-      epoch's last batch may then be partial, so every record comes out exactly N times.
-    pool_batches: batches per length-sorted pool.
+    length_buckets: None pads every batch to max_seq_length; else boundaries for
+      `length_grouped_batches` over pools of `pool_batches` batches.
+    num_epochs: None repeats forever, only full batches (`steps_per_epoch`); N: N passes.
 
   Returns:
-    A tf.data.Dataset of dicts of int32 tensors: `input_word_ids`, `input_mask`, `input_type_ids`
-    [batch, seq] (seq = max_seq_length, or the batch's boundary) and `unique_ids`,
-    `start_positions`, `end_positions` [batch].
+    A Dataset of int32 dicts: the model inputs [batch, seq] (seq: max_seq_length or a boundary),
+    `unique_ids`, `start_positions`, `end_positions` [batch].
   """
   spec = feature_spec(TRAIN_SPLIT, max_seq_length)
   drop_remainder = num_epochs is None  # endless input: only full batches
@@ -330,18 +260,12 @@ def steps_per_epoch(num_records, batch_size):
   return num_records // batch_size
 
 
-# Eval batches trimmed to their longest window: windows are sorted by real length within pools of
-# this many batches read in file order (a pool's batches then hold windows of similar length).
-# Full dev-v1.1 at 384/128/64, batch 64: pools of 16 batches give batches 188.4 tokens wide, 64 give
-# 181.1, one pool of everything 179.5 (178.5 real); 64 batches of 64 windows hold ~38 MB.
+# Batches per length-sorted eval pool (widths against pool size: docs/serving.md).
 EVAL_POOL_BATCHES = 64
 
 
 def count_eval_windows(paths, max_examples=None):
-  """How many eval windows `eval_dataset` yields for questions < `max_examples` (all: None).
-
-  Reads only each record's `example_index` (about a second for SQuAD v1.1 dev's 10,833 windows).
-  """
+  """How many eval windows `eval_dataset` yields for questions < `max_examples` (all: None)."""
   spec = {"example_index": tf.io.FixedLenFeature([], tf.int64)}
   dataset = tf.data.TFRecordDataset(paths).map(lambda x: tf.io.parse_single_example(x, spec))
   if max_examples is not None:
@@ -352,17 +276,13 @@ def count_eval_windows(paths, max_examples=None):
 def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True):
   """Eval batches, optionally only questions < max_examples.
 
-  With `trim`, the records are read in pools of EVAL_POOL_BATCHES * batch_size windows (file
-  order), each pool is sorted by real length (sum(input_mask); stable) and split into batches, and
-  each batch's model inputs are cut to its longest window: only padding is dropped, and all the work
-  is per pool or per batch, none per window. Batches are then not in file order; `unique_ids` give
-  the windows' order back. Without `trim`, batches are in file order and max_seq_length wide.
+  With `trim`, pools of EVAL_POOL_BATCHES batches (file order) are sorted by real length and each
+  batch's model inputs cut to its longest window (batches then leave file order; `unique_ids` tell
+  it). Without `trim`, batches are in file order and max_seq_length wide.
 
   Returns:
-    A tf.data.Dataset of dicts of int32 tensors: the three model inputs [batch, seq] (seq =
-    max_seq_length, or the batch's longest window with `trim`), `token_start_char`,
-    `token_end_char`, `token_is_max_context` [batch, max_seq_length], `unique_ids` and
-    `example_index` [batch].
+    A Dataset of int32 dicts: the model inputs [batch, seq], the offsets and max-context flags
+    [batch, max_seq_length], `unique_ids` and `example_index` [batch].
   """
   spec = feature_spec(EVAL_SPLIT, max_seq_length)
   dataset = tf.data.TFRecordDataset(paths)

@@ -14,18 +14,7 @@ class RecordsConfig(features.Featurization, squad_reader.SquadFiles):
   """What `preprocess.make_records_job.make_records` makes: the flags of
   preprocess/make_records.py (each field is its flag).
 
-  Attributes:
-    vocab_file: the encoder's WordPiece vocab.txt (required; must exist).
-    do_lower_case: lower-case and strip accents (uncased vocabularies).
-    max_seq_length: tokens per feature ([CLS] question [SEP] window [SEP], padded).
-    doc_stride: tokens between the starts of consecutive context windows.
-    max_query_length: question tokens kept.
-    num_shards: shards per split.
-    version_2_with_negative: SQuAD 2.0 (unanswerable questions are kept).
-    train_file, predict_file: the SQuAD JSON of each split (None: that split is not made). When
-      both are None, both come from $SQUAD_DIR (squad_reader.default_squad_file).
-    output_dir: where the shards and meta.json go (created when missing).
-    num_workers: processes writing shards (1: this process; at most num_shards are used).
+  train_file, predict_file: None skips that split; both None: both from $SQUAD_DIR.
 
   Raises (on construction):
     errors.UsageError: no vocab_file, or lengths that leave no window (doc_stride, max_query_length

@@ -1,15 +1,7 @@
-"""Featurizes SQuAD questions into TFRecord shards under temporary names, in worker processes.
+"""Featurizes SQuAD questions into TFRecord shards under temporary names, in forked workers.
 
-The questions of a split are cut into `num_shards` contiguous shards (`shard_of_questions`), and
---num_workers processes (forked, so TensorFlow is imported once) each take a contiguous group of
-shards: they tokenize their paragraphs and questions in batches (preprocess/wordpiece.py), plan and
-build all windows with NumPy (preprocess/features.py, preprocess/answer_spans.py) and serialize them
-with NumPy (preprocess/record_serialization.py). The only exchange between them is each group's
-feature count, so that `unique_ids` run on across shards; the same inputs and settings give
-byte-identical shards, whatever the number of workers.
-
-Every shard is written as `.<shard>.tmp-<pid of the job>` (`temp_path`); putting the shards in place
-is the job's (preprocess/make_records_job.py), once all of them are complete.
+Each worker takes a contiguous group of shards; they exchange only each group's feature count, so
+`unique_ids` run on across shards and the shards are the same whatever the number of workers.
 """
 
 import collections
@@ -34,7 +26,7 @@ from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 
 FIRST_UNIQUE_ID = 1000000000  # as in run_squad.py / squad_lib.py
-_ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory: ~10 MB per chunk)
+_ROWS_PER_CHUNK = 2048  # features built and serialized at once (bounds memory)
 _TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)$")
 
 
@@ -48,31 +40,22 @@ class SplitResult:
 
 
 class WorkerError(errors.UserError):
-  """A worker process failed; the message is its one-line error (the trace is in the log)."""
+  """A worker process failed; the message is its error (the trace is in the log)."""
 
 
 def shard_of_questions(num_questions, num_shards):
-  """First question of each shard: question i goes to shard i * num_shards // num_questions.
-
-  Returns:
-    int64 [num_shards + 1] boundaries (questions of shard k are boundaries[k]..boundaries[k+1]-1).
-  """
+  """int64 [num_shards + 1]: shard k holds questions boundaries[k]..boundaries[k+1]-1."""
   k = np.arange(num_shards + 1, dtype=np.int64)
   return -(-k * num_questions // num_shards)  # ceil(k * N / S)
 
 
 def temp_path(output_dir, name, job_pid):
-  """Temporary name of a shard while it is written: `.<name>.tmp-<job_pid>`.
-
-  Args:
-    job_pid: the pid of the job (the parent process; its workers write under the same name).
-  """
+  """Temporary path of a shard while it is written: `.<name>.tmp-<job_pid>` (the parent's pid)."""
   return os.path.join(output_dir, f".{name}.tmp-{job_pid}")
 
 
 def remove_stale_temp_files(output_dir):
-  """Removes temporary shards left by runs that were killed (their process no longer exists), and
-  this process's own (a previous run in it that failed before cleaning up)."""
+  """Removes temporary shards of dead processes, and this process's own."""
   for path in glob.glob(os.path.join(output_dir, ".*.tmp-*")):
     match = _TEMP_NAME.match(os.path.basename(path))
     if not match:
@@ -106,20 +89,20 @@ class _PreparedSplit:
     paragraphs = squad.contexts[first_paragraph:examples[-1].paragraph_index + 1]
     paragraph = np.array([e.paragraph_index - first_paragraph for e in examples], np.int64)
     self.context = tokenizer.tokenize_ragged(paragraphs)
-    self.query = tokenizer.tokenize_ragged([e.question_text for e in examples])
-    query_lengths = self.query.lengths()
+    query = tokenizer.tokenize_ragged([e.question_text for e in examples])
+    query_lengths = query.lengths()
     truncated = query_lengths > settings.max_query_length
     self.result.notes["question_truncated"] += int(truncated.sum())
     query_lengths = np.minimum(query_lengths, settings.max_query_length)
     kept = np.ones(len(examples), bool)
-    self.answer_spans = None
+    spans = None
     if is_training:
       answers = tokenizer.tokenize_ragged([e.answer_text for e in examples])
       starts = np.array([-1 if e.is_impossible else e.answer_start for e in examples], np.int64)
       lengths = np.array([len(e.answer_text) for e in examples], np.int64)
-      self.answer_spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph,
-                                                          starts, lengths, answers)
-      no_tokens = (starts >= 0) & (self.answer_spans[:, 0] < 0)
+      spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph, starts, lengths,
+                                              answers)
+      no_tokens = (starts >= 0) & (spans[:, 0] < 0)
       self.result.skipped["answer_has_no_tokens"] += int(no_tokens.sum())
       kept &= ~no_tokens
     context_lengths = self.context.lengths()[paragraph]
@@ -127,12 +110,10 @@ class _PreparedSplit:
     self.result.skipped["context_has_no_tokens"] += int(no_context_tokens.sum())
     kept &= ~no_context_tokens
     self.kept = np.flatnonzero(kept)
-    self.paragraph = paragraph[self.kept]
-    self.query_lengths = query_lengths[self.kept]
-    self.query_splits = self.query.row_splits[self.kept]
-    if self.answer_spans is not None:
-      self.answer_spans = self.answer_spans[self.kept]
-    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.query_lengths,
+    self.questions = features_lib.Questions(
+        ids=query.ids, starts=query.row_splits[self.kept], lengths=query_lengths[self.kept],
+        paragraph=paragraph[self.kept], answer_spans=None if spans is None else spans[self.kept])
+    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.questions.lengths,
                                           settings.max_seq_length, settings.doc_stride)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
@@ -155,11 +136,9 @@ class _PreparedSplit:
       with tf.io.TFRecordWriter(path) as writer:
         for row in range(shard_rows[k], shard_rows[k + 1], _ROWS_PER_CHUNK):
           chunk = self.plan.rows(row, min(row + _ROWS_PER_CHUNK, shard_rows[k + 1]))
-          arrays = features_lib.build_features(
-              chunk, self.query.ids, self.query_splits, self.query_lengths, self.context.ids,
-              self.context.start_chars, self.context.end_chars, self.context.row_splits,
-              self.paragraph, tokenizer.cls_id, tokenizer.sep_id, settings.max_seq_length,
-              answer_spans=self.answer_spans, with_offsets=with_offsets)
+          arrays = features_lib.build_features(chunk, self.questions, self.context,
+                                               tokenizer.cls_id, tokenizer.sep_id,
+                                               settings.max_seq_length, with_offsets=with_offsets)
           # example_index: the question's index in the file (as read), not within this group.
           arrays.example_index = self.kept[arrays.example_index] + self.begin
           unique_ids = first_unique_id + np.arange(row, row + len(chunk), dtype=np.int64)
@@ -178,14 +157,8 @@ def _shard_groups(num_shards, num_workers):
 
 
 def _run_group(worker, num_workers, splits, settings, output_dir, job_pid, exchange):
-  """One worker's job: for each split, prepare its shard group, learn its first unique id, write.
-
-  Args:
-    exchange: callable(split, num_features) -> first unique id of this group's features.
-
-  Returns:
-    {split: SplitResult}.
-  """
+  """{split: SplitResult} of one worker's shard groups; `exchange(split, num_features)` gives the
+  group's first unique id."""
   tokenizer = wordpiece.WordPieceTokenizer(settings.vocab_file, settings.do_lower_case)
   results = {}
   for split, squad in splits:
@@ -222,18 +195,16 @@ def featurize(splits, settings, output_dir, num_workers):
 
   Args:
     splits: list of (split name, squad_reader.SquadFile).
-    settings: what shapes the features: vocab_file, do_lower_case, max_seq_length, doc_stride,
-      max_query_length, num_shards (a make_records_job.RecordsConfig).
+    settings: a RecordsConfig.
     output_dir: where the temporary shards go.
-    num_workers: processes; 1 runs in this process. More than 1 forks this process: do that before
-      TensorFlow has run anything here, since a forked copy of a running TensorFlow runtime is not
-      safe.
+    num_workers: processes; 1 runs in this process, more fork it (before TensorFlow has run: a
+      forked running runtime is not safe).
 
   Returns:
     {split: SplitResult} summed over the workers.
 
   Raises:
-    WorkerError: a worker process failed (one line: its error, or how it died).
+    WorkerError: a worker process failed.
   """
   job_pid = os.getpid()
   num_workers = max(1, min(num_workers, settings.num_shards))

@@ -1,25 +1,11 @@
-"""Reads SQuAD JSON into questions that point at their (shared) paragraph.
+"""Reads SQuAD JSON (official layout, code-point `answer_start`) into questions that point at their
+shared paragraph, with run_squad.py's `read_squad_examples` answer rule: a training question whose
+context words do not contain its answer text is skipped.
 
-The layout is the official one (Rajpurkar et al., 2016):
-`{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": [{"text",
-"answer_start"}]}]}]}]}`. Offsets (`answer_start`) are in Unicode code points
-(Python `str` indices).
-
-The answer-position rule follows google-research/bert `run_squad.py` `read_squad_examples` (also
-tf-models-official `official/nlp/data/squad_lib.py`): the answer's first and last characters are
-mapped to whitespace-separated words of the context, and a training question whose words do not
-contain the answer text is skipped (counted under `answer_text_mismatch`).
-
-Files people publish in this layout are not always typed like the official ones. What is
-unambiguous is normalized when the file is loaded (`load_dataset`), so that the reader, the records,
-predictions.json and the scorers all see the same values, and it is counted (meta.json `notes`):
-  * `id_number_as_string`: an integer question id becomes its decimal string (1380 -> "1380");
-  * `answer_start_string_as_int`: an `answer_start` given as a decimal string ("34") becomes 34;
-  * `answer_text_in_context_form`: an answer whose text equals the context at `answer_start` only
-    under Unicode NFC (e.g. "café" with U+00E9 against a context holding "cafe" + U+0301) takes the
-    context's characters, so offsets stay the context's and the answer is the text as written there.
-Anything else that is not a string id or an integer offset (floats, booleans, "12.5", "-3") is
-still refused by `read_squad` with one line.
+`load_dataset` normalizes what is unambiguous, counted in meta.json `notes`: integer ids become
+strings (`id_number_as_string`), decimal-string offsets integers (`answer_start_string_as_int`),
+and an answer equal to the context only under NFC takes the context's characters
+(`answer_text_in_context_form`). Other mistyped fields are refused with one line.
 """
 
 import collections
@@ -38,21 +24,19 @@ from squad_qa.flags import settings
 
 
 class SquadInputError(errors.UserError, ValueError):
-  """A SQuAD file that cannot be read; the message is one line naming file, place and fix."""
+  """A SQuAD file that cannot be read; one line naming the file, the place and the fix."""
 
 
 SQUAD_URL = "https://rajpurkar.github.io/SQuAD-explorer/"
 
-# Names a SQuAD v1.1 train file may have inside $SQUAD_DIR, in order of preference. The second is
-# the reconstructed training set this project's CI uses (see ../shared/data/squad/README.md).
+# SQuAD file names inside $SQUAD_DIR, in order of preference.
 TRAIN_FILE_NAMES = ("train-v1.1.json", "train-v1.1.reconstructed.json")
 PREDICT_FILE_NAMES = ("dev-v1.1.json",)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SquadVersion(settings.Settings):
-  """The SQuAD version setting, shared by make_records.py, train.py and export.py (and the
-  decoding settings, `postprocess.span_decoding.DecodingSettings`)."""
+  """The SQuAD version setting of make_records.py, train.py and export.py."""
   version_2_with_negative: bool = settings.setting(
       False,
       "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
@@ -74,20 +58,12 @@ class SquadFiles(SquadVersion):
 
 
 def squad_dir():
-  """Returns `$SQUAD_DIR`, or `data/squad` when it is unset
-  (a path, relative to the working directory)."""
+  """`$SQUAD_DIR`, or `data/squad` when it is unset."""
   return os.environ.get("SQUAD_DIR", os.path.join("data", "squad"))
 
 
 def default_squad_file(names):
-  """Returns the first of `names` that exists in `squad_dir()`, else the path of the first name.
-
-  Args:
-    names: file names (str) in order of preference.
-
-  Returns:
-    A path (str). It may not exist: the caller reports that with `missing_squad_file_message`.
-  """
+  """The path of the first of `names` that exists in `squad_dir()`, else of the first name."""
   for name in names:
     path = os.path.join(squad_dir(), name)
     if os.path.exists(path):
@@ -96,7 +72,7 @@ def default_squad_file(names):
 
 
 def missing_squad_file_message(flag_name, path):
-  """One line telling the user where SQuAD is published and how to point this tool at a copy."""
+  """One line saying where SQuAD is published and how to point this tool at a copy."""
   return (f"--{flag_name}: no file at {path!r}. SQuAD v1.1 is published at {SQUAD_URL} "
           f"(train-v1.1.json, dev-v1.1.json); download it and set SQUAD_DIR=<folder holding it> "
           f"or pass --{flag_name}=<path>.")
@@ -104,16 +80,8 @@ def missing_squad_file_message(flag_name, path):
 
 @dataclasses.dataclass
 class SquadExample:
-  """One question about one paragraph.
-
-  Attributes:
-    qas_id: the question's `id` (str).
-    question_text: the question (str).
-    paragraph_index: index into the `contexts` list returned with it.
-    answer_text: first gold answer (str, "" for eval or unanswerable questions).
-    answer_start: its offset in the context, in characters (-1 when there is none).
-    is_impossible: SQuAD 2.0 unanswerable question (read with version_2_with_negative).
-  """
+  """One question about paragraph `paragraph_index` of its file's `contexts`; `answer_text` is
+  the first gold answer ("" for eval), `answer_start` its code-point offset (-1 without one)."""
   qas_id: str
   question_text: str
   paragraph_index: int
@@ -133,14 +101,8 @@ class SquadFile:
 
 
 class ContextWords:
-  """The whitespace-separated words of a context, as run_squad.py splits them.
-
-  Words are maximal runs without run_squad.py's whitespace (space, \t, \r, \n, U+202F), found with
-  NumPy on the code points.
-
-  Attributes:
-    starts, ends: lists of int, character offsets where each word starts / ends (exclusive).
-  """
+  """The words of a context split at run_squad.py's whitespace (space, \t, \r, \n, U+202F):
+  `starts`, `ends` are lists of character offsets (end exclusive)."""
 
   def __init__(self, context):
     self.context = context
@@ -158,12 +120,8 @@ class ContextWords:
 
 
 def char_to_word_offsets(context):
-  """Maps each character of `context` to the index of its whitespace-separated word.
-
-  Returns:
-    (words, offsets): words is a list of str; offsets a list of int, one per character (whitespace
-    maps to the preceding word, -1 before the first word), as in run_squad.py.
-  """
+  """(words, offsets): the context's words (str) and, per character, its word's index (whitespace
+  maps to the word before, -1 before the first), as run_squad.py's char_to_word_offset."""
   words = ContextWords(context)
   starts = np.asarray(words.starts, np.int64)
   offsets = np.searchsorted(starts, np.arange(len(context)), side="right") - 1
@@ -175,12 +133,8 @@ _WORD = re.compile("[^ \t\r\n\u202f]+")
 
 
 def _answer_matches_words(answer_text, answer_start, context):
-  """run_squad.py's check: the words spanned by the answer contain its whitespace-normalized text.
-
-  The answer's first and last characters are mapped to words as run_squad.py's char_to_word_offset
-  does (a whitespace character belongs to the word before it); the words are found by scanning
-  from the answer outwards instead of splitting the whole context.
-  """
+  """run_squad.py's check: the words spanned by the answer contain its whitespace-normalized text
+  (found by scanning outwards from the answer, not by splitting the whole context)."""
   first = answer_start
   while first >= 0 and context[first] in _SPACE:  # whitespace: the word before it
     first -= 1
@@ -234,13 +188,7 @@ def _context_form(context, start, text):
 
 
 def _normalize(data):
-  """Normalizes what is unambiguous in a `data` list, in place (module docstring).
-
-  Malformed parts are left for `read_squad`'s one-line errors.
-
-  Returns:
-    collections.Counter of what was normalized.
-  """
+  """Normalizes a `data` list in place (module docstring); returns a Counter of what changed."""
   normalized = collections.Counter()
   for article in data:
     paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
@@ -272,12 +220,7 @@ def _normalize(data):
 
 
 def load_dataset(path):
-  """Loads a SQuAD JSON file, normalizing what is unambiguous (module docstring).
-
-  A UTF-8 byte-order mark is accepted.
-
-  Returns:
-    (the `data` list, collections.Counter of what was normalized by kind).
+  """(the `data` list, Counter of what was normalized) of a SQuAD JSON file (a BOM is accepted).
 
   Raises:
     SquadInputError: the file is missing, not UTF-8, not (complete) JSON, or has no `data` list.
@@ -287,8 +230,7 @@ def load_dataset(path):
 
 
 def load_json(path):
-  """Loads a SQuAD JSON file and returns its `data` list, normalized as `load_dataset` does (the
-  form every scorer call takes, so ids match the reader's).
+  """The `data` list of `load_dataset` (what the scorers take, so ids match the reader's).
 
   Raises:
     SquadInputError: as `load_dataset`.
@@ -301,20 +243,16 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
 
   Args:
     path: the JSON file.
-    is_training: keep only the first answer of each question, and skip (and count) questions whose
-      answer does not line up with the context as run_squad.py does.
+    is_training: keep the first answer, and skip questions whose answer does not line up.
     max_examples: stop after this many questions (None: all).
-    version_2_with_negative: SQuAD 2.0: questions with `"is_impossible": true` are kept as
-      unanswerable (training: no answer needed, positions 0).
+    version_2_with_negative: keep `"is_impossible": true` questions as unanswerable.
 
   Returns:
-    A `SquadFile`. `skipped` counts skipped questions by reason: empty_context, no_answer,
-    answer_empty (only whitespace), answer_start_out_of_range, answer_text_mismatch;
-    `notes` counts kept questions worth knowing about: first_of_several_answers (training uses the
-    first), unanswerable (SQuAD 2.0), and what `load_dataset` normalized.
+    A `SquadFile`; `skipped` and `notes` count questions by reason (e.g. answer_text_mismatch,
+    first_of_several_answers).
 
   Raises:
-    SquadInputError: a structural problem (one line naming the file, article, paragraph, question).
+    SquadInputError: a structural problem (naming the file, article, paragraph, question).
   """
   contexts = []
   examples = []
@@ -322,36 +260,16 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
   data, notes = load_dataset(path)
   seen_ids = {}
   for a, article in enumerate(data):
-    paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
-    if not isinstance(paragraphs, list):
-      title = article.get("title") if isinstance(article, dict) else None
-      named = f" ({title!r})" if isinstance(title, str) else ""
-      raise SquadInputError(f"{path}: article {a}{named} has no 'paragraphs' list")
-    for p, paragraph in enumerate(paragraphs):
+    for p, paragraph in enumerate(_paragraphs(path, a, article)):
       where = f"{path}: article {a} paragraph {p}"
-      context = paragraph.get("context") if isinstance(paragraph, dict) else None
-      if not isinstance(context, str):
-        raise SquadInputError(f"{where}: no 'context' string")
-      qas = paragraph.get("qas", [])
-      if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
-        raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
+      context, qas = _context_and_questions(where, paragraph)
       empty_context = not context.strip()
       paragraph_index = len(contexts)
       if not empty_context:
         contexts.append(context)
       for q, qa in enumerate(qas):
-        qas_id, question = qa.get("id"), qa.get("question")
-        if not isinstance(qas_id, str) or not isinstance(question, str):
-          raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
-                                f"integer id is read as its decimal string)")
-        if qas_id in seen_ids:
-          raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
-                                f"{seen_ids[qas_id]}); question ids must be unique")
+        qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
         seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
-        is_impossible = qa.get("is_impossible", False)
-        if not isinstance(is_impossible, bool):
-          raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
-                                f"false")
         if empty_context:
           skipped["empty_context"] += 1
           continue
@@ -360,31 +278,78 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           example.is_impossible = True
           notes["unanswerable"] += 1
         elif is_training:
-          answers = qa.get("answers", [])
-          if not isinstance(answers, list):
-            raise SquadInputError(f"{where} question {q} ({qas_id}): 'answers' must be a list")
-          if not answers:
-            skipped["unanswerable_needs_version_2" if is_impossible else "no_answer"] += 1
+          answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, skipped, notes)
+          if answer is None:
             continue
-          if len(answers) > 1:
-            notes["first_of_several_answers"] += 1
-          answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
-          answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
-          if not isinstance(answer_text, str) or type(answer_start) is not int:
-            raise SquadInputError(f"{where} question {q} ({qas_id}): first answer needs a string "
-                                  f"'text' and an integer 'answer_start' (or its decimal string), "
-                                  f"got {answers[0]!r:.200}")
-          if not answer_text.strip():
-            skipped["answer_empty"] += 1
-            continue
-          if answer_start < 0 or answer_start + len(answer_text) > len(context):
-            skipped["answer_start_out_of_range"] += 1
-            continue
-          if not _answer_matches_words(answer_text, answer_start, context):
-            skipped["answer_text_mismatch"] += 1
-            continue
-          example.answer_text, example.answer_start = answer_text, answer_start
+          example.answer_text, example.answer_start = answer
         examples.append(example)
         if max_examples is not None and len(examples) >= max_examples:
           return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
   return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
+
+
+def _paragraphs(path, a, article):
+  """The `paragraphs` list of article `a`; raises SquadInputError without one."""
+  paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
+  if not isinstance(paragraphs, list):
+    title = article.get("title") if isinstance(article, dict) else None
+    named = f" ({title!r})" if isinstance(title, str) else ""
+    raise SquadInputError(f"{path}: article {a}{named} has no 'paragraphs' list")
+  return paragraphs
+
+
+def _context_and_questions(where, paragraph):
+  """(context str, list of question dicts) of a paragraph; raises SquadInputError otherwise."""
+  context = paragraph.get("context") if isinstance(paragraph, dict) else None
+  if not isinstance(context, str):
+    raise SquadInputError(f"{where}: no 'context' string")
+  qas = paragraph.get("qas", [])
+  if not isinstance(qas, list) or not all(isinstance(qa, dict) for qa in qas):
+    raise SquadInputError(f"{where}: 'qas' must be a list of question objects")
+  return context, qas
+
+
+def _question(where, q, qa, seen_ids):
+  """(id, question text, is_impossible) of question `q`; raises SquadInputError on a missing or
+  duplicate id, a missing question or a non-boolean is_impossible."""
+  qas_id, question = qa.get("id"), qa.get("question")
+  if not isinstance(qas_id, str) or not isinstance(question, str):
+    raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
+                          f"integer id is read as its decimal string)")
+  if qas_id in seen_ids:
+    raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
+                          f"{seen_ids[qas_id]}); question ids must be unique")
+  is_impossible = qa.get("is_impossible", False)
+  if not isinstance(is_impossible, bool):
+    raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
+                          f"false")
+  return qas_id, question, is_impossible
+
+
+def _training_answer(where, qa, context, skipped, notes):
+  """(text, start) of a training question's first answer, or None when the question is skipped
+  (counted in `skipped` by reason); raises SquadInputError on a malformed answer."""
+  answers = qa.get("answers", [])
+  if not isinstance(answers, list):
+    raise SquadInputError(f"{where}: 'answers' must be a list")
+  if not answers:
+    skipped["unanswerable_needs_version_2" if qa.get("is_impossible", False) else "no_answer"] += 1
+    return None
+  if len(answers) > 1:
+    notes["first_of_several_answers"] += 1
+  answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
+  answer_start = answers[0].get("answer_start") if isinstance(answers[0], dict) else None
+  if not isinstance(answer_text, str) or type(answer_start) is not int:
+    raise SquadInputError(f"{where}: first answer needs a string "
+                          f"'text' and an integer 'answer_start' (or its decimal string), "
+                          f"got {answers[0]!r:.200}")
+  if not answer_text.strip():
+    skipped["answer_empty"] += 1
+    return None
+  if answer_start < 0 or answer_start + len(answer_text) > len(context):
+    skipped["answer_start_out_of_range"] += 1
+    return None
+  if not _answer_matches_words(answer_text, answer_start, context):
+    skipped["answer_text_mismatch"] += 1
+    return None
+  return answer_text, answer_start

@@ -1,45 +1,26 @@
-"""WordPiece tokenization with character offsets, identical to the reference's, batched in C++.
+"""WordPiece tokenization with code-point offsets, identical to the reference's `FullTokenizer`
+(run_squad.py, tfm `squad_lib.py`), batched in C++ (docs/featurization.md).
 
-The reference (google-research/bert `run_squad.py`, tf-models-official
-`official/nlp/data/squad_lib.py`) tokenizes each whitespace-separated word of a context with
-`FullTokenizer` (Python). Its output is a function of the word alone, and a question's tokens are
-the concatenation of its words' tokens (BasicTokenizer turns every run_squad.py whitespace character
-into a space before splitting). So a text can be tokenized run by run, where a run is a maximal
-stretch without ASCII whitespace:
-
-  * runs made only of printable ASCII (0x21-0x7E), >99% of SQuAD's words, are lower-cased in Python
-    (all that BERT's normalization does to ASCII) and go through tensorflow-text's FastWordpiece
-    kernel (the C++ of `FastBertTokenizer`: split on whitespace and punctuation, greedy
-    longest-match-first WordPiece), a batch of whole texts per call;
-  * any run holding another character (accents, dashes, CJK, emoji, control or zero-width
-    characters, U+202F, lone surrogates) is tokenized by tf-models-official's own `FullTokenizer`,
-    the reference itself, once per distinct word (memoized), and its tokens are mapped back to the
-    word's characters (`_align_word`).
-
-tensorflow-text is given the text with those runs blanked out (same length, ASCII only), so its byte
-offsets are code-point offsets. On printable ASCII the two tokenizers agree; elsewhere they do not
-always (tensorflow-text's normalizer folds "ß" -> "ss" and "ﬁ" -> "fi" and splits at NUL, which
-FullTokenizer keeps, keeps and deletes), hence the reference path.
-`tests/preprocess/test_reference_parity.py` and `tools/compare_with_reference.py` check the result
-against the reference on real SQuAD.
+The reference's tokens are a function of each whitespace-free run alone. Runs of printable ASCII
+go through tensorflow-text's FastWordpiece kernel, a batch of texts per call, where the two agree;
+a run holding any other character is tokenized by tfm's `FullTokenizer` itself, once per distinct
+word, and aligned back to its characters (`word_alignment.align_word`).
 """
 
-import dataclasses
 import functools
 import hashlib
 import re
-import unicodedata
 
 import numpy as np
 import tensorflow as tf
 from tensorflow_text.python.ops.fast_wordpiece_tokenizer import gen_fast_wordpiece_tokenizer
 
 from squad_qa import errors
-from squad_qa.preprocess.features import TokenizedText
+from squad_qa.preprocess import word_alignment
+from squad_qa.preprocess.features import RaggedTokens
 
-# tf-models-official tokenization.WordpieceTokenizer.max_input_chars_per_word: a basic token longer
-# than this is [UNK] (google-research/bert uses 200). tensorflow-text counts bytes, which equals
-# characters here since it only sees ASCII.
+# tfm WordpieceTokenizer.max_input_chars_per_word (a longer basic token is [UNK]); tensorflow-text
+# counts bytes, which are characters here since it only sees ASCII.
 MAX_CHARS_PER_WORD = 400
 
 _RUN_WITH_OTHER_CHARS = re.compile(r"(?<![^ \t\r\n])[^ \t\r\n]*?[^\x21-\x7e \t\r\n][^ \t\r\n]*")
@@ -48,14 +29,11 @@ _RUN_SQUAD_WORD_SEPARATOR = "\u202f"  # run_squad.py whitespace that is not ASCI
 
 
 def read_vocab(vocab_file):
-  """Reads a vocab.txt (one token per line, id = line number) into a list of str.
-
-  Lines are stripped of surrounding whitespace, as tf-models-official's `load_vocab` does.
+  """Reads a vocab.txt (one token per line, id = line number, stripped as tfm's `load_vocab`).
 
   Raises:
-    FileNotFoundError: with the path, when it does not exist.
-    ValueError: the vocabulary lacks [CLS], [SEP], [UNK] or [PAD], or repeats a token (ids would
-      differ between tokenizers).
+    FileNotFoundError: it does not exist.
+    errors.UsageError: it lacks [CLS], [SEP], [UNK] or [PAD], or repeats a token.
   """
   with tf.io.gfile.GFile(vocab_file, "r") as f:
     vocab = [line.strip() for line in f]
@@ -71,27 +49,18 @@ def read_vocab(vocab_file):
   return vocab
 
 
-# A vocab is cased when more than this share of its tokens change under lower-casing: an uncased
-# BERT vocab has none (a symbol such as "ℝ" does not change), a cased one thousands (bert-base-cased
-# vocab.txt: 26 % of 28,996).
+# A vocab is cased when more than this share of its tokens change under lower-casing (none in an
+# uncased BERT vocab, 26 % in bert-base-cased).
 CASED_VOCAB_SHARE = 0.01
 
 
 def check_casing(vocab, vocab_file, do_lower_case):
   """Refuses a `do_lower_case` that contradicts the vocab's casing.
 
-  Lower-casing against a cased vocab leaves its capitalized tokens unreachable; keeping case
-  against an uncased vocab splits or drops every capitalized word ([UNK]). google-research/bert
-  guards this from the checkpoint's name (`validate_case_matches_checkpoint`); here the vocab's
-  tokens tell (special tokens in brackets aside).
-
-  Args:
-    vocab: the tokens (list of str, as `read_vocab` returns).
-    vocab_file: its path, for the message.
-    do_lower_case: the setting to check.
+  `vocab` is `read_vocab`'s list, read from `vocab_file` (named in the message).
 
   Raises:
-    errors.UsageError: one line naming the vocab, what it is and the flag to pass.
+    errors.UsageError: naming the vocab, its casing and the flag to pass.
   """
   words = [t for t in vocab if not (t.startswith("[") and t.endswith("]"))]
   cased = [t for t in words if t.lower() != t]
@@ -115,193 +84,18 @@ def file_sha256(path):
   return digest.hexdigest()
 
 
-@dataclasses.dataclass
-class RaggedTokens:
-  """Tokens of many texts, flat: text i owns rows `row_splits[i]:row_splits[i + 1]`.
-
-  Attributes:
-    ids: int32 [total] vocabulary ids.
-    start_chars: int32 [total] offset of each token's first character in its text, in code points.
-    end_chars: int32 [total] offset one past its last character, in code points.
-    row_splits: int64 [num_texts + 1].
-  """
-  ids: np.ndarray
-  start_chars: np.ndarray
-  end_chars: np.ndarray
-  row_splits: np.ndarray
-
-  def __len__(self):
-    return len(self.row_splits) - 1
-
-  def lengths(self):
-    return np.diff(self.row_splits)
-
-  def row(self, i):
-    """TokenizedText of text i."""
-    rows = slice(self.row_splits[i], self.row_splits[i + 1])
-    return TokenizedText(self.ids[rows], self.start_chars[rows], self.end_chars[rows])
-
-
-# The reference's character classes (tf-models-official tokenization.py), for _align_word.
-def _is_whitespace(c):
-  return c in " \t\n\r" or unicodedata.category(c) == "Zs"
-
-
-def _is_control(c):
-  return c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cf")
-
-
-def _is_punctuation(c):
-  cp = ord(c)
-  if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-    return True
-  return unicodedata.category(c).startswith("P")
-
-
-def _is_chinese_char(cp):
-  return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF or
-          0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF or
-          0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
-
-
-_DELETED, _SPACE, _CJK, _PUNCTUATION = "deleted", "space", "cjk", "punctuation"
-
-
-@functools.lru_cache(maxsize=None)
-def _char_pieces(c, do_lower_case):
-  """What BasicTokenizer makes of one character: _DELETED, _SPACE, _CJK, or a tuple of
-  (normalized character, is punctuation) pairs (lower-cased, NFD, Mn dropped)."""
-  cp = ord(c)
-  if cp == 0 or cp == 0xFFFD or _is_control(c):
-    return _DELETED
-  if _is_whitespace(c) or c.isspace():  # _clean_text's spaces, then str.split()'s
-    return _SPACE
-  if _is_chinese_char(cp):
-    return _CJK
-  normalized = c
-  if do_lower_case:
-    normalized = unicodedata.normalize("NFD", c.lower())
-    normalized = "".join(n for n in normalized if unicodedata.category(n) != "Mn")
-  return tuple((n, _is_punctuation(n)) for n in normalized)
-
-
-def _basic_pieces(word, do_lower_case):
-  """The reference's basic tokens of `word`, each as (normalized text, source char per character).
-
-  Follows BasicTokenizer (delete NUL/U+FFFD/control/format characters, split at whitespace and
-  around CJK characters, lower-case + NFD + drop Mn, split around punctuation) one character at
-  a time, so every normalized character remembers where it came from.
-  """
-  pieces = []
-  current_text, current_source = [], []
-
-  def close():
-    if current_text:
-      pieces.append(("".join(current_text), list(current_source)))
-      current_text.clear()
-      current_source.clear()
-
-  for i, c in enumerate(word):
-    kind = _char_pieces(c, do_lower_case)
-    if kind is _DELETED:
-      continue
-    if kind is _SPACE:
-      close()
-    elif kind is _CJK:
-      close()
-      pieces.append((c, [i]))
-    else:
-      for n, is_punctuation in kind:
-        if is_punctuation:
-          close()
-          pieces.append((n, [i]))
-        else:
-          current_text.append(n)
-          current_source.append(i)
-  close()
-  return pieces
-
-
-def _align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
-  """Character offsets (start, end) within `word` of the reference's WordPiece `tokens` of it.
-
-  Each basic token (`_basic_pieces`) is consumed either by one [UNK] or by word pieces whose lengths
-  (without "##") add up to its normalized length; a piece's offsets are the source characters of its
-  normalized characters. Lengths, not texts, are matched, because lower-casing a whole word can
-  differ from lower-casing its characters one by one only in the character chosen (a final sigma).
-  When even the lengths do not line up, every token gets the whole word's span: answers cut from it
-  stay exact substrings, only less tight.
-
-  Returns:
-    A list of (start, end) code-point offsets, end exclusive, one per token.
-  """
-  offsets = []
-  t = 0
-  for text, source in _basic_pieces(word, do_lower_case):
-    if t < len(tokens) and tokens[t] == unk_token:
-      offsets.append((source[0], source[-1] + 1))
-      t += 1
-      continue
-    position = 0
-    while position < len(text) and t < len(tokens):
-      size = len(tokens[t]) - 2 if position and tokens[t].startswith("##") else len(tokens[t])
-      if size <= 0 or position + size > len(text):
-        break
-      offsets.append((source[position], source[position + size - 1] + 1))
-      position += size
-      t += 1
-    if position != len(text):
-      break
-  if t != len(tokens) or len(offsets) != len(tokens):
-    return [(0, len(word))] * len(tokens)
-  return _widen_over_removed(word, offsets, do_lower_case)
-
-
-def _widen_over_removed(word, offsets, do_lower_case):
-  """Token offsets that also cover the characters BasicTokenizer removes next to them.
-
-  A removed character (deleted: controls, format characters such as zero-width spaces and soft
-  hyphens, NUL, U+FFFD; or, with do_lower_case, a combining mark stripped after NFD) belongs to the
-  token before it, or when it starts a space-separated piece of the word, to the token after it.
-  So "cafe" + U+0301 gives the token "cafe" the offsets (0, 5): an answer cut from the offsets keeps
-  the accent. serving/tokenizer.py widens its offsets by the same rule.
-  """
-  removed = [_char_pieces(c, do_lower_case) in (_DELETED, ()) for c in word]
-  widened = []
-  previous_end = 0
-  for start, end in offsets:
-    while start > previous_end and removed[start - 1]:
-      start -= 1
-    while end < len(word) and removed[end]:
-      end += 1
-    widened.append((start, end))
-    previous_end = max(previous_end, end)
-  return widened
-
-
 @functools.lru_cache(maxsize=4)
 def wordpiece_model(vocab):
-  """tensorflow-text's FastWordpiece flatbuffer model for a vocab (bytes), cached.
-
-  Built by tensorflow-text's C++ builder (what `FastBertTokenizer` does internally) with
-  run_squad.py's settings: "##" suffixes, [UNK], words longer than MAX_CHARS_PER_WORD -> [UNK],
-  splitting on whitespace and punctuation first.
-
-  Args:
-    vocab: tuple of token strings.
-  """
+  """tensorflow-text's FastWordpiece model (bytes) for a tuple of tokens, with run_squad.py's
+  settings ("##" suffixes, [UNK] past MAX_CHARS_PER_WORD, split at whitespace and punctuation)."""
   from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder  # pylint: disable=g-import-not-at-top
   return pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
       list(vocab), MAX_CHARS_PER_WORD, "##", "[UNK]", False, False)
 
 
 class WordPieceTokenizer:
-  """BERT WordPiece tokenizer giving the reference's tokens with code-point offsets.
-
-  Args:
-    vocab_file: path of vocab.txt.
-    do_lower_case: lower-case and strip accents (NFD, drop combining marks), for uncased vocabs.
-  """
+  """The reference's WordPiece tokens with code-point offsets, from vocab.txt at `vocab_file`;
+  `do_lower_case` lower-cases and strips accents (uncased vocabs)."""
 
   def __init__(self, vocab_file, do_lower_case=True):
     self.vocab = read_vocab(vocab_file)
@@ -320,10 +114,8 @@ class WordPieceTokenizer:
     self._word_arrays = None
 
   def _reference_tokenizer(self):
-    """tf-models-official's FullTokenizer algorithm: its BasicTokenizer, then its
-    WordpieceTokenizer on each basic token (what `FullTokenizer.tokenize` does), over our vocab
-    dict, which equals its `load_vocab` (stripped lines, ids = line numbers) and skips re-reading
-    the file line by line through tf.io.gfile."""
+    """tfm's `FullTokenizer.tokenize` (BasicTokenizer, then WordpieceTokenizer) over our vocab
+    dict, which equals its `load_vocab`'s."""
     if self._reference is None:
       from official.nlp.tools import tokenization  # pylint: disable=g-import-not-at-top
       basic = tokenization.BasicTokenizer(do_lower_case=self.do_lower_case)
@@ -334,12 +126,11 @@ class WordPieceTokenizer:
     return self._reference
 
   def _reference_word(self, word):
-    """Index of `word` in the memo of reference-tokenized run_squad.py words (tokenizing it the
-    first time)."""
+    """Index of `word` in the memo of reference-tokenized words (tokenized the first time)."""
     index = self._word_index.get(word)
     if index is None:
       tokens = self._reference_tokenizer()(word)
-      offsets = _align_word(word, tokens, self.do_lower_case)
+      offsets = word_alignment.align_word(word, tokens, self.do_lower_case)
       index = self._word_index[word] = len(self._word_tokens)
       self._word_tokens.append([(self._ids[t], s, e) for t, (s, e) in zip(tokens, offsets)])
       self._word_arrays = None
@@ -357,15 +148,7 @@ class WordPieceTokenizer:
     return self._word_arrays
 
   def tokenize_ragged(self, texts, batch_size=4096):
-    """Tokenizes texts; the fast path for many texts.
-
-    Args:
-      texts: a sequence of str.
-      batch_size: texts per tensorflow-text call.
-
-    Returns:
-      RaggedTokens (code-point offsets into each text).
-    """
+    """RaggedTokens (code-point offsets) of a sequence of str, `batch_size` per kernel call."""
     texts = list(texts)
     fast_texts = []
     occurrences = ([], [], [])  # text index, start char, memo index of reference-path words
@@ -431,15 +214,7 @@ class WordPieceTokenizer:
     return RaggedTokens(ids, starts, ends, row_splits)
 
   def tokenize(self, texts, batch_size=4096):
-    """Tokenizes texts.
-
-    Args:
-      texts: a sequence of str.
-      batch_size: texts per tensorflow-text call.
-
-    Returns:
-      A list of `TokenizedText` (int32 ids, code-point start/end offsets), one per text.
-    """
+    """A `TokenizedText` per text of a sequence of str (as `tokenize_ragged`)."""
     ragged = self.tokenize_ragged(texts, batch_size)
     return [ragged.row(i) for i in range(len(ragged))]
 

@@ -169,10 +169,12 @@ class SavedModelQA:
 
   def _features_batch(self, questions, contexts):
     tokens = self.tokenizer.tokenize(list(questions) + list(contexts))
+    featurization = features_lib.Featurization(max_seq_length=self.config["max_seq_length"],
+                                               doc_stride=self.config["doc_stride"],
+                                               max_query_length=self.config["max_query_length"])
     return [
         features_lib.make_features(0, 0, query.ids, passage, self.tokenizer.cls_id,
-                                   self.tokenizer.sep_id, self.config["max_seq_length"],
-                                   self.config["doc_stride"], self.config["max_query_length"])
+                                   self.tokenizer.sep_id, featurization)
         for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])
     ]
 

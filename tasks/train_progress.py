@@ -64,9 +64,10 @@ class TrainProgress:
     """Starts counting at global step `start_step` (a resume's) and shows what will be trained
     (`global_batch_size` features per step) and how often progress shows."""
     options = {**self._progress_options, **({} if self.show else {"interactive": False})}
-    self.progress = progress_lib.Progress("training", self.num_train_steps, "steps", interval=None,
-                                          initial=start_step, show_rate=False,
-                                          rate_after_first_update=True, **options)
+    self.progress = progress_lib.Progress("training", self.num_train_steps, "steps",
+                                          progress_lib.Display(interval=None,
+                                                               **options), initial=start_step,
+                                          show_rate=False, rate_after_first_update=True)
     if not self.show:
       return
     every = (f"every {self.log_steps} steps"

@@ -20,8 +20,9 @@ def test_log_lines_at_the_interval_and_once_at_the_end(monkeypatch):
   lines = []
   monkeypatch.setattr(logging, "info", lambda fmt, *args: lines.append(fmt % args))
   clock = FakeClock()
-  progress = progress_lib.Progress("predicting", 10_833, "windows", interactive=False, interval=30,
-                                   clock=clock)
+  progress = progress_lib.Progress(
+      "predicting", 10_833, "windows",
+      progress_lib.Display(interactive=False, interval=30, clock=clock))
   clock.now += 10
   progress.update(1_000)  # 10 s: not yet
   clock.now += 25
@@ -40,7 +41,8 @@ def test_log_lines_at_the_interval_and_once_at_the_end(monkeypatch):
 
 def test_an_unknown_total_gives_counts_and_rate_only():
   clock = FakeClock()
-  progress = progress_lib.Progress("reading", None, "records", interactive=False, clock=clock)
+  progress = progress_lib.Progress("reading", None, "records",
+                                   progress_lib.Display(interactive=False, clock=clock))
   clock.now += 4
   progress.update(10)
   assert progress.line() == "reading: 10 records, 2 records/s, 4 s elapsed"

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from squad_qa.preprocess.answer_spans import answer_token_span
-from squad_qa.preprocess.features import (Feature, TokenizedText, doc_spans, make_features,
-                                          max_context_flags)
+from squad_qa.preprocess.features import (Feature, Featurization, TokenizedText, doc_spans,
+                                          make_features, max_context_flags)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
@@ -220,10 +220,11 @@ def paragraph(tokenizer):
 
 
 def _make(tokenizer, context, question, answer_span=None):
-  return make_features(example_index=3, first_unique_id=1000, query_ids=question.ids,
-                       context_tokens=context, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                       max_seq_length=MAX_SEQ, doc_stride=STRIDE, max_query_length=64,
-                       answer_span=answer_span)
+  return make_features(
+      example_index=3, first_unique_id=1000, query_ids=question.ids, context_tokens=context,
+      cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+      featurization=Featurization(max_seq_length=MAX_SEQ, doc_stride=STRIDE,
+                                  max_query_length=64), answer_span=answer_span)
 
 
 def test_make_features_windows_exact(tokenizer, paragraph):
@@ -323,7 +324,7 @@ def test_make_features_truncates_long_question(tokenizer):
   question, context = tokenizer.tokenize([question_text, context_text])
   assert len(question) == 20
   features = make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id,
-                           max_seq_length=24, doc_stride=4, max_query_length=8)
+                           Featurization(max_seq_length=24, doc_stride=4, max_query_length=8))
   # Query keeps 8 tokens -> window length 24 - 8 - 3 = 13 >= 7 context tokens: one window,
   # 1 + 8 + 1 + 7 + 1 = 18 real positions and 6 pads.
   assert len(features) == 1
@@ -344,14 +345,14 @@ def test_make_features_no_room_for_context_raises(tokenizer):
   question, context = tokenizer.tokenize([QUESTION, CONTEXT])
   # 6 query tokens + 3 specials = 9 = max_seq_length: no context token fits.
   with pytest.raises(ValueError, match="max_seq_length=9"):
-    make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id, max_seq_length=9,
-                  doc_stride=4, max_query_length=64)
+    make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id,
+                  Featurization(max_seq_length=9, doc_stride=4, max_query_length=64))
 
 
 def test_make_features_empty_context_gives_no_feature(tokenizer):
   question, context = tokenizer.tokenize([QUESTION, ""])
   assert make_features(0, 0, question.ids, context, tokenizer.cls_id, tokenizer.sep_id,
-                       max_seq_length=24, doc_stride=4, max_query_length=64) == []
+                       Featurization(max_seq_length=24, doc_stride=4, max_query_length=64)) == []
 
 
 # ------------------------------------------------------------------------------------------------

@@ -45,9 +45,10 @@ def train_on_taught(model, tokenizer, steps=150):
   batch = []
   for question, context, answer in TAUGHT:
     query, passage = tokenizer.tokenize([question, context])
-    batch += features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id,
-                                        tokenizer.sep_id, SEQ, STRIDE, QUERY,
-                                        _answer_span(tokenizer, context, answer))
+    batch += features_lib.make_features(
+        0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id,
+        features_lib.Featurization(max_seq_length=SEQ, doc_stride=STRIDE, max_query_length=QUERY),
+        _answer_span(tokenizer, context, answer))
   inputs = {
       span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in batch]),
       span_model.INPUT_MASK: tf.constant([f.input_mask for f in batch]),

@@ -26,6 +26,8 @@ from tests import testutil
 from tests.serving import taught_model
 
 SEQ, STRIDE, QUERY = taught_model.SEQ, taught_model.STRIDE, taught_model.QUERY
+FEATURIZATION = features_lib.Featurization(max_seq_length=SEQ, doc_stride=STRIDE,
+                                           max_query_length=QUERY)
 NUM_DEV = 48
 TAUGHT = taught_model.TAUGHT
 
@@ -91,7 +93,9 @@ def test_windows_equal_make_features_for_every_shape(max_seq_length, doc_stride,
   for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
     tokens = features_lib.TokenizedText(context, offset, offset + 2)
     expected += [(i, f) for f in features_lib.make_features(
-        i, 0, query, tokens, 101, 102, max_seq_length, doc_stride, max_query_length)]
+        i, 0, query, tokens, 101, 102,
+        features_lib.Featurization(max_seq_length=max_seq_length, doc_stride=doc_stride,
+                                   max_query_length=max_query_length))]
   assert windows.example_index.numpy().tolist() == [i for i, _ in expected]
   assert sum(1 for c in contexts if len(c) == 0) > 0  # empty contexts get no window
   assert max(np.bincount(windows.example_index.numpy())) >= 3  # several windows per question
@@ -127,7 +131,7 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
     query, passage = tokenizer.tokenize([question, context])
     expected.append(
         features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id,
-                                   SEQ, STRIDE, QUERY))
+                                   FEATURIZATION))
   example_index = windows.example_index.numpy()
   assert np.bincount(example_index, minlength=len(questions)).tolist() == [len(f) for f in expected]
   assert sum(len(f) > 1 for f in expected) >= 10  # real multi-window questions
@@ -201,9 +205,10 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
   example_index = windows.example_index.numpy()
   kinds = set()
   for i, (query, context, offset) in enumerate(zip(queries, contexts, offsets)):
-    features = features_lib.make_features(i, 0, query,
-                                          features_lib.TokenizedText(context, offset, offset + 2),
-                                          101, 102, seq, stride, max_query)
+    features = features_lib.make_features(
+        i, 0, query, features_lib.TokenizedText(context, offset, offset + 2), 101, 102,
+        features_lib.Featurization(max_seq_length=seq, doc_stride=stride,
+                                   max_query_length=max_query))
     rows = example_index == i
     expected = _python_answer(features, start_logits[rows], end_logits[rows], n_best_size,
                               max_answer_length, version_2, threshold)
@@ -276,7 +281,7 @@ def test_answers_keep_every_character(served, tmp_path, context, answer):
   # Python path (make_records' tokenizer, span_decoding): what predictions.json holds.
   query, passage = tokenizer.tokenize(["What?", context])
   features = features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id,
-                                        tokenizer.sep_id, SEQ, STRIDE, QUERY)
+                                        tokenizer.sep_id, FEATURIZATION)
   logits = model({span_model.INPUT_WORD_IDS: tf.constant([f.input_ids for f in features])})
   windows = [
       span_decoding.WindowLogits(logits[0][i].numpy(), logits[1][i].numpy(),

@@ -42,9 +42,11 @@ def real_train_batch(num_questions, max_seq_length=SEQ):
     words = squad_reader.char_to_word_offsets(squad.contexts[example.paragraph_index])[1]
     span = answer_spans.answer_token_span(contexts[example.paragraph_index], words,
                                           example.answer_start, example.answer_text, answer.ids)
-    feature = features_lib.make_features(index, index, question.ids,
-                                         contexts[example.paragraph_index], tokenizer.cls_id,
-                                         tokenizer.sep_id, max_seq_length, 64, 32, span)[0]
+    feature = features_lib.make_features(
+        index, index, question.ids, contexts[example.paragraph_index], tokenizer.cls_id,
+        tokenizer.sep_id,
+        features_lib.Featurization(max_seq_length=max_seq_length, doc_stride=64,
+                                   max_query_length=32), span)[0]
     if feature.start_position > 0:
       batch.append(feature)
     if len(batch) == num_questions:
