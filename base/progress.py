@@ -3,6 +3,7 @@ every `interval` seconds and at the end, with the count, rate, elapsed time and 
 """
 
 import dataclasses
+import logging as logging_lib
 import sys
 import time
 from typing import Callable, Optional
@@ -21,6 +22,25 @@ def format_seconds(seconds):
   if seconds < 3600:
     return f"{seconds // 60} min {seconds % 60:02d} s"
   return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class _EndBarLine(logging_lib.Filter):
+  """A filter on absl's logger: a log line starts on a line of its own when a progress bar left
+  its line open on the terminal (stdout and stderr share it; the bar redraws below)."""
+  line_open = False
+
+  def filter(self, record):
+    if _EndBarLine.line_open:
+      _EndBarLine.line_open = False
+      sys.stdout.write("\n")
+      sys.stdout.flush()
+    return True
+
+
+def _end_bar_line_before_logs():
+  logger = logging.get_absl_logger()
+  if not any(isinstance(f, _EndBarLine) for f in logger.filters):
+    logger.addFilter(_EndBarLine())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +82,7 @@ class Progress:
     if interactive:
       self._bar = tf_keras.utils.Progbar(None if total is None else total - initial,
                                          unit_name=unit.rstrip("s"))
+      _end_bar_line_before_logs()
 
   @property
   def elapsed(self):
@@ -110,6 +131,7 @@ class Progress:
       self._bar.stateful_metrics.update(self.figures)
       self._bar.update(self.done - self.initial,
                        values=[(name, value) for name, (value, _) in self.figures.items()])
+      _EndBarLine.line_open = self.total is None or self.done < self.total
     elif log or (log is None and self._interval is not None and
                  self._clock() - self._last_line >= self._interval):
       self._log()
@@ -128,6 +150,7 @@ class Progress:
     if self._bar is not None:
       if self.total is None or self.done < self.total:  # a bar at its target has ended itself
         self._bar.update(self.done - self.initial, finalize=True)
+      _EndBarLine.line_open = False
     elif self._logged_done != self.done:  # not the line just logged again
       self._log()
     return line

@@ -71,3 +71,21 @@ def test_the_known_total_is_what_prediction_reads(tmp_path):
         int(batch["example_index"].shape[0])
         for batch in records.eval_dataset(paths, 64, 8, max_examples=limit))
     assert records.count_eval_windows(paths, limit) == windows > 0
+
+
+def test_a_log_line_never_runs_into_the_bar(capsys):
+  """On a terminal the bar redraws its line without a newline; a log line (stderr, the same
+  terminal) first ends it, so "examples/s: 4.2590I1203 ... saved checkpoint" cannot happen."""
+  progress = progress_lib.Progress("training", 10, "steps", progress_lib.Display(interactive=True))
+  progress.update(3)
+  before = capsys.readouterr().out
+  assert before and not before.endswith("\n")  # the bar's line is open
+  logging.warning("saved checkpoint ckpt-3")
+  assert capsys.readouterr().out == "\n"  # ended before the log line
+  logging.warning("a second line")
+  assert capsys.readouterr().out == ""  # nothing open: no blank line
+  progress.update(7)
+  progress.finish()
+  assert capsys.readouterr().out.endswith("\n")  # a finished bar ends its line itself
+  logging.warning("after the bar")
+  assert capsys.readouterr().out == ""
