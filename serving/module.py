@@ -21,6 +21,7 @@ from squad_qa.base import artifacts
 from squad_qa.flags import settings
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
@@ -199,10 +200,10 @@ class QAServingModule(FeatureServingModule):
       # One tokenizer pass over questions and contexts: its ops cost more per call than per string.
       ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.concat([question, context], 0))
     with tf.name_scope("windows"):
+      featurization = features_lib.Featurization(
+          **{k: self._config[k] for k in ("max_seq_length", "doc_stride", "max_query_length")})
       return windows_lib.make_windows(ids[:batch_size], ids[batch_size:], starts[batch_size:],
-                                      ends[batch_size:], self._cls_id, self._sep_id,
-                                      self._config["max_seq_length"], self._config["doc_stride"],
-                                      self._config["max_query_length"])
+                                      ends[batch_size:], self._cls_id, self._sep_id, featurization)
 
   def answer(self, question, context):
     """serve_text's computation (callable eagerly too); see the module docstring."""
