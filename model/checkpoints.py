@@ -56,7 +56,7 @@ def checkpoint_kind(path):
   """`HF_FOLDER`, `TF1_CHECKPOINT` or `TF2_CHECKPOINT`.
 
   Raises:
-    FileNotFoundError: the path holds none of them, saying what was looked for.
+    FileNotFoundError: none of them at `path` (saying what was looked for).
     CheckpointError: a TF checkpoint that is not a BERT one.
   """
   if hf_checkpoint.is_hf_folder(path):
@@ -99,13 +99,8 @@ def files_beside(init_checkpoint, bert_config_file, vocab_file):
 
 
 def initialize_from(model, init_checkpoint):
-  """Loads starting weights into a model of `model.span_model.build_span_model`.
-
-  Every encoder variable must come from the checkpoint; the span head does when it holds one, the
-  pooler may be missing.
-
-  Returns:
-    A `named_weights.LoadReport` (`str()`: a one-line summary; `.head_restored`).
+  """Loads starting weights into a span model: every encoder variable, the span head when the
+  checkpoint has one; returns a `named_weights.LoadReport`.
 
   Raises:
     FileNotFoundError: nothing usable at `init_checkpoint`.

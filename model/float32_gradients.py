@@ -16,13 +16,11 @@ from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: 
 
 from squad_qa import errors
 
-# The op types tfm's BertEncoder + BertSpanLabeler feed a (cast) variable into under
-# mixed_float16 (found by walking the traced graph; the word embedding is a ResourceGather, whose
-# gradient is per row and needs no override).
+# The op types tfm's span model feeds a (cast) variable into under mixed_float16 (the word
+# embedding's ResourceGather has a per-row gradient).
 WEIGHT_CONSUMING_OPS = ("AddV2", "BiasAdd", "BroadcastTo", "Einsum", "MatMul")
 _GRADIENT_NAME = "SquadQaFloat32WeightGradient"
-# Ops between a variable's float32 read and the float16 tensor an op consumes (the AutoCastVariable
-# cast, tfm PositionEmbedding's slice and reshape).
+# Ops between a variable's float32 read and the float16 tensor an op consumes.
 _VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
 
 
@@ -119,8 +117,7 @@ def _eager_handle(tensor):
   return tensor
 
 
-# Consumers whose gradient for the weight is per row (no sum over the batch): an embedding
-# lookup's IndexedSlices, cast back to float32 before rows of repeated tokens are added.
+# Consumers whose weight gradient is per row (no sum over the batch).
 _PER_ROW_CONSUMERS = ("GatherV2", "ResourceGather")
 
 

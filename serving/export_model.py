@@ -69,15 +69,10 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
                       max_positions=None):
   """Saves `model` (weights loaded) as a SavedModel at `export_dir`, replaced once complete.
 
-  Args:
-    model: a model from `model.span_model.build_span_model`.
-    vocab_file: its vocab.txt, copied into the assets.
-    qa_config: featurization and decoding settings, baked into serve_text and written to
-      assets.extra/qa_config.json with the encoder's `serving_precision`.
-    export_dir: destination folder.
-    serve_text: include the raw-text signature; without it the export needs core TensorFlow alone.
-    max_positions: the encoder's max_position_embeddings; below max_seq_length only
-      serve_features is written, with a warning.
+  `qa_config` (featurization and decoding settings) is baked in and written to
+  assets.extra/qa_config.json with the encoder's `serving_precision`; `vocab_file` becomes an asset.
+  Without `serve_text` the export needs core TensorFlow alone; `max_positions` (the encoder's)
+  below max_seq_length writes serve_features alone, with a warning.
 
   Raises:
     errors.UsageError: an unusable qa_config or vocab.
@@ -221,11 +216,9 @@ def serving_config(config, saved_config):
 
 
 def model_settings(config, start, model_dir):
-  """(BertConfig, vocab file, qa_config, recorded) of what `start` exports.
-
-  A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
-  beside it, else make_records.py's default featurization. `recorded` is the qa_config.json found
-  ({} without one).
+  """(BertConfig, vocab file, qa_config, recorded) of what `start` exports: train.py's
+  qa_config.json, the one beside an --init_checkpoint, else make_records.py's defaults; `recorded`
+  is the qa_config.json found ({} without one).
 
   Raises:
     errors.UsageError: missing files, or a --do_lower_case against the --model_dir's casing.

@@ -1,17 +1,14 @@
 """The object export.py saves: the QA model with raw-text, feature and tf.Example signatures.
 
 Signatures, batched along the first axis:
-  serve_text (= serving_default): tf.string [B] `question`, `context` -> `answer` tf.string [B]
-      (a substring of the context), `start_char`, `end_char` int32 [B] (code points, end
-      exclusive), `score` float32 [B] (start + end logit; -inf without a span; the null score when
-      SQuAD 2.0's null answer won). Tokenization, windows, the model and span decoding in the graph.
+  serve_text (= serving_default): tf.string [B] `question`, `context` -> `answer` tf.string [B],
+      `start_char`, `end_char` int32 [B] (code points, end exclusive), `score` float32 [B]
+      (start + end logit; -inf without a span; the null score when SQuAD 2.0's null answer won).
   serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids` -> float32
       [B, seq] `start_logits`, `end_logits`.
-  serve_examples: tf.string [B] serialized tf.train.Example (preprocess/records.py's features) ->
-      `unique_ids` int64 [B] (-1 when absent), float32 [B, max_seq_length] logits.
-Inputs have unknown rank and are checked in the graph (serving/signature_inputs.py). serve_text
-needs the tensorflow-text ops wherever the SavedModel loads; `FeatureServingModule` is the export
-without it, `LogitsServingModule` has serve_features alone (position embeddings < max_seq_length).
+  serve_examples: tf.string [B] serialized tf.train.Example -> `unique_ids` int64 [B] (-1 when
+      absent), float32 [B, max_seq_length] logits.
+Inputs have unknown rank and are checked in the graph (serving/signature_inputs.py).
 """
 
 import tensorflow as tf
@@ -61,12 +58,9 @@ def validate_config(qa_config):
 
 
 class LogitsServingModule(tf.Module):
-  """The model and its vocab asset with serve_features alone (any sequence length).
+  """The model (weights loaded) and its vocab asset with serve_features alone (any length).
 
-  Args:
-    model: a model from `model.span_model.build_span_model`, weights loaded.
-    vocab_file: its vocab.txt (the `vocab_file` asset).
-    qa_config: dict with FEATURIZATION_KEYS and DECODING_DEFAULTS' keys, baked into the graph.
+  `qa_config`: FEATURIZATION_KEYS and DECODING_DEFAULTS' keys, baked into the graph.
 
   Raises:
     ValueError: from `validate_config` or `wordpiece.read_vocab`.

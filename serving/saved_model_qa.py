@@ -71,9 +71,7 @@ def _no_export(export_dir):
 class SavedModelQA:
   """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
-  `serving_precision` comes from its qa_config.json (float32 without the key); `features_model` is
-  serve_features or, for int8, the LiteRT model (int8 has no serve_text: `answers` goes the Python
-  way).
+  `features_model` is serve_features or, for int8 (no serve_text), the LiteRT model.
 
   Raises:
     errors.MissingFileError: no assets.extra/qa_config.json, or no SavedModel (int8: LiteRT model).
@@ -164,16 +162,9 @@ class SavedModelQA:
 
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
                                   max_answer_length=None):
-    """Answers a batch with Python tokenization, the features model and Python decoding.
-
-    The path without tensorflow-text ops, for int8, and the reference for serve_text: windows go to
-    the features model `window_batch_size` at a time, each call cut to its longest window;
-    n_best_size and max_answer_length default to the export's. A SQuAD 2.0 export applies its null
-    rule as serve_text does.
-
-    Returns:
-      A list of span_decoding.Answer.
-    """
+    """A list of span_decoding.Answer through Python tokenization, the features model and Python
+    decoding: the path without tensorflow-text ops, for int8, and serve_text's reference (windows
+    `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's)."""
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -241,13 +232,10 @@ AskConfig = ask_config.AskConfig
 
 
 def answer_questions(config):
-  """ask.py's job: the best answer to each of `config.question` (an AskConfig) in its context.
+  """ask.py's job: (answers, load_seconds) for `config` (an AskConfig).
 
-  Through serve_text unless `config.use_serve_features` or the export has none.
-
-  Returns:
-    (answers, load_seconds): [(question, span_decoding.Answer, seconds of its call)] in order, and
-    the seconds spent loading the export.
+  `answers`: [(question, span_decoding.Answer, seconds of its call)] in order, through serve_text
+  unless `config.use_serve_features` or the export has none.
 
   Raises:
     errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.

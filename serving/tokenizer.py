@@ -1,14 +1,9 @@
 """The reference's WordPiece tokens with code-point offsets, as TensorFlow ops (for serve_text).
 
-A graph cannot call tfm's Python `BasicTokenizer`, and tensorflow-text's `FastBertTokenizer`
-normalizes differently ("ß" -> "ss", NUL splits a word), so this module does `BasicTokenizer`'s
-per-character work with string ops: delete NUL, U+FFFD, Cc and Cf (not tab, newline, CR); whitespace
-(also Zl, Zp, as str.split) -> space; spaces around CJK ideographs; with do_lower_case, lower-case,
-NFD and strip Mn. The result goes to FastWordpiece built as preprocess/wordpiece.py builds it, and
-its byte offsets are mapped back to code points of the input.
-
-Known limit: FastWordpiece counts the word-length limit in bytes, FullTokenizer in characters, so
-one non-ASCII word longer than 400 bytes can differ.
+tfm's `BasicTokenizer` normalization (tensorflow-text's `FastBertTokenizer` differs: "ß" -> "ss")
+done per character with string ops, then FastWordpiece as preprocess/wordpiece.py builds it; byte
+offsets are mapped back to input code points. Known limit: FastWordpiece counts the word-length
+limit in bytes, FullTokenizer in characters (one non-ASCII word over 400 bytes can differ).
 """
 
 import tensorflow as tf

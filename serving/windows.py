@@ -15,16 +15,14 @@ import tensorflow as tf
 class Windows(NamedTuple):
   """All windows of a batch of questions, W of them, each of S positions.
 
-  S is the real length (`sum(input_mask)`) of the longest window, at most max_seq_length (1 when
-  there is no window); a window's positions are those of preprocess/features.py's feature cut to S.
+  S is the real length of the longest window, at most max_seq_length (1 without windows).
 
   Attributes:
     input_word_ids, input_mask, input_type_ids: int32 [W, S] model inputs.
-    example_index: int32 [W], the batch row each window belongs to (non-decreasing).
-    token_start, token_end: int64 [W, S] offsets of each position's token in the context, in the
-      units of the offsets given to `make_windows` (code points in serving), end exclusive; -1 at
-      positions outside the context window.
-    token_is_max_context: bool [W, S], True where this window is the token's max-context window.
+    example_index: int32 [W], the batch row of each window (non-decreasing).
+    token_start, token_end: int64 [W, S] context offsets of each position's token, in the units
+      given to `make_windows`, end exclusive; -1 outside the context.
+    token_is_max_context: bool [W, S], where this window is the token's max-context window.
   """
   input_word_ids: tf.Tensor
   input_mask: tf.Tensor
@@ -98,20 +96,15 @@ def _max_context(layout, is_context, token_index, num_segments):
 
 def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, sep_id,
                  featurization):
-  """Windows of a batch of tokenized questions and contexts, as preprocess/features.py makes them.
+  """`Windows` of a batch of tokenized questions and contexts, as preprocess/features.py makes them.
 
   Args:
     query_ids: int32 RaggedTensor [B, (question tokens)], untruncated.
     context_ids: int32 RaggedTensor [B, (context tokens)].
-    context_starts, context_ends: int64 RaggedTensors shaped like `context_ids`: each context
-      token's offsets (any unit; end exclusive).
+    context_starts, context_ends: int64 RaggedTensors like `context_ids`, token offsets.
     cls_id, sep_id: Python ints, ids of [CLS] and [SEP].
-    featurization: a `preprocess.features.Featurization` (max_seq_length, doc_stride and
-      max_query_length in tokens); the caller guarantees max_seq_length > max_query_length + 3
-      and doc_stride > 0.
-
-  Returns:
-    A `Windows` tuple.
+    featurization: a `preprocess.features.Featurization` with max_seq_length >
+      max_query_length + 3 and doc_stride > 0.
   """
   query_ids = query_ids[:, :featurization.max_query_length]
   layout = _layout(query_ids, context_ids, featurization.doc_stride, featurization.max_seq_length)
@@ -129,8 +122,7 @@ def make_windows(query_ids, context_ids, context_starts, context_ends, cls_id, s
   context_flat = _padded_flat_values(context_ids, 0)
   total_tokens = tf.shape(context_flat)[0] - 1
   context_rows = tf.cast(context_ids.row_splits[:-1], tf.int32)
-  # Index of the position's token among all the batch's context tokens; total_tokens (the pad
-  # slot) outside the context, also a spare segment id for `_max_context`.
+  # Among all the batch's context tokens; outside the context the pad slot, a spare segment id.
   token_index = tf.where(is_context,
                          layout.column(context_rows) + layout.win_start + t - doc_offset,
                          total_tokens)

@@ -1,14 +1,6 @@
 """The byte formula: what one training step of the BERT span model holds, counted from first
 principles (no fitted factor), and the largest batch whose count fits a given number of bytes.
-
-Persistent: float32 weights, the compute-dtype kernel casts under a mixed policy, the optimizer
-slots, float32 accumulators under gradient accumulation, and (`GOOGLE_RESEARCH_TF1`) optimizer
-products computed at the step's start. On top, the larger of two peaks: the backward pass's
-(gradients, activations kept per example and layer, logits, one layer's workspace) and the
-optimizer update's (gradients + `update_workspace`). The per-tensor formula and its sources
-(Korthikanti et al. 2022, section 4.1; ZeRO, Rajbhandari et al. 2020) are in docs/memory.md "The
-byte formula"; the allocator overhead that multiplies it in model/memory/device.py.
-"""
+The formula per tensor and its sources: docs/memory.md "The byte formula"."""
 
 import dataclasses
 import math
@@ -102,8 +94,7 @@ def count_parameters(config):
 
 
 def decayed_parameters(config):
-  """Parameters that AdamW decays: all trained ones but LayerNorm scales/offsets and biases
-  (google-research/bert's and tfm's exclude_from_weight_decay)."""
+  """Parameters AdamW decays: all trained ones but LayerNorm and biases (tfm's exclusions)."""
   counts, h = count_parameters(config), config.hidden_size
   tables = counts.embeddings - 2 * h  # the embedding tables without their layer norm
   return tables + counts.num_layers * counts.layer_kernels + 2 * h  # + the span head's kernel
@@ -140,11 +131,8 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32", program=THIS
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-  """Estimated peak training memory, in bytes, of one configuration.
-
-  `subtotal` = the persistent part + the larger of the backward and update peaks; `total` =
-  `subtotal` x the allocator `overhead`, compared with the usable memory.
-  """
+  """Estimated peak training memory, in bytes: `total` = (persistent part + the larger of the
+  backward and update peaks) x the allocator `overhead`."""
   max_seq_length: int
   batch_size: int
   dtype: str
@@ -201,20 +189,17 @@ class Estimate:
 
 def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", optimizer="adamw",
              accumulation_steps=1, program=THIS_TOOL):
-  """Estimates the peak memory of one training step of the span model.
+  """The `Estimate` of one training step of the span model.
 
   Args:
     config: a `model.bert_config.BertConfig`.
     max_seq_length: tokens per example.
     batch_size: examples per forward/backward pass (the micro-batch under accumulation).
-    dtype: "float32", "mixed_float16" or "mixed_bfloat16" (the Keras dtype policy).
-    device: "gpu" or "cpu" (selects the allocator overhead).
-    optimizer: a key of `OPTIMIZER_SLOTS` ("adamw": two float32 slots per weight).
-    accumulation_steps: micro-batches per optimizer step; > 1 adds a float32 gradient accumulator.
+    dtype: a key of `POLICIES` (the Keras dtype policy).
+    device: "gpu" or "cpu" (the allocator overhead).
+    optimizer: a key of `OPTIMIZER_SLOTS`.
+    accumulation_steps: micro-batches per optimizer step.
     program: the `Program` counted: `THIS_TOOL` (train.py) or `GOOGLE_RESEARCH_TF1`.
-
-  Returns:
-    An `Estimate`.
 
   Raises:
     ValueError: unknown dtype, device or optimizer, or a non-positive size.
