@@ -1,21 +1,6 @@
-"""tfm's self-attention with the query-key product written query first: the same scores,
-faster on CPU.
-
-tf_keras's `MultiHeadAttention` (the attention of tfm's `TransformerEncoderBlock`, hence of
-`BertEncoder`) computes the raw scores as `tf.einsum("aecd,abcd->acbe", key, query)`: key
-[B, S, N, H] and query [B, T, N, H] to scores [B, N, T, S]. TensorFlow 2.20's oneDNN einsum on the
-CPU runs that operand order about 3x slower than the same product written query first,
-`tf.einsum("abcd,aecd->acbe", query, key)`, which gives bit-identical scores and gradients
-(measured on this 2-core machine, MiniLM's 12 heads of 32: 159 ms against 51 ms for 15 windows of
-384; forward + backward at 16 x 192: 63 ms against 41 ms; max |difference| 0.0). In the whole
-MiniLM forward pass at 15 x 384 the key-first einsum was 32 % of the op time (profile in
-docs/serving.md, "Attention operand order").
-
-`use_query_first_attention` switches the attention layers of a built encoder to
-`QueryFirstMultiHeadAttention`, a subclass that overrides only `_compute_attention` (the method
-tf_keras documents as the one to override "for customized attention implementation"). The weights,
-their names and the checkpoints stay those of tfm's `BertEncoder`.
-"""
+"""tfm's self-attention with the query-key einsum written query first: bit-identical scores and
+gradients, about 3x faster with TensorFlow's oneDNN einsum on the CPU (docs/serving.md "Attention
+operand order"). Weights, their names and checkpoints stay those of tfm's `BertEncoder`."""
 
 import math
 
@@ -38,12 +23,10 @@ def query_first_equation(dot_product_equation):
 
 
 class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
-  """tf_keras `MultiHeadAttention` whose query-key einsum takes the query first.
+  """tf_keras `MultiHeadAttention` whose score einsum takes query [B, T, N, key_dim] first.
 
-  `_compute_attention` is tf_keras 2.20's, line for line, except for the operand order of the
-  score einsum: query [B, T, N, key_dim] and key [B, S, N, key_dim] (float32 or float16) give
-  scores [B, N, T, S] equal to the parent's bit for bit; softmax, dropout and the value product
-  are the parent's own.
+  `_compute_attention` is tf_keras 2.20's but for that operand order: scores [B, N, T, S] equal
+  the parent's bit for bit.
   """
 
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
@@ -56,17 +39,11 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
 
 
 def use_query_first_attention(network):
-  """Switches every tf_keras `MultiHeadAttention` inside `network` to the query-first subclass.
-
-  Only layers of exactly that class change (tfm's other attention kinds keep their own code). Call
-  it before the network is traced: tf.functions traced earlier keep the key-first einsum.
-
-  Args:
-    network: a Keras layer or model, e.g. tfm's `BertEncoder` from `model.span_model`.
+  """Switches every layer of exactly tf_keras `MultiHeadAttention` class in `network` (a Keras
+  layer or model) to the query-first subclass; call it before tracing.
 
   Returns:
-    How many attention layers were switched (the number of transformer layers for a BertEncoder);
-    0 is logged as a warning (a tfm that no longer uses tf_keras's class: correct, only slower).
+    How many layers were switched; 0 is logged as a warning (correct, only slower).
   """
   switched = 0
   for layer in network.submodules:

@@ -1,14 +1,6 @@
-"""BERT hyperparameters from a JSON config.
-
-Reads google-research/bert `bert_config.json` and Hugging Face BERT `config.json` files: both use
-the keys of google-research/bert `modeling.BertConfig` (`vocab_size`, `hidden_size`,
-`num_hidden_layers`, `num_attention_heads`, `intermediate_size`, `hidden_act`,
-`hidden_dropout_prob`, `attention_probs_dropout_prob`, `max_position_embeddings`, `type_vocab_size`,
-`initializer_range`).
-
-No TensorFlow at import: the memory planner (`python -m model.memory`) reads configs with this
-module and answers in about a second, where importing TensorFlow alone takes 10 s on a 2-core CPU.
-"""
+"""BERT hyperparameters from a google-research/bert `bert_config.json` or Hugging Face
+`config.json` (both use `modeling.BertConfig`'s keys). No TensorFlow at import, for the memory
+planner."""
 
 import dataclasses
 import json
@@ -40,7 +32,7 @@ class BertConfig:
 
   @classmethod
   def from_dict(cls, values, source="config"):
-    """Builds a config from a dict of the google-research/HF keys (unknown keys are ignored).
+    """A config from a dict of the google-research/HF keys (others ignored).
 
     Raises:
       ValueError: a required key is missing, naming `source`.
@@ -78,8 +70,7 @@ class BertConfig:
 
 
 def _file_functions(path):
-  """(exists, open for reading) for `path`: tf.io.gfile's for a URL such as gs://bucket/config.json,
-  Python's for a local file (without importing TensorFlow)."""
+  """(exists, open for reading) for `path`: tf.io.gfile's for a URL, Python's for a local file."""
   if "://" in str(path):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return tf.io.gfile.exists, lambda p: tf.io.gfile.GFile(p, "r")

@@ -1,20 +1,9 @@
 """What `--init_checkpoint` is, where its config and vocab are, and loading it into the span model.
 
-Kinds accepted (detected, never declared by a flag):
-- `HF_FOLDER`: a Hugging Face BERT folder (config.json + model.safetensors [+ vocab.txt]);
-  `pytorch_model.bin` alone is an error that says how to convert it.
-- `TF1_CHECKPOINT`: a google-research/bert checkpoint (`bert/embeddings/word_embeddings`, ...): a
-  pretrained release such as `uncased_L-12_H-768_A-12/` (a folder with `bert_model.ckpt.*` and no
-  `checkpoint` file) or a run_squad.py `--output_dir` (its `cls/squad/*` head is restored too).
-- `TF2_CHECKPOINT`: an object-based checkpoint: tf-models-official's encoder checkpoints
-  (`tf.train.Checkpoint(encoder=...)`), tfm QA task or this tool's `--model_dir` (head included),
-  or the output of `python -m model.convert_checkpoint`.
-
-A folder means its latest checkpoint (the `checkpoint` state file) or its only `*.index`; a prefix
-may also be given with its `.index` / `.data-*` / `.meta` suffix.
-
-Where a run starts (a `--model_dir`'s checkpoint or `--init_checkpoint`) is run policy, decided in
-`tasks.model_dir`.
+Kinds, detected: `HF_FOLDER` (config.json + model.safetensors [+ vocab.txt]), `TF1_CHECKPOINT`
+(google-research/bert's, a release or a run_squad.py output with its `cls/squad/*` head) and
+`TF2_CHECKPOINT` (object-based: tfm encoder or QA checkpoints, a `--model_dir`, the output of
+`python -m model.convert_checkpoint`). A folder means its latest checkpoint or its only `*.index`.
 """
 
 import os
@@ -42,11 +31,11 @@ _SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
 
 
 def checkpoint_prefix(path):
-  """The TF checkpoint prefix `path` stands for, or None when it holds no TF checkpoint.
+  """The TF checkpoint prefix `path` stands for, or None when it holds none.
 
   Raises:
-    CheckpointError: a folder with several checkpoints and no `checkpoint` state file to choose,
-      or whose `checkpoint` state file names a checkpoint that is gone.
+    CheckpointError: a folder with several checkpoints and no `checkpoint` state file, or whose
+      state file names a checkpoint that is gone.
   """
   if tf.io.gfile.isdir(path):
     latest = latest_checkpoint(path, flag="init_checkpoint")
@@ -67,7 +56,7 @@ def checkpoint_kind(path):
   """`HF_FOLDER`, `TF1_CHECKPOINT` or `TF2_CHECKPOINT`.
 
   Raises:
-    FileNotFoundError: the path holds none of them, saying what was looked for.
+    FileNotFoundError: none of them at `path` (saying what was looked for).
     CheckpointError: a TF checkpoint that is not a BERT one.
   """
   if hf_checkpoint.is_hf_folder(path):
@@ -89,23 +78,15 @@ def checkpoint_kind(path):
 
 
 def checkpoint_folder(init_checkpoint):
-  """The folder of an --init_checkpoint: itself, or the folder of a prefix
-  (with or without suffix)."""
+  """The folder of an --init_checkpoint folder or prefix."""
   if tf.io.gfile.isdir(init_checkpoint):
     return init_checkpoint
   return os.path.dirname(_SUFFIX.sub("", init_checkpoint))
 
 
 def files_beside(init_checkpoint, bert_config_file, vocab_file):
-  """Fills in --bert_config_file and --vocab_file from the files beside --init_checkpoint.
-
-  Looks in the checkpoint's folder for `bert_config.json` (google-research) or `config.json` (HF),
-  and `vocab.txt`. A --model_dir names its files in its qa_config.json instead:
-  `resolve_model_files` reads that too.
-
-  Returns:
-    (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
-  """
+  """(bert_config_file, vocab_file), the ones not given looked up beside `init_checkpoint`
+  (`bert_config.json` or `config.json`, `vocab.txt`); None where not found."""
   if not init_checkpoint:
     return bert_config_file, vocab_file
   folder = checkpoint_folder(init_checkpoint)
@@ -118,19 +99,12 @@ def files_beside(init_checkpoint, bert_config_file, vocab_file):
 
 
 def initialize_from(model, init_checkpoint):
-  """Loads starting weights into a model built by `model.span_model.build_span_model`.
-
-  Every encoder variable must come from the checkpoint with the model's shape; the span head comes
-  from it when it holds one (a fine-tuned SQuAD model), else it stays randomly initialized. The
-  pooler may be missing (it is not used by the span head). Logs what was restored and what is new.
-
-  Returns:
-    A `named_weights.LoadReport`; `str()` of it is a one-line summary, `.head_restored` says
-    whether the span head was trained.
+  """Loads starting weights into a span model: every encoder variable, the span head when the
+  checkpoint has one; returns a `named_weights.LoadReport`.
 
   Raises:
     FileNotFoundError: nothing usable at `init_checkpoint`.
-    CheckpointError: a missing or mis-shaped variable (one line with names and shapes).
+    CheckpointError: a missing or mis-shaped variable.
   """
   kind = checkpoint_kind(init_checkpoint)
   encoder_config = model.labeler.checkpoint_items["encoder"].get_config()
@@ -147,15 +121,8 @@ def initialize_from(model, init_checkpoint):
 def latest_checkpoint(folder, flag="model_dir"):
   """The checkpoint prefix `folder`'s `checkpoint` state file names, or None without one.
 
-  `tf.train.latest_checkpoint` returns None (and logs an error) when the named checkpoint's files
-  are gone, and restoring it raises a NotFoundError traceback; here that is one line with the fix.
-
-  Args:
-    folder: a directory written by `tf.train.CheckpointManager` (a --model_dir).
-    flag: the flag that named `folder`, for the message.
-
   Raises:
-    CheckpointError: the state file names a checkpoint whose `.index` file is missing.
+    CheckpointError: the named checkpoint's `.index` is gone (`flag` names `folder` in the message).
   """
   state = tf.train.get_checkpoint_state(folder) if tf.io.gfile.isdir(folder) else None
   if state is None or not state.model_checkpoint_path:
@@ -174,13 +141,8 @@ def latest_checkpoint(folder, flag="model_dir"):
 
 
 def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
-  """Fills in --bert_config_file and --vocab_file for a run that starts from --init_checkpoint.
-
-  Looks beside the checkpoint (`files_beside`), then, in a `--model_dir` of train.py, for the
-  files its `qa_config.json` names.
-
-  Returns:
-    (bert_config_file, vocab_file) paths; either may be None when nothing was given or found.
+  """(bert_config_file, vocab_file) for a run from --init_checkpoint: the given ones, else
+  those beside it, else those its folder's qa_config.json names; None where not found.
 
   Raises:
     errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix.

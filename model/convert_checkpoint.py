@@ -42,8 +42,7 @@ CONVERSION_FILE = "conversion.json"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ConvertConfig(model_files.ModelFiles, features.Tokenization):
-  """The flags of `python -m model.convert_checkpoint`: the model and tokenizer groups (of which
-  `model_dir` and `do_lower_case` are accepted, as train.py takes them, and unused) and `output`.
+  """The flags of `python -m model.convert_checkpoint` (`model_dir`, `do_lower_case` unused).
 
   Raises (on construction):
     errors.UsageError: no `init_checkpoint` or no `output`.
@@ -69,19 +68,13 @@ def _config_name(config_file):
 
 
 def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
-  """Converts `init_checkpoint` into a TF2 checkpoint folder `output`.
-
-  Args:
-    init_checkpoint: anything `checkpoints.initialize_from` accepts.
-    output: the folder to create.
-    bert_config_file, vocab_file: override the files found beside `init_checkpoint`.
-
-  Returns:
-    The `checkpoints.LoadReport` of reading the source.
+  """Converts `init_checkpoint` into a new TF2 checkpoint folder `output`; returns the
+  `checkpoints.LoadReport` of the source. `bert_config_file`, `vocab_file` override those found
+  beside it.
 
   Raises:
     FileExistsError: `output` exists.
-    FileNotFoundError: no config found, or nothing usable at `init_checkpoint`.
+    FileNotFoundError: no config, or nothing usable at `init_checkpoint`.
     checkpoints.CheckpointError: the checkpoint does not fit the config.
   """
   if tf.io.gfile.exists(output):

@@ -1,20 +1,11 @@
 """Float32 weight gradients for a mixed_float16 model: a gradient override that must cover
 every weight.
 
-Under mixed_float16 every weight gradient is a sum over all batch * seq rows. Computed by the
-float16 op it belongs to, that sum is rounded to float16 (11-bit mantissa) once per pass, and on
-the CPU BiasAddGrad / Sum even accumulate in float16, so one batch of k * b and k passes of b
-would differ by float16 roundings (measured: 3e-4 of every kernel gradient, 2e-2 of bias
-gradients). The forward pass and the activation gradients are per-row: bitwise the same for any
-batch composition. So under float16 the ops that consume a weight get a gradient function
-(through tf.Graph.gradient_override_map) that computes the weight's gradient from the same
-float16 operands cast to float32 (float16 * float16 products are exact in float32); the
-activation gradients stay the op's own float16 gradient. Then the only batch-dependent rounding
-left is float32 summation order.
-
-This relies on TensorFlow internals (the op types tfm's layers emit, `gradient_override_map`, the
-registered gradient functions), so it checks itself at trace time: `traced_gradients` raises
-`OverrideError` when a weight that the model reads in float16 is not covered, or when nothing is.
+A float16 op rounds each weight gradient (a sum over all batch * seq rows) to float16, so one batch
+of k * b and k passes of b would differ. Under this override (tf.Graph.gradient_override_map) the
+ops that consume a weight compute its gradient from the same float16 operands cast to float32
+(float16 products are exact in float32); activation gradients stay float16. `traced_gradients`
+raises `OverrideError` at trace time when a weight read in float16 is not covered, or none is.
 """
 
 import contextlib
@@ -25,22 +16,19 @@ from tensorflow.python.framework import ops as tf_ops  # get_gradient_function: 
 
 from squad_qa import errors
 
-# The op types tfm's BertEncoder + BertSpanLabeler feed a (cast) variable into under
-# mixed_float16 (found by walking the traced graph; the word embedding is a ResourceGather, whose
-# gradient is per row and needs no override).
+# The op types tfm's span model feeds a (cast) variable into under mixed_float16 (the word
+# embedding's ResourceGather has a per-row gradient).
 WEIGHT_CONSUMING_OPS = ("AddV2", "BiasAdd", "BroadcastTo", "Einsum", "MatMul")
 _GRADIENT_NAME = "SquadQaFloat32WeightGradient"
-# Ops between a variable's float32 read and the float16 tensor an op consumes (the AutoCastVariable
-# cast, tfm PositionEmbedding's slice and reshape).
+# Ops between a variable's float32 read and the float16 tensor an op consumes.
 _VARIABLE_VIEW_OPS = ("Cast", "Identity", "Reshape", "StridedSlice")
 
 
 class OverrideError(errors.UserError):
   """The override did not cover every weight read in float16 (TensorFlow or tfm changed).
 
-  Not a RuntimeError: autograph re-raises this type unchanged (it would turn a RuntimeError
-  subclass into a StagingError), prefixing the traced call stack to the message; `str()` gives
-  back the message alone.
+  Not a RuntimeError, which autograph would turn into a StagingError; `str()` drops the traced call
+  stack autograph prefixes.
   """
 
   def __str__(self):
@@ -88,10 +76,7 @@ def _covered_reads():
 
 @tf.RegisterGradient(_GRADIENT_NAME)
 def _float32_weight_gradient(op, grad):
-  """The op's own gradients, except float32 ones for its float16 inputs that read a variable.
-
-  The recreated ops' forward outputs are unused, so TF prunes them; only their gradients run.
-  """
+  """The op's own gradients, but float32 ones for its float16 inputs that read a variable."""
   float16_op = _recreate(op, list(op.inputs)).op
   gradients = list(tf_ops.get_gradient_function(float16_op)(float16_op, grad))
   weights = [
@@ -110,11 +95,10 @@ def _float32_weight_gradient(op, grad):
 
 @contextlib.contextmanager
 def override_weight_gradients(op_types=None):
-  """Within it, the ops of `op_types` (default WEIGHT_CONSUMING_OPS) traced into the default graph
-  get the float32 override.
+  """Gives the ops of `op_types` (default WEIGHT_CONSUMING_OPS) traced inside the float32 override.
 
-  Use it around the model's forward pass inside a tf.function, then take the gradients with
-  `traced_gradients` (tf.gradients: a GradientTape ignores gradient_override_map).
+  Wrap the forward pass in a tf.function, then call `traced_gradients` (a GradientTape ignores
+  gradient_override_map).
   """
   overrides = {t: _GRADIENT_NAME for t in (WEIGHT_CONSUMING_OPS if op_types is None else op_types)}
   with tf.compat.v1.get_default_graph().gradient_override_map(overrides):
@@ -133,15 +117,12 @@ def _eager_handle(tensor):
   return tensor
 
 
-# Consumers whose gradient for the weight is per row (no sum over the batch): an embedding
-# lookup's IndexedSlices, cast back to float32 before rows of repeated tokens are added.
+# Consumers whose weight gradient is per row (no sum over the batch).
 _PER_ROW_CONSUMERS = ("GatherV2", "ResourceGather")
 
 
 def _float16_reads(graph):
-  """Every ReadVariableOp of `graph` whose value is used as float16 (cast from float32) by an op
-  that sums over the batch (not only gathered: under a MirroredStrategy the word embedding is
-  read, cast and gathered)."""
+  """ReadVariableOps of `graph` cast to float16 and used by an op that sums over the batch."""
   reads = []
   for op in graph.get_operations():
     if op.type == "Cast" and op.get_attr("DstT") == tf.float16:
@@ -154,13 +135,12 @@ def _float16_reads(graph):
 
 
 def _names_by_handle(variables):
-  """{id of an eager variable handle: variable name} for this replica's copies of `variables`
-  (in a replica context a mirrored variable's `handle` is the local copy's)."""
+  """{id of a variable's (this replica's) handle: variable name}."""
   return {id(v.handle): v.name for v in variables}
 
 
 def _read_names(reads, by_handle):
-  """{ReadVariableOp: name of the variable it reads} for the reads of variables in `by_handle`."""
+  """{ReadVariableOp: name of the variable it reads}, for variables in `by_handle`."""
   names = {}
   for read in reads:
     name = by_handle.get(id(_eager_handle(read.inputs[0])))
@@ -170,17 +150,12 @@ def _read_names(reads, by_handle):
 
 
 def traced_gradients(loss, variables):
-  """tf.gradients(loss, variables) for a forward pass traced under `override_weight_gradients`.
-
-  Must be called in the same graph as the forward pass (inside a tf.function).
-
-  Returns:
-    The gradients (as tf.gradients; float32 for float32 variables).
+  """tf.gradients(loss, variables) in the graph of a forward pass traced under
+  `override_weight_gradients`.
 
   Raises:
-    OverrideError: some variable read as float16 in this graph got no float32 gradient (its
-      names are in the message), or none did: TensorFlow or tfm now feed weights through other op
-      types than WEIGHT_CONSUMING_OPS.
+    OverrideError: a variable read as float16 got no float32 gradient (named in the message), or
+      none did.
   """
   graph = tf.compat.v1.get_default_graph()
   reads = _covered_reads()
@@ -201,10 +176,8 @@ def traced_gradients(loss, variables):
 
 
 def covered_variable_names(loss_fn, variables):
-  """Names of the `variables` whose float16 reads get a float32 gradient in `loss_fn`'s graph.
-
-  For tests: `loss_fn()` builds the forward pass and returns the loss; it is traced once.
-  """
+  """Sorted names of the `variables` whose float16 reads get a float32 gradient when
+  `loss_fn()` (returning the loss) is traced once."""
   names = []
 
   @tf.function

@@ -1,14 +1,9 @@
 """Loads a Hugging Face BERT folder (config.json, model.safetensors, vocab.txt)
 into a tfm BertEncoder.
 
-Weights are read with the `safetensors` package into NumPy (no PyTorch). Each HF name of
-transformers' `BertModel` / `BertForQuestionAnswering` (modeling_bert.py) is renamed to the
-google-research/bert name it was converted from (`encoder.layer.3.attention.self.query.weight` ->
-`bert/encoder/layer_3/attention/self/query/kernel`; `qa_outputs.*` -> run_squad.py's
-`cls/squad/output_*`), transposing PyTorch `nn.Linear` weights ([out, in]) to TF kernels
-([in, out]). From there the TF1 path (`model.tf1_checkpoint`, i.e. tf-models-official's converter
-table) maps them onto tfm `BertEncoder` variables, so both kinds share one name table and one set
-of checks.
+Weights are read with `safetensors` into NumPy. Each HF name is renamed to the google-research/bert
+name it was converted from, PyTorch [out, in] weights transposed to TF kernels, so the TF1 path
+(`model.tf1_checkpoint`) maps both with one table and one set of checks.
 """
 
 import os
@@ -49,11 +44,8 @@ def _google_path(hf_module):
 
 
 def google_name(hf_name):
-  """(google-research/bert variable name, transpose?) of an HF BERT weight name, or None.
-
-  None for names that are not encoder or SQuAD-head weights (`embeddings.position_ids`, the
-  pre-training heads `cls.*`, ...).
-  """
+  """(google-research/bert variable name, transpose?) of an HF BERT weight name; None for what is
+  not an encoder or SQuAD-head weight."""
   name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
   if name in ("qa_outputs.weight", "qa_outputs.bias"):
     # Both are [out=2, in=hidden] / [2]: already run_squad.py's cls/squad/output_weights layout.
@@ -85,18 +77,11 @@ def _weights_path(folder):
 
 
 def read_hf_weights(model, folder, num_heads):
-  """Copies an HF BERT folder's weights into a model built by `model.span_model.build_span_model`.
-
-  Args:
-    model: a Keras model whose weights include a tfm BertEncoder's and the span head.
-    folder: HF folder with model.safetensors.
-    num_heads: attention heads of the model's config.
-
-  Returns:
-    A `named_weights.LoadReport`; `unused` holds HF names.
+  """Copies an HF BERT `folder`'s weights into a span model; returns a `named_weights.LoadReport`
+  (`unused`: HF names).
 
   Raises:
-    FileNotFoundError: no model.safetensors (a pytorch_model.bin alone is named with a fix).
+    FileNotFoundError: no model.safetensors.
     named_weights.CheckpointError: an encoder weight is missing or has another shape.
   """
   path = _weights_path(folder)
@@ -125,12 +110,8 @@ def read_hf_weights(model, folder, num_heads):
 
 
 def load_hf_weights(model, folder):
-  """`read_hf_weights` with the heads taken from the model; returns the report as a dict.
-
-  Returns:
-    {"restored": tfm names, "new": model weights the checkpoint did not have (e.g. the span head
-    of a not-yet-fine-tuned encoder), "unused": HF names not loaded}.
-  """
+  """`read_hf_weights` with the model's heads: {"restored": tfm names, "new": weights left as
+  initialized, "unused": HF names}."""
   encoder = model.labeler.checkpoint_items["encoder"]
   report = read_hf_weights(model, folder, encoder.get_config()["num_attention_heads"])
   logging.info("%s", report)

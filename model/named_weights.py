@@ -1,20 +1,10 @@
-"""Assigns checkpoint arrays to a span model's variables by name, with checks, and reports
+"""Assigns checkpoint arrays to a span model's variables by tfm name, with checks, and reports
 what it did.
 
-Every checkpoint reader (google-research TF1, tf-models-official TF2, Hugging Face safetensors)
-turns its file into `Entry`s: one checkpoint tensor, the model variable it belongs to (named as
-tfm's `BertEncoder` / `BertSpanLabeler` name their variables, e.g.
-`transformer/layer_0/self_attention/query/kernel`, `predictions/transform/logits/kernel`) and how to
-convert it. `assign` checks all of them before it changes any weight, so a bad checkpoint never
-leaves a half-loaded model:
-
-- a shape that does not fit is an error naming both names and both shapes;
-- an encoder variable without a value is an error (never a silent random init); only the span head
-  (`predictions/transform/logits/*`, new for a not-yet-fine-tuned encoder) and BERT's pooler
-  (unused by the span head; Hugging Face `BertForQuestionAnswering` folders have none) may stay as
-  initialized;
-- a checkpoint tensor that maps to an encoder variable the model does not have (e.g. a 24-layer
-  checkpoint under a 12-layer config) is an error too.
+Every checkpoint reader turns its file into `Entry`s; `assign` checks them all before it changes
+any weight, so a bad checkpoint never leaves a half-loaded model. Only the span head and BERT's
+pooler may stay as initialized; a wrong shape, an encoder variable without a value, or an encoder
+tensor without a place in the model is an error.
 """
 
 import collections
@@ -40,11 +30,9 @@ class Entry:
   """One checkpoint tensor on its way into one model variable.
 
   Attributes:
-    source_name: the name in the checkpoint (for messages), e.g. `bert/encoder/layer_0/...`.
-    source_shape: its shape in the checkpoint.
-    target: the model variable's name (`variable_name`), e.g. `transformer/layer_0/...`.
-    target_shape: the shape after conversion, or None when the tensor cannot be converted to
-      the layout the variable needs (its size does not fit).
+    source_name, source_shape: the name and shape in the checkpoint.
+    target: the model variable's `variable_name`, e.g. `transformer/layer_0/...`.
+    target_shape: the shape after conversion; None when its size cannot fit.
     load: returns the converted NumPy array (called only after all checks passed).
   """
   source_name: str
@@ -56,16 +44,8 @@ class Entry:
 
 @dataclasses.dataclass
 class LoadReport:
-  """What a checkpoint load did. Names are model variable names unless said otherwise.
-
-  Attributes:
-    kind: e.g. "TF1 checkpoint (google-research/bert)".
-    path: the file or folder read.
-    restored: model variables that got a value from the checkpoint.
-    new: model variables left as initialized (the span head and/or the pooler).
-    unused: checkpoint names that were not needed (optimizer slots, pre-training heads, ...).
-    head_restored: True when the span head came from the checkpoint (a fine-tuned model).
-  """
+  """What a checkpoint load did (model variable names unless said otherwise): its `kind` and
+  `path`; `restored`, `new` (left as initialized) and `unused` checkpoint names; `head_restored`."""
   kind: str
   path: str
   restored: list
@@ -93,8 +73,7 @@ def summarize(names):
 
 
 def variable_name(weight):
-  """A model variable's name without the `:0` suffix Keras adds
-  (and a `_N` uniquifier before it)."""
+  """A model variable's name without Keras's `:0` suffix (and a `_N` uniquifier before it)."""
   return re.sub(r"(_\d+)?:0$", "", weight.name)
 
 
@@ -114,26 +93,15 @@ def _shape(shape):
 
 def assign(model, entries, unused, path, kind, hint="does --bert_config_file match the checkpoint?",
            source_names=None):
-  """Checks `entries` against `model` and assigns them all, or raises without assigning any.
+  """Checks `entries` against `model` and assigns them all, or raises without assigning; returns a
+  `LoadReport`.
 
-  The caller logs `str()` of the returned report; the full name lists go to `--verbosity=1`.
-
-  Args:
-    model: a model from `model.span_model.build_span_model` (any Keras model with tfm names).
-    entries: list of `Entry`.
-    unused: checkpoint names the reader skipped on purpose (reported, not errors).
-    path: the checkpoint, for messages.
-    kind: the checkpoint kind, for messages.
-    hint: the end of error messages: what the user should check.
-    source_names: optional {model variable name: checkpoint name it would come from}, to name the
-      checkpoint variable in the "missing" error.
-
-  Returns:
-    A `LoadReport`.
+  `unused`: checkpoint names skipped on purpose; `path`, `kind`, `hint` (what to check) and
+  `source_names` ({model name: checkpoint name}) go into messages.
 
   Raises:
     CheckpointError: a shape mismatch, a missing encoder variable, or a checkpoint encoder tensor
-      without a place in the model; one line naming the variable(s) and shapes.
+      without a place in the model.
   """
   variables = model_variables(model)
   chosen = {}
@@ -175,8 +143,7 @@ def assign(model, entries, unused, path, kind, hint="does --bert_config_file mat
   new = [name for name in variables if name not in chosen]
   report = LoadReport(kind=kind, path=path, restored=sorted(chosen), new=new, unused=sorted(unused),
                       head_restored=bool(head_found))
-  # The one-line summary is logged by the caller (str(report)); the full lists are long (~200 names
-  # for BERT-base): shown with --verbosity=1.
+  # The full lists (~200 names for BERT-base) only with --verbosity=1.
   logging.vlog(1, "restored from %s: %s", path, ", ".join(report.restored))
   if report.unused:
     logging.vlog(1, "unused in %s: %s", path, ", ".join(report.unused))

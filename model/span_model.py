@@ -1,8 +1,7 @@
 """The QA model: tf-models-official `BertEncoder` + `BertSpanLabeler` (per-token start/end logits).
 
-The head is one Dense(2) applied to every token's final hidden state (Devlin et al., 2019, section
-4.2): 2 * hidden + 2 weights, independent of sequence length. Never a dense layer over the flattened
-[seq, hidden] sequence, whose weights grow with seq * hidden * seq.
+The head is one Dense(2) per token (Devlin et al., 2019, section 4.2), independent of sequence
+length.
 """
 
 import functools
@@ -40,12 +39,10 @@ def gelu_tanh(x):
 
 
 def build_encoder(config):
-  """A tfm `BertEncoder` for a `model.bert_config.BertConfig`.
+  """A tfm `BertEncoder` for a `model.bert_config.BertConfig`, with query-first attention.
 
-  Its inputs are int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`; its
-  `sequence_output` is [batch, seq, hidden] in the global Keras dtype policy's compute dtype. Its
-  attention computes the query-key scores query first (`model.attention`: the same numbers, faster
-  on the CPU).
+  Inputs int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`; `sequence_output`
+  [batch, seq, hidden] in the global policy's compute dtype.
   """
   if config.hidden_act != "gelu":
     activation = config.hidden_act
@@ -64,20 +61,12 @@ def build_encoder(config):
 
 
 def build_span_model(config, encoder_policy=None):
-  """Builds the encoder and the QA model around it.
+  """(model, encoder): the encoder and the QA model around it.
 
-  Args:
-    config: a `model.bert_config.BertConfig`.
-    encoder_policy: None: every layer takes the global tf_keras dtype policy (training sets it).
-      A policy name, e.g. "mixed_bfloat16" (export.py --serving_precision=bfloat16): the encoder is
-      built under it and the span head (one Dense(2) per token) under float32, so the logits keep
-      float32 precision from the bfloat16 hidden states; the global policy is left as it was.
-      The variables are float32 either way: the same checkpoints load.
-
-  Returns:
-    (model, encoder). `model` maps a dict of int32 [batch, seq] `input_word_ids`, `input_mask`,
-    `input_type_ids` to (start_logits, end_logits), each float32 [batch, seq] even under a mixed
-    precision policy (softmax and loss need float32 range).
+  `model` maps a dict of int32 [batch, seq] encoder inputs to float32 [batch, seq] (start_logits,
+  end_logits). `encoder_policy` None: every layer takes the global tf_keras policy; a policy name
+  (e.g. "mixed_bfloat16"): the encoder is built under it, the span head under float32. Variables
+  are float32 either way.
   """
   with precision.global_policy(encoder_policy):
     encoder = build_encoder(config)  # tfm's BertEncoder creates all its layers here
@@ -98,6 +87,5 @@ def build_span_model(config, encoder_policy=None):
 
 
 def encoder_compute_dtype(model):
-  """The dtype the encoder of a `build_span_model` model computes in
-  ("float32", "bfloat16", ...)."""
+  """The dtype the encoder of a `build_span_model` model computes in ("float32", ...)."""
   return model.labeler.checkpoint_items["encoder"].compute_dtype

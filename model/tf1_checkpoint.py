@@ -1,21 +1,10 @@
 """Reads a google-research/bert TF1 checkpoint (and, through the same names, an HF one)
 into tfm names.
 
-google-research/bert (modeling.py, run_pretraining.py, run_squad.py) saves variables such as
-`bert/embeddings/word_embeddings` [vocab, hidden],
-`bert/encoder/layer_N/attention/self/query/kernel` [hidden, hidden] and, after run_squad.py,
-`cls/squad/output_weights` [2, hidden]. The mapping onto tf-models-official's `BertEncoder` names
-and shapes is tfm's own (`official/nlp/tools/tf1_bert_checkpoint_converter_lib.py`:
-`BERT_V2_NAME_REPLACEMENTS`, `_bert_name_replacement`, `_get_new_shape`, the tables behind tfm's
-`tf2_bert_encoder_checkpoint_converter`), applied here in memory instead of through a temporary
-checkpoint on disk. Two deviations from that table, both on purpose:
-
-- `cls/seq_relationship/*` (the next-sentence head) is not loaded: tfm maps it to
-  `predictions/transform/logits`, which in `BertSpanLabeler` is the span head.
-- `cls/squad/output_weights` / `output_bias` of a run_squad.py checkpoint become the span head:
-  run_squad.py computes `logits = matmul(sequence, output_weights, transpose_b=True) + output_bias`
-  and takes start = logits[..., 0], end = logits[..., 1], so the Dense kernel is the transpose,
-  [hidden, 2], in the same start/end order as `BertSpanLabeler`.
+The mapping is tfm's own (official/nlp/tools/tf1_bert_checkpoint_converter_lib.py), applied in
+memory, with two deviations: `cls/seq_relationship/*` (next-sentence head) is not loaded, and
+run_squad.py's `cls/squad/output_weights` [2, hidden] / `output_bias` become the span head
+(kernel transposed to [hidden, 2], start/end in the same order).
 """
 
 import contextlib
@@ -33,8 +22,7 @@ SQUAD_HEAD = {
     "cls/squad/output_weights": named_weights.HEAD_PREFIX + "kernel",
     "cls/squad/output_bias": named_weights.HEAD_PREFIX + "bias",
 }
-# Last path components of the encoder's own variables; anything else under bert/ is optimizer state
-# (`.../adam_m`, `.../adam_v`, LAMB or loss-scale slots) appended to a variable's name.
+# Last path components of the encoder's own variables; others under bert/ are optimizer state.
 _VARIABLE_LEAVES = ("kernel", "bias", "gamma", "beta", "word_embeddings", "token_type_embeddings",
                     "position_embeddings")
 _WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
@@ -47,7 +35,7 @@ def is_tf1_bert(variable_names):
 
 @contextlib.contextmanager
 def _quiet_tfm_converter():
-  """tfm's converter logs every renamed variable at INFO (~200 lines for BERT-base); hush it."""
+  """Hushes tfm's converter, which logs every renamed variable at INFO."""
   logger = std_logging.getLogger("tensorflow")
   level = logger.level
   logger.setLevel(std_logging.WARNING)
@@ -87,16 +75,14 @@ def source_names(num_layers, display=lambda name: name):
 
 
 def to_entries(shapes, read, num_heads, display=lambda name: name):
-  """Turns google-research-named tensors into `named_weights.Entry`s for tfm's BertEncoder.
+  """(entries, unused): `named_weights.Entry`s for tfm's BertEncoder from google-research-named
+  tensors, and the displayed names of what is not loaded.
 
   Args:
     shapes: {google-research name: shape} of everything in the checkpoint.
-    read: name -> NumPy array in google-research layout (called lazily, after the checks).
-    num_heads: attention heads of the model (splits the [hidden, hidden] projections).
-    display: name -> the name to show in messages (the HF reader shows HF names).
-
-  Returns:
-    (entries, unused): a list of `Entry`, and the displayed names of what is not loaded.
+    read: name -> NumPy array in google-research layout (called after the checks).
+    num_heads: attention heads of the model.
+    display: name -> the name messages show (HF names for the HF reader).
   """
   entries, unused = [], []
   for name, shape in shapes.items():
@@ -121,15 +107,7 @@ def to_entries(shapes, read, num_heads, display=lambda name: name):
 
 
 def load_tf1_weights(model, prefix, num_heads, num_layers):
-  """Loads a google-research/bert TF1 checkpoint into a span model.
-
-  Args:
-    model: from `model.span_model.build_span_model`.
-    prefix: checkpoint prefix (`.../bert_model.ckpt`, `.../model.ckpt-1000`).
-    num_heads, num_layers: of the model's config.
-
-  Returns:
-    A `named_weights.LoadReport`.
+  """Loads a TF1 checkpoint at `prefix` into a span model; returns a `named_weights.LoadReport`.
 
   Raises:
     named_weights.CheckpointError: a missing or mis-shaped encoder variable.

@@ -1,18 +1,9 @@
 """Reads an object-based TF2 checkpoint: tf-models-official encoder checkpoints and this tool's own.
 
-What writes them, and the root object that holds the weights:
-- tfm's `tf2_bert_encoder_checkpoint_converter` (and tfm's published TF2 BERT checkpoints):
-  `tf.train.Checkpoint(encoder=BertEncoder)`; a pretrainer conversion adds `masked_lm` and `model`.
-- tfm's QA task: `tf.train.Checkpoint(model=BertSpanLabeler, optimizer=...)`.
-- this tool's train.py: `tf.train.Checkpoint(model=<span model>, optimizer=...)`, and
-  `python -m model.convert_checkpoint`: `tf.train.Checkpoint(encoder=..., [model=...])`.
-
-TF2 checkpoints are matched by object structure, not by variable name. Restoring them with
-`tf.train.Checkpoint.read` would do that too, but it reports a missing variable as a list of Python
-objects and applies values as it goes; here the checkpoint's object graph is walked beside the
-Python objects (`tf.train.TrackableView.children`, the same edges the saver follows) to pair each
-model variable with its checkpoint key first, so `named_weights.assign` can check every name and
-shape before any value is changed.
+Roots: `encoder` (tfm's converter, `python -m model.convert_checkpoint`) or `model` (tfm's QA
+task, train.py). The checkpoint's object graph is walked beside the Python objects to pair each
+variable with its key first, so `named_weights.assign` checks every name and shape before any
+value changes (`tf.train.Checkpoint.read` applies values as it goes).
 """
 
 import collections
@@ -39,12 +30,8 @@ def _object_graph(reader):
 
 
 def _pair_variables(python_root, graph, node_id):
-  """{id(variable): (variable, checkpoint key)} of the variables under `python_root`.
-
-  Walks the Python objects' checkpoint dependencies breadth-first alongside the checkpoint's object
-  graph from `node_id`; a Python child without a same-named checkpoint child is skipped (its
-  variables stay unpaired, and `named_weights.assign` reports them).
-  """
+  """{id(variable): (variable, checkpoint key)} of the variables under `python_root`, walking
+  both object graphs breadth-first from `node_id` (children without a checkpoint twin skipped)."""
   pairs = {}
   seen = {id(python_root)}
   queue = collections.deque([(python_root, node_id)])
@@ -64,7 +51,7 @@ def _pair_variables(python_root, graph, node_id):
 
 
 def _display(key):
-  """A checkpoint key without the `/.ATTRIBUTES/VARIABLE_VALUE` every variable's key ends with."""
+  """A checkpoint key without its `/.ATTRIBUTES/VARIABLE_VALUE` ending."""
   return key[:-len(_VALUE_SUFFIX)] if key.endswith(_VALUE_SUFFIX) else key
 
 
@@ -78,14 +65,7 @@ def _candidates(model):
 
 
 def load_tf2_weights(model, prefix):
-  """Loads a TF2 checkpoint into a span model (encoder only, or encoder and span head).
-
-  Args:
-    model: from `model.span_model.build_span_model`.
-    prefix: checkpoint prefix (`.../ckpt-1000`).
-
-  Returns:
-    A `named_weights.LoadReport`.
+  """Loads a TF2 checkpoint at `prefix` into a span model; returns a `named_weights.LoadReport`.
 
   Raises:
     named_weights.CheckpointError: no root object that fits, or a missing/mis-shaped variable.

@@ -1,15 +1,9 @@
 """postprocess/span_decoding.py's answer choice as TensorFlow ops, and the answer text.
 
-Per window, the `n_best_size` largest start and end logits of its real positions (input_mask 1) are
-paired (`tf.math.top_k`: largest first, lower index first on ties, like the stable argsort of
-`best_indexes`); a pair is kept when both tokens are in the context, the start is in its
-max-context window, end >= start and the span has at most `max_answer_length` tokens. A question's
-answer is its kept pair with the largest start_logit + end_logit over all its windows, the first one
-in (window, start rank, end rank) order on ties, which is the order span_decoding.decode_answer
-visits them in with its strict `>`. Scores are summed in float64 as Python does. SQuAD 2.0
-(run_squad.py `write_predictions`): the null score is the minimum over windows of
-start_logits[0] + end_logits[0]; when `null - best > null_score_diff_threshold` the answer is empty
-(postprocess/span_decoding.null_answer).
+Per window, the `n_best_size` largest start and end logits of its real positions are paired
+(`tf.math.top_k` breaks ties by lower index, as span_decoding's stable argsort); kept pairs are
+scored in float64 and the first best in (window, start rank, end rank) order wins, the order
+span_decoding.decode_answer visits. SQuAD 2.0 follows run_squad.py's `write_predictions`.
 """
 
 from typing import NamedTuple
@@ -23,11 +17,10 @@ class Spans(NamedTuple):
   """Chosen span per question (batch B).
 
   Attributes:
-    start, end: int64 [B] offsets of the span in the units of the windows' token offsets (code
-      points in serving), end exclusive; NO_SPAN when the question has no span (no window, no kept
-      pair, or the null answer won).
-    score: float64 [B] start_logit + end_logit of the span; the null score when the null answer
-      won; -inf when the question has no kept pair (span_decoding.Answer's convention).
+    start, end: int64 [B] offsets in the windows' token-offset units, end exclusive; NO_SPAN when
+      there is no span (no window, no kept pair, or the null answer won).
+    score: float64 [B] start_logit + end_logit; the null score when the null answer won; -inf
+      without a kept pair.
   """
   start: tf.Tensor
   end: tf.Tensor
@@ -36,22 +29,17 @@ class Spans(NamedTuple):
 
 def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_answer_length,
                version_2_with_negative=False, null_score_diff_threshold=0.0):
-  """Chooses each question's answer span over all its windows.
+  """A `Spans` tuple: each question's answer span over all its windows.
 
   Args:
-    start_logits, end_logits: float32 [W, S] model outputs for `windows` (any value at padding).
+    start_logits, end_logits: float32 [W, S] model outputs for `windows`.
     windows: a serving.windows.Windows of the batch.
     batch_size: int32 scalar tensor B.
-    n_best_size: Python int, start and end candidates per window.
-    max_answer_length: Python int, longest span in tokens.
-    version_2_with_negative: Python bool, allow the empty (null) answer.
+    n_best_size, max_answer_length: Python ints (candidates per window; tokens).
+    version_2_with_negative: Python bool, allow the null answer.
     null_score_diff_threshold: Python float, the null answer's margin.
-
-  Returns:
-    A `Spans` tuple.
   """
-  # Padding is never a candidate (span_decoding.WindowLogits holds only a window's real positions):
-  # so the answer does not depend on how far a window was padded, here or in the Python path.
+  # Padding is never a candidate, so the answer does not depend on how far a window was padded.
   real = windows.input_mask > 0
   no_logit = tf.constant(-float("inf"), tf.float32)
   k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
@@ -108,21 +96,13 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
 
 
 def char_span_to_text(text, start_char, end_char):
-  """Cuts code-point spans out of UTF-8 strings: context[start_char:end_char] in Python.
-
-  Args:
-    text: string [B], UTF-8.
-    start_char, end_char: int64 [B] code-point offsets (end exclusive); NO_SPAN for no span.
-
-  Returns:
-    (answer string [B], start_char int32 [B], end_char int32 [B]); "", 0, 0 where there is no span.
-  """
+  """(answer string [B], start_char int32 [B], end_char int32 [B]): context[start_char:end_char]
+  of UTF-8 string [B] for int64 [B] code-point offsets; "", 0, 0 where the span is NO_SPAN."""
   found = start_char >= 0
   char_starts = tf.strings.unicode_decode_with_offsets(
       text, "UTF-8", errors="replace")[1]  # int64 [B, (chars)] byte offset of each character
   num_bytes = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)
-  # Each row's character starts followed by its byte length: char index -> byte offset, up to and
-  # including the end of the string.
+  # char index -> byte offset, the string's end included.
   bounds = tf.concat([char_starts, num_bytes[:, None]], axis=1).to_tensor()
   start_char = tf.where(found, start_char, 0)
   end_char = tf.where(found, end_char, 0)

@@ -14,17 +14,13 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
 
   Attributes:
     export_dir: folder written by export.py.
-    question: the questions, a tuple of str (a str is taken as one question; ask.py's
-      --question may be given several times).
-    context: the passage holding the answer (str), unless `context_file` is given.
-    context_file: a UTF-8 file holding the passage, instead of `context`.
+    question: the questions, a tuple of str (a str is one question).
+    context: the passage holding the answer, unless `context_file` (UTF-8) is given.
+    context_file: a UTF-8 file holding the passage.
     n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
-      export's); serve_text has
-      its own baked in, and a different value given is ignored with a warning.
+      export's); serve_text ignores another value with a warning.
     use_serve_features: answer through serve_features even when the export has serve_text.
-    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
-      fills it), or None for a config built in Python, where a field counts as given when it
-      differs from its default (the flag's).
+    typed_flags: names of the fields whose flags were typed, or None (built in Python).
 
   Raises:
     errors.UsageError: no question, or neither or both of a context and a context file.

@@ -8,10 +8,8 @@ from squad_qa.model import model_files
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features
 
-# --serving_precision -> the tf_keras policy the encoder is built under (model.span_model): bfloat16
-# and float16 compute the encoder's matmuls in that dtype from the same float32 weights; the span
-# head, the logits and span decoding stay float32. int8 builds the float32 model and quantizes it
-# for LiteRT (serving.features_model.write_int8_model).
+# --serving_precision -> the tf_keras policy the encoder is built under; int8 quantizes the float32
+# model for LiteRT.
 SERVING_POLICIES = {
     "float32": "float32",
     "bfloat16": "mixed_bfloat16",
@@ -25,35 +23,25 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
                    settings.GivenFields):
   """What export.py exports and how: each field is its flag.
 
-  Three rules tell a value the user gave from a default: the --model_dir not given yields to an
-  --init_checkpoint, training's doc_stride and SQuAD 2.0 threshold hold unless overridden. A
-  config read from flags lists the flags typed on the command line in `typed_flags`; a config
-  built in Python leaves it None, and then a field counts as given when it differs from its
-  default.
+  A config read from flags lists the flags typed in `typed_flags`; built in Python (None), a field
+  counts as given when it differs from its default.
 
   Attributes:
-    export_dir: destination folder of the SavedModel (replaced only once the new one is complete).
-    model_dir: the training run whose latest checkpoint is exported. Not given with
-      `init_checkpoint`: that checkpoint is exported, whatever this folder holds.
-    init_checkpoint: a checkpoint of any kind `model.checkpoints.initialize_from` reads, exported
-      when `model_dir` holds no checkpoint (refused when it holds one that started elsewhere).
-    bert_config_file, vocab_file: the encoder's config and WordPiece vocab for `init_checkpoint`
-      (default: beside it); `vocab_file` also replaces a --model_dir's recorded vocab.
+    export_dir: destination folder (replaced only once the new export is complete).
+    model_dir: the run whose latest checkpoint is exported; not given with `init_checkpoint`: that
+      checkpoint is exported.
+    init_checkpoint: a checkpoint `model.checkpoints.initialize_from` reads, exported when
+      `model_dir` holds none.
+    bert_config_file, vocab_file: the encoder's config and vocab (default: beside the checkpoint);
+      `vocab_file` also replaces a --model_dir's recorded vocab.
     do_lower_case: the casing of an `init_checkpoint` that records none.
-    doc_stride: serve_text's window step in tokens (> 0); not given: the trained one.
-    n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text
-      (`serving.module.DECODING_DEFAULTS`).
+    doc_stride: serve_text's window step in tokens; not given: the trained one.
+    n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text.
     version_2_with_negative: SQuAD 2.0 null answers (also on when the run's qa_config.json says so).
-    null_score_diff_threshold: SQuAD 2.0 null-answer threshold (logit units); not given: the run's
-      qa_config.json value, else 0.0.
+    null_score_diff_threshold: SQuAD 2.0 threshold (logits); not given: the run's, else 0.0.
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
-    serving_precision: what the encoder computes in, a key of SERVING_POLICIES ("float32";
-      "bfloat16": about 2x faster matmuls where the CPU has AVX512-BF16 or AMX, answers within
-      bfloat16 rounding of float32's; docs/serving.md "Reduced precision"; "float16": fast on
-      GPUs, slow on CPUs; "int8": int8 matmul weights run by LiteRT, no SavedModel and no
-      serve_text, answered through Python tokenization).
-    typed_flags: names of the fields whose flags were typed (`flags.command_line.config_from_flags`
-      fills it), or None for a config built in Python.
+    serving_precision: what the encoder computes in, a key of SERVING_POLICIES.
+    typed_flags: names of the fields whose flags were typed, or None.
   """
   export_dir: str = settings.setting("export", "Where the SavedModel is written.")
   doc_stride: Optional[int] = settings.variant(

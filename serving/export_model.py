@@ -1,10 +1,8 @@
 """export.py's job: the SavedModel of a trained run or of any --init_checkpoint, for serving.
 
-`export_model(config)` decides what to export with train.py's rule (`tasks.model_dir.decide_start`),
-finds the encoder config, vocab and qa_config that go with it, builds the span model (its encoder in
-the --serving_precision, `SERVING_POLICIES`), loads its weights and writes the SavedModel
-(`serving.module`'s signatures, the vocab asset and `assets.extra/qa_config.json`) with
-`write_saved_model`.
+`export_model(config)` decides what to export with train.py's rule, finds the encoder config,
+vocab and qa_config that go with it, builds the span model in the --serving_precision, loads its
+weights and writes the export.
 """
 
 import json
@@ -47,18 +45,10 @@ ExportConfig = export_config.ExportConfig
 
 
 def check_export_dir(export_dir):
-  """Refuses an --export_dir that export would have to delete something other than an export for.
-
-  An export replaces an earlier export at `export_dir` (a SavedModel or an int8 folder) once the
-  new one is complete; any other file or non-empty folder there (a --model_dir, the working
-  folder, a file) is the user's and is never deleted.
-
-  Args:
-    export_dir: the destination folder (str).
+  """Refuses an --export_dir that holds something other than an earlier export (never deleted).
 
   Raises:
-    errors.OutputExistsError: `export_dir` is a file, or a non-empty folder holding no export
-      (one line naming one of its entries and the fix).
+    errors.OutputExistsError: `export_dir` is a file, or a non-empty folder holding no export.
   """
   if not os.path.lexists(export_dir):
     return
@@ -78,22 +68,15 @@ def check_export_dir(export_dir):
 
 def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
                       max_positions=None):
-  """Saves `model` as a SavedModel at `export_dir`, replacing what was there only when complete.
+  """Saves `model` (weights loaded) as a SavedModel at `export_dir`, replaced once complete.
 
-  Args:
-    model: a model from `model.span_model.build_span_model`, weights loaded.
-    vocab_file: its vocab.txt (copied into the SavedModel's assets).
-    qa_config: dict of featurization and decoding settings (serving.module.FEATURIZATION_KEYS and
-      DECODING_DEFAULTS' keys), baked into serve_text and written to assets.extra/qa_config.json
-      with `serving_precision`: the dtype the model's encoder computes in, read from the model.
-    export_dir: destination folder.
-    serve_text: include the raw-text signature (serving_default = serve_text). Without it
-      serving_default = serve_features and the SavedModel loads with core TensorFlow alone.
-    max_positions: the encoder's max_position_embeddings; when qa_config's max_seq_length exceeds
-      it (an --init_checkpoint with a small config), only serve_features is written, with a warning.
+  `qa_config` (featurization and decoding settings) is baked in and written to
+  assets.extra/qa_config.json with the encoder's `serving_precision`; `vocab_file` becomes an asset.
+  Without `serve_text` the export needs core TensorFlow alone; `max_positions` (the encoder's)
+  below max_seq_length writes serve_features alone, with a warning.
 
   Raises:
-    errors.UsageError: an unusable qa_config or vocab (one line).
+    errors.UsageError: an unusable qa_config or vocab.
   """
   module_class = (serving_module.QAServingModule
                   if serve_text else serving_module.FeatureServingModule)
@@ -125,21 +108,11 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
 
 
 def write_int8_export(model, vocab_file, qa_config, export_dir):
-  """Writes an int8 export at `export_dir`, replacing what was there only when complete.
-
-  The folder holds what a client of a SavedModel export's serve_features reads (the vocab at
-  `features_model.VOCAB_ASSET`, assets.extra/qa_config.json with `serving_precision` "int8") and
-  the LiteRT model (`features_model.INT8_MODEL_FILE`); `serving.saved_model_qa.SavedModelQA`
-  answers from it.
-
-  Args:
-    model: a float32 model from `model.span_model.build_span_model`, weights loaded.
-    vocab_file: its vocab.txt.
-    qa_config: dict of featurization and decoding settings, as for `write_saved_model`.
-    export_dir: destination folder.
+  """Writes an int8 export (vocab asset, qa_config.json, LiteRT model) at `export_dir`, replacing
+  it only once complete; arguments as `write_saved_model`, `model` float32.
 
   Raises:
-    errors.UsageError: an unusable qa_config or vocab (one line).
+    errors.UsageError: an unusable qa_config or vocab.
   """
   try:
     serving_module.validate_config(qa_config)
@@ -168,9 +141,8 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
 
 
 def decoding_config(config, saved_config):
-  """The decoding settings to bake in: `config`'s, with SQuAD 2.0 also switched on by the
-  model_dir's qa_config.json (`version_2_with_negative`, `null_score_diff_threshold` when
-  train.py saved them; a threshold the user gave wins)."""
+  """The decoding settings to bake in: `config`'s, SQuAD 2.0 also switched on and its threshold
+  taken from the run's qa_config.json unless given."""
   version_2 = bool(config.version_2_with_negative or saved_config.get("version_2_with_negative"))
   settings = {}
   for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
@@ -186,16 +158,7 @@ def decoding_config(config, saved_config):
 
 
 def setting_sources(config, served, recorded):
-  """One log line: every served setting with where it came from.
-
-  Args:
-    config: the ExportConfig (a flag the user gave wins).
-    served: the qa_config baked into the export (`serving_config`).
-    recorded: the qa_config.json of the exported run ({} for a checkpoint without one).
-
-  Returns:
-    e.g. "serving max_seq_length=384 (training), ..., n_best_size=5 (--n_best_size), ...".
-  """
+  """One log line: every setting of `served` with its source (--flag, training or default)."""
 
   def source(name):
     if name in ExportConfig.__dataclass_fields__ and config.given(name):
@@ -211,15 +174,12 @@ def setting_sources(config, served, recorded):
 def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
   """Refuses a vocab the exported encoder cannot serve; returns {"vocab_sha256", "vocab_size"}.
 
-  Args:
-    vocab_file: the vocab.txt that goes into the SavedModel.
-    bert_config: the exported encoder's config.
-    recorded: the run's qa_config.json ({} when there is none).
-    export_vocab_given: whether --vocab_file named it (rather than the run's record).
+  `recorded`: the run's qa_config.json ({} without one); `export_vocab_given`: --vocab_file
+  named it.
 
   Raises:
-    errors.UsageError: a vocab other than training's (by SHA-256), or one with more tokens than
-      the encoder's embedding has rows (one line each, with the fix).
+    errors.UsageError: a given vocab other than training's (SHA-256), or more tokens than the
+      encoder's embedding rows.
   """
   sha256 = wordpiece.file_sha256(vocab_file)
   size = len(wordpiece.read_vocab(vocab_file))
@@ -238,16 +198,11 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
 
 
 def serving_config(config, saved_config):
-  """The qa_config baked into the export: `saved_config`'s featurization (its doc_stride replaced
-  by `config.doc_stride` when given) and the decoding settings of `decoding_config`.
-
-  Args:
-    config: an ExportConfig.
-    saved_config: dict with serving.module.FEATURIZATION_KEYS (tokens; train.py's qa_config.json or
-      DEFAULT_FEATURIZATION), plus optionally its SQuAD 2.0 settings.
+  """The qa_config baked into the export: `saved_config`'s featurization (doc_stride replaced when
+  given) and `decoding_config`'s settings.
 
   Raises:
-    errors.UsageError: the doc_stride given is not positive (one line).
+    errors.UsageError: a doc_stride given that is not positive.
   """
   featurization = {k: saved_config[k] for k in serving_module.FEATURIZATION_KEYS}
   if config.given("doc_stride"):
@@ -262,25 +217,12 @@ def serving_config(config, saved_config):
 
 
 def model_settings(config, start, model_dir):
-  """The encoder config, vocab and qa_config of what `start` (a `tasks.model_dir.Start`) exports.
-
-  A --model_dir checkpoint comes with train.py's qa_config.json; an --init_checkpoint with the one
-  beside it when it is a --model_dir of this tool, else with make_records.py's default
-  featurization and `config.do_lower_case`.
-
-  Args:
-    config: the ExportConfig.
-    start: where the weights come from.
-    model_dir: the --model_dir `start` was decided in, or None.
-
-  Returns:
-    (bert_config_lib.BertConfig, vocab file path, qa_config dict, recorded): `recorded` is the
-    qa_config.json that came with the checkpoint ({} when there is none), which `qa_config`
-    completes with the defaults.
+  """(BertConfig, vocab file, qa_config, recorded) of what `start` exports: train.py's
+  qa_config.json, the one beside an --init_checkpoint, else make_records.py's defaults; `recorded`
+  is the qa_config.json found ({} without one).
 
   Raises:
-    errors.UsageError: the files needed are missing, or a --do_lower_case given against the
-      casing the --model_dir was trained with (one line each).
+    errors.UsageError: missing files, or a --do_lower_case against the --model_dir's casing.
   """
   if start.resume:
     qa_config = artifacts.read_qa_config(model_dir)
@@ -315,20 +257,12 @@ def model_settings(config, start, model_dir):
 
 
 def export_model(config):
-  """Writes the SavedModel `config` asks for (export.py's job).
-
-  What it exports follows train.py's rule (`tasks.model_dir.decide_start`): the latest checkpoint of
-  the --model_dir, unless --init_checkpoint names another start (refused when the --model_dir
-  holds a checkpoint). --init_checkpoint without a --model_dir given exports that checkpoint,
-  whatever the default ./model_out holds.
-
-  Args:
-    config: an ExportConfig.
+  """Writes the export `config` (an ExportConfig) asks for: export.py's job.
 
   Raises:
-    errors.UserError: (one line each) the refusal above, an --export_dir that is not an earlier
-      export (`check_export_dir`), missing config/vocab/qa_config files, an unusable doc_stride,
-      qa_config or vocab; checkpoint errors of `model.checkpoints`.
+    errors.UserError: (one line each) a start `tasks.model_dir.decide_start` refuses, an
+      --export_dir that is not an earlier export, missing files, an unusable setting or vocab,
+      checkpoint errors of `model.checkpoints`.
   """
   started = time.time()
   check_export_dir(config.export_dir)

@@ -1,18 +1,10 @@
 """The features model of an export: token ids in, start/end logits out, from a SavedModel or LiteRT.
 
-`SavedModelQA` (serving/saved_model_qa.py) tokenizes, windows and decodes in Python around one
-object with `__call__(input_word_ids, input_mask, input_type_ids) -> (start_logits, end_logits)`:
-`SavedModelFeatures` (a SavedModel's `serve_features` signature: float32 and bfloat16 exports) or
-`LiteRTFeatures` (an int8 export: the encoder quantized by the LiteRT converter, run by the LiteRT
-interpreter of the `ai-edge-litert` package, setup.py's extra `int8`). Which one an export needs is
-its qa_config.json's `serving_precision`.
-
-An int8 export is a folder with `assets/vocab.txt`, `assets.extra/qa_config.json` (as a SavedModel
-export has them) and `INT8_MODEL_FILE`; it has no SavedModel (a .tflite cannot hold the
-tensorflow-text tokenizer, so there is no serve_text). `write_int8_model` makes that file with
-dynamic-range quantization: the weights of every matmul stored as int8 with one scale per output
-channel, activations quantized per row at run time, so the matmuls run on int8 dot products;
-embeddings lookups, layer norms, softmax and the span head's output stay float32.
+`SavedModelFeatures` wraps a SavedModel's `serve_features`; `LiteRTFeatures` an int8 export's
+LiteRT model (extra `int8`: ai-edge-litert). An int8 export has `assets/vocab.txt`,
+`assets.extra/qa_config.json` and `INT8_MODEL_FILE`, no SavedModel and no serve_text.
+`write_int8_model` quantizes dynamic-range: matmul weights int8 per output channel, activations
+per row at run time; embeddings, layer norms, softmax and the span head's output stay float32.
 """
 
 import os
@@ -35,7 +27,7 @@ FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of eve
 
 def _features_function(model):
   """A concrete function of `model`: int32 [batch, seq] ids, mask, type ids -> float32 [batch, seq]
-  start and end logits. The rank is fixed (2) so the converter can lower the encoder's einsums."""
+  start and end logits, of fixed rank 2 so the converter can lower the einsums."""
   spec = tf.TensorSpec([None, None], tf.int32)
 
   @tf.function(input_signature=[spec, spec, spec])
@@ -48,23 +40,16 @@ def _features_function(model):
 
 
 def int8_flatbuffer(concrete_function, trackable):
-  """A concrete function converted to LiteRT with dynamic-range int8 weights (the int8 export's
-  conversion; bytes). `trackable` holds the function's variables and signature."""
+  """The LiteRT model (bytes) of a concrete function with dynamic-range int8 weights; `trackable`
+  holds its variables."""
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
   return converter.convert()
 
 
 def write_int8_model(model, path):
-  """Writes `model`'s features function, dynamic-range quantized to int8, as a LiteRT model.
-
-  Args:
-    model: a float32 model from `model.span_model.build_span_model`, weights loaded.
-    path: the .tflite file to write.
-
-  Returns:
-    The file's size in bytes.
-  """
+  """Writes float32 `model`'s features function, int8-quantized, as a LiteRT model at `path`;
+  returns the file's size in bytes."""
   flatbuffer = int8_flatbuffer(_features_function(model), model)
   with open(path, "wb") as f:
     f.write(flatbuffer)
@@ -75,7 +60,7 @@ def litert_interpreter_module():
   """The `ai_edge_litert.interpreter` module, imported on first use.
 
   Raises:
-    errors.UsageError: the package is not installed (one line naming the extra that installs it).
+    errors.UsageError: the package is not installed (naming the extra that installs it).
   """
   try:
     from ai_edge_litert import interpreter  # pylint: disable=g-import-not-at-top
@@ -88,11 +73,8 @@ def litert_interpreter_module():
 
 
 class SavedModelFeatures:
-  """A SavedModel's `serve_features` signature as a features model.
-
-  Args:
-    loaded: the object `tf.saved_model.load` returned.
-  """
+  """A SavedModel's `serve_features` signature (of `tf.saved_model.load`'s `loaded`) as a features
+  model."""
 
   def __init__(self, loaded):
     self._signature = loaded.signatures["serve_features"]
@@ -108,19 +90,13 @@ class SavedModelFeatures:
 
 
 class LiteRTFeatures:
-  """An int8 export's LiteRT model as a features model.
+  """An int8 export's LiteRT model at `model_path` as a features model.
 
-  The interpreter runs on `num_threads` CPU threads (default: all of this machine's). Its input
-  shape follows each call: a call of another [batch, seq] than the previous one resizes the inputs
-  and re-plans the tensors (the signature runner's resize_tensor_input + allocate_tensors), which
-  costs less than running padding positions (docs/serving.md "Reduced precision").
-
-  Args:
-    model_path: the export's INT8_MODEL_FILE.
-    num_threads: interpreter threads; None: os.cpu_count().
+  Runs on `num_threads` CPU threads (None: os.cpu_count()); a call of another [batch, seq] than the
+  previous one resizes the inputs, cheaper than running padding.
 
   Raises:
-    errors.UsageError: ai-edge-litert is not installed (`litert_interpreter_module`).
+    errors.UsageError: ai-edge-litert is not installed.
     errors.MissingFileError: no file at model_path.
   """
 

@@ -1,35 +1,14 @@
 """The object export.py saves: the QA model with raw-text, feature and tf.Example signatures.
 
-Signatures (all batched along the first axis):
-  serve_text (= serving_default): tf.string [B] `question`, `context`
-      -> `answer` tf.string [B] (an exact substring of the context), `start_char`, `end_char`
-         int32 [B] (code-point offsets into the context, end exclusive: SQuAD's `answer_start`
-         convention and Python's context[start_char:end_char]), `score` float32 [B]
-         (start_logit + end_logit of the answer; -inf when no span could be chosen, e.g. an empty
-         context; the null score when a SQuAD 2.0 model's null answer won).
-      In the graph: the reference's WordPiece tokens with code-point offsets (serving/tokenizer.py:
-      BasicTokenizer's normalization per character, tensorflow-text's FastWordpiece with
-      preprocess/wordpiece.py's model), windowing (serving/windows.py, identical to
-      preprocess/features.py, but only as wide as the longest window), the model over all windows
-      (one call, or chunks of `window_batch_size` windows of similar length, each at the length of
-      its longest window), span decoding (serving/answers.py, as postprocess/span_decoding.py),
-      the answer cut from the context.
-  serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids`
-      -> float32 [B, seq] `start_logits`, `end_logits`.
-  serve_examples: tf.string [B] `examples`, serialized tf.train.Example with the TFRecord feature
-      names of preprocess/records.py (int64 `input_ids`, `input_mask`, `segment_ids` of length
-      max_seq_length; optional `unique_ids`) -> `unique_ids` int64 [B] (-1 when absent),
-      `start_logits`, `end_logits` float32 [B, max_seq_length].
-The signatures declare their inputs' dtypes but not their ranks, and check the shapes in the graph
-(serving/signature_inputs.py): a client that sends another shape, also through TF Serving (which
-feeds tensors without checking them against the signature's shapes), gets one line naming the input
-and the shape it must have.
-serve_text needs the tensorflow-text ops registered wherever the SavedModel is loaded (`import
-tensorflow_text`, or TF Serving, which links them): TensorFlow validates every function of a
-SavedModel when importing it, so without those ops even serve_features cannot be loaded.
-`FeatureServingModule` is the export without serve_text (serving_default = serve_features) that
-core TensorFlow alone loads; `LogitsServingModule` has serve_features alone (for encoders whose
-position embeddings are shorter than max_seq_length).
+Signatures, batched along the first axis:
+  serve_text (= serving_default): tf.string [B] `question`, `context` -> `answer` tf.string [B],
+      `start_char`, `end_char` int32 [B] (code points, end exclusive), `score` float32 [B]
+      (start + end logit; -inf without a span; the null score when SQuAD 2.0's null answer won).
+  serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids` -> float32
+      [B, seq] `start_logits`, `end_logits`.
+  serve_examples: tf.string [B] serialized tf.train.Example -> `unique_ids` int64 [B] (-1 when
+      absent), float32 [B, max_seq_length] logits.
+Inputs have unknown rank and are checked in the graph (serving/signature_inputs.py).
 """
 
 import tensorflow as tf
@@ -39,6 +18,7 @@ from squad_qa.base import artifacts
 from squad_qa.flags import settings
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
+from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
@@ -47,8 +27,7 @@ from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
 from squad_qa.serving import windows as windows_lib
 
-# Keys of the qa_config dict (written to assets.extra/qa_config.json) the signatures bake in:
-# training's featurization settings, as train.py records them.
+# The featurization keys of qa_config (assets.extra/qa_config.json) the signatures bake in.
 FEATURIZATION_KEYS = artifacts.FEATURIZATION_KEYS
 # The decoding settings baked into serve_text, with export.py's defaults.
 DECODING_DEFAULTS = {
@@ -61,7 +40,7 @@ def validate_config(qa_config):
   """Checks a qa_config dict before anything is traced.
 
   Raises:
-    ValueError: a missing key or a value the windowing cannot work with (one line).
+    errors.UsageError: a missing key or a value the windowing cannot work with.
   """
   missing = [k for k in FEATURIZATION_KEYS + tuple(DECODING_DEFAULTS) if k not in qa_config]
   if missing:
@@ -79,13 +58,9 @@ def validate_config(qa_config):
 
 
 class LogitsServingModule(tf.Module):
-  """The model and its vocab asset with serve_features alone (any sequence length).
+  """The model (weights loaded) and its vocab asset with serve_features alone (any length).
 
-  Args:
-    model: a model from `model.span_model.build_span_model`, weights loaded.
-    vocab_file: its vocab.txt (becomes the `vocab_file` asset).
-    qa_config: dict with FEATURIZATION_KEYS and the keys of DECODING_DEFAULTS (Python values baked
-      into the graph by the subclasses).
+  `qa_config`: FEATURIZATION_KEYS and DECODING_DEFAULTS' keys, baked into the graph.
 
   Raises:
     ValueError: from `validate_config` or `wordpiece.read_vocab`.
@@ -107,18 +82,14 @@ class LogitsServingModule(tf.Module):
             span_model.INPUT_TYPE_IDS: input_type_ids
         }, training=False)
 
-  # Inputs of any rank, checked in the graph (serving/signature_inputs.py); the dtypes are checked
-  # by the signature itself.
+  # Inputs of any rank, checked in the graph; the signature checks dtypes.
   @tf.function(input_signature=[
       tf.TensorSpec(None, tf.int32, name=span_model.INPUT_WORD_IDS),
       tf.TensorSpec(None, tf.int32, name=span_model.INPUT_MASK),
       tf.TensorSpec(None, tf.int32, name=span_model.INPUT_TYPE_IDS)
   ])
   def serve_features(self, input_word_ids, input_mask, input_type_ids):
-    """Token ids int32 [batch, seq] in, float32 [batch, seq] start/end logits out.
-
-    A wrong rank or unequal shapes fail with one line naming the input (signature_inputs.py).
-    """
+    """Token ids int32 [batch, seq] in, float32 [batch, seq] start/end logits out."""
     inputs = {
         span_model.INPUT_WORD_IDS: input_word_ids,
         span_model.INPUT_MASK: input_mask,
@@ -143,17 +114,11 @@ class LogitsServingModule(tf.Module):
 
 
 class FeatureServingModule(LogitsServingModule):
-  """LogitsServingModule plus serve_examples (records of max_seq_length); core TensorFlow ops only.
-
-  Args and errors as LogitsServingModule.
-  """
+  """LogitsServingModule plus serve_examples (records of max_seq_length); core TF ops only."""
 
   @tf.function(input_signature=[tf.TensorSpec(None, tf.string, name="examples")])
   def serve_examples(self, examples):
-    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out.
-
-    Another rank fails with one line naming the input (signature_inputs.py).
-    """
+    """Serialized tf.train.Example [B] with the TFRecord feature names in, logits out."""
     examples = signature_inputs.require_rank(
         examples, 1, "serve_examples", "examples",
         "a vector of serialized tf.train.Example strings, shape [batch]",
@@ -176,10 +141,7 @@ class FeatureServingModule(LogitsServingModule):
 
 
 class QAServingModule(FeatureServingModule):
-  """FeatureServingModule plus the WordPiece tokenizer and the raw-text serve_text signature.
-
-  Args and errors as FeatureServingModule.
-  """
+  """FeatureServingModule plus the WordPiece tokenizer and the raw-text serve_text signature."""
 
   def __init__(self, model, vocab_file, qa_config):
     super().__init__(model, vocab_file, qa_config)
@@ -189,14 +151,10 @@ class QAServingModule(FeatureServingModule):
     self.tokenizer = tokenizer_lib.BertTextTokenizer(vocab, qa_config["do_lower_case"])
 
   def window_logits(self, windows):
-    """Runs the model over all windows, each call at the length of its longest window.
+    """(start_logits, end_logits) float32 [W, S] of the model over `windows`; -inf beyond a chunk.
 
-    One call when there are at most `window_batch_size` windows (no loop). More windows are sorted
-    by real length and run `window_batch_size` at a time (bounds peak memory; similar lengths
-    share a chunk), each chunk cut to its longest window, then put back in order.
-
-    Returns:
-      (start_logits, end_logits), float32 [W, S] (S as `windows`); -inf beyond a chunk's length.
+    Over `window_batch_size` windows, they run sorted by length that many at a time (bounding
+    memory), each chunk cut to its longest window.
     """
     ids, mask, types = windows.input_word_ids, windows.input_mask, windows.input_type_ids
     chunk = self._config["window_batch_size"]
@@ -230,20 +188,16 @@ class QAServingModule(FeatureServingModule):
     return tf.cond(total <= chunk, all_at_once, in_chunks)
 
   def make_windows(self, question, context):
-    """Tokenizes string [B] questions and contexts and windows them (serving/windows.py).
-
-    Returns:
-      A serving.windows.Windows whose token offsets are code points of the context.
-    """
+    """serving.windows.Windows of string [B] questions and contexts; offsets in code points."""
     batch_size = tf.shape(question)[0]
     with tf.name_scope("tokenize"):
       # One tokenizer pass over questions and contexts: its ops cost more per call than per string.
       ids, starts, ends = self.tokenizer.tokenize_with_offsets(tf.concat([question, context], 0))
     with tf.name_scope("windows"):
+      featurization = features_lib.Featurization(
+          **{k: self._config[k] for k in ("max_seq_length", "doc_stride", "max_query_length")})
       return windows_lib.make_windows(ids[:batch_size], ids[batch_size:], starts[batch_size:],
-                                      ends[batch_size:], self._cls_id, self._sep_id,
-                                      self._config["max_seq_length"], self._config["doc_stride"],
-                                      self._config["max_query_length"])
+                                      ends[batch_size:], self._cls_id, self._sep_id, featurization)
 
   def answer(self, question, context):
     """serve_text's computation (callable eagerly too); see the module docstring."""
@@ -269,11 +223,7 @@ class QAServingModule(FeatureServingModule):
       tf.TensorSpec(None, tf.string, name="context")
   ])
   def serve_text(self, question, context):
-    """Raw question and context strings [B] in, answers out (module docstring).
-
-    Another rank fails with one line naming the input (signature_inputs.py), a batch size that
-    differs between the two with "serve_text: `question` and `context` need the same batch size".
-    """
+    """Raw question and context strings [B] in, answers out (module docstring)."""
     question, context = (signature_inputs.require_rank(tensor, 1, "serve_text", name,
                                                        "a vector of strings, shape [batch]",
                                                        signature_inputs.TEXT_REST_BODIES)

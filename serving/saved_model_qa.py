@@ -1,11 +1,8 @@
-"""Question answering with a SavedModel written by export.py, and ask.py's job (`answer_question`).
+"""Question answering with an export of export.py, and ask.py's job (`answer_questions`).
 
-`SavedModelQA` loads an export and answers through its raw-text `serve_text` signature
-(tokenization, windowing and span decoding in the graph) or, for servers without the
-tensorflow-text ops and for int8 exports, through a features model (`serving/features_model.py`:
-the SavedModel's `serve_features`, or the int8 LiteRT model) with Python-side tokenization and
-windows exactly as preprocessing makes them (vocab and settings from the export) and Python span
-decoding (postprocess/span_decoding.py).
+`SavedModelQA` answers through the raw-text `serve_text` signature, or through a features model
+(serving/features_model.py) with Python tokenization, windows and span decoding exactly as
+preprocessing and postprocess/span_decoding.py make them.
 """
 
 import os
@@ -29,16 +26,10 @@ from squad_qa.serving import module as serving_module
 
 
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
-  """Logs one warning when an export of `serving_precision` runs slower here than float32 would:
-  bfloat16 on a CPU without AVX512-BF16 or AMX (`model.precision.cpu_has_native_bfloat16`), or
-  float16 on any CPU (CPUs have no fast float16 matmuls), in both cases only when no GPU is visible;
-  int8 (LiteRT, always on the CPU) on a CPU without VNNI or AMX-INT8
-  (`model.precision.cpu_has_int8_dot_product`). No warning when the CPU cannot be told.
+  """Logs one warning when an export of `serving_precision` runs slower here than float32 would.
 
-  Args:
-    serving_precision: the export's qa_config.json "serving_precision".
-    cpuinfo, has_gpu: the text of /proc/cpuinfo and whether TensorFlow sees a GPU (default: this
-      machine's).
+  bfloat16 without AVX512-BF16/AMX or float16, both only without a GPU; int8 without VNNI/AMX-INT8.
+  No warning when the CPU cannot be told. `cpuinfo`, `has_gpu`: default this machine's.
 
   Returns:
     Whether it warned.
@@ -72,7 +63,7 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
 
 
 def _no_export(export_dir):
-  """The one line for an --export_dir that holds no export: a --model_dir is exported from."""
+  """The one line for an --export_dir that holds no export."""
   if os.path.exists(os.path.join(export_dir, artifacts.QA_CONFIG_FILE)):
     return (f"--export_dir={export_dir} is a --model_dir of {commands.command('squad-qa-train')}, "
             f"not an export; export it with `{commands.command('squad-qa-export')} "
@@ -84,21 +75,11 @@ def _no_export(export_dir):
 class SavedModelQA:
   """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
-  `serving_precision` is what its encoder computes in ("float32", "bfloat16", "float16" or
-  "int8", from its qa_config.json; exports without the key are float32); an export on a machine
-  without fast instructions for its precision logs one warning (`warn_if_slow_precision`). The
-  features model (`features_model`) is the SavedModel's serve_features, or for int8 the LiteRT model
-  (`serving.features_model.LiteRTFeatures`); an int8 export has no serve_text, so `answers`
-  answers through the Python path there.
-
-  Args:
-    export_dir: folder written by export.py.
+  `features_model` is serve_features or, for int8 (no serve_text), the LiteRT model.
 
   Raises:
-    errors.MissingFileError: the folder holds no assets.extra/qa_config.json, or no SavedModel
-      (int8: no LiteRT model).
-    errors.UsageError: an int8 export where ai-edge-litert is not installed (one line naming the
-      extra that installs it).
+    errors.MissingFileError: no assets.extra/qa_config.json, or no SavedModel (int8: LiteRT model).
+    errors.UsageError: an int8 export without ai-edge-litert installed.
   """
 
   def __init__(self, export_dir):
@@ -125,19 +106,11 @@ class SavedModelQA:
     self._tokenizer = None
 
   def answers(self, questions, contexts):
-    """Answers a batch through the raw-text signature (an int8 export, which has none: through
-    `answers_with_serve_features`).
-
-    Args:
-      questions, contexts: equally long lists of str.
-
-    Returns:
-      A list of span_decoding.Answer (text == context[start_char:end_char]; score -inf when no span
-      could be chosen).
+    """A list of span_decoding.Answer for equally long lists of str, through serve_text (int8:
+    `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
 
     Raises:
-      errors.UsageError: the SavedModel has no serve_text signature (use
-        `answers_with_serve_features`).
+      errors.UsageError: the SavedModel has no serve_text signature.
     """
     if self.serving_precision == features_model.INT8:
       return self.answers_with_serve_features(questions, contexts)
@@ -158,13 +131,13 @@ class SavedModelQA:
 
   @property
   def tokenizer(self):
-    """The Python-side WordPieceTokenizer of the SavedModel's vocab asset (built on first use)."""
+    """The Python WordPieceTokenizer of the export's vocab (built on first use)."""
     if self._tokenizer is None:
       self._tokenizer = wordpiece.WordPieceTokenizer(self._vocab_path, self.config["do_lower_case"])
     return self._tokenizer
 
   def features(self, question, context):
-    """Python-side windows of one question (preprocess/features.py), as a list of Feature."""
+    """Python windows of one question (preprocess/features.py): a list of Feature."""
     return self._features_batch([question], [context])[0]
 
   def _features_batch(self, questions, contexts):
@@ -179,10 +152,8 @@ class SavedModelQA:
     ]
 
   def features_logits(self, input_word_ids, input_mask, input_type_ids):
-    """The features model on windows already made, as tensors: int32 [batch, seq] inputs (any seq
-    up to max_seq_length) to (start_logits, end_logits), float32 [batch, seq] tensors. Callable
-    inside a tf.function: the SavedModel's `serve_features` signature, or for an int8 export the
-    LiteRT model through `tf.numpy_function`."""
+    """(start_logits, end_logits) float32 [batch, seq] of int32 [batch, seq] window inputs
+    (seq <= max_seq_length) through serve_features or the int8 model; callable in a tf.function."""
     if self._loaded is not None:
       outputs = self._loaded.signatures["serve_features"](input_word_ids=input_word_ids,
                                                           input_mask=input_mask,
@@ -197,20 +168,9 @@ class SavedModelQA:
 
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
                                   max_answer_length=None):
-    """Answers a batch with Python-side tokenization, the features model, Python decoding.
-
-    The path for servers without the tensorflow-text ops and for int8 exports, and the reference
-    serve_text is checked against. The windows of the batch go to the features model (the
-    SavedModel's serve_features, or LiteRT) `window_batch_size` at a time (the export's, else
-    export.py's default), each call cut to its longest window as serve_text does (the positions
-    cut are padding in every window). n_best_size and max_answer_length default to the values
-    baked into the export (else `span_decoding.SpanLimits`' defaults). A SQuAD 2.0 export
-    (`version_2_with_negative` in its qa_config.json) answers "" with the null score when
-    null - best > its `null_score_diff_threshold`, as serve_text does.
-
-    Returns:
-      A list of span_decoding.Answer.
-    """
+    """A list of span_decoding.Answer through Python tokenization, the features model and Python
+    decoding: the path without tensorflow-text ops, for int8, and serve_text's reference (windows
+    `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's)."""
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -218,17 +178,13 @@ class SavedModelQA:
 
   def decode(self, contexts, per_question, start_logits, end_logits, n_best_size=None,
              max_answer_length=None):
-    """Answers from window logits: the decoding step of `answers_with_serve_features`.
+    """One span_decoding.Answer per context from window logits.
 
     Args:
       contexts: the questions' contexts (str).
-      per_question: for each question, its list of Feature (`features`).
-      start_logits, end_logits: float32 [windows, max_seq_length], the rows of all questions'
-        windows in order (`window_logits`).
+      per_question: for each question, its list of Feature.
+      start_logits, end_logits: float32 [windows, max_seq_length], all questions' windows in order.
       n_best_size, max_answer_length: as `answers_with_serve_features`.
-
-    Returns:
-      A list of span_decoding.Answer, one per context.
     """
     n_best_size = n_best_size or self.config.get("n_best_size",
                                                  span_decoding.SpanLimits.n_best_size)
@@ -251,15 +207,8 @@ class SavedModelQA:
     return result
 
   def window_logits(self, features):
-    """The features model's logits for windows of `features_lib.make_features`.
-
-    Args:
-      features: a list of Feature (all of one max_seq_length).
-
-    Returns:
-      (start_logits, end_logits): float32 NumPy [len(features), max_seq_length]; the positions
-      beyond a call's longest window are 0 (padding, never decoded).
-    """
+    """(start_logits, end_logits) float32 NumPy [len(features), max_seq_length] for a list of
+    Feature; positions beyond a call's longest window are 0."""
     if not features:
       return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
     inputs = [
@@ -289,23 +238,13 @@ AskConfig = ask_config.AskConfig
 
 
 def answer_questions(config):
-  """ask.py's job: the best answer to each of `config.question` in its context, from
-  `config.export_dir` (loaded once).
+  """ask.py's job: (answers, load_seconds) for `config` (an AskConfig).
 
-  Through serve_text, unless `config.use_serve_features` or the export has no serve_text.
-
-  Args:
-    config: an AskConfig.
-
-  Returns:
-    (answers, load_seconds): answers is a list of (question, span_decoding.Answer, seconds) in
-    the order asked (Answer.text == context[start_char:end_char], character offsets in code
-    points; seconds: the wall time of that question's call); load_seconds: the wall time of
-    loading the SavedModel.
+  `answers`: [(question, span_decoding.Answer, seconds of its call)] in order, through serve_text
+  unless `config.use_serve_features` or the export has none.
 
   Raises:
-    errors.MissingFileError: no `config.context_file`, no SavedModel at `config.export_dir`, or
-      an export without assets.extra/qa_config.json.
+    errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.
   """
   context = config.context
   if config.context_file:

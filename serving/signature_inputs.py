@@ -1,30 +1,14 @@
 """In-graph checks of the serving signatures' inputs: a wrong shape gets one line naming the input.
 
-A SavedModel's signature function does not check the shapes it is fed against its TensorSpecs: a
-loaded signature called from Python and TensorFlow Serving (REST or gRPC) both pass any shape into
-the graph, where a scalar or a nested list would otherwise fail deep inside the tokenizer or the
-encoder (`slice index 0 of dimension 0 out of bounds`, `ConcatOp : Ranks of all input tensors should
-match`). So serving/module.py declares its signatures' inputs with unknown rank (a TensorSpec of a
-known rank would let these checks fold away while tracing) and checks them here first, at run time.
-
-A failed check raises tf.errors.InvalidArgumentError (its message is what TF Serving returns) with
-one line such as
-
-  assertion failed: [serve_text: `question` must be a vector of strings, shape [batch]; got rank 0,
-  shape [] (a REST body sends {instances: [{question: ..., context: ...}]} or {inputs: {question:
-  [...], context: [...]}})]
-
-(one line in the message; wrapped here). The dtypes stay the signatures' own: a tensor of another
-dtype is refused before the graph runs; from Python, a loaded signature says
-`cannot compute __inference_signature_wrapper_<n> as input #1(zero-based) was expected to be a
-string tensor but is a int32 tensor`, the inputs numbered in alphabetical order of their names.
+A signature function does not check the shapes it is fed (from Python or TensorFlow Serving), so
+serving/module.py declares its inputs with unknown rank and checks them here at run time; a failed
+check raises tf.errors.InvalidArgumentError, whose message TF Serving returns.
 """
 
 import tensorflow as tf
 
-# How the two REST bodies of TensorFlow Serving's predict API spell a well-shaped request: the row
-# format ("instances", one object per example) and the columnar one ("inputs", one list per input).
-# Without quotes: the Assert op C-escapes the strings it reports, and \" would blur the message.
+# Well-shaped bodies of TF Serving's REST predict API, row and columnar. Unquoted: the Assert op
+# C-escapes the strings it reports.
 TEXT_REST_BODIES = ("{instances: [{question: ..., context: ...}]} or "
                     "{inputs: {question: [...], context: [...]}}")
 FEATURES_REST_BODIES = ("{instances: [{input_word_ids: [...], input_mask: [...], "
@@ -40,22 +24,13 @@ def _shape_text(tensor):
 
 
 def require_rank(tensor, rank, signature, name, expected, rest_bodies):
-  """Checks at run time that `tensor` has rank `rank`; returns it with that static rank.
+  """Checks at run time that `tensor` has rank `rank`; returns it with static shape [None] * rank.
 
-  Args:
-    tensor: a signature input of unknown rank.
-    rank: the rank it must have (1 for [batch], 2 for [batch, seq_length]).
-    signature: the signature's name, first word of the message.
-    name: the input's name in the signature.
-    expected: what the input must be, e.g. "a vector of strings, shape [batch]".
-    rest_bodies: the REST bodies that give the right shape (one of the *_REST_BODIES).
-
-  Returns:
-    `tensor`, computed only after the check passed, with static shape [None] * rank.
+  The message is "<signature>: `<name>` must be <expected>; got rank <r>, shape [<dims>] (a REST
+  body sends <rest_bodies>)" (`rest_bodies`: one of the *_REST_BODIES).
 
   Raises:
-    tf.errors.InvalidArgumentError (when the graph runs): "<signature>: `<name>` must be
-      <expected>; got rank <r>, shape [<dims>] (a REST body sends <rest_bodies>)".
+    tf.errors.InvalidArgumentError: when the graph runs, on another rank.
   """
   actual = tf.rank(tensor)
   message = tf.strings.join([
@@ -64,30 +39,21 @@ def require_rank(tensor, rank, signature, name, expected, rest_bodies):
       _shape_text(tensor), f" (a REST body sends {rest_bodies})"
   ])
   check = tf.debugging.Assert(tf.equal(actual, rank), [message])
-  # The control dependency makes everything computed from the input wait for the check, so a
-  # wrong shape fails here and not first in an op that happens to run earlier.
+  # Everything computed from the input waits for the check, so a wrong shape fails here first.
   with tf.control_dependencies([check]):
     checked = tf.identity(tensor)
-  # Static only (tf.ensure_shape would add a run-time check with its own message, which TensorFlow
-  # may run before this one).
+  # Static only: tf.ensure_shape's own run-time check might run before this one.
   checked.set_shape([None] * rank)
   return checked
 
 
 def require_same_shape(tensors, signature, expected):
-  """Checks at run time that the named tensors (all of one rank) have one shape; returns them.
+  """Checks at run time that the dict {input name: tensor} holds one shape; returns the dict.
 
-  Args:
-    tensors: dict {input name: tensor}, in the order the message lists them.
-    signature: the signature's name, first word of the message.
-    expected: the shape they must share, e.g. "[batch, seq_length]".
-
-  Returns:
-    A dict of the same tensors, computed only after the check passed.
+  The message is "<signature>: `a`, `b` and `c` must have one shape <expected>; got [..], [..]".
 
   Raises:
-    tf.errors.InvalidArgumentError (when the graph runs): "<signature>: `a`, `b` and `c` must have
-      one shape <expected>; got [..], [..], [..]".
+    tf.errors.InvalidArgumentError: when the graph runs, on different shapes.
   """
   names = [f"`{name}`" for name in tensors]
   listed = f"{', '.join(names[:-1])} and {names[-1]}"

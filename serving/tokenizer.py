@@ -1,29 +1,9 @@
 """The reference's WordPiece tokens with code-point offsets, as TensorFlow ops (for serve_text).
 
-preprocess/wordpiece.py gives tf-models-official `FullTokenizer`'s tokens (what run_squad.py and the
-training records use): tensorflow-text's FastWordpiece kernel on printable ASCII, and tfm's Python
-`BasicTokenizer` on words holding other characters. A graph cannot call Python, and
-tensorflow-text's `FastBertTokenizer` normalizes differently from `BasicTokenizer` ("ß" -> "ss",
-"ﬁ" -> "fi", NUL splits a word). So this module does `BasicTokenizer`'s character-level work one
-code point at a time with core TensorFlow and tensorflow-text string ops, and keeps where each
-normalized character came from:
-
-  * NUL, U+FFFD and control/format characters (Cc, Cf; not tab, newline, carriage return) are
-    deleted (`_clean_text`);
-  * whitespace (space, tab, newline, CR, Zs, and what Python's `str.split` splits at: Zl, Zp)
-    becomes a space;
-  * CJK ideographs (BERT's `_is_chinese_char` ranges) get a space on each side;
-  * with do_lower_case, every other character is lower-cased (`tf.strings.lower`, ICU full case
-    mapping like Python's `str.lower`), NFD-decomposed and stripped of Mn marks.
-
-The joined result goes to tensorflow-text's FastWordpiece tokenizer built exactly as
-preprocess/wordpiece.py builds it (`wordpiece.wordpiece_model`: "##", [UNK], words longer than
-MAX_CHARS_PER_WORD -> [UNK], splitting at whitespace and punctuation), and its byte offsets in the
-normalized text are mapped back to code points of the input (a token starts at the character that
-produced its first byte and ends after the one that produced its last).
-
-Known limit: FastWordpiece counts the word-length limit in bytes of the normalized word,
-FullTokenizer in characters, so a single non-ASCII word longer than 400 bytes can differ.
+tfm's `BasicTokenizer` normalization (tensorflow-text's `FastBertTokenizer` differs: "ß" -> "ss")
+done per character with string ops, then FastWordpiece as preprocess/wordpiece.py builds it; byte
+offsets are mapped back to input code points. Known limit: FastWordpiece counts the word-length
+limit in bytes, FullTokenizer in characters (one non-ASCII word over 400 bytes can differ).
 """
 
 import tensorflow as tf
@@ -64,11 +44,8 @@ class BertTextTokenizer(tf.Module):
         model_buffer=wordpiece.wordpiece_model(tuple(vocab)), token_out_type=tf.int32)
 
   def normalize(self, text):
-    """BasicTokenizer's per-character normalization of string [B].
-
-    Returns:
-      (normalized string [B], piece_start: int64 RaggedTensor [B, (characters of the input)], the
-      byte offset in the normalized string where each input character's replacement begins).
+    """(normalized string [B], piece_start int64 RaggedTensor [B, (input characters)]):
+    BasicTokenizer's normalization of `text` and the byte where each character's replacement starts.
     """
     normalized, piece_start, _ = self._normalize_with_pieces(text)
     return normalized, piece_start
@@ -91,12 +68,8 @@ class BertTextTokenizer(tf.Module):
     return normalized, tf.cast(piece_start, tf.int64), pieces
 
   def tokenize_with_offsets(self, text):
-    """Tokenizes string [B].
-
-    Returns:
-      (ids int32, start_chars int64, end_chars int64), RaggedTensors [B, (tokens)]; offsets are
-      code points of the input, end exclusive.
-    """
+    """(ids int32, start_chars int64, end_chars int64) RaggedTensors [B, (tokens)] of string [B];
+    offsets in code points of the input, end exclusive."""
     normalized, piece_start, pieces = self._normalize_with_pieces(text)
     ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
     # Character holding byte b of the normalized text: the last piece starting at or before b.
@@ -110,19 +83,11 @@ class BertTextTokenizer(tf.Module):
 
 
 def _widen_over_removed(pieces, start_chars, end_chars):
-  """Token offsets that also cover the input characters normalization removed next to them.
+  """Token offsets widened over the input characters normalization removed next to them.
 
-  preprocess/wordpiece.py's rule (`_widen_over_removed` there): a removed character (empty
-  replacement: deleted, or a combining mark stripped after NFD) belongs to the token before it, or,
-  when a space or the text's start comes before it, to the token after it. So an answer ending in
-  "cafe" + U+0301 keeps the accent.
-
-  Args:
-    pieces: string RaggedTensor [B, (characters)], each input character's replacement.
-    start_chars, end_chars: int64 RaggedTensors [B, (tokens)], code points, end exclusive.
-
-  Returns:
-    (start_chars, end_chars) widened, same shapes.
+  preprocess/wordpiece.py's rule: a removed character belongs to the token before it, or, after a
+  space or the text's start, to the token after it. `pieces`: string RaggedTensor [B, (characters)],
+  each character's replacement; offsets: int64 RaggedTensors [B, (tokens)], code points.
   """
   flat = pieces.flat_values
   kept = tf.where(tf.strings.length(flat, unit="BYTE") > 0)[:, 0]  # int64 [K], sorted

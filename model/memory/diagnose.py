@@ -1,11 +1,5 @@
-"""Explaining a batch that does not fit: before training (train.py's pre-flight check,
---train_batch_size=auto finding nothing) or after a step ran out of memory.
-
-The message gives the count (model/memory/estimate.py) next to the device's usable memory
-(model/memory/device.py) and the fixes that the same count says would fit. When the count said the
-batch fits but a step ran out of memory anyway, the count was too low for that setup: the fixes are
-then the ones that lower the real peak, without a promise of fitting.
-"""
+"""Explaining a batch that does not fit (train.py's pre-flight check, --train_batch_size=auto) or
+a step that ran out of memory: the count, the usable memory and the fixes the count says fit."""
 
 import math
 
@@ -16,23 +10,11 @@ from squad_qa.model.memory import estimate
 
 def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1,
               headline="the configuration does not fit in memory"):
-  """A multi-line message: the estimate, the device memory and concrete fixes.
+  """A multi-line message: the estimate, the device memory and the fixes that fit (a smaller
+  batch with accumulation, a shorter max_seq_length, `--gpu`, `--train_batch_size=auto`).
 
-  Fixes offered: the largest batch that fits (with gradient accumulation to keep the effective
-  batch), the longest max_seq_length (in steps of 64) that fits this batch, mixed precision
-  (`--gpu`), and `--train_batch_size=auto`.
-
-  Args:
-    config: a `model.bert_config.BertConfig`.
-    max_seq_length: tokens per feature.
-    batch_size: features per forward/backward pass (the micro-batch).
-    dtype: the Keras policy name.
-    device: a `device.Device`.
-    accumulation_steps: passes per optimizer step.
-    headline: the first line's opening words (what happened).
-
-  Returns:
-    The message (str, lines joined by newlines), e.g. for a `plan.MemoryPlanError`.
+  `batch_size` is the micro-batch, `accumulation_steps` passes per optimizer step, `device` a
+  `device.Device`, `headline` the first line's opening words.
   """
   est = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
                           accumulation_steps)

@@ -1,12 +1,5 @@
-"""Training bytes of an output head, worked for the span head against a Dense head over a
-flattened encoder output, the head behind "OOM when allocating tensor with shape[786432,1604]".
-
-A head's parameters are float32 weights; training holds them, their gradients and the optimizer's
-slots (`estimate.OPTIMIZER_SLOTS`: AdamW keeps two), so 4x the weights' bytes under AdamW. The span
-head that train.py uses is one Dense(2) applied to every token: its parameters do not grow with
-the sequence. A Dense head over the flattened [2, 512, 768] encoder output has a kernel row per
-input value: 5.0 GB of weights before anything else (`python -m model.memory` prints both).
-"""
+"""Training bytes of an output head: the span head against a Dense head over a flattened encoder
+output, the head behind "OOM when allocating tensor with shape[786432,1604]"."""
 
 import dataclasses
 
@@ -24,12 +17,8 @@ class HeadMemory:
 
 
 def dense_head_memory(input_units, units, optimizer="adamw", name=None):
-  """A Dense(`units`) over `input_units` features: (input_units + 1) x units parameters.
-
-  A Dense(1604) softmax over a flattened [2 x 512 x 768] input (the head behind "OOM when
-  allocating tensor with shape[786432,1604]") has 786432 x 1604 weights, 5.0 GB in float32, x3
-  with AdamW's two slots, x4 with the gradients too.
-  """
+  """`HeadMemory` of a Dense(`units`) over `input_units` features: (input_units + 1) x units
+  parameters."""
   parameters = (input_units + 1) * units
   weight_bytes = 4 * parameters
   slots = estimate.OPTIMIZER_SLOTS[optimizer]
@@ -38,19 +27,13 @@ def dense_head_memory(input_units, units, optimizer="adamw", name=None):
 
 
 def span_head_memory(hidden_size, optimizer="adamw"):
-  """The span head: one Dense(2) applied to every token's hidden state,
-  2 x hidden + 2 parameters."""
+  """`HeadMemory` of the span head: one Dense(2) per token, 2 x hidden + 2 parameters."""
   head = dense_head_memory(hidden_size, 2, optimizer)
   return dataclasses.replace(head, name=f"span head Dense(2) per token ({hidden_size} -> 2)")
 
 
 def flattened_dense_head_lines():
-  """The flattened Dense(1604) head's arithmetic next to the span head's (`dense_head_memory`).
-
-  Returns:
-    Two lines of text (the Dense head's, then the span head's), sizes in decimal GB as in the
-    out-of-memory report they answer.
-  """
+  """Two lines: the flattened Dense(1604) head's arithmetic, then the span head's (decimal GB)."""
   dense = dense_head_memory(2 * 512 * 768, 1604, name="Dense(1604) over flattened [2, 512, 768]")
   span = span_head_memory(768)
 

@@ -1,18 +1,6 @@
 """Batch planning: the largest batch that fits, the batch train.py runs (--train_batch_size=auto
-included), and what `python -m model.memory` prints.
-
-Validation: tests/model/test_memory.py holds `GOOGLE_RESEARCH_TF1` against the 12 cells of
-google-research/bert's table (Titan X 12 GB, TF 1.11, float32, Adam) and against the TF1 graph's
-measured peak. 8 cells are within max(1, 25 %): all of BERT-Large and BERT-Base at 320 and 384.
-BERT-Base at 64, 128 and 256 tokens the planner says 111, 50, 21 where the table says 64, 32, 16
-(4096 / s each, what a search by halving returns). Those are not maxima of any count whose
-per-example memory is linear plus quadratic in s: per-token memory then does not rise as
-sequences get shorter, so the table's own 384-token cell (12 x 384 = 4608 tokens fit) implies
-at least 72, 36 and 18. BERT-Base at 512 misses by one beyond the tolerance: 8 against 6; for 6
-to be the maximum while 12 fit at 384, one example of 512 tokens would have to cost more than
-12/7 = 1.71 times one of 384, which the count's structure allows only up to (4/3)^2 = 1.78 and
-BERT-Base's counts put at 1.51.
-"""
+included), and what `python -m model.memory` prints (checked against google-research/bert's
+table: docs/memory.md "Checked against measurements")."""
 
 import dataclasses
 import json
@@ -49,22 +37,11 @@ class BatchPlan:
 
 def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
                  gradient_accumulation_steps=1, effective_batch_size=None):
-  """Resolves train.py's batch flags into a `BatchPlan`.
+  """Resolves train.py's batch flags into a `BatchPlan` (its estimate for the micro-batch).
 
-  Args:
-    config: a `model.bert_config.BertConfig`.
-    max_seq_length: tokens per feature.
-    dtype: the Keras policy name.
-    device: a `device.Device`.
-    train_batch_size: features per pass (int), or "auto": the largest batch the planner says fits
-      in `AUTO_BATCH_MARGIN` (90 %) of the usable memory, split so that the effective batch is
-      `effective_batch_size` (default `DEFAULT_EFFECTIVE_BATCH_SIZE`) exactly.
-    gradient_accumulation_steps: passes per optimizer step (with an int `train_batch_size`).
-    effective_batch_size: features per optimizer step; with an int `train_batch_size` it must be
-      a multiple of it and sets the accumulation steps.
-
-  Returns:
-    A `BatchPlan`; its estimate is for the micro-batch (the pre-flight check is the caller's).
+  `train_batch_size` is features per pass, or "auto": the largest batch that fits in
+  `AUTO_BATCH_MARGIN` of `device`'s usable memory, split to give `effective_batch_size` exactly.
+  With an int, `effective_batch_size` must be a multiple of it and sets the accumulation steps.
 
   Raises:
     MemoryPlanError: inconsistent flags, or "auto" finds no batch that fits (with a diagnosis).
@@ -126,8 +103,7 @@ def format_table(rows, header):
 
 
 def format_estimate(est, usable_bytes=None, config_name=""):
-  """A multi-line breakdown of an `estimate.Estimate`, with a fit verdict when `usable_bytes` is
-  given."""
+  """A multi-line breakdown of an `estimate.Estimate`, with a fit verdict given `usable_bytes`."""
   size = memory_device.format_bytes
   lines = [
       f"{config_name}seq {est.max_seq_length}, batch {est.batch_size}, {est.dtype}, "
@@ -160,20 +136,17 @@ class PlannerConfig(settings.Settings):
   """What `python -m model.memory` counts and prints; each field is the flag of the same name.
 
   Attributes:
-    bert_config_file: a BERT JSON config (google-research or Hugging Face); None: google-research's
-      BERT-Base and BERT-Large (`estimate.presets`).
-    max_seq_length: tokens per feature; None (or 0): the max-batch table over `TABLE_SEQ_LENGTHS`.
-    train_batch_size: with `max_seq_length`, an int adds the breakdown of that batch; None or
-      "auto" prints only the largest batch. train.py's --train_batch_size is this setting.
+    bert_config_file: a google-research or HF BERT JSON config; None: `estimate.presets`.
+    max_seq_length: tokens per feature; None (or 0): the table over `TABLE_SEQ_LENGTHS`.
+    train_batch_size: with `max_seq_length`, an int adds that batch's breakdown.
     dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`.
-    device_memory_gb: GPU capacity in GiB (2^30 bytes); None (or 0): the visible GPU's allocator
-      limit, else the host's available RAM (`device.detect_device`).
+    device_memory_gb: GPU capacity in GiB; None (or 0): `device.detect_device`.
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
 
   Raises:
     errors.UsageError: (on construction) a value outside those, or a program other than this
-      tool's under a mixed policy (TensorFlow 1.11 BERT trained in float32 only).
+      tool's under a mixed policy.
   """
   bert_config_file: Optional[str] = settings.setting(
       None, "BERT JSON config (google-research bert_config.json or an HF config.json). "
@@ -209,19 +182,14 @@ class PlannerConfig(settings.Settings):
 
 
 def report(config):
-  """What `python -m model.memory` prints for a `PlannerConfig`.
+  """What `python -m model.memory` prints for a `PlannerConfig` (text, or a JSON document).
 
-  With `max_seq_length`: per model, the largest batch that fits at that length, after the
-  breakdown of `train_batch_size` when it is an int. Without: the max-batch table over
-  `TABLE_SEQ_LENGTHS` and, for the presets, the flattened Dense head's arithmetic next to the span
-  head's (`heads.flattened_dense_head_lines`). Both open with the device and the count's settings.
-
-  Returns:
-    The text (str), or with format "json" the same figures as a JSON document.
+  With `max_seq_length`: per model, the largest batch at that length, after the breakdown of an int
+  `train_batch_size`. Without: the max-batch table and, for the presets, the flattened Dense head
+  next to the span head.
 
   Raises:
-    errors.MissingFileError, errors.UsageError: a --bert_config_file that is not there or not a
-      BERT config.
+    errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config.
   """
   # Imported here, as estimate.presets does: bert_config loads TensorFlow, the planner does not.
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top

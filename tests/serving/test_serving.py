@@ -73,11 +73,13 @@ def _synthetic_windows(queries, contexts, max_seq_length, doc_stride, max_query_
   """Graph windows of synthetic token ids; token i of a context spans characters [3i, 3i + 2)."""
   offsets = [np.arange(len(c), dtype=np.int64) * 3 for c in contexts]
   ragged = lambda rows, dtype: tf.ragged.constant(rows, dtype, row_splits_dtype=tf.int64)
-  windows = windows_lib.make_windows(ragged([q.tolist() for q in queries], tf.int32),
-                                     ragged([c.tolist() for c in contexts], tf.int32),
-                                     ragged([o.tolist() for o in offsets], tf.int64),
-                                     ragged([(o + 2).tolist() for o in offsets], tf.int64), 101,
-                                     102, max_seq_length, doc_stride, max_query_length)
+  windows = windows_lib.make_windows(
+      ragged([q.tolist() for q in queries], tf.int32),
+      ragged([c.tolist() for c in contexts], tf.int32),
+      ragged([o.tolist() for o in offsets], tf.int64),
+      ragged([(o + 2).tolist() for o in offsets], tf.int64), 101, 102,
+      features_lib.Featurization(max_seq_length=max_seq_length, doc_stride=doc_stride,
+                                 max_query_length=max_query_length))
   return offsets, windows
 
 
