@@ -85,7 +85,7 @@ class BertTextTokenizer(tf.Module):
 def _widen_over_removed(pieces, start_chars, end_chars):
   """Token offsets widened over the input characters normalization removed next to them.
 
-  preprocess/wordpiece.py's rule: a removed character belongs to the token before it, or, after a
+  preprocess/word_alignment.py's rule: a removed character belongs to the token before it, or, after a
   space or the text's start, to the token after it. `pieces`: string RaggedTensor [B, (characters)],
   each character's replacement; offsets: int64 RaggedTensors [B, (tokens)], code points.
   """
