@@ -85,9 +85,10 @@ class BertTextTokenizer(tf.Module):
 def _widen_over_removed(pieces, start_chars, end_chars):
   """Token offsets widened over the input characters normalization removed next to them.
 
-  preprocess/word_alignment.py's rule: a removed character belongs to the token before it, or, after a
-  space or the text's start, to the token after it. `pieces`: string RaggedTensor [B, (characters)],
-  each character's replacement; offsets: int64 RaggedTensors [B, (tokens)], code points.
+  preprocess/word_alignment.py's rule: a removed character belongs to the token before it, or,
+  after a space or the text's start, to the token after it. `pieces`: string RaggedTensor [B,
+  (characters)], each character's replacement; offsets: int64 RaggedTensors [B, (tokens)], code
+  points.
   """
   flat = pieces.flat_values
   kept = tf.where(tf.strings.length(flat, unit="BYTE") > 0)[:, 0]  # int64 [K], sorted

@@ -71,9 +71,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
                                                  check=settings.at_least(1))
   max_eval_examples: Optional[int] = settings.setting(
       None, "Score only the first N questions of --predict_file (a budget for CPU runs).")
-  gpu: bool = settings.setting(
-      False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
-      "Fails if TensorFlow sees no GPU.")
+  gpu: bool = settings.variant(plan.PlannerConfig, "gpu")
   mixed_precision_dtype: str = settings.setting(
       AUTO,
       "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "

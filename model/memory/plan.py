@@ -9,6 +9,7 @@ from typing import Optional, Union
 
 from squad_qa import errors
 from squad_qa.flags import settings
+from squad_qa.model import precision
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import estimate
@@ -139,7 +140,9 @@ class PlannerConfig(settings.Settings):
     bert_config_file: a google-research or HF BERT JSON config; None: `estimate.presets`.
     max_seq_length: tokens per feature; None (or 0): the table over `TABLE_SEQ_LENGTHS`.
     train_batch_size: with `max_seq_length`, an int adds that batch's breakdown.
-    dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`.
+    dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`; None: train.py's
+      for `gpu` (`policy_and_reason`).
+    gpu: train.py's --gpu (mixed_float16 unless `dtype` says otherwise).
     device_memory_gb: GPU capacity in GiB; None (or 0): `device.detect_device`.
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
@@ -161,9 +164,13 @@ class PlannerConfig(settings.Settings):
       "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
       "accumulation keeping --effective_batch_size.", parser=settings.BatchSizeParser(),
       check=settings.check_batch_size)
-  dtype: str = settings.setting(
-      "float32", "Keras dtype policy of training (train.py --gpu trains under mixed_float16).",
-      choices=estimate.POLICIES)
+  dtype: Optional[str] = settings.setting(
+      None, "Keras dtype policy of training. Default: the one train.py trains under with the same "
+      "--gpu: mixed_float16 with --gpu, else mixed_bfloat16 on a CPU with bfloat16 matmuls, else "
+      "float32.", choices=estimate.POLICIES)
+  gpu: bool = settings.setting(
+      False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
+      "Fails if TensorFlow sees no GPU.")
   device_memory_gb: Optional[float] = settings.setting(
       None, "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
       "else the host's available RAM.")
@@ -175,10 +182,23 @@ class PlannerConfig(settings.Settings):
       choices=estimate.PROGRAMS)
 
   def check(self):
-    if self.program != estimate.THIS_TOOL.name and self.dtype != "float32":
+    if self.program != estimate.THIS_TOOL.name and self.dtype not in (None, "float32"):
       raise errors.UsageError(
           f"--program={self.program} trained in float32 only (TensorFlow 1.11 BERT had no mixed "
           f"precision); drop --dtype={self.dtype}")
+
+  @property
+  def policy_and_reason(self):
+    """(the Keras dtype policy counted, why in a few words): `dtype`, or train.py's choice."""
+    if self.dtype:
+      return self.dtype, "--dtype"
+    if self.program != estimate.THIS_TOOL.name:
+      return "float32", f"{self.program} trained in float32"
+    if self.gpu:
+      return "mixed_float16", "train.py --gpu"
+    if precision.cpu_has_native_bfloat16():
+      return "mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"
+    return "float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"
 
 
 def report(config):
@@ -201,7 +221,7 @@ def report(config):
     }
   else:
     configs = estimate.presets()
-  dtype = config.dtype
+  dtype, why = config.policy_and_reason
   if config.device_memory_gb:
     device = memory_device.device_from_flag(config.device_memory_gb)
   else:
@@ -210,7 +230,7 @@ def report(config):
   this_tool = program == estimate.THIS_TOOL
   output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
   text = [
-      f"device: {device.description}; {dtype}; AdamW; allocator overhead "
+      f"device: {device.description}; {dtype} ({why}); AdamW; allocator overhead "
       f"x{memory_device.overhead_for(device.kind):g}" +
       ("" if this_tool else f"; counting {program.name}, not this tool")
   ]

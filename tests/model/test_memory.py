@@ -319,10 +319,10 @@ def test_diagnosis_names_the_fixes():
 
 @pytest.mark.slow
 def test_cli_table_and_breakdown(tmp_path):
-  _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12")
+  _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--dtype=float32")
   lines = output.strip().splitlines()
-  assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32; AdamW; allocator "
-                             "overhead x1.04")
+  assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32 (--dtype); AdamW; "
+                             "allocator overhead x1.04")
   assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
@@ -704,3 +704,27 @@ def test_the_planner_reads_a_config_without_importing_tensorflow(tmp_path):
   output = subprocess.run([sys.executable, "-c", code, str(config)], cwd=testutil.REPO,
                           capture_output=True, text=True, check=True).stdout
   assert output.split() == [str(testutil.TINY_BERT_CONFIG["hidden_size"]), "False"]
+
+
+@pytest.mark.parametrize("options, native_bfloat16, policy, why", [
+    ({
+        "gpu": True
+    }, False, "mixed_float16", "train.py --gpu"),
+    ({
+        "gpu": True,
+        "dtype": "float32"
+    }, False, "float32", "--dtype"),
+    ({}, True, "mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"),
+    ({}, False, "float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"),
+    ({
+        "program": "google_research_tf1",
+        "gpu": True
+    }, True, "float32", "google_research_tf1 trained in float32"),
+])
+def test_the_planner_counts_the_precision_train_py_would_train_in(monkeypatch, options,
+                                                                  native_bfloat16, policy, why):
+  monkeypatch.setattr(memory_plan.precision, "cpu_has_native_bfloat16", lambda: native_bfloat16)
+  assert memory_plan.PlannerConfig(**options).policy_and_reason == (policy, why)
+  report = memory_plan.report(memory_plan.PlannerConfig(device_memory_gb=12, **options))
+  assert report.splitlines()[0].startswith(f"device: 12 GiB GPU (11.1 GiB usable); {policy} "
+                                           f"({why}); AdamW")
