@@ -33,8 +33,8 @@ def main(argv):
     print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
           f"score {answer.score:.2f}, {1000 * seconds:.0f} ms)")
   print(f"answered {len(answers)} question{'s' if len(answers) > 1 else ''} in "
-        f"{sum(seconds for _, _, seconds in answers):.2f} s (the SavedModel loaded in "
-        f"{load_seconds:.1f} s)")
+        f"{sum(seconds for _, _, seconds in answers):.2f} s (the export loaded in "
+        f"{load_seconds:.2f} s)")
 
 
 def cli():

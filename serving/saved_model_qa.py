@@ -237,6 +237,24 @@ class SavedModelQA:
 AskConfig = ask_config.AskConfig
 
 
+def read_context_file(path):
+  """The text of a UTF-8 file (a leading byte-order mark is not part of it, so it shifts no
+  character offset).
+
+  Raises:
+    errors.MissingFileError: no file at `path`.
+    errors.UsageError: the file is not UTF-8 (one line naming the byte and the fix).
+  """
+  if not os.path.isfile(path):
+    raise errors.MissingFileError(f"--context_file={path}: no such file")
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      return f.read()
+  except UnicodeDecodeError as e:
+    raise errors.UsageError(f"--context_file={path}: not UTF-8 text (byte {e.start}: "
+                            f"{e.reason}); save it as UTF-8") from None
+
+
 def answer_questions(config):
   """ask.py's job: (answers, load_seconds) for `config` (an AskConfig).
 
@@ -245,13 +263,9 @@ def answer_questions(config):
 
   Raises:
     errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.
+    errors.UsageError: a `config.context_file` that is not UTF-8.
   """
-  context = config.context
-  if config.context_file:
-    if not os.path.exists(config.context_file):
-      raise errors.MissingFileError(f"--context_file={config.context_file}: no such file")
-    with open(config.context_file, encoding="utf-8") as f:
-      context = f.read()
+  context = read_context_file(config.context_file) if config.context_file else config.context
   started = time.perf_counter()
   qa = SavedModelQA(config.export_dir)
   load_seconds = time.perf_counter() - started

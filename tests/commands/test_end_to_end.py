@@ -241,5 +241,5 @@ def test_ask_answers_each_question_from_the_export(run):
     assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
     assert re.search(r", score -?\d+\.\d\d, \d+ ms\)$", line), line
   assert re.search(
-      r"^answered 2 questions in \d+\.\d\d s \(the SavedModel loaded in "
-      r"\d+\.\d s\)$", output, re.M), output
+      r"^answered 2 questions in \d+\.\d\d s \(the export loaded in "
+      r"\d+\.\d\d s\)$", output, re.M), output

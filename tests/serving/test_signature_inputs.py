@@ -215,7 +215,7 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q", context="c"))
   assert str(error.value) == (f"--export_dir={tmp_path / 'none'}: no SavedModel there; make one "
-                              f"with `python export.py --export_dir={tmp_path / 'none'}`")
+                              f"with `squad-qa-export --export_dir={tmp_path / 'none'}`")
   model_dir = tmp_path / "model_out"  # a --model_dir: the hint is to export it, into a new folder
   model_dir.mkdir()
   (model_dir / "qa_config.json").write_text("{}")
@@ -223,8 +223,8 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(model_dir), question="q", context="c"))
   assert str(error.value) == (
-      f"--export_dir={model_dir} is a --model_dir of train.py, not an export; export it with "
-      f"`python export.py --model_dir={model_dir} --export_dir=<a new folder>`")
+      f"--export_dir={model_dir} is a --model_dir of squad-qa-train, not an export; export it "
+      f"with `squad-qa-export --model_dir={model_dir} --export_dir=<a new folder>`")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q",
@@ -232,3 +232,15 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.UsageError) as error:
     saved_model_qa.AskConfig(question="q", context="c", context_file=str(tmp_path / "c.txt"))
   assert str(error.value) == "give --context or --context_file, not both (one passage per run)"
+
+
+def test_a_context_file_is_utf8_text_without_its_byte_order_mark(tmp_path):
+  path = tmp_path / "context.txt"
+  path.write_bytes("\ufeffThe caf\u00e9 opened in 1932.".encode("utf-8"))
+  text = saved_model_qa.read_context_file(str(path))
+  assert text == "The caf\u00e9 opened in 1932." and text.index("1932") == 19
+  path.write_bytes("The caf\u00e9 opened in 1932.".encode("latin-1"))
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.read_context_file(str(path))
+  assert str(error.value) == (f"--context_file={path}: not UTF-8 text (byte 7: invalid "
+                              f"continuation byte); save it as UTF-8")
