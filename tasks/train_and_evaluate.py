@@ -65,8 +65,8 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
       logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights")
-  trainer = question_answering.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
-                                         plan.global_batch_size)
+  trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
+                                  plan.global_batch_size)
   is_chief = distribution.is_chief(strategy)
   watchers = [
       train_progress.TrainProgress(optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch,
@@ -75,8 +75,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
                                    show=is_chief)
   ]
   curve = learning_curve.LearningCurve(
-      config.eval_every_steps, scorer, model, strategy, optimizer.iterations, config.model_dir,
-      score=is_chief,
+      config, scorer, model, strategy, optimizer.iterations, score=is_chief,
       final_step=plan.num_train_steps if config.do_predict else None) if scorer else None
   try:
     stats = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan, start=start,
@@ -173,6 +172,29 @@ def summary_line(seconds, stats, results, model_dir):
   return "; ".join(parts) + f"; in {model_dir}: " + ", ".join(outputs)
 
 
+def decoding_settings(config, meta):
+  """`config`'s `span_decoding.DecodingSettings`, SQuAD 2.0 also when the records (`meta`) are."""
+  return span_decoding.DecodingSettings(
+      **{
+          **settings.values(config, span_decoding.DecodingSettings),
+          "version_2_with_negative": bool(config.version_2_with_negative or
+                                          meta["flags"].get("version_2_with_negative", False)),
+      })
+
+
+def _qa_config_writer(config, config_file, bert_config, meta, decoding, start):
+  """A function of no arguments writing --model_dir's qa_config.json and train_config.json."""
+
+  def write_qa_config():
+    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta,
+                              settings.values(decoding, span_decoding.DecodingSettings),
+                              start.recorded)
+    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
+                         dataclasses.asdict(config))
+
+  return write_qa_config
+
+
 def train_and_evaluate(config):
   """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief.
 
@@ -181,11 +203,10 @@ def train_and_evaluate(config):
 
   Returns:
     The eval results (a dict, also in model_dir/eval_results.json), or None without prediction
-    (or on a worker that is not the chief).
+    or on a worker that is not the chief.
 
   Raises:
-    errors.UserError: anything the user can fix (flags, records, checkpoints, memory), one line
-      each (several for a memory diagnosis).
+    errors.UserError: anything the user can fix (one line; several for a memory diagnosis).
   """
   started = time.time()
   if config.gpu and not tf.config.list_physical_devices("GPU"):
@@ -195,8 +216,7 @@ def train_and_evaluate(config):
   # Check the inputs.
   bert_config, config_file, meta = run_inputs.bert_config_and_meta(config)
   predict_file = config.predict_file or run_inputs.default_predict_file(meta)
-  version_2 = bool(config.version_2_with_negative or
-                   meta["flags"].get("version_2_with_negative", False))
+  decoding = decoding_settings(config, meta)
   # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).
   strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
@@ -211,21 +231,12 @@ def train_and_evaluate(config):
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
-  def write_qa_config():
-    artifacts.write_qa_config(
-        config.model_dir, config_file, bert_config, meta, {
-            **settings.values(config, span_decoding.DecodingSettings),
-            "version_2_with_negative": version_2,
-        }, start.recorded)
-    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
-                         dataclasses.asdict(config))
+  write_qa_config = _qa_config_writer(config, config_file, bert_config, meta, decoding, start)
 
   # Task -> controller.
   def dev_scorer():  # reads the dev files once, for the learning curve and the score
     return evaluation.DevScorer(config.records_dir, meta, predict_file, config.predict_batch_size,
-                                config.n_best_size, config.max_answer_length,
-                                config.max_eval_examples, version_2,
-                                config.null_score_diff_threshold)
+                                decoding, config.max_eval_examples)
 
   scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
   stats = curve = None
@@ -249,6 +260,6 @@ def train_and_evaluate(config):
     results = evaluation.score_and_write(scorer, model, config.model_dir)
   if curve:
     curve.add_final_score(results)
-  print(score_line(results, predict_file, version_2))
+  print(score_line(results, predict_file, decoding.version_2_with_negative))
   print(summary_line(time.time() - started, stats, results, config.model_dir))
   return results
