@@ -1,7 +1,5 @@
-"""Prediction over the eval shards and SQuAD scoring: predictions.json and eval_results.json.
-
-Runs on one device (under a tf.distribute strategy, train.py calls it on the chief alone).
-"""
+"""Prediction over the eval shards and SQuAD scoring (one device): predictions.json and
+eval_results.json."""
 
 import collections
 import os

@@ -35,16 +35,13 @@ class LearningCurve:
   """An orbit train action that scores the model every `config.eval_every_steps` (> 0) steps.
 
   Args:
-    config: the `tasks.train_config.TrainConfig` (eval_every_steps, model_dir: where
-      learning_curve.csv and the eval/ TensorBoard folder go).
+    config: the `tasks.train_config.TrainConfig` (eval_every_steps, model_dir).
     scorer: a `tasks.evaluation.DevScorer`.
-    model: the model being trained.
-    strategy: its tf.distribute strategy (the scoring runs under its scope).
+    model, strategy: the model being trained and its tf.distribute strategy.
     global_step: the optimizer's `iterations` variable.
     score: whether to score (the chief); other workers only end their loops on the same steps.
     clock: a function returning seconds.
-    final_step: the last step when a final evaluation follows training: `add_final_score` writes
-      its point instead. None: no final evaluation.
+    final_step: the step whose point `add_final_score` writes (None: no final evaluation).
   """
 
   def __init__(self, config, scorer, model, strategy, global_step, score=True, clock=time.monotonic,

@@ -1,10 +1,6 @@
-"""The SQuAD span task: model, inputs, loss, optimizer and the train step with gradient
-accumulation (`make_replica_step`; tasks/trainer.py's `QATrainer` runs it).
-
-Shaped like tfm's `official.nlp.tasks.question_answering.QuestionAnsweringTask`, with a
-`QATaskConfig` dataclass instead of its config machinery. Under any tf.distribute strategy each
-replica's loss is its share of the global batch's mean and the summed, clipped gradient is applied
-once (tasks/optimization.py), so a step equals one device's step on the same global batch.
+"""The SQuAD span task, shaped like tfm's `QuestionAnsweringTask` with a `QATaskConfig`: model,
+inputs, loss, optimizer and the train step with gradient accumulation (`make_replica_step`).
+Under any tf.distribute strategy a step equals one device's step on the same global batch.
 """
 
 import dataclasses
@@ -34,14 +30,8 @@ PRECISION_POLICIES = {
 
 
 def set_precision_policy(mixed_precision_dtype):
-  """Sets the global tf_keras (not Keras 3: tfm's models are tf_keras) policy for a compute dtype.
-
-  Args:
-    mixed_precision_dtype: "float32", "float16" (mixed_float16, trained with dynamic loss
-      scaling) or "bfloat16" (mixed_bfloat16, no loss scaling: float32's exponent range).
-
-  Returns:
-    The policy's name.
+  """Sets the global tf_keras (tfm's Keras, not Keras 3) policy for "float32", "float16" or
+  "bfloat16"; returns the policy's name.
 
   Raises:
     errors.UsageError: another dtype.
@@ -61,15 +51,14 @@ _PADDING_LOGIT = -1e9
 def span_loss(start_positions, end_positions, start_logits, end_logits, global_batch_size=None,
               input_mask=None):
   """run_squad.py's (CE(start) + CE(end)) / 2, summed over the examples given and divided by
-  the global batch (`tf.nn.compute_average_loss`): the shares of replicas and micro-batches add up
-  to the global mean.
+  the global batch (`tf.nn.compute_average_loss`).
 
   Args:
     start_positions, end_positions: int [batch] token indices.
     start_logits, end_logits: [batch, seq] logits (cast to float32 here).
     global_batch_size: examples the mean is over; default: those given times the replicas.
-    input_mask: optional int [batch, seq]: the softmax covers mask-1 positions only, so the loss
-      does not depend on how far a batch is padded (run_squad.py's also covers padding).
+    input_mask: optional int [batch, seq]: the softmax covers mask-1 positions only, so padding
+      does not change the loss (run_squad.py's covers it).
 
   Returns:
     A float32 scalar.
@@ -101,16 +90,11 @@ def computes_in_float16(model):
 def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_gradients=True):
   """(loss, gradients) of this replica's share of the global batch's mean span loss.
 
-  With `accumulation_steps` = k > 1 the batch is cut, in order, into k micro-batches that run
-  forward and backward one at a time (a while loop, parallel_iterations=1), their float32
-  gradients summed. Each pass divides by the whole global batch, not its own, so every row's
-  backward pass sees the same scale as in one big batch: under float16 a later 1/k would change
-  which activation gradients round to subnormals. Under loss scaling every pass uses the same
-  scale and unscales in float32; an overflow in any pass skips the step as for one batch.
-
-  With a float16 model and `float32_weight_gradients`, weight gradients are reduced in float32
-  (model/float32_gradients.py) through tf.gradients, so the returned function must run inside a
-  tf.function; otherwise a GradientTape.
+  With `accumulation_steps` = k > 1 the batch is cut, in order, into k micro-batches run one at a
+  time (parallel_iterations=1), their float32 gradients summed. Each pass divides by the whole
+  global batch, so rows see one big batch's scale (under float16 a later 1/k would change the
+  rounding). With a float16 model and `float32_weight_gradients`, weight gradients are reduced in
+  float32 (model/float32_gradients.py) via tf.gradients: call the function in a tf.function.
 
   Returns:
     A function batch -> (float32 scalar loss, list of float32 gradients; the word-embedding
@@ -214,13 +198,12 @@ class QATaskConfig:
     bert_config: a `model.bert_config.BertConfig`.
     max_seq_length: tokens per feature of the records.
     train_files: the train shards (every worker reads them all).
-    per_replica_batch_size: features per forward/backward pass on one replica.
-    accumulation_steps: passes per optimizer step.
+    per_replica_batch_size, accumulation_steps: features per pass, passes per optimizer step.
     learning_rate, num_train_steps, warmup_proportion: the schedule (tasks/optimization.py).
     mixed_precision_dtype: the compute dtype the model was built under; "float16" loss-scales.
     jit_compile, float32_weight_gradients: as `make_replica_step`'s.
     seed: the input's shuffling seed (the same on every worker).
-    length_buckets: padded lengths in tokens (records.length_bucket_boundaries), or None.
+    length_buckets: padded lengths in tokens, or None.
   """
   bert_config: object
   max_seq_length: int
@@ -244,11 +227,8 @@ class QuestionAnsweringTask:
     self.config = config
 
   def build_model(self):
-    """The span model (model/span_model.py); call it under the strategy's scope.
-
-    Dropout draws from tf.random.Generator variables (switched on here for the process), which
-    model_dir.make_checkpoint saves, so a resumed run draws the masks an uninterrupted one would.
-    """
+    """The span model; call it under the strategy's scope. Its dropout draws from
+    tf.random.Generator variables (switched on for the process), which checkpoints save."""
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
     return model
@@ -261,7 +241,7 @@ class QuestionAnsweringTask:
 
   @property
   def replica_batch_size(self):
-    """Features a replica takes per optimizer step: per_replica_batch_size * accumulation_steps."""
+    """Features a replica takes per optimizer step."""
     return self.config.per_replica_batch_size * self.config.accumulation_steps
 
   def build_inputs(self, input_context=None, skip_steps=0):
@@ -279,7 +259,7 @@ class QuestionAnsweringTask:
       A tf.data.Dataset of records.train_dataset's batch dicts, `replica_batch_size` rows each.
 
     Raises:
-      InputError: several input pipelines without a seed (they would draw different batches).
+      InputError: several input pipelines without a seed.
     """
     pipelines = input_context.num_input_pipelines if input_context else 1
     index = input_context.input_pipeline_id if input_context else 0

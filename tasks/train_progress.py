@@ -26,13 +26,12 @@ class TrainProgress:
   """An orbit train action that shows training's progress, and the loop length that lets it.
 
   Args:
-    global_step: the optimizer's `iterations` variable (the global step).
+    global_step: the optimizer's `iterations` variable.
     num_train_steps: the global step training ends at.
-    steps_per_epoch: optimizer steps in one epoch (records.steps_per_epoch), for the epoch figure.
+    steps_per_epoch: optimizer steps in one epoch, for the epoch figure.
     log_steps: a line every this many steps (0: about every `interval` seconds).
-    steps_per_loop: the most steps in one compiled loop (--steps_per_loop).
-    fixed_loops: loops of fixed lengths (multi-worker): end at multiples of `log_steps`, or of
-      `steps_per_loop` when `log_steps` is 0, never after a clock.
+    steps_per_loop: the most steps in one compiled loop.
+    fixed_loops: multi-worker: loops end at multiples of `log_steps` (or `steps_per_loop`).
     show: whether to show anything (False on workers other than the chief).
     interval: seconds between lines without `log_steps`.
     **progress_options: `interactive`, `clock`: as `progress.Progress`'s.

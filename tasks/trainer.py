@@ -40,7 +40,7 @@ class QATrainer(orbit.StandardTrainer):
     strategy: the tf.distribute strategy the model and optimizer were built under.
     replica_step: batch -> float32 loss share (`question_answering.make_replica_step`).
     optimizer: the task's optimizer (its `iterations` is the global step).
-    global_batch_size: features per optimizer step over all replicas (for examples/s).
+    global_batch_size: features per optimizer step over all replicas.
   """
 
   def __init__(self, strategy, replica_step, optimizer, global_batch_size):
@@ -54,7 +54,6 @@ class QATrainer(orbit.StandardTrainer):
     self._loop_start_step = 0
     self._loops = 0  # loops run in this process
     self.last_output = {}  # train_loop_end's figures of the last loop
-    # `train` sets the dataset once the step is restored.
     super().__init__(train_dataset=None,
                      options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
 
@@ -139,12 +138,8 @@ def worker_dir(model_dir, is_chief):
 
 
 def _restore(checkpoint, latest, start, global_step):
-  """Restores the checkpoint `latest` (a path, or None) into `checkpoint`; here, not by the
-  controller, which would read a non-chief worker's empty folder.
-
-  Returns:
-    (the restore status or None, the global step restored: 0 without a checkpoint).
-  """
+  """Restores the checkpoint `latest` (a path, or None) into `checkpoint`, not from a non-chief
+  worker's empty folder as the controller would; returns (the status or None, the step)."""
   restored = checkpoint.restore(latest) if latest else None
   start_step = int(global_step.numpy())
   if latest:
@@ -153,8 +148,8 @@ def _restore(checkpoint, latest, start, global_step):
 
 
 def _check_restored(restored, latest):
-  """Asserts that `restored` (a restore status or None) matched every object of the checkpoint;
-  one saved without the dropout generators' states restores the rest, with a warning."""
+  """Asserts that `restored` (a restore status or None) matched the whole checkpoint; one without
+  dropout generator states restores the rest, with a warning."""
   if restored and model_dir_lib.has_dropout_state(latest):
     restored.assert_existing_objects_matched()
   elif restored:
@@ -166,11 +161,8 @@ def _check_restored(restored, latest):
 
 def _train_actions(manager, trainer, plan, watchers, start_step):
   """orbit's train actions (checkpoints at multiples of `plan.save_checkpoints_steps` and at the
-  end, one on SIGTERM, then the `watchers`) and the loop length, ending where an action is due.
-  (The controller's checkpoint_interval would count from the first loop, not from step 0.)
-
-  Returns:
-    (the list of actions, a function global step -> steps of the next loop).
+  end, one on SIGTERM, then the `watchers`) and a function global step -> steps of the next loop,
+  ending where an action is due. (The controller's checkpoint_interval counts from the first loop.)
   """
   global_step = trainer.optimizer.iterations
   every = plan.save_checkpoints_steps
@@ -226,10 +218,8 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     trainer: a `QATrainer` (its strategy runs the steps).
     checkpoint: `tasks.model_dir.make_checkpoint(...)` for the trainer's model and optimizer.
     dataset_fn: (input_context, skip_steps) -> per-pipeline dataset (the task's build_inputs).
-    plan: the `tasks.run_plan.RunPlan` (model_dir, num_train_steps, save_checkpoints_steps,
-      steps_per_loop).
-    start: the `tasks.model_dir.Start` of this run; default: resume --model_dir's latest
-      checkpoint, which must keep the schedule and loss scaling (`model_dir.check_resumable`).
+    plan: the `tasks.run_plan.RunPlan`.
+    start: the `tasks.model_dir.Start` of this run; default: resume --model_dir's latest.
     before_first_save: a function of no arguments run just before the first checkpoint is saved.
     watchers: more train actions run after each loop (e.g. `train_progress.TrainProgress`,
       `learning_curve.LearningCurve`): each has `begin(start_step, global_batch_size)`, called
@@ -240,8 +230,7 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     the last loop's "loss", "learning_rate" and "examples_per_second" (None after one loop).
 
   Raises:
-    OutOfMemoryError: a step ran out of memory (ResourceExhaustedError, or oneDNN's status as an
-      AbortedError); the last checkpoint is left as it was.
+    OutOfMemoryError: a step ran out of memory; the last checkpoint is left as it was.
     model_dir.ScheduleMismatchError, model_dir.PrecisionMismatchError: as `check_resumable`.
   """
   strategy = trainer.strategy
