@@ -54,6 +54,7 @@ class QATrainer(orbit.StandardTrainer):
     self._loop_start_step = 0
     self._loops = 0  # loops run in this process
     self.last_output = {}  # train_loop_end's figures of the last loop
+    # `train` sets the dataset once the step is restored.
     super().__init__(train_dataset=None,
                      options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
 
