@@ -122,9 +122,11 @@ def compare_precisions(meta):
   eval_meta = meta["splits"][records.EVAL_SPLIT]
   predict_file = FLAGS.predict_file or eval_meta["input_file"]
   first = next(iter(exports.values())).qa.config
-  scorer = evaluation.DevScorer(FLAGS.records_dir, meta, predict_file, FLAGS.predict_batch_size,
-                                first["n_best_size"], first["max_answer_length"],
-                                FLAGS.max_eval_examples)
+  scorer = evaluation.DevScorer(
+      FLAGS.records_dir, meta, predict_file, FLAGS.predict_batch_size,
+      span_decoding.DecodingSettings(n_best_size=first["n_best_size"],
+                                     max_answer_length=first["max_answer_length"]),
+      FLAGS.max_eval_examples)
   models = {
       p: (lambda inputs, training=False, qa=e.qa: qa.features_logits(**inputs))
       for p, e in exports.items()

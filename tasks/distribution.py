@@ -1,14 +1,7 @@
-"""The tf.distribute strategy from tfm's flags, the chief, and splitting the global batch.
-
-`--distribution_strategy=one_device|mirrored|multi_worker_mirrored|tpu`, `--num_gpus`,
-`--all_reduce_alg` and `--tpu` mean what they mean in tf-models-official
-(`official.common.distribute_utils.get_distribution_strategy`, which builds the strategy).
-Multi-worker membership comes from the `TF_CONFIG` environment variable. The default is
-`mirrored` when more than one GPU is visible, else `one_device`.
-
-Without GPUs, `--num_cpu_devices=N` splits the CPU into N logical devices
-(tf.config.set_logical_device_configuration) and `mirrored` runs one replica on each: the
-arithmetic of a multi-GPU run, for tests and for trying a configuration on a laptop.
+"""The tf.distribute strategy from tfm's flags (built by tfm's `get_distribution_strategy`;
+multi-worker membership from `TF_CONFIG`), the chief, and splitting the global batch.
+`--num_cpu_devices=N` splits the CPU into N logical devices for `mirrored`: a multi-GPU run's
+arithmetic without GPUs.
 """
 
 import tensorflow as tf
@@ -45,10 +38,10 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
   """The strategy the flags ask for.
 
   Args:
-    distribution_strategy: one of STRATEGIES, or None for the default (see module docstring).
+    distribution_strategy: one of STRATEGIES, or None: `mirrored` with several GPUs, else
+      `one_device`.
     num_gpus: GPUs to use; None: every visible GPU.
-    all_reduce_alg: tfm's: "nccl" / "hierarchical_copy" (mirrored), "ring" / "nccl"
-      (multi_worker_mirrored); None: TensorFlow's choice.
+    all_reduce_alg: tfm's (e.g. "nccl", "ring"); None: TensorFlow's choice.
     tpu: the TPU's address (grpc://... or a Cloud TPU name) for "tpu".
     num_cpu_devices: logical CPU devices for `mirrored` when there is no GPU.
 
@@ -94,8 +87,7 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
 
 
 def is_chief(strategy):
-  """Whether this worker writes --model_dir: the only worker, the "chief" task, or worker 0 of a
-  cluster without a chief (TensorFlow's multi-worker convention)."""
+  """Whether this worker writes --model_dir: the only worker, the "chief", or else worker 0."""
   resolver = getattr(strategy, "cluster_resolver", None)
   if resolver is None or not resolver.task_type:
     return True
@@ -117,8 +109,7 @@ def per_replica_batch_size(global_batch_size, num_replicas):
   """`global_batch_size` / `num_replicas`.
 
   Raises:
-    DistributionError: it does not divide (one line with the nearest global batches that do).
-  """
+    DistributionError: it does not divide (one line with the nearest global batches that do)."""
   per_replica, remainder = divmod(global_batch_size, num_replicas)
   if remainder or not per_replica:
     lower = max(num_replicas, global_batch_size - remainder)

@@ -1,7 +1,5 @@
-"""Prediction over the eval shards and SQuAD scoring: predictions.json and eval_results.json.
-
-Runs on one device (under a tf.distribute strategy, train.py calls it on the chief alone).
-"""
+"""Prediction over the eval shards and SQuAD scoring (one device): predictions.json and
+eval_results.json."""
 
 import collections
 import os
@@ -22,9 +20,7 @@ from squad_qa.errors import UsageError
 
 
 def predict(model, dataset, total_windows=None):
-  """Runs the model over eval batches (of any width: records.eval_dataset trims them).
-
-  Shows its progress in windows of `total_windows` (base/progress.py).
+  """Runs the model over eval batches of any width, showing progress out of `total_windows`.
 
   Returns:
     {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
@@ -53,25 +49,23 @@ def predict(model, dataset, total_windows=None):
 
 class DevScorer:
   """Predicts the first `max_eval_examples` questions of the eval shards and scores them with the
-  official SQuAD scorer; the files are read and checked once, so it can score a model many times
-  (the learning curve during training, then the final score).
+  official SQuAD scorer; reads and checks the files once, to score many models.
 
   Args:
     records_dir, meta: the records folder and its meta.json (dict).
     predict_file: the SQuAD JSON the eval records were made from.
     predict_batch_size: windows per prediction batch.
-    n_best_size, max_answer_length: span decoding settings (max_answer_length in tokens).
+    decoding: the `span_decoding.DecodingSettings`.
     max_eval_examples: score only the first N questions (None: all).
-    version_2_with_negative, null_score_diff_threshold: SQuAD 2.0 decoding (logit units).
 
   Raises:
     UsageError: no eval records; --predict_file is not the file the eval records were made from;
       it has unanswerable questions without --version_2_with_negative.
   """
 
-  def __init__(self, records_dir, meta, predict_file, predict_batch_size, n_best_size,
-               max_answer_length, max_eval_examples=None, version_2_with_negative=False,
-               null_score_diff_threshold=0.0):
+  def __init__(self, records_dir, meta, predict_file, predict_batch_size, decoding,
+               max_eval_examples=None):
+    version_2_with_negative = decoding.version_2_with_negative
     eval_meta = meta["splits"].get(records.EVAL_SPLIT)
     if not eval_meta:
       raise UsageError(
@@ -92,16 +86,13 @@ class DevScorer:
     self.max_seq_length = meta["flags"]["max_seq_length"]
     self.total_windows = (eval_meta["num_features"] if max_eval_examples is None else
                           records.count_eval_windows(self.paths, max_eval_examples))
-    # Every question of the file (the first --max_eval_examples) is predicted and scored, "" for
-    # those without windows (a context without tokens), as in SQuAD v1.1's scorer.
+    # Questions without windows (no context tokens) are scored as "", as SQuAD v1.1's scorer does.
     self.ids = squad_scoring.question_ids(dataset_json, max_eval_examples)
     if max_eval_examples is not None:
       dataset_json = squad_scoring.restrict_to_questions(dataset_json, set(self.ids))
     self.dataset_json = dataset_json
     self.predict_batch_size, self.max_eval_examples = predict_batch_size, max_eval_examples
-    self.n_best_size, self.max_answer_length = n_best_size, max_answer_length
-    self.version_2_with_negative = version_2_with_negative
-    self.null_score_diff_threshold = null_score_diff_threshold
+    self.decoding = decoding
 
   def score(self, model):
     """Predicts and scores `model`.
@@ -128,48 +119,42 @@ class DevScorer:
   def score_windows(self, windows):
     """Decodes and scores the windows of `predict`; returns (results, final) as `score`, without
     predict_seconds."""
-    squad = self.squad
+    squad, decoding = self.squad, self.decoding
     answers = span_decoding.decode_all(
         windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
-        self.n_best_size, self.max_answer_length)
+        decoding.n_best_size, decoding.max_answer_length)
     final = span_decoding.final_predictions(self.ids, {
         squad.examples[i].qas_id: answer for i, answer in answers.items()
-    }, self.version_2_with_negative, self.null_score_diff_threshold)
-    if self.version_2_with_negative:
+    }, decoding.version_2_with_negative, decoding.null_score_diff_threshold)
+    if decoding.version_2_with_negative:
       results = squad_scoring.score_v2(self.dataset_json, final.texts, final.null_odds,
                                        final.best_non_null)
-      results["null_score_diff_threshold"] = self.null_score_diff_threshold
+      results["null_score_diff_threshold"] = decoding.null_score_diff_threshold
     else:
       results = squad_scoring.score_v1(self.dataset_json, final.texts)
-    results.update(
-        n_best_size=self.n_best_size,  # scored with these
-        max_answer_length=self.max_answer_length)
+    results.update(n_best_size=decoding.n_best_size, max_answer_length=decoding.max_answer_length)
     return results, final
 
 
-def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, n_best_size,
-             max_answer_length, max_eval_examples=None, version_2_with_negative=False,
-             null_score_diff_threshold=0.0):
-  """Predicts the eval shards, writes predictions.json and eval_results.json, returns the scores.
-
-  SQuAD 2.0 (`version_2_with_negative`): the answer is "" when null score - best non-null score >
-  `null_score_diff_threshold` (postprocess/span_decoding.null_answer); null_odds.json gets each
-  question's difference, and the official v2.0 scorer's figures are returned.
+def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_size, decoding,
+             max_eval_examples=None):
+  """`score_and_write` of a `DevScorer` of these arguments: the scores, also written to
+  `model_dir`.
 
   Raises:
     UsageError: as `DevScorer`.
   """
-  scorer = DevScorer(records_dir, meta, predict_file, predict_batch_size, n_best_size,
-                     max_answer_length, max_eval_examples, version_2_with_negative,
-                     null_score_diff_threshold)
+  scorer = DevScorer(records_dir, meta, predict_file, predict_batch_size, decoding,
+                     max_eval_examples)
   return score_and_write(scorer, model, model_dir)
 
 
 def score_and_write(scorer, model, model_dir):
   """`scorer.score(model)`, written to `model_dir` as predictions.json, eval_results.json (and
-  null_odds.json for SQuAD 2.0); returns the results."""
+  null_odds.json for SQuAD 2.0: each question's null score minus best span score); returns the
+  results."""
   results, final = scorer.score(model)
-  if scorer.version_2_with_negative:
+  if scorer.decoding.version_2_with_negative:
     artifacts.write_json(os.path.join(model_dir, artifacts.NULL_ODDS_FILE), final.null_odds)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)

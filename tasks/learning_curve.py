@@ -1,17 +1,13 @@
-"""Dev EM/F1 during training, every `eval_every_steps` steps: the learning curve.
+"""The learning curve: dev EM/F1 every `eval_every_steps` steps while training.
 
-What a person fine-tuning on a budget wants to know is how good a model a minute of training buys.
-Every `eval_every_steps` optimizer steps the chief scores the model as it trains (its training
-precision; the final score after training uses a float32 copy) on the first `max_eval_examples`
-dev questions, and writes the point to TensorBoard (`<model_dir>/eval`: eval/exact_match, eval/f1
-against the global step) and as a row of `<model_dir>/learning_curve.csv`:
+The chief scores the model in its training precision on the first `max_eval_examples` dev
+questions and writes each point to TensorBoard (`<model_dir>/eval`) and as a row of
+`<model_dir>/learning_curve.csv`:
 
   step,examples,train_seconds,exact_match,f1,loss
 
-`train_seconds` is training time only (the scoring is left out), continued across resumes from the
-file's last row; `examples` is step x the global batch. The loops are cut to end on those steps.
-When train.py scores dev after training, the curve's last point is that final score, at the last
-step: the model is not scored twice for it.
+`train_seconds` leaves the scoring out and continues across resumes from the file's last row.
+When train.py scores dev after training, that final score is the last point (scored once).
 """
 
 import csv
@@ -36,26 +32,22 @@ def read_rows(path):
 
 
 class LearningCurve:
-  """An orbit train action that scores the model every `every_steps` steps.
+  """An orbit train action that scores the model every `config.eval_every_steps` (> 0) steps.
 
   Args:
-    every_steps: steps between two points (> 0).
+    config: the `tasks.train_config.TrainConfig` (eval_every_steps, model_dir).
     scorer: a `tasks.evaluation.DevScorer`.
-    model: the model being trained.
-    strategy: its tf.distribute strategy (the scoring runs under its scope).
+    model, strategy: the model being trained and its tf.distribute strategy.
     global_step: the optimizer's `iterations` variable.
-    model_dir: where learning_curve.csv and the eval/ TensorBoard folder go.
-    score: whether to score (the chief); other workers of a cluster only end their loops on the
-      same steps, as every worker must.
-    clock: a function returning seconds (tests pass their own).
-    final_step: the last step when the final evaluation follows training (train.py scores a
-      float32 copy then): its point is not scored here but written by `add_final_score`, whether
-      or not it is a multiple of `every_steps`. None: no final evaluation.
+    score: whether to score (the chief); other workers only end their loops on the same steps.
+    clock: a function returning seconds.
+    final_step: the step whose point `add_final_score` writes (None: no final evaluation).
   """
 
-  def __init__(self, every_steps, scorer, model, strategy, global_step, model_dir, score=True,
-               clock=time.monotonic, final_step=None):
-    self.every_steps = every_steps
+  def __init__(self, config, scorer, model, strategy, global_step, score=True, clock=time.monotonic,
+               final_step=None):
+    model_dir = config.model_dir
+    self.every_steps = config.eval_every_steps
     self.score = score
     self.scorer, self.model, self.strategy = scorer, model, strategy
     self.global_step = global_step
@@ -70,8 +62,8 @@ class LearningCurve:
     self._final = None  # (step, train_seconds, loss) of the final point, once training reached it
 
   def begin(self, start_step, global_batch_size):
-    """Starts the training clock at global step `start_step` (a resume's); `global_batch_size`
-    (features per optimizer step) gives the examples column."""
+    """Starts the training clock at global step `start_step`; `global_batch_size` (features per
+    optimizer step) gives the examples column."""
     self.global_batch_size = global_batch_size
     rows = [r for r in read_rows(self.path) if r["step"] <= start_step]
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
@@ -97,8 +89,8 @@ class LearningCurve:
     self._write(step, train_seconds, loss, results, "")
 
   def add_final_score(self, results):
-    """Writes the final point: `results` (EM/F1, the final evaluation's) at `final_step`, when
-    training reached it in this run."""
+    """Writes the final evaluation's `results` as the point at `final_step`, if this run reached
+    it."""
     if self._final:
       self._write(*self._final, results, " (the final score)")
       self._final = None

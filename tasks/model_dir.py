@@ -1,9 +1,5 @@
-"""A --model_dir's state: where a run starts, what its checkpoints hold, and what a resume must
-keep (the schedule's length, loss scaling).
-
-`decide_start` is the one rule, shared by train.py and export.py, between the checkpoint a
-`--model_dir` already holds and `--init_checkpoint`; `ModelDirCheckpointManager` writes the
-`--model_dir`'s `qa_config.json` with its first checkpoint.
+"""A --model_dir's state: where a run starts (`decide_start`, train.py's and export.py's rule),
+what its checkpoints hold, and what a resume must keep (the schedule's length, loss scaling).
 """
 
 import dataclasses
@@ -41,8 +37,8 @@ class Start:
     resume: the --model_dir checkpoint prefix to restore (model and optimizer), or None.
     init_checkpoint: the --init_checkpoint to load when not resuming (None: random weights).
     ignored: when resuming although --init_checkpoint was given, why it is not used (one clause).
-    recorded: qa_config.json entries that record where the --model_dir started
-      ({"init_checkpoint": absolute path or None}; {} when an older --model_dir never recorded it).
+    recorded: qa_config.json's record of the start ({"init_checkpoint": absolute path or None},
+      or {} when the --model_dir has none).
   """
   resume: str = None
   init_checkpoint: str = None
@@ -50,23 +46,21 @@ class Start:
   recorded: dict = dataclasses.field(default_factory=dict)
 
   def describe(self, doing, step=None):
-    """One log line, e.g.
-    "resumed from model_out/ckpt-4 at step 4; --init_checkpoint=... is ignored: ..."."""
+    """One log line, e.g. "resumed from model_out/ckpt-4 at step 4; --init_checkpoint=... is
+    ignored: ..."."""
     where = self.resume + (f" at step {step}" if step is not None else "")
     return f"{doing} {where}" + (f"; {self.ignored}" if self.ignored else "")
 
 
 def decide_start(model_dir, init_checkpoint):
-  """The one rule for a --model_dir that may already hold a checkpoint and an --init_checkpoint.
+  """The rule for a --model_dir that may already hold a checkpoint and an --init_checkpoint.
 
-  - No checkpoint in `model_dir` (or no `model_dir`): start from `init_checkpoint` (or random).
-  - A checkpoint and no `init_checkpoint`: resume it (what google-research/bert's Estimator and
-    tfm's `restore_or_initialize` do, so re-running a command continues an interrupted run).
-  - A checkpoint, and `init_checkpoint` names this `model_dir` (the folder or its latest
-    checkpoint), or the checkpoint the `model_dir` started from (its qa_config.json records it):
-    resume, and say that `init_checkpoint` is ignored and why. This is re-running the same command.
-  - A checkpoint, and `init_checkpoint` names anything else: refuse. Starting afresh would
-    overwrite the trained checkpoints, resuming would silently drop the checkpoint the user named.
+  - No checkpoint in `model_dir`: start from `init_checkpoint` (or random weights).
+  - A checkpoint and no `init_checkpoint`: resume it (as tfm's `restore_or_initialize`).
+  - A checkpoint, and `init_checkpoint` names this `model_dir`, its latest checkpoint or the
+    start qa_config.json records (the same command again): resume, saying why it is ignored.
+  - A checkpoint, and `init_checkpoint` names anything else: refuse (either choice would lose
+    something the user wants).
 
   Args:
     model_dir: the --model_dir (str) or None (export.py given only --init_checkpoint).
@@ -105,17 +99,10 @@ def decide_start(model_dir, init_checkpoint):
 
 
 class ModelDirCheckpointManager(tf.train.CheckpointManager):
-  """A `tf.train.CheckpointManager` that calls `before_first_save()` just before its first save.
-
-  train.py passes the writing of the --model_dir's qa_config.json, which describes the checkpoints
-  beside it: written with the run's first checkpoint, once a training step has succeeded, a run
-  that fails earlier (bad flags, a checkpoint that does not fit, out of memory in the first step)
-  leaves no qa_config.json behind, and a --model_dir never holds a checkpoint without one. Works
-  wherever a CheckpointManager is taken (e.g. orbit's Controller, which calls `save`).
-  """
+  """A `tf.train.CheckpointManager` that calls `before_first_save()` (no arguments) just before
+  its first save (train.py writes qa_config.json there)."""
 
   def __init__(self, checkpoint, directory, before_first_save, **kwargs):
-    """`before_first_save`: a function of no arguments; other arguments as the base class."""
     super().__init__(checkpoint, directory, **kwargs)
     self._before_first_save = before_first_save
 
@@ -145,8 +132,7 @@ def check_schedule(checkpoint_path, num_train_steps):
   """Refuses to resume a run whose schedule was built for another number of steps.
 
   Raises:
-    ScheduleMismatchError: one line with both numbers and the fixes.
-  """
+    ScheduleMismatchError: one line with both numbers and the fixes."""
   saved = schedule_steps_in(checkpoint_path)
   if saved is not None and saved != num_train_steps:
     raise ScheduleMismatchError(
@@ -156,11 +142,8 @@ def check_schedule(checkpoint_path, num_train_steps):
 
 
 def check_loss_scale(checkpoint_path, loss_scaled):
-  """Refuses to resume under float16 (loss-scaled) from a checkpoint saved without a loss scale.
-
-  A float32 or bfloat16 run saves no loss-scale state, and restoring it into a
-  LossScaleOptimizer leaves the scale's variables unmatched. The other way round (a float16
-  checkpoint resumed in float32 or bfloat16) restores everything the run uses and is allowed.
+  """Refuses to resume under float16 (loss-scaled) from a checkpoint without loss-scale state
+  (float32 or bfloat16); the other way round restores all the run uses.
 
   Raises:
     PrecisionMismatchError: one line naming the checkpoint and the fixes.
@@ -193,9 +176,8 @@ def has_dropout_state(checkpoint_path):
 def dropout_generators(model):
   """The tf.random.Generator of every dropout layer of a model built by `build_model`.
 
-  tf_keras keeps a layer's generator in the private `_random_generator._generator` and leaves it
-  out of checkpoints (it is exposed to SavedModel only); this reads it there (BUILD.md lists the
-  private APIs). Layers built with TensorFlow's legacy random ops have none.
+  tf_keras leaves them out of checkpoints; this reads the private `_random_generator._generator`
+  (BUILD.md lists it). Layers on TensorFlow's legacy random ops have none.
 
   Returns:
     A list of tf.random.Generator, in `model.submodules` order (the same for the same config).
@@ -209,9 +191,8 @@ def dropout_generators(model):
 
 
 def check_resumable(checkpoint_path, checkpoint):
-  """Refuses to resume `checkpoint_path` into `checkpoint` (a `make_checkpoint`) when that would
-  change the schedule's length or lacks the loss-scale state its float16 optimizer needs
-  (`check_schedule`, `check_loss_scale`; their errors)."""
+  """`check_schedule` and `check_loss_scale` of `checkpoint_path` for `checkpoint` (a
+  `make_checkpoint`); raises their errors."""
   check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
   check_loss_scale(checkpoint_path,
                    isinstance(checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))

@@ -65,15 +65,8 @@ def bert_config_and_meta(config):
 
 
 def default_predict_file(meta):
-  """train.py's --predict_file when none is given: the SQuAD JSON the eval records were made from
-  (meta.json's `input_file`) while it is still there, else $SQUAD_DIR's dev file.
-
-  Args:
-    meta: the records' meta.json (dict).
-
-  Returns:
-    The path (str); `evaluation.DevScorer` checks its SHA-256 against the records'.
-  """
+  """train.py's default --predict_file (str): the SQuAD JSON the eval records were made from
+  (`meta`'s `input_file`) while it is there, else $SQUAD_DIR's dev file."""
   recorded = meta["splits"].get(records.EVAL_SPLIT, {}).get("input_file")
   if recorded and os.path.exists(recorded):
     return recorded

@@ -1,8 +1,5 @@
-"""A training run's plan: batch, accumulation, steps, padded lengths, precision and XLA, decided
-once from the config, the records and the device, and logged once.
-
-`plan_run` is the one place these are resolved: the task, the loop (tasks/trainer.py) and
-train_results.json take the `RunPlan` it returns.
+"""A training run's plan (`plan_run`): batch, accumulation, steps, padded lengths, precision and
+XLA, resolved once from the config, the records and the device, and logged once.
 """
 
 import dataclasses
@@ -30,17 +27,14 @@ class RunPlan:
   Attributes:
     model_dir: where the chief writes checkpoints and summaries.
     num_train_steps: the optimizer step the run trains to (the schedule's length).
-    save_checkpoints_steps: steps between checkpoints.
-    steps_per_loop: the most steps in one compiled loop (never past a checkpoint step).
-    replicas: replicas in sync.
-    micro_batch_size: features per forward/backward pass on one replica.
-    accumulation_steps: passes per optimizer step.
+    save_checkpoints_steps, steps_per_loop: steps between checkpoints, most steps in one loop.
+    replicas, micro_batch_size, accumulation_steps: a step is replicas x accumulation_steps
+      passes of micro_batch_size features.
     steps_per_epoch: optimizer steps in one pass over the train windows.
     length_buckets: padded lengths of the batches, in tokens (None: all at max_seq_length).
     precision: the compute dtype, "float32", "float16" or "bfloat16".
-    xla: whether the step is compiled with XLA; `xla_reason` says why in a few words.
-    memory: the planner's `model.memory.plan.BatchPlan` for one replica (for a diagnosis).
-    device: the `model.memory.device.Device` it was planned for.
+    xla, xla_reason: whether the step is compiled with XLA, and why.
+    memory, device: the planner's `BatchPlan` for one replica, and the `Device` it planned for.
   """
   model_dir: str
   num_train_steps: int
@@ -76,17 +70,8 @@ class RunPlan:
 
 
 def plan_run(config, bert_config, meta, strategy, policy):
-  """Resolves `config` (a `TrainConfig`) for the records' `meta` under `strategy`, and logs it.
-
-  Args:
-    config: the run's `tasks.train_config.TrainConfig`.
-    bert_config: the encoder's `model.bert_config.BertConfig`.
-    meta: the records' meta.json (dict).
-    strategy: the tf.distribute strategy the run trains under.
-    policy: the tf_keras dtype policy's name the model is built under.
-
-  Returns:
-    A `RunPlan`.
+  """The `RunPlan` of `config` (a `TrainConfig`) for the encoder's `bert_config`, the records'
+  `meta` (meta.json's dict), `strategy` and the tf_keras dtype `policy` name; logs it.
 
   Raises:
     memory_plan.MemoryPlanError, distribution.DistributionError, errors.UsageError: a batch that
@@ -127,11 +112,8 @@ def plan_run(config, bert_config, meta, strategy, policy):
 
 
 def set_precision(config):
-  """Sets the global tf_keras dtype policy the model is built under, logs it, and returns its name.
-
-  Training computes in `config.precision`; prediction alone (`do_train` off) in float32, as
-  export.py serves by default (`train_and_evaluate.float32_model`).
-  """
+  """Sets the global tf_keras dtype policy the model is built under, logs it, and returns its name:
+  `config.precision` for training, float32 for prediction alone (export.py's default)."""
   if config.do_train:
     policy = question_answering.set_precision_policy(config.precision)
     logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
@@ -145,13 +127,9 @@ def set_precision(config):
 
 
 def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
-  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use.
-
-  float16 runs ~40x slower than float32 on a CPU (measured on this project's machine); bfloat16
-  matmuls are fast only where the CPU has them (AVX512-BF16 or AMX: `model.precision`; matmuls at
-  2x float32 on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU"). Elsewhere bfloat16
-  needs XLA (`precision.bfloat16_needs_xla`): without it, it sums in bfloat16 and is ~10x slower.
-  """
+  """Logs one warning when `dtype` has no fast kernels on this CPU and no GPU is in use: float16
+  on any CPU; bfloat16 without AVX512-BF16 or AMX (docs/training.md "bfloat16 training on the
+  CPU")."""
   if has_gpu or dtype == "float32":
     return
   if dtype == "float16":
@@ -170,9 +148,7 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
 
 
 def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
-  """Resolves the (global) batch settings into one replica's plan, and runs the pre-flight check.
-
-  `train_batch_size` and `effective_batch_size` are global: each replica takes 1/num_replicas.
+  """Resolves the global batch settings into one replica's plan, and runs the pre-flight check.
 
   Returns:
     A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
@@ -208,9 +184,6 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
 def num_train_steps_for(config, num_features, batch_size):
   """`max_steps` if given, else epochs x full global batches per epoch (at least 1).
 
-  An epoch is every train window once, less `num_features % batch_size` random ones
-  (records.train_dataset: every batch full).
-
   Raises:
     errors.UsageError: fewer train windows than one global batch.
   """
@@ -229,13 +202,11 @@ def train_length_buckets(length_buckets, max_seq_length, xla, static_shapes=Fals
   """The `length_buckets` setting resolved for the records: a tuple of padded lengths, or None.
 
   Args:
-    length_buckets: None (off), "auto", or increasing token counts.
+    length_buckets: None (off), "auto" (multiples of records.LENGTH_BUCKET_STEP tokens, or
+      XLA_LENGTH_BUCKET_STEP under XLA; off with `static_shapes`), or increasing token counts.
     max_seq_length: the records' window length, in tokens (always the last boundary).
     xla: whether the step is compiled with XLA.
     static_shapes: whether the strategy compiles one static shape (TPUs).
-
-  `auto` is every multiple of records.LENGTH_BUCKET_STEP tokens, or under XLA, which compiles the
-  step once per length, of records.XLA_LENGTH_BUCKET_STEP; with `static_shapes` it is off.
 
   Raises:
     errors.UsageError: a boundary above the records' max_seq_length; boundaries with

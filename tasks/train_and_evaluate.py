@@ -1,11 +1,7 @@
 """train.py's job: fine-tune a BERT encoder for SQuAD span prediction, then predict and score dev.
 
-Read top to bottom: check the inputs (tasks/run_inputs.py) -> strategy (tasks/distribution.py)
--> precision and the run's plan (tasks/run_plan.py) -> task (tasks/question_answering.py) ->
-loop (tasks/trainer.py: checkpoints into `model_dir`, resume from the latest there, TensorBoard
-summaries, a checkpoint on SIGTERM) -> the chief predicts the eval shards and writes
-predictions.json and eval_results.json with the official SQuAD EM/F1 (tasks/evaluation.py).
-`eval_every_steps` scores dev while training (tasks/learning_curve.py).
+Check the inputs (run_inputs) -> strategy (distribution) -> precision and plan (run_plan) -> task
+(question_answering) -> loop (trainer) -> the chief scores dev (evaluation).
 """
 
 import dataclasses
@@ -38,9 +34,8 @@ from squad_qa.tasks import trainer as trainer_lib
 def train(config, strategy, bert_config, meta, policy, start, write_qa_config, scorer=None):
   """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`): plan, task, loop.
 
-  `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved, so a
-  run that fails before leaves no qa_config.json. `scorer` (a `tasks.evaluation.DevScorer`, or
-  None) scores the model every `config.eval_every_steps` steps (tasks/learning_curve.py).
+  `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved;
+  `scorer` (a `tasks.evaluation.DevScorer`, or None) draws the learning curve.
 
   Returns:
     (the model, trained or restored; the run's figures as a dict for train_results.json; the
@@ -65,8 +60,8 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
       logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
     else:
       logging.warning("no --init_checkpoint: the encoder starts from random weights")
-  trainer = question_answering.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
-                                         plan.global_batch_size)
+  trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
+                                  plan.global_batch_size)
   is_chief = distribution.is_chief(strategy)
   watchers = [
       train_progress.TrainProgress(optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch,
@@ -75,8 +70,7 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
                                    show=is_chief)
   ]
   curve = learning_curve.LearningCurve(
-      config.eval_every_steps, scorer, model, strategy, optimizer.iterations, config.model_dir,
-      score=is_chief,
+      config, scorer, model, strategy, optimizer.iterations, score=is_chief,
       final_step=plan.num_train_steps if config.do_predict else None) if scorer else None
   try:
     stats = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan, start=start,
@@ -111,12 +105,9 @@ def restore_for_prediction(config, bert_config, start):
 
 
 def float32_model(model, bert_config):
-  """`model`, or a float32 copy of its weights when it computes in float16 or bfloat16.
-
-  Prediction scores what export.py serves by default, float32: a mixed-precision model's
-  answers differ from it (14 of 1,000 dev answers after bfloat16 training, docs/training.md
-  "bfloat16 training on the CPU"). Sets the global policy to float32.
-  """
+  """`model`, or a float32 copy of its weights when it computes in float16 or bfloat16: what
+  export.py serves by default (docs/training.md "bfloat16 training on the CPU"). Sets the global
+  policy to float32."""
   if model.dtype_policy.compute_dtype == "float32":
     return model
   logging.info("predicting with a float32 copy of the %s model (what export.py serves)",
@@ -142,8 +133,7 @@ def score_line(results, predict_file, version_2):
 
 
 def summary_line(seconds, stats, results, model_dir):
-  """What train.py did, in one line: its time, the steps trained and their rate, the scores and
-  where the outputs are.
+  """What train.py did, in one line: time, steps and rate, scores and where the outputs are.
 
   Args:
     seconds: the whole command's wall time.
@@ -173,6 +163,29 @@ def summary_line(seconds, stats, results, model_dir):
   return "; ".join(parts) + f"; in {model_dir}: " + ", ".join(outputs)
 
 
+def decoding_settings(config, meta):
+  """`config`'s `span_decoding.DecodingSettings`, SQuAD 2.0 also when the records (`meta`) are."""
+  return span_decoding.DecodingSettings(
+      **{
+          **settings.values(config, span_decoding.DecodingSettings),
+          "version_2_with_negative": bool(config.version_2_with_negative or
+                                          meta["flags"].get("version_2_with_negative", False)),
+      })
+
+
+def _qa_config_writer(config, config_file, bert_config, meta, decoding, start):
+  """A function of no arguments writing --model_dir's qa_config.json and train_config.json."""
+
+  def write_qa_config():
+    artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta,
+                              settings.values(decoding, span_decoding.DecodingSettings),
+                              start.recorded)
+    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
+                         dataclasses.asdict(config))
+
+  return write_qa_config
+
+
 def train_and_evaluate(config):
   """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief.
 
@@ -181,28 +194,25 @@ def train_and_evaluate(config):
 
   Returns:
     The eval results (a dict, also in model_dir/eval_results.json), or None without prediction
-    (or on a worker that is not the chief).
+    or on a worker that is not the chief.
 
   Raises:
-    errors.UserError: anything the user can fix (flags, records, checkpoints, memory), one line
-      each (several for a memory diagnosis).
+    errors.UserError: anything the user can fix (one line; several for a memory diagnosis).
   """
   started = time.time()
   if config.gpu and not tf.config.list_physical_devices("GPU"):
     raise errors.UsageError(
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
-  # Check the inputs.
   bert_config, config_file, meta = run_inputs.bert_config_and_meta(config)
   predict_file = config.predict_file or run_inputs.default_predict_file(meta)
-  version_2 = bool(config.version_2_with_negative or
-                   meta["flags"].get("version_2_with_negative", False))
-  # Strategy (before any other TensorFlow work: multi-worker collectives are set up here).
+  decoding = decoding_settings(config, meta)
+  # Before any other TensorFlow work: multi-worker collectives are set up here.
   strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
-    # Now, not after the training it would follow.
+    # Now, not after training.
     run_inputs.check_predict_file(predict_file, meta, config.records_dir)
   logging.info("strategy: %s, %d replicas%s",
                type(strategy).__name__, strategy.num_replicas_in_sync,
@@ -211,21 +221,11 @@ def train_and_evaluate(config):
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
-  def write_qa_config():
-    artifacts.write_qa_config(
-        config.model_dir, config_file, bert_config, meta, {
-            **settings.values(config, span_decoding.DecodingSettings),
-            "version_2_with_negative": version_2,
-        }, start.recorded)
-    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
-                         dataclasses.asdict(config))
+  write_qa_config = _qa_config_writer(config, config_file, bert_config, meta, decoding, start)
 
-  # Task -> controller.
   def dev_scorer():  # reads the dev files once, for the learning curve and the score
     return evaluation.DevScorer(config.records_dir, meta, predict_file, config.predict_batch_size,
-                                config.n_best_size, config.max_answer_length,
-                                config.max_eval_examples, version_2,
-                                config.null_score_diff_threshold)
+                                decoding, config.max_eval_examples)
 
   scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
   stats = curve = None
@@ -237,7 +237,6 @@ def train_and_evaluate(config):
   else:
     with strategy.scope():
       model = restore_for_prediction(config, bert_config, start)
-  # Evaluate: the chief alone, one device (tasks/evaluation.py), under the strategy's scope.
   if not config.do_predict or not is_chief:
     if is_chief:
       print(summary_line(time.time() - started, stats, None, config.model_dir))
@@ -249,6 +248,6 @@ def train_and_evaluate(config):
     results = evaluation.score_and_write(scorer, model, config.model_dir)
   if curve:
     curve.add_final_score(results)
-  print(score_line(results, predict_file, version_2))
+  print(score_line(results, predict_file, decoding.version_2_with_negative))
   print(summary_line(time.time() - started, stats, results, config.model_dir))
   return results

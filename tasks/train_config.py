@@ -133,9 +133,8 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
 
   @property
   def use_xla(self):
-    """Whether the training step is compiled with XLA: `xla`, or by default on with `gpu` and
-    under bfloat16 on a CPU without bfloat16 matmuls (`precision.bfloat16_needs_xla`: TensorFlow's
-    own einsum sums in bfloat16 there), otherwise off."""
+    """Whether the training step is compiled with XLA: `xla`, or by default with `gpu` and under
+    bfloat16 on a CPU without bfloat16 matmuls (`precision.bfloat16_needs_xla`)."""
     return self.xla_and_reason[0]
 
   @property
@@ -151,9 +150,8 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
 
   @property
   def precision(self):
-    """The training compute dtype: `mixed_precision_dtype`, or for "auto": float16 with `gpu`, on
-    the CPU bfloat16 where it has bfloat16 matmuls (AVX512-BF16 or AMX: 1.3x float32's training
-    speed on an AMD Zen 4, docs/training.md "bfloat16 training on the CPU"), else float32."""
+    """The training compute dtype: `mixed_precision_dtype`, or for "auto": float16 with `gpu`,
+    bfloat16 on a CPU with bfloat16 matmuls (AVX512-BF16 or AMX), else float32."""
     return self.precision_and_reason[0]
 
   @property

@@ -1,21 +1,12 @@
-"""What a person watching training sees: one progress line every ~30 s of work (or every
-`log_steps` steps), and the length of orbit's compiled loops chosen so that it can be printed.
-
-A line reads, on a file or CI log:
+"""Training's progress line, every ~30 s of work or every `log_steps` steps, e.g.
 
   training: 80 of 320 steps (25 %), epoch 0.29, loss 4.2086, learning rate 1.67e-04,
   16.1 examples/s, 1 min 20 s elapsed, ETA 4 min 00 s
 
-and on a terminal the same figures are a Keras progress bar. Python only regains control between
-orbit's compiled loops (`steps_per_loop` steps in one tf.while_loop), so the loops are cut to end
-where a line is due: at multiples of `log_steps`, or, without it, after about
-`progress.LOG_INTERVAL_SECONDS` of steps at the rate measured so far. Every worker of a
-multi-worker cluster must run loops of the same length, so there the length cannot follow each
-worker's clock: loops end at multiples of `log_steps` (default: `steps_per_loop`).
-
-orbit's controller prints its own line per loop (`train | step: ... | output: DictWrapper(...)`)
-and "restoring or initializing model..." both to stdout and to the log; `orbit_lines_to_debug`
-moves them to absl's debug level (`--verbosity=1` shows them, as does SQUAD_QA_VERBOSE=1).
+(a Keras progress bar on a terminal). Python only runs between orbit's compiled loops, so loops
+are cut to end where a line is due; on a multi-worker cluster, whose loops must have one length,
+at multiples of `log_steps` (default `steps_per_loop`). `orbit_lines_to_debug` moves orbit's own
+per-loop lines to absl's debug level.
 """
 
 import contextlib
@@ -27,8 +18,7 @@ import orbit.controller
 from squad_qa.base import console
 from squad_qa.base import progress as progress_lib
 
-# Steps of the first loop, before any rate is known: its time is mostly tracing, and a short one
-# shows the first line (and the first measured speed) early.
+# Steps of the first loop, before any rate is known: short, so the first line shows early.
 FIRST_LOOP_STEPS = 5
 
 
@@ -36,20 +26,20 @@ class TrainProgress:
   """An orbit train action that shows training's progress, and the loop length that lets it.
 
   Args:
-    global_step: the optimizer's `iterations` variable (the global step).
+    global_step: the optimizer's `iterations` variable.
     num_train_steps: the global step training ends at.
-    steps_per_epoch: optimizer steps in one epoch (records.steps_per_epoch), for the epoch figure.
+    steps_per_epoch: optimizer steps in one epoch, for the epoch figure.
     log_steps: a line every this many steps (0: about every `interval` seconds).
-    steps_per_loop: the most steps in one compiled loop (--steps_per_loop).
-    fixed_loops: loops of fixed lengths (multi-worker): end at multiples of `log_steps`, or of
-      `steps_per_loop` when `log_steps` is 0, never after a clock.
+    steps_per_loop: the most steps in one compiled loop.
+    fixed_loops: multi-worker: loops end at multiples of `log_steps` (or `steps_per_loop`).
     show: whether to show anything (False on workers other than the chief).
-    interactive, interval, clock: as `progress.Progress`'s (tests pass their own).
+    interval: seconds between lines without `log_steps`.
+    **progress_options: `interactive`, `clock`: as `progress.Progress`'s.
   """
 
   def __init__(self, global_step, num_train_steps, steps_per_epoch, log_steps, steps_per_loop,
-               fixed_loops=False, show=True, interactive=None,
-               interval=progress_lib.LOG_INTERVAL_SECONDS, clock=None):
+               fixed_loops=False, show=True, interval=progress_lib.LOG_INTERVAL_SECONDS,
+               **progress_options):
     self.global_step = global_step
     self.num_train_steps = num_train_steps
     self.steps_per_epoch = steps_per_epoch
@@ -57,11 +47,11 @@ class TrainProgress:
     self.steps_per_loop = steps_per_loop
     self.show = show
     self.interval = interval
-    self._progress_options = {"interactive": interactive, **({"clock": clock} if clock else {})}
+    self._progress_options = progress_options
     self.progress = None  # made by `begin`
 
   def begin(self, start_step, global_batch_size):
-    """Starts counting at global step `start_step` (a resume's) and shows what will be trained
+    """Starts counting at global step `start_step` and shows what will be trained
     (`global_batch_size` features per step) and how often progress shows."""
     options = {**self._progress_options, **({} if self.show else {"interactive": False})}
     self.progress = progress_lib.Progress("training", self.num_train_steps, "steps",
@@ -85,8 +75,7 @@ class TrainProgress:
     elif not self.progress.updates:
       steps = min(steps, FIRST_LOOP_STEPS)
     else:
-      # Steps/s since the first loop (tracing left out); after the first loop alone, the rate
-      # with tracing: lower than the true one, so the loop ends early rather than late.
+      # After the first loop alone, the rate includes tracing: too low, so loops end early.
       rate = self.progress.rate() or ((self.progress.done - self.progress.initial) /
                                       max(self.progress.elapsed, 1e-9))
       if rate > 0:
@@ -109,9 +98,7 @@ class TrainProgress:
     return figures
 
   def __call__(self, output):
-    """Counts the loop that just ended; shows a line when one is due: at multiples of
-    `log_steps`, or (without it) after the first loop and then about every `interval` seconds,
-    and at the last step."""
+    """Counts the loop that just ended; shows a line when one is due (and at the last step)."""
     step = int(self.global_step.numpy())
     if self.log_steps:
       due = step % self.log_steps == 0
@@ -124,11 +111,11 @@ class TrainProgress:
 
 @contextlib.contextmanager
 def orbit_lines_to_debug():
-  """Within: orbit's controller logs its lines at debug level instead of printing and logging
-  them at INFO (unless SQUAD_QA_VERBOSE asks for every line).
+  """Within: orbit's controller logs its lines at debug level instead of printing them (unless
+  SQUAD_QA_VERBOSE is set).
 
-  Uses `orbit.controller._log`, a private function (BUILD.md lists it): orbit has no option to
-  silence its per-loop line. Raises nothing if orbit renames it: the lines then show as before.
+  Replaces the private `orbit.controller._log` (BUILD.md lists it; orbit has no option for this);
+  if orbit renames it, the lines show as before.
   """
   original = getattr(orbit.controller, "_log", None)
   if original is None or console.verbose_from_environment():

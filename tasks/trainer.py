@@ -1,19 +1,12 @@
-"""The training loop: the `orbit.Controller` around the task's trainer
-(`tasks.question_answering.QATrainer`), run to a `tasks.run_plan.RunPlan`.
-
-The controller runs at most `steps_per_loop` steps per call of a compiled loop, saves checkpoints
-every `save_checkpoints_steps`, writes TensorBoard summaries (loss, learning rate, examples/s)
-after each loop, and shows progress (tasks/train_progress.py) where a loop ends. A checkpoint
-holds the model, the optimizer (its `iterations` is the global step) and the schedule's length
-(tasks/model_dir.py); the input position is the global step (the task's pipeline is
-deterministic and skips the batches already trained). Only the chief writes into
-`--model_dir`; other workers write their (identical) checkpoints into a temporary folder that is
-removed. A SIGTERM (preemption) saves a checkpoint at the end of the current loop and exits
-(tf.distribute.experimental.PreemptionCheckpointHandler, through orbit's
-`SaveCheckpointIfPreempted` action).
+"""The training loop: `QATrainer` runs the task's step, an `orbit.Controller` runs it to a
+`tasks.run_plan.RunPlan`: compiled loops of at most `steps_per_loop` steps, checkpoints
+(tasks/model_dir.py) and TensorBoard summaries, progress between loops, a checkpoint on SIGTERM.
+The global step is the input position (the task's pipeline skips the batches trained). Only the
+chief writes `--model_dir`; other workers write into a temporary folder that is removed.
 """
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -23,34 +16,86 @@ import time
 from absl import logging
 import orbit
 import tensorflow as tf
+import tf_keras
 
 from squad_qa import errors
 from squad_qa.tasks import distribution
 from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import optimization
 from squad_qa.tasks import train_progress
 
 
 class OutOfMemoryError(errors.UserError, RuntimeError):
-  """A training step ran out of device memory; the message names the tensor and the last
-  checkpoint."""
+  """A training step ran out of device memory (the message names the tensor and last checkpoint)."""
 
 
-# oneDNN (TensorFlow's CPU kernels) reports a failed allocation inside an op as its status 1,
-# dnnl_out_of_memory (oneDNN's dnnl_types.h), and TensorFlow raises it as an AbortedError, e.g.
-# "Status: 1, message: could not create a primitive, in file .../mkl_softmax_op.cc:290".
+class LossNotFiniteError(errors.UserError, FloatingPointError):
+  """The training loss became NaN or infinite (the message names the step and the fix)."""
+
+
+class QATrainer(orbit.StandardTrainer):
+  """Runs the task's replica step under a strategy; reports loss, learning rate and examples/s.
+
+  Args:
+    strategy: the tf.distribute strategy the model and optimizer were built under.
+    replica_step: batch -> float32 loss share (`question_answering.make_replica_step`).
+    optimizer: the task's optimizer (its `iterations` is the global step).
+    global_batch_size: features per optimizer step over all replicas.
+  """
+
+  def __init__(self, strategy, replica_step, optimizer, global_batch_size):
+    self.strategy = strategy
+    self.optimizer = optimizer
+    self.global_batch_size = global_batch_size
+    self._replica_step = replica_step
+    # Built outside the strategy's scope: a plain metric of the all-reduced loss.
+    self.train_loss = tf_keras.metrics.Mean("loss", dtype=tf.float32)
+    self._loop_started = None
+    self._loop_start_step = 0
+    self._loops = 0  # loops run in this process
+    self.last_output = {}  # train_loop_end's figures of the last loop
+    # `train` sets the dataset once the step is restored.
+    super().__init__(train_dataset=None,
+                     options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
+
+  def train_loop_begin(self):
+    self.train_loss.reset_state()
+    self._loop_started = time.time()
+    self._loop_start_step = int(self.optimizer.iterations.numpy())
+
+  def train_step(self, iterator):
+    loss = self.strategy.run(self._replica_step, args=(next(iterator),))
+    self.train_loss.update_state(self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
+
+  def train_loop_end(self):
+    loss = float(self.train_loss.result())
+    step = int(self.optimizer.iterations.numpy())
+    if not math.isfinite(loss):
+      raise LossNotFiniteError(f"loss is {loss} at step {step}; lower --learning_rate")
+    elapsed = time.time() - self._loop_started
+    steps = step - self._loop_start_step
+    self.last_output = {
+        "loss": loss,
+        "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)
+    }
+    # A process's first loop is mostly tracing.
+    if elapsed and self._loops:
+      self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
+    self._loops += 1
+    return self.last_output
+
+
+# oneDNN's status 1 is dnnl_out_of_memory (dnnl_types.h); TensorFlow raises it as an AbortedError,
+# e.g. "Status: 1, message: could not create a primitive, in file .../mkl_softmax_op.cc:290".
 _ONEDNN_OUT_OF_MEMORY = re.compile(r"Status: 1, message: ([^,\n]*)")
 
 
 def _out_of_memory_summary(error):
-  """What ran out of memory, in one line, if `error` is an out-of-memory error; else None.
-
-  Args:
-    error: a tf.errors.OpError raised by a training step.
+  """What ran out of memory, in one line, if the tf.errors.OpError `error` is out-of-memory.
 
   Returns:
-    For a ResourceExhaustedError, its "OOM when allocating tensor with shape[...]" line (TF puts
-    "Graph execution error:" and the Python stack first) without the device and allocator; for
-    oneDNN's out-of-memory status, "oneDNN out of memory (<its message>) in <op>"; None otherwise.
+    A ResourceExhaustedError's "OOM when allocating tensor with shape[...]" line without device
+    and allocator; for oneDNN's status, "oneDNN out of memory (<its message>) in <op>"; else None.
   """
   lines = [l.strip() for l in error.message.splitlines() if l.strip()]
   if isinstance(error, tf.errors.ResourceExhaustedError):
@@ -67,7 +112,7 @@ def _out_of_memory_summary(error):
 
 class SaveAtMultiples:
   """An orbit train action: a checkpoint when the global step is a multiple of `interval` or
-  `last_step` (tf.estimator's and the previous loop's rule)."""
+  reaches `last_step`."""
 
   def __init__(self, manager, global_step, interval, last_step):
     self.manager, self.global_step = manager, global_step
@@ -94,15 +139,8 @@ def worker_dir(model_dir, is_chief):
 
 
 def _restore(checkpoint, latest, start, global_step):
-  """Restores the checkpoint `latest` (a path, or None) into `checkpoint`.
-
-  Restored here, not by the controller: on other workers it restores from their temporary folder,
-  which is empty, and with nothing left to train the optimizer's slots are never built, so the
-  restore must be marked partial to keep TensorFlow from warning about unrestored values.
-
-  Returns:
-    (the restore status or None, the global step restored: 0 without a checkpoint).
-  """
+  """Restores the checkpoint `latest` (a path, or None) into `checkpoint`, not from a non-chief
+  worker's empty folder as the controller would; returns (the status or None, the step)."""
   restored = checkpoint.restore(latest) if latest else None
   start_step = int(global_step.numpy())
   if latest:
@@ -111,8 +149,8 @@ def _restore(checkpoint, latest, start, global_step):
 
 
 def _check_restored(restored, latest):
-  """Asserts that `restored` (a restore status or None) matched every object of the checkpoint;
-  one saved without the dropout generators' states restores the rest, with a warning."""
+  """Asserts that `restored` (a restore status or None) matched the whole checkpoint; one without
+  dropout generator states restores the rest, with a warning."""
   if restored and model_dir_lib.has_dropout_state(latest):
     restored.assert_existing_objects_matched()
   elif restored:
@@ -124,14 +162,8 @@ def _check_restored(restored, latest):
 
 def _train_actions(manager, trainer, plan, watchers, start_step):
   """orbit's train actions (checkpoints at multiples of `plan.save_checkpoints_steps` and at the
-  end, one on SIGTERM, then the `watchers`) and the loop length: each loop ends where the next
-  action needs to run.
-
-  No checkpoint_interval for the controller: it would save after the first loop and then every
-  interval from there.
-
-  Returns:
-    (the list of actions, a function global step -> steps of the next loop).
+  end, one on SIGTERM, then the `watchers`) and a function global step -> steps of the next loop,
+  ending where an action is due. (The controller's checkpoint_interval counts from the first loop.)
   """
   global_step = trainer.optimizer.iterations
   every = plan.save_checkpoints_steps
@@ -155,41 +187,56 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   return actions, loop_steps
 
 
+@contextlib.contextmanager
+def _out_of_memory_as_error(trainer, manager):
+  """Within: an out-of-memory error of a step raises `OutOfMemoryError` naming the last checkpoint
+  (`manager`'s); other errors pass."""
+  try:
+    yield
+  except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError) as e:
+    summary = _out_of_memory_summary(e)
+    if summary is None:
+      raise
+    raise OutOfMemoryError(
+        f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
+        f"({summary}); the last checkpoint is "
+        f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
+
+
+def _log_trained(trainer, start_step, end_step):
+  rate = trainer.last_output.get("examples_per_second")
+  logging.info(
+      "trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
+      trainer.last_output.get("loss", float("nan")),
+      "speed n/a (one loop, whose time includes tracing)"
+      if rate is None else f"{rate:.2f} examples/s (last loop)")
+
+
 def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None, watchers=()):
   """Trains to `plan.num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
-    trainer: a `tasks.question_answering.QATrainer` (its strategy runs the steps).
+    trainer: a `QATrainer` (its strategy runs the steps).
     checkpoint: `tasks.model_dir.make_checkpoint(...)` for the trainer's model and optimizer.
     dataset_fn: (input_context, skip_steps) -> per-pipeline dataset (the task's build_inputs).
-    plan: the `tasks.run_plan.RunPlan`: model_dir (where the chief writes checkpoints and
-      summaries; other workers a temporary folder), num_train_steps, save_checkpoints_steps and
-      steps_per_loop (progress, summaries and SIGTERM checks happen between loops).
-    start: the `tasks.model_dir.Start` decided for this run (for the log line: which flag a
-      resume ignores); default: resume --model_dir's latest checkpoint. A resume must keep the
-      checkpoint's schedule length and loss scaling (`model_dir.check_resumable`).
-    before_first_save: a function of no arguments run just before the first checkpoint is saved
-      (train.py writes qa_config.json there, so a run failing before leaves none).
-    watchers: more train actions, run after the checkpoint actions at the end of each loop, e.g.
-      `tasks.train_progress.TrainProgress`, `tasks.learning_curve.LearningCurve`. Each is called
-      with the loop's output, and its `begin(start_step, global_batch_size)` once before the first
-      step; the loops are cut to end at its `loop_steps(step)` (steps until it next needs to run).
+    plan: the `tasks.run_plan.RunPlan`.
+    start: the `tasks.model_dir.Start` of this run; default: resume --model_dir's latest.
+    before_first_save: a function of no arguments run just before the first checkpoint is saved.
+    watchers: more train actions run after each loop (e.g. `train_progress.TrainProgress`,
+      `learning_curve.LearningCurve`): each has `begin(start_step, global_batch_size)`, called
+      once, and `loop_steps(step)`, the steps until it next needs to run.
 
   Returns:
-    {"steps": steps run now, "start_step", "end_step", "train_seconds" (wall time of the steps,
-    tracing included)} plus the last loop's "loss", "learning_rate" and "examples_per_second"
-    (None when that loop was this process's first: its time is mostly tracing).
+    {"steps": steps run now, "start_step", "end_step", "train_seconds" (tracing included)} plus
+    the last loop's "loss", "learning_rate" and "examples_per_second" (None after one loop).
 
   Raises:
-    OutOfMemoryError: a step raised tf.errors.ResourceExhaustedError, or oneDNN's out-of-memory
-      status (an AbortedError on the CPU); the last checkpoint is left as it was.
-    model_dir.ScheduleMismatchError, model_dir.PrecisionMismatchError: a resume that would change
-      the schedule or lacks the loss-scale state.
+    OutOfMemoryError: a step ran out of memory; the last checkpoint is left as it was.
+    model_dir.ScheduleMismatchError, model_dir.PrecisionMismatchError: as `check_resumable`.
   """
   strategy = trainer.strategy
   is_chief = distribution.is_chief(strategy)
   model_dir, num_train_steps = plan.model_dir, plan.num_train_steps
-  steps_per_loop = plan.steps_per_loop
   start = start or model_dir_lib.decide_start(model_dir, None)
   latest = start.resume
   if latest:
@@ -204,34 +251,19 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     _check_restored(restored, latest)
     manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
                                                       max_to_keep=3)
-    global_step = trainer.optimizer.iterations
     actions, loop_steps = _train_actions(manager, trainer, plan, watchers, start_step)
     started = time.time()
-    try:
-      with train_progress.orbit_lines_to_debug():
-        controller = orbit.Controller(
-            strategy=strategy, trainer=trainer, global_step=global_step, steps_per_loop=loop_steps,
-            checkpoint_manager=manager, train_actions=actions,
-            summary_dir=os.path.join(write_dir, "train") if is_chief else None,
-            summary_interval=steps_per_loop if is_chief else None)
-        trainer.train_dataset = strategy.distribute_datasets_from_function(
-            lambda context: dataset_fn(context, start_step))
-        controller.train(steps=num_train_steps, checkpoint_at_completion=False)
-    except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError) as e:
-      summary = _out_of_memory_summary(e)
-      if summary is None:
-        raise
-      raise OutOfMemoryError(
-          f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory "
-          f"({summary}); the last checkpoint is "
-          f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
+    with _out_of_memory_as_error(trainer, manager), train_progress.orbit_lines_to_debug():
+      controller = orbit.Controller(
+          strategy=strategy, trainer=trainer, global_step=trainer.optimizer.iterations,
+          steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,
+          summary_dir=os.path.join(write_dir, "train") if is_chief else None,
+          summary_interval=plan.steps_per_loop if is_chief else None)
+      trainer.train_dataset = strategy.distribute_datasets_from_function(
+          lambda context: dataset_fn(context, start_step))
+      controller.train(steps=num_train_steps, checkpoint_at_completion=False)
     end_step = int(trainer.optimizer.iterations.numpy())
-    rate = trainer.last_output.get("examples_per_second")
-    logging.info(
-        "trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
-        trainer.last_output.get("loss", float("nan")),
-        "speed n/a (one loop, whose time includes tracing)"
-        if rate is None else f"{rate:.2f} examples/s (last loop)")
+    _log_trained(trainer, start_step, end_step)
   return {
       "steps": end_step - start_step,
       "start_step": start_step,

@@ -647,6 +647,7 @@ def test_published_squad_files_are_normalized_and_counted(tmp_path):
 def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import evaluation  # pylint: disable=g-import-not-at-top
+  from squad_qa.postprocess import span_decoding  # pylint: disable=g-import-not-at-top
   path = write(tmp_path, "published.json", PUBLISHED)
   out = str(tmp_path / "records")
   meta = make_records({"eval": path}, out, shards=1)
@@ -661,7 +662,9 @@ def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
 
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = evaluation.evaluate(model, out, meta, path, str(model_dir), 8, 20, 30)
+  results = evaluation.evaluate(
+      model, out, meta, path, str(model_dir), 8,
+      span_decoding.DecodingSettings(n_best_size=20, max_answer_length=30))
   predictions = json.loads((model_dir / "predictions.json").read_text())
   assert list(predictions) == ["101", "102", "103"]
   assert predictions["101"] == predictions["102"] == "1999"

@@ -549,9 +549,8 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
   optimizer = optimization.create_optimizer(1e-3, 10, 0.0, loss_scale=False)
   batch = synthetic_batch(config, 4, 32)
   strategy = tf.distribute.get_strategy()
-  trainer = question_answering.QATrainer(strategy,
-                                         question_answering.make_replica_step(model, optimizer),
-                                         optimizer, 4)
+  trainer = trainer_lib.QATrainer(strategy, question_answering.make_replica_step(model, optimizer),
+                                  optimizer, 4)
   real_train = trainer.train
   calls = []
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from squad_qa.tasks import learning_curve
+from squad_qa.tasks import train_config
 from tests import testutil
 
 
@@ -41,11 +42,15 @@ class FakeStrategy:
     return contextlib.nullcontext()
 
 
+def curve_config(tmp_path):
+  return train_config.TrainConfig(eval_every_steps=10, model_dir=str(tmp_path))
+
+
 def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0, final_step=None):
   """Trains `steps` fake steps of batch 16 from `start_step`, the curve scoring every 10."""
   step = tf.Variable(start_step, dtype=tf.int64)
   scorer = FakeScorer(clock)
-  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, str(tmp_path),
+  curve = learning_curve.LearningCurve(curve_config(tmp_path), scorer, None, FakeStrategy(), step,
                                        clock=clock, final_step=final_step)
   curve.begin(start_step, 16)
   loops = []
@@ -128,7 +133,7 @@ def test_a_resume_continues_the_time_axis_from_the_last_row(tmp_path):
 def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
   step = tf.Variable(0, dtype=tf.int64)
   scorer = FakeScorer(FakeClock())
-  curve = learning_curve.LearningCurve(10, scorer, None, FakeStrategy(), step, str(tmp_path),
+  curve = learning_curve.LearningCurve(curve_config(tmp_path), scorer, None, FakeStrategy(), step,
                                        score=False)
   curve.begin(0, 16)
   assert curve.loop_steps(3) == 7

@@ -191,8 +191,10 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   model = _fixed_logit_model()
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = evaluation.evaluate(model, out, meta, v2_file, str(model_dir), 8, 20, 30,
-                                version_2_with_negative=True, null_score_diff_threshold=0.0)
+  results = evaluation.evaluate(
+      model, out, meta, v2_file, str(model_dir), 8,
+      span_decoding.DecodingSettings(n_best_size=20, max_answer_length=30,
+                                     version_2_with_negative=True, null_score_diff_threshold=0.0))
   predictions = json.loads((model_dir / "predictions.json").read_text())
   null_odds = json.loads((model_dir / "null_odds.json").read_text())
   # P1: null 4 - best span 0 = 4 > 0 -> ""; P2: 4 - 10 = -6 -> "Glass beads".
@@ -248,8 +250,10 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 2}
   model_dir = tmp_path / "model"
   model_dir.mkdir()
-  results = evaluation.evaluate(_fixed_logit_model(), out, meta, str(path), str(model_dir), 8, 20,
-                                30, version_2_with_negative=version_2)
+  results = evaluation.evaluate(
+      _fixed_logit_model(), out, meta, str(path), str(model_dir), 8,
+      span_decoding.DecodingSettings(n_best_size=20, max_answer_length=30,
+                                     version_2_with_negative=version_2))
   predictions = json.loads((model_dir / "predictions.json").read_text())
   assert list(predictions) == ["v1", "v2", "v3", "e1", "e2", "e3", "v4", "v5"]
   assert [predictions[q] for q in ("e1", "e2", "e3")] == ["", "", ""]

@@ -185,8 +185,8 @@ def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
     checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
   if not start.resume and start.init_checkpoint:
     checkpoints.initialize_from(model, start.init_checkpoint)
-  trainer = question_answering.QATrainer(strategy, replica_step or
-                                         task.replica_step(model, optimizer), optimizer, 4)
+  trainer = trainer_lib.QATrainer(strategy, replica_step or task.replica_step(model, optimizer),
+                                  optimizer, 4)
   return trainer_lib.train(
       trainer, checkpoint, lambda context, skip: synthetic_dataset(config, 4).skip(skip),
       run_plan.RunPlan(model_dir=model_dir, num_train_steps=steps, save_checkpoints_steps=1,
