@@ -266,11 +266,23 @@ EVAL_POOL_BATCHES = 64
 
 def count_eval_windows(paths, max_examples=None):
   """How many eval windows `eval_dataset` yields for questions < `max_examples` (all: None)."""
+  # Named functions, not lambdas: AutoGraph finds a lambda by its source line and has mistaken
+  # one of these for another (a 1-argument lambda called with 2 arguments).
   spec = {"example_index": tf.io.FixedLenFeature([], tf.int64)}
-  dataset = tf.data.TFRecordDataset(paths).map(lambda x: tf.io.parse_single_example(x, spec))
+
+  def parse(record):
+    return tf.io.parse_single_example(record, spec)
+
+  def in_budget(example):
+    return example["example_index"] < max_examples
+
+  def count_one(count, _):
+    return count + 1
+
+  dataset = tf.data.TFRecordDataset(paths).map(parse)
   if max_examples is not None:
-    dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
-  return int(dataset.reduce(0, lambda count, _: count + 1))
+    dataset = dataset.take_while(in_budget)
+  return int(dataset.reduce(0, count_one))
 
 
 def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True):
