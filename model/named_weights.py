@@ -56,8 +56,27 @@ class LoadReport:
   def __str__(self):
     head = ("span head restored (fine-tuned)"
             if self.head_restored else "span head new (randomly initialized, untrained)")
-    return (f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}; "
-            f"new: {', '.join(self.new) or 'none'}; unused: {summarize(self.unused) or 'none'}")
+    weights = [name for name in self.unused if not is_training_state(name)]
+    text = (f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}; "
+            f"new: {', '.join(self.new) or 'none'}")
+    if weights:
+      text += f"; not used: {summarize(weights)}"
+    if len(weights) < len(self.unused):
+      text += ("; its training state (optimizer, step counts, dropout) is left: this run starts "
+               "its own")
+    return text
+
+
+# First parts of checkpoint names that hold a run's training state, not the model's weights.
+_TRAINING_STATE = ("optimizer", "dropout_rng", "save_counter", "global_step",
+                   "schedule_num_train_steps")
+
+
+def is_training_state(name):
+  """Whether checkpoint name `name` is training state (optimizer slots and steps, step counters,
+  dropout generators, the schedule), which a new run starts afresh."""
+  parts = name.split("/")
+  return parts[-1] in ("adam_m", "adam_v") or parts[0] in _TRAINING_STATE
 
 
 def summarize(names):
