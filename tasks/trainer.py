@@ -10,6 +10,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 
@@ -19,10 +20,14 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.flags import command_line
 from squad_qa.tasks import distribution
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import optimization
 from squad_qa.tasks import train_progress
+
+# TensorFlow's exit status after a preemption checkpoint: cluster managers restart such a job.
+PREEMPTED_EXIT_STATUS = 42
 
 
 class OutOfMemoryError(errors.UserError, RuntimeError):
@@ -160,6 +165,29 @@ def _check_restored(restored, latest):
         "continues from a new random stream", latest)
 
 
+class SaveAndStopOnSigterm:
+  """orbit action: after a SIGTERM (a preemption), saves a checkpoint at the current step, says so
+  in one line and exits with PREEMPTED_EXIT_STATUS (orbit's SaveCheckpointIfPreempted, through
+  tf.distribute.experimental.PreemptionCheckpointHandler, with our exit line)."""
+
+  def __init__(self, cluster_resolver, manager, global_step):
+    self._manager, self._global_step = manager, global_step
+    self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+        cluster_resolver, manager,
+        termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=self._exit))
+
+  def __call__(self, _):
+    self._handler.save_checkpoint_if_preempted(checkpoint_number=self._global_step,
+                                               check_interval=False)
+
+  def _exit(self):
+    print(
+        f"{command_line.program_name()}: stopped by SIGTERM at step "
+        f"{int(self._global_step.numpy())}: saved {self._manager.latest_checkpoint}; the same "
+        f"command resumes from it", file=sys.stderr, flush=True)
+    sys.exit(PREEMPTED_EXIT_STATUS)
+
+
 def _train_actions(manager, trainer, plan, watchers, start_step):
   """orbit's train actions (checkpoints at multiples of `plan.save_checkpoints_steps` and at the
   end, one on SIGTERM, then the `watchers`) and a function global step -> steps of the next loop,
@@ -169,10 +197,9 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   every = plan.save_checkpoints_steps
   actions = [
       SaveAtMultiples(manager, global_step, every, plan.num_train_steps),
-      orbit.actions.SaveCheckpointIfPreempted(
+      SaveAndStopOnSigterm(
           getattr(trainer.strategy, "cluster_resolver", None) or
-          tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager,
-          checkpoint_number=global_step)
+          tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, global_step)
   ]
   for watcher in watchers:
     actions.append(watcher)

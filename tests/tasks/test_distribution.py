@@ -27,6 +27,7 @@ from squad_qa.model import span_model
 from squad_qa.tasks import distribution
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import trainer as trainer_lib
 from squad_qa.tasks import model_dir as model_dir_lib
 from tests import testutil
 
@@ -466,7 +467,9 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   # action) and exited: the checkpoint is at the step training had reached, one past the last
   # logged loop.
   assert step == last_logged + 1
-  assert returncode != 0  # stopped, not finished
+  assert returncode == trainer_lib.PREEMPTED_EXIT_STATUS  # stopped, not finished
+  assert (f"train.py: stopped by SIGTERM at step {step}: saved {model_dir}/ckpt-{step}; the same "
+          f"command resumes from it") in output.splitlines()
   restored, _ = span_model.build_span_model(tiny_config())
   tf.train.Checkpoint(model=restored).read(tf.train.latest_checkpoint(str(model_dir))) \
       .expect_partial().assert_existing_objects_matched()
