@@ -2,6 +2,7 @@
 clone. Imports nothing but the standard library, so setup.py reads COMMANDS from this file."""
 
 import os
+import re
 import sys
 
 # Console script -> (the module whose `cli` it runs, inside the package; the clone's file command).
@@ -32,3 +33,18 @@ def command(script):
     KeyError: `script` is not a console script of this package.
   """
   return COMMANDS[script][1] if started_from_clone() else script
+
+
+def name_commands_as_started(text):
+  """`text` (a docstring, a flag's help) with the clone's command names ("python train.py",
+  "preprocess/make_records.py", "export.py", ...) as this process's user types them."""
+  if started_from_clone():
+    return text
+  for script, (_, file_command) in COMMANDS.items():
+    text = text.replace(file_command, script)
+  for script, (module, _) in COMMANDS.items():
+    path = module.replace(".", "/") + ".py"
+    if not module.endswith("__main__"):
+      text = re.sub(rf"(?<![\w/.-]){re.escape(path)}\b", script, text)
+      text = re.sub(rf"(?<![\w/.-]){re.escape(os.path.basename(path))}\b", script, text)
+  return text

@@ -13,9 +13,11 @@ from absl import app
 from absl import flags
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.flags import settings
 
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what shells report for a command stopped by Ctrl-C
+_HELP_FLAGS = ("--help", "--helpshort", "--helpfull", "--helpxml", "-?")
 _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
 
@@ -92,6 +94,10 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     leftover = flag_values(argv)[1:]
   except flags.Error as e:
     sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
+  except SystemExit:
+    if any(token.split("=")[0] in _HELP_FLAGS for token in argv[1:]):
+      sys.exit(0)  # absl exits 1 after printing the help a user asked for
+    raise
   if leftover:
     stray = stray_argument(argv, flag_values) or (leftover[0], None)
     sys.exit(f"{program}: {stray_argument_message(*stray, flag_values)}")
@@ -120,14 +126,16 @@ def _help_of(command, flag_values=flags.FLAGS):
   """Makes `--help` show `command`'s docstring and flags when a console script started it.
 
   absl's help shows `__main__`'s docstring and `sys.argv[0]`'s key flags, which a console
-  script's generated wrapper lacks; `command` (the module of `main`) lends it both.
+  script's generated wrapper lacks; `command` (the module of `main`) lends it both, naming the
+  commands as console scripts.
   """
   main_module = sys.modules["__main__"]
   if main_module is command:
     return
   if not main_module.__doc__:
-    main_module.__doc__ = command.__doc__
+    main_module.__doc__ = commands.name_commands_as_started(command.__doc__)
   for flag in flag_values.get_key_flags_for_module(command.__name__):
+    flag.help = commands.name_commands_as_started(flag.help)
     flag_values.register_key_flag_for_module(sys.argv[0], flag)
 
 

@@ -20,8 +20,8 @@ def bert_config_and_meta(config):
     (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
 
   Raises:
-    errors.UsageError: no config, a vocab other than the records', too few positions, or records
-      without the train split that `do_train` needs.
+    errors.UsageError: no config, a vocab or casing other than the records', too few positions,
+      or records without the train split that `do_train` needs.
   """
   meta = records.read_meta(config.records_dir)
   if config.do_train and records.TRAIN_SPLIT not in meta["splits"]:
@@ -30,6 +30,12 @@ def bert_config_and_meta(config):
         f"({commands.command('squad-qa-records')} was given no "
         f"--train_file): pass --do_train=false to only predict, or make the records again with "
         f"a --train_file")
+  made_lower_case = meta["flags"].get("do_lower_case", config.do_lower_case)
+  if config.do_lower_case != made_lower_case:
+    raise errors.UsageError(
+        f"--do_lower_case={str(config.do_lower_case).lower()}: the records in "
+        f"{config.records_dir} were made with do_lower_case={str(made_lower_case).lower()}, and "
+        f"training tokenizes as they were made; drop the flag, or make the records again with it")
   config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
                                                             config.bert_config_file,
                                                             config.vocab_file)

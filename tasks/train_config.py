@@ -27,8 +27,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   """Everything train.py does: each field is its flag (help, default and rule declared here or in
   the groups it inherits). Token counts are in WordPiece tokens; `device_memory_gb` in GiB.
 
-  `train_file` and `do_lower_case` are accepted as make_records.py takes them; training reads
-  the questions and the casing from the records.
+  `train_file` and `do_lower_case` are make_records.py's (run_squad.py takes them too): training
+  reads the questions and the casing from the records, so `train_file` is refused and a
+  `do_lower_case` other than the records' too (`run_inputs.bert_config_and_meta`).
 
   Raises (on construction):
     errors.UsageError: a value no run can use (a non-positive epoch count or batch, an unknown
@@ -125,6 +126,10 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "eval/; 0: off.", check=settings.at_least(0, "0 (off) or more"))
 
   def check(self):
+    if self.train_file is not None:
+      raise errors.UsageError(
+          f"--train_file={self.train_file} applies to making the records: training reads the "
+          f"train records in --records_dir; drop it")
     if not self.do_train:  # both shape training only: refuse rather than ignore them
       for name in ("eval_every_steps", "log_steps"):
         if getattr(self, name):

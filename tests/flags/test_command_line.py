@@ -278,6 +278,11 @@ def test_help_and_h_list_the_command_s_flags_however_it_was_started(script, comm
     proc = subprocess.run(argv, cwd=testutil.REPO, capture_output=True, text=True, timeout=300)
     assert line in proc.stdout.splitlines(), (argv, proc.stdout, proc.stderr)
     assert not proc.stdout.startswith("\nUSAGE:"), argv  # absl's text for a module without one
+    assert proc.returncode == 0, argv  # help asked for is not a failure
+    if argv[0] != sys.executable:  # an install's help names the console scripts, no clone file
+      assert not re.search(
+          r"python (preprocess/|-m model\.|train\.py|export\.py|ask\.py)|"
+          r"(?<![\w/])(make_records|train|export|ask)\.py\b", proc.stdout), proc.stdout
 
 
 def test_config_from_flags_reads_each_field_from_its_flag():

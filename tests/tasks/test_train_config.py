@@ -1,5 +1,7 @@
 """train.py's config: validated once, whichever way it is built (flags or Python)."""
 
+import json
+
 import pytest
 
 from squad_qa import errors
@@ -40,6 +42,10 @@ from tests import testutil
     ({
         "length_buckets": (128, 64)
     }, "--length_buckets=(128, 64): expected increasing positive token counts"),
+    ({
+        "train_file": "train-v1.1.json"
+    }, "--train_file=train-v1.1.json applies to making the records: training reads the train "
+     "records in --records_dir; drop it"),
     ({
         "learning_rate": -1.0
     }, "--learning_rate must be above 0"),
@@ -115,3 +121,42 @@ def test_records_need_a_worker():
   with pytest.raises(errors.UsageError) as error:
     records_config.RecordsConfig(vocab_file=testutil.vocab_file(), num_workers=0)
   assert str(error.value) == "--num_workers=0: must be at least 1"
+
+
+def test_a_casing_other_than_the_records_is_refused(tmp_path):
+  """Training tokenizes nothing: it reads the records, so --do_lower_case can only disagree."""
+  # pylint: disable=g-import-not-at-top  (TensorFlow, unlike the configs above)
+  from squad_qa.preprocess import records
+  from squad_qa.tasks import run_inputs
+  (tmp_path / records.META_FILE).write_text(
+      json.dumps({
+          "format_version": records.FORMAT_VERSION,
+          "splits": {
+              records.TRAIN_SPLIT: {}
+          },
+          "flags": {
+              "do_lower_case": True
+          }
+      }))
+  with pytest.raises(errors.UsageError) as error:
+    run_inputs.bert_config_and_meta(
+        train_config.TrainConfig(records_dir=str(tmp_path), do_lower_case=False))
+  assert str(error.value) == (
+      f"--do_lower_case=false: the records in {tmp_path} were made with do_lower_case=true, and "
+      f"training tokenizes as they were made; drop the flag, or make the records again with it")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({
+        "model_dir": "runs/a"
+    }, "--model_dir=runs/a: the conversion reads --init_checkpoint (which may be a --model_dir); "
+     "drop it"),
+    ({
+        "do_lower_case": False
+    }, "--do_lower_case=false: the conversion copies the vocab and does not tokenize; drop it"),
+])
+def test_the_conversion_refuses_the_settings_it_would_ignore(values, message):
+  from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  with pytest.raises(errors.UsageError) as error:
+    convert_checkpoint.ConvertConfig(init_checkpoint="bert", output="out", **values)
+  assert str(error.value) == message
