@@ -165,7 +165,7 @@ def test_a_missing_litert_model_is_refused_in_one_line(exports, tmp_path):
   with pytest.raises(errors.MissingFileError) as error:
     saved_model_qa.SavedModelQA(str(broken))
   assert str(error.value) == (f"{broken / features_model.INT8_MODEL_FILE}: not found; re-export "
-                              f"with `python export.py --serving_precision=int8`")
+                              f"with `squad-qa-export --serving_precision=int8`")
 
 
 @pytest.mark.parametrize("cpuinfo, fast", [(reduced.ZEN4, True), (reduced.ZEN3, False),

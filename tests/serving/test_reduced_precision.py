@@ -272,6 +272,6 @@ def test_a_float16_export_warns_on_any_cpu_without_a_gpu(caplog):
   assert len(caplog.records) == 2
   assert caplog.records[0].getMessage() == (
       "this SavedModel computes in float16, but CPUs have no fast float16 matmuls and no GPU is "
-      "visible: it will answer slower here than a float32 export (export.py "
+      "visible: it will answer slower here than a float32 export (squad-qa-export "
       "--serving_precision=float32)")
   assert not warn("float16", cpuinfo=ZEN3, has_gpu=True)

@@ -17,14 +17,14 @@ def test_a_damaged_meta_json_says_to_rerun_make_records(tmp_path):
     records.read_meta(str(tmp_path))
   assert str(raised.value) == (
       f"{tmp_path}/meta.json: not valid JSON (line 1 column 21: Expecting ',' delimiter); the file "
-      f"is damaged: rerun `python preprocess/make_records.py --output_dir={tmp_path}`")
+      f"is damaged: rerun `squad-qa-records --output_dir={tmp_path}`")  # as an install names it
 
 
 def test_a_damaged_qa_config_says_which_command_writes_it(tmp_path):
   (tmp_path / "qa_config.json").write_text(_TRUNCATED)
   with pytest.raises(
       errors.UsageError, match=r"qa_config.json: not valid JSON \(line 1 column 21"
-      r".*train.py writes it with a checkpoint"):
+      r".*squad-qa-train writes it with a checkpoint"):
     artifacts.read_qa_config(str(tmp_path))
   extra = tmp_path / "export" / artifacts.EXPORT_EXTRA_DIR
   os.makedirs(extra)

@@ -269,9 +269,9 @@ def test_records_without_a_train_split_say_to_only_predict(tmp_path):
       f"--predict_file={dev_file}", expect_ok=False)
   assert code != 0 and "Traceback" not in log
   assert log.strip().splitlines()[-1] == (
-      f"train.py: the records in {tmp_path / 'records'} hold no train split (make_records.py was "
-      f"given no --train_file): pass --do_train=false to only predict, or make the records again "
-      f"with a --train_file")
+      f"train.py: the records in {tmp_path / 'records'} hold no train split (python "
+      f"preprocess/make_records.py was given no --train_file): pass --do_train=false to only "
+      f"predict, or make the records again with a --train_file")
 
 
 def test_records_without_an_eval_split_say_to_train_only(tmp_path):
@@ -285,9 +285,9 @@ def test_records_without_an_eval_split_say_to_train_only(tmp_path):
       "--max_steps=2", "--train_batch_size=8", expect_ok=False)
   assert code != 0 and "Traceback" not in log
   assert log.strip().splitlines()[-1] == (
-      f"train.py: the records in {records_dir} hold no eval split (make_records.py was given no "
-      f"--predict_file): pass --do_predict=false to train only, or make the records again with a "
-      f"--predict_file")
+      f"train.py: the records in {records_dir} hold no eval split (python "
+      f"preprocess/make_records.py was given no --predict_file): pass --do_predict=false to train "
+      f"only, or make the records again with a --predict_file")
   assert not tf.train.latest_checkpoint(str(model_dir))
 
 
