@@ -138,12 +138,13 @@ class PlannerConfig(settings.Settings):
 
   Attributes:
     bert_config_file: a google-research or HF BERT JSON config; None: `estimate.presets`.
-    max_seq_length: tokens per feature; None (or 0): the table over `TABLE_SEQ_LENGTHS`.
+    max_seq_length: tokens per feature (at most the model's positions); None: the table over
+      `TABLE_SEQ_LENGTHS`.
     train_batch_size: with `max_seq_length`, an int adds that batch's breakdown.
     dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`; None: train.py's
       for `gpu` (`policy_and_reason`).
     gpu: train.py's --gpu (mixed_float16 unless `dtype` says otherwise).
-    device_memory_gb: GPU capacity in GiB; None (or 0): `device.detect_device`.
+    device_memory_gb: GPU capacity in GiB (not negative); None (or 0): `device.detect_device`.
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
 
@@ -157,7 +158,8 @@ class PlannerConfig(settings.Settings):
   max_seq_length: Optional[int] = settings.variant(
       features.Featurization, "max_seq_length", default=None,
       help="Tokens per feature. Without it: the largest batch for seq "
-      f"{', '.join(str(n) for n in TABLE_SEQ_LENGTHS)}.")
+      f"{', '.join(str(n) for n in TABLE_SEQ_LENGTHS)}.",
+      check=settings.at_least(1, "at least 1 (omit it for the table)"))
   train_batch_size: Union[None, int, str] = settings.setting(
       None, "Global features per forward/backward pass, over all replicas (each replica takes "
       "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
@@ -173,7 +175,9 @@ class PlannerConfig(settings.Settings):
       "Fails if TensorFlow sees no GPU.")
   device_memory_gb: Optional[float] = settings.setting(
       None, "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
-      "else the host's available RAM.")
+      "else the host's available RAM.",
+      check=settings.at_least(0, "0 or more (0 or omitted: the "
+                              "visible GPU's, else the RAM)"))
   format: str = settings.setting("text", "Output format.", choices=OUTPUT_FORMATS)
   program: str = settings.setting(
       estimate.THIS_TOOL.name,
@@ -209,7 +213,8 @@ def report(config):
   next to the span head.
 
   Raises:
-    errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config.
+    errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config,
+      or a `max_seq_length` beyond a model's positions.
   """
   # Imported here, as estimate.presets does: bert_config loads TensorFlow, the planner does not.
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
@@ -236,6 +241,10 @@ def report(config):
   ]
   if config.max_seq_length:
     seq = config.max_seq_length
+    for name, bert in configs.items():
+      if seq > bert.max_position_embeddings:
+        raise errors.UsageError(f"--max_seq_length={seq}: {name} has "
+                                f"{bert.max_position_embeddings} positions")
     output["estimates"] = []
     for name, bert in configs.items():
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,

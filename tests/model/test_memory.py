@@ -15,6 +15,7 @@ import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
+from squad_qa import errors
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import estimate
@@ -727,3 +728,25 @@ def test_the_planner_counts_the_precision_train_py_would_train_in(monkeypatch, o
   report = memory_plan.report(memory_plan.PlannerConfig(device_memory_gb=12, **options))
   assert report.splitlines()[0].startswith(f"device: 12 GiB GPU (11.1 GiB usable); {policy} "
                                            f"({why}); AdamW")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({
+        "max_seq_length": 0
+    }, "--max_seq_length=0: must be at least 1 (omit it for the table)"),
+    ({
+        "device_memory_gb": -3.0
+    },
+     "--device_memory_gb=-3.0: must be 0 or more (0 or omitted: the visible GPU's, else the RAM)"),
+])
+def test_the_planner_refuses_a_length_or_memory_no_device_has(values, message):
+  with pytest.raises(errors.UsageError) as error:
+    memory_plan.PlannerConfig(**values)
+  assert str(error.value) == message
+
+
+def test_the_planner_refuses_a_length_beyond_the_model_s_positions():
+  with pytest.raises(errors.UsageError) as error:
+    memory_plan.report(
+        memory_plan.PlannerConfig(max_seq_length=100000, device_memory_gb=16, dtype="float32"))
+  assert str(error.value) == "--max_seq_length=100000: BERT-Base has 512 positions"
