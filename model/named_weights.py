@@ -67,9 +67,12 @@ class LoadReport:
     return text
 
 
+# Checkpoint keys a --model_dir checkpoint holds beside the model (tasks/model_dir.py writes them).
+SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # the schedule's length
+DROPOUT_STATE_KEY = "dropout_rng"  # the dropout layers' generator states
 # First parts of checkpoint names that hold a run's training state, not the model's weights.
-_TRAINING_STATE = ("optimizer", "dropout_rng", "save_counter", "global_step",
-                   "schedule_num_train_steps")
+_TRAINING_STATE = ("optimizer", "save_counter", "global_step", SCHEDULE_STEPS_KEY,
+                   DROPOUT_STATE_KEY)
 
 
 def is_training_state(name):
@@ -80,14 +83,11 @@ def is_training_state(name):
 
 
 def summarize(names):
-  """A short account of checkpoint names: `cls/predictions/* (5), optimizer state (398), ...`."""
+  """A short account of checkpoint names: `cls/predictions/* (5), cls/seq_relationship/* (2)`."""
   groups = collections.Counter()
   for name in names:
     parts = name.split("/")
-    if parts[-1] in ("adam_m", "adam_v") or parts[0] == "optimizer":
-      groups["optimizer state"] += 1
-    else:
-      groups["/".join(parts[:2]) + "/*" if len(parts) > 2 else name] += 1
+    groups["/".join(parts[:2]) + "/*" if len(parts) > 2 else name] += 1
   return ", ".join(f"{key} ({count})" if count > 1 else key for key, count in groups.items())
 
 

@@ -12,9 +12,10 @@ from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
+from squad_qa.model import named_weights
 
-SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # checkpoint key of the schedule's length
-DROPOUT_STATE_KEY = "dropout_rng"  # checkpoint key of the dropout layers' generator states
+SCHEDULE_STEPS_KEY = named_weights.SCHEDULE_STEPS_KEY
+DROPOUT_STATE_KEY = named_weights.DROPOUT_STATE_KEY
 # Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
 LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
 
