@@ -11,6 +11,19 @@ BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
+def auto_compute_dtype(gpu):
+  """train.py's `--mixed_precision_dtype=auto` as (compute dtype, why in a few words): float16 with
+  `gpu`; on the CPU bfloat16 where it has bfloat16 matmuls (`cpu_has_native_bfloat16`), else
+  float32."""
+  if gpu:
+    return "float16", "auto: --gpu"
+  native = cpu_has_native_bfloat16()
+  if native:
+    return "bfloat16", "auto: this CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"
+  return "float32", ("auto: this CPU has no bfloat16 matmuls (AVX512-BF16 or AMX)"
+                     if native is False else "auto: bfloat16 matmuls of this CPU unknown")
+
+
 def cpu_has_native_bfloat16(cpuinfo=None):
   """Whether the CPU has bfloat16 matmuls (AVX512-BF16, AMX-BF16) per `cpuinfo` (default: read
   /proc/cpuinfo); None without /proc/cpuinfo or a "flags" line (macOS, Windows, ARM)."""

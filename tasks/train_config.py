@@ -164,10 +164,4 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
     """(`precision`, why in a few words, e.g. "auto: this CPU has bfloat16 matmuls")."""
     if self.mixed_precision_dtype != AUTO:
       return self.mixed_precision_dtype, f"--mixed_precision_dtype={self.mixed_precision_dtype}"
-    if self.gpu:
-      return "float16", "auto: --gpu"
-    native = precision_lib.cpu_has_native_bfloat16()
-    if native:
-      return "bfloat16", "auto: this CPU has bfloat16 matmuls (AVX512-BF16 or AMX)"
-    return "float32", ("auto: this CPU has no bfloat16 matmuls (AVX512-BF16 or AMX)"
-                       if native is False else "auto: bfloat16 matmuls of this CPU unknown")
+    return precision_lib.auto_compute_dtype(self.gpu)

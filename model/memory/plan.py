@@ -198,11 +198,11 @@ class PlannerConfig(settings.Settings):
       return self.dtype, "--dtype"
     if self.program != estimate.THIS_TOOL.name:
       return "float32", f"{self.program} trained in float32"
-    if self.gpu:
-      return "mixed_float16", "train.py --gpu"
-    if precision.cpu_has_native_bfloat16():
-      return "mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"
-    return "float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"
+    return {
+        "float16": ("mixed_float16", "train.py --gpu"),
+        "bfloat16": ("mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"),
+        "float32": ("float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"),
+    }[precision.auto_compute_dtype(self.gpu)[0]]
 
 
 def report(config):
