@@ -10,11 +10,13 @@ what a user can act on.
 `SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
 """
 
+import contextlib
 import ctypes
 import functools
 import logging
 import os
 import sys
+import tempfile
 
 from absl import logging as absl_logging
 
@@ -83,6 +85,34 @@ class ProjectInfoFilter(logging.Filter):
     if absl_logging.get_verbosity() >= absl_logging.DEBUG:
       return True
     return is_project_file(record.pathname)
+
+
+@contextlib.contextmanager
+def native_stderr_held_back(verbose=None):
+  """Holds back what native code writes to file descriptor 2 inside the block, for libraries
+  whose C++ loggers `TF_CPP_MIN_LOG_LEVEL` does not reach (the LiteRT converter's `Ignored
+  output_format`, the interpreter's `Created TensorFlow Lite XNNPACK delegate`). The held lines
+  are written out when the block raises, so a failure keeps its detail. `verbose` None: from
+  `SQUAD_QA_VERBOSE`; true holds nothing back."""
+  if verbose is None:
+    verbose = verbose_from_environment()
+  if verbose:
+    yield
+    return
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile() as held:
+    os.dup2(held.fileno(), 2)
+    try:
+      yield
+    except BaseException:
+      os.dup2(saved, 2)
+      held.seek(0)
+      os.write(2, held.read())
+      raise
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
 
 
 def apply():

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import commands
+from squad_qa.base import console
 from squad_qa.model import span_model
 
 INT8 = "int8"  # the --serving_precision (and qa_config.json `serving_precision`) served here
@@ -44,7 +45,8 @@ def int8_flatbuffer(concrete_function, trackable):
   holds its variables."""
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  return converter.convert()
+  with console.native_stderr_held_back():
+    return converter.convert()
 
 
 def write_int8_model(model, path):
@@ -107,15 +109,22 @@ class LiteRTFeatures:
           f"{model_path}: not found; re-export with "
           f"`{commands.command('squad-qa-export')} --serving_precision=int8`")
     self.num_threads = num_threads or os.cpu_count() or 1
-    self._interpreter = interpreter_module.Interpreter(model_path=model_path,
-                                                       num_threads=self.num_threads)
+    with console.native_stderr_held_back():
+      self._interpreter = interpreter_module.Interpreter(model_path=model_path,
+                                                         num_threads=self.num_threads)
     self._runner = self._interpreter.get_signature_runner()
+    self._first_call = True
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
-    outputs = self._runner(
-        **{
-            name: np.asarray(value, np.int32)
-            for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
-        })
+    inputs = {
+        name: np.asarray(value, np.int32)
+        for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
+    }
+    if self._first_call:  # the interpreter logs its XNNPACK delegate on the first run
+      with console.native_stderr_held_back():
+        outputs = self._runner(**inputs)
+      self._first_call = False
+    else:
+      outputs = self._runner(**inputs)
     return outputs["start_logits"], outputs["end_logits"]

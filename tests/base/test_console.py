@@ -66,3 +66,19 @@ def test_filter_keeps_warnings_and_the_projects_info_lines():
 def test_verbose_environment(value, verbose):
   assert console.verbose_from_environment({console.VERBOSE_ENV: value}) == verbose
   assert not console.verbose_from_environment({})
+
+
+def test_native_stderr_is_held_back_unless_the_block_fails(capfd):
+  with console.native_stderr_held_back(verbose=False):
+    os.write(2, b"native chatter\n")
+  assert capfd.readouterr().err == ""
+  with pytest.raises(RuntimeError, match="failed"):
+    with console.native_stderr_held_back(verbose=False):
+      os.write(2, b"native detail\n")
+      raise RuntimeError("failed")
+  assert capfd.readouterr().err == "native detail\n"
+  with console.native_stderr_held_back(verbose=True):
+    os.write(2, b"kept when verbose\n")
+  assert capfd.readouterr().err == "kept when verbose\n"
+  os.write(2, b"after\n")  # the descriptor is restored
+  assert capfd.readouterr().err == "after\n"
