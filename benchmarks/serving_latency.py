@@ -26,16 +26,19 @@ stages: serving/module.py's QAServingModule (the tiny test config, or the packag
   10,000 characters of joined dev paragraphs (median of --repeats): tokenize, windowing, encoder
   (`window_logits`), the bare model once on the same windows, decode, the whole serve_text, "rest"
   (serve_text minus windows, encoder and decode: the call's own cost) and a no-op tf.function.
-precision: one question on the ~1,000-character paragraph through each export's Python path, its
-  stages timed in turn (tokenize, windows, encoder, decode, the whole Python path, serve_text where
-  the export has it), against the floor each precision allows on this CPU: the encoder's matmuls
+precision: under the CPU's model and flags, one question on the ~1,000- and then the
+  >= 10,000-character context through each export's Python path, its stages timed in turn
+  (tokenize, windows, encoder, decode, the whole Python path, serve_text where the export has
+  it), against the floor each precision allows on this CPU: the encoder's matmuls
   (per layer 4 projections [n, H] x [H, H], the feed-forward [n, H] x [H, I] and [n, I] x [I, H],
   attention's [A, n, H/A] x [A, H/A, n] and [A, n, n] x [A, n, H/A]; FLOP = 2 x multiply-adds)
   each timed alone at its shape, float32 and bfloat16 as tf.matmul (8 products a call, so the
   call's own cost is shared out), int8 as a LiteRT model of one product converted as export.py
   converts the encoder (int8 weights; attention has no weights and stays float32). Softmax, layer
   norm, GELU and embeddings are left out, so the ratio encoder / floor says how far the encoder is
-  from what the matmuls allow.
+  from what the matmuls allow. Useful FLOPs (the encoder's matmuls, forward, at each window's real
+  length) over a stage's time, against one 2048^3 matmul's rate in the export's precision (float32's
+  for int8), say how close the call runs to the machine.
 attention: the packaged MiniLM span model with its attention layers switched between tf_keras's
   key-first `MultiHeadAttention` (einsum "aecd,abcd->acbe") and model/attention.py's query-first
   one, each class with its own tf.functions, alternating (median of --repeats after 2 warm-up
@@ -54,6 +57,7 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import peer
+from benchmarks import step_profile
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
@@ -385,43 +389,66 @@ def floor_ms(precision, shapes, repeats, tmp):
   return total, rates
 
 
+def precision_case(config, exports, case, repeats, tmp):
+  """({precision: {stage: ms}}, {precision: floor ms}, {precision: {matmul: GFLOP/s}},
+  {precision: useful forward FLOPs}) of one question of peer.pick_cases' `case` per export."""
+  question, context = peer.pick_cases(predict_file())[0][case]
+  profiles, floors, rates, flops = {}, {}, {}, {}
+  for precision, export in exports.items():
+    lengths = [int(sum(w.input_mask)) for w in export.qa.features(question, context)]
+    print(
+        f"{precision} ({export.export_dir}): {len(context):,} characters, windows of "
+        f"{lengths} tokens", flush=True)
+    profiles[precision] = profile_export(export.qa, question, context, repeats)
+    floors[precision], rates[precision], per_length = 0.0, {}, {}
+    for n in lengths:
+      if n not in per_length:
+        per_length[n] = floor_ms(precision, matmul_shapes(config, n), repeats, tmp)
+      floors[precision] += per_length[n][0]
+      rates[precision].update(per_length[n][1])  # the last window's
+    flops[precision] = sum(step_profile.train_flops(config, 1, n) / 3 for n in lengths)
+  return profiles, floors, rates, flops
+
+
 def precisions(repeats):
   config = bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file or minilm_config_file())
-  cases, _, _ = peer.pick_cases(predict_file())
-  question, context = cases["ctx~1000"]
   exports = peer.load_exports(FLAGS.export_dirs)
-  print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()} on {os.cpu_count()} CPUs")
-  profiles, floors, rates = {}, {}, {}
-  with tempfile.TemporaryDirectory() as tmp:
-    for precision, export in exports.items():
-      windows = export.qa.features(question, context)
-      lengths = [int(sum(w.input_mask)) for w in windows]
-      print(
-          f"{precision} ({export.export_dir}): {len(context):,} characters, windows of "
-          f"{lengths} tokens", flush=True)
-      profiles[precision] = profile_export(export.qa, question, context, repeats)
-      floors[precision], rates[precision] = 0.0, {}
-      for n in lengths:
-        window_floor, window_rates = floor_ms(precision, matmul_shapes(config, n), repeats, tmp)
-        floors[precision] += window_floor
-        rates[precision].update(window_rates)  # the last window's (one window at ~1,000 chars)
   names = list(exports)
-  print(f"\none call at {len(context):,} characters, median ms of {repeats}; load average "
-        f"at the end {os.getloadavg()}")
-  print("| stage | " + " | ".join(names) + " |")
-  print("|---|" + "---|" * len(names))
-  for stage in PRECISION_STAGES:
-    print(f"| {stage} | " + " | ".join(
-        "n/a" if profiles[p][stage] is None else f"{profiles[p][stage]:.1f}" for p in names) + " |")
-  print("| encoder floor (matmuls at the measured rates) | " +
-        " | ".join(f"{floors[p]:.1f}" for p in names) + " |")
-  print("| encoder / floor | " +
-        " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}" for p in names) + " |")
-  print("\nmatmul rates alone, GFLOP/s (n = the window's tokens)")
-  print("| matmul | " + " | ".join(names) + " |")
-  print("|---|" + "---|" * len(names))
-  for shape in [s[0] for s in matmul_shapes(config, 1)]:
-    print(f"| {shape} | " + " | ".join(f"{rates[p][shape]:.1f}" for p in names) + " |")
+  print(f"CPU: {step_profile.cpu_description()}")
+  print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()}")
+  # The machine's 2048^3 matmul rate per export precision (int8 against float32's: TensorFlow has
+  # no int8 matmul to time at that size).
+  dtypes = {p: tf.bfloat16 if p == "bfloat16" else tf.float32 for p in names}
+  rate_of = {d: step_profile.matmul_gflops(d) for d in set(dtypes.values())}
+  big = {p: rate_of[dtypes[p]] for p in names}
+  for case in ("ctx~1000", "ctx~10000"):
+    with tempfile.TemporaryDirectory() as tmp:
+      profiles, floors, rates, flops = precision_case(config, exports, case, repeats, tmp)
+    print(f"\n{case}: one call, median ms of {repeats}; load average at the end {os.getloadavg()}")
+    print("| stage | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for stage in PRECISION_STAGES:
+      print(f"| {stage} | " + " | ".join(
+          "n/a" if profiles[p][stage] is None else f"{profiles[p][stage]:.1f}" for p in names) +
+            " |")
+    print("| encoder floor (matmuls at the measured rates) | " +
+          " | ".join(f"{floors[p]:.1f}" for p in names) + " |")
+    print("| encoder / floor | " +
+          " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}" for p in names) + " |")
+    print("| useful GFLOP (the encoder's matmuls, forward) | " +
+          " | ".join(f"{flops[p] / 1e9:.2f}" for p in names) + " |")
+    print(f"| {step_profile.MATMUL_SIDE}^3 matmul GFLOP/s (int8: float32's) | " +
+          " | ".join(f"{big[p]:.1f}" for p in names) + " |")
+    for stage in ("encoder", "Python path", "serve_text"):
+      print(f"| {stage}: useful FLOP/s over the matmul rate | " +
+            " | ".join("n/a" if profiles[p][stage] is
+                       None else f"{flops[p] / (profiles[p][stage] / 1e3) / 1e9 / big[p]:.0%}"
+                       for p in names) + " |")
+    print("\nmatmul rates alone, GFLOP/s (n = the last window's tokens)")
+    print("| matmul | " + " | ".join(names) + " |")
+    print("|---|" + "---|" * len(names))
+    for shape in [s[0] for s in matmul_shapes(config, 1)]:
+      print(f"| {shape} | " + " | ".join(f"{rates[p][shape]:.1f}" for p in names) + " |")
 
 
 # --mode=attention
