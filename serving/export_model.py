@@ -175,11 +175,12 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
   """Refuses a vocab the exported encoder cannot serve; returns {"vocab_sha256", "vocab_size"}.
 
   `recorded`: the run's qa_config.json ({} without one); `export_vocab_given`: --vocab_file
-  named it.
+  named it, else the path came from `recorded` (a file outside the model folder, so it is named in
+  the log and must still be the file training read).
 
   Raises:
-    errors.UsageError: a given vocab other than training's (SHA-256), or more tokens than the
-      encoder's embedding rows.
+    errors.UsageError: a vocab other than training's (SHA-256), or more tokens than the encoder's
+      embedding rows.
   """
   sha256 = wordpiece.file_sha256(vocab_file)
   size = len(wordpiece.read_vocab(vocab_file))
@@ -189,6 +190,14 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
         f"--vocab_file={vocab_file} (SHA-256 {sha256[:12]}…, {size} tokens) is not the vocab the "
         f"model was trained with ({recorded['vocab_file']}, SHA-256 {trained_sha256[:12]}…): its "
         f"token ids mean other words to the encoder; drop --vocab_file to serve with training's")
+  if trained_sha256 and sha256 != trained_sha256:
+    raise errors.UsageError(
+        f"{vocab_file}, the vocab {artifacts.QA_CONFIG_FILE} names, changed since training "
+        f"(SHA-256 {sha256[:12]}…, trained with {trained_sha256[:12]}…): restore it, or pass "
+        f"--vocab_file=<the vocab training read>")
+  if not export_vocab_given and recorded.get("vocab_file") == vocab_file:
+    logging.info("vocab: %s (named by the model's %s; the file training read, by SHA-256)",
+                 vocab_file, artifacts.QA_CONFIG_FILE)
   if size > bert_config.vocab_size:
     raise errors.UsageError(
         f"{vocab_file} has {size} tokens but the encoder's vocab_size is {bert_config.vocab_size}: "

@@ -143,6 +143,23 @@ def test_export_refuses_a_vocab_other_than_trainings(tmp_path):
     export_model.check_vocab(other, bert_config, {}, export_vocab_given=True)
 
 
+def test_export_refuses_the_recorded_vocab_when_it_changed_since_training(tmp_path):
+  bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes(open(testutil.vocab_file(), "rb").read())
+  recorded = {"vocab_file": str(vocab), "vocab_sha256": wordpiece.file_sha256(str(vocab))}
+  assert export_model.check_vocab(str(vocab), bert_config, recorded, False)["vocab_size"] == 30522
+  lines = vocab.read_text(encoding="utf-8").splitlines()
+  lines[1000], lines[1001] = lines[1001], lines[1000]  # same size, other ids
+  vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  with pytest.raises(errors.UsageError) as error:
+    export_model.check_vocab(str(vocab), bert_config, recorded, export_vocab_given=False)
+  assert str(error.value) == (
+      f"{vocab}, the vocab qa_config.json names, changed since training (SHA-256 "
+      f"{wordpiece.file_sha256(str(vocab))[:12]}…, trained with {recorded['vocab_sha256'][:12]}…): "
+      f"restore it, or pass --vocab_file=<the vocab training read>")
+
+
 def test_export_serves_the_settings_training_scored_with_unless_told():
   recorded = {
       "max_seq_length": 384,
