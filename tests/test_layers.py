@@ -133,3 +133,43 @@ def test_a_back_import_is_found(tmp_path):
       "squad_qa.preprocess.reader imports squad_qa.preprocess.tool (a command)",
       "squad_qa.preprocess.tool imports squad_qa.train (a command)",
   ]
+
+
+# Calls that run code stored in data. The package reads files users download (SQuAD JSON,
+# checkpoints, records, exports), so it deserializes only with json, TFRecord, safetensors and
+# TensorFlow's checkpoint and SavedModel readers.
+UNSAFE_CALLS = ("pickle.load", "pickle.loads", "marshal.loads", "yaml.load", "dill.load",
+                "torch.load", "eval", "exec")
+
+
+def unsafe_calls(root):
+  """Lines "<module>: <call>" for every UNSAFE_CALLS call, or np.load(allow_pickle=True), in the
+  package rooted at `root`."""
+  found = []
+  for module, path in sorted(package_modules(root).items()):
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if not isinstance(node, ast.Call):
+        continue
+      name = ast.unparse(node.func)
+      pickles = any(
+          k.arg == "allow_pickle" and ast.unparse(k.value) != "False" for k in node.keywords)
+      if name in UNSAFE_CALLS or (name.endswith(".load") and pickles):
+        found.append(f"{module}: {name}")
+  return found
+
+
+def test_the_package_runs_no_code_from_data():
+  assert unsafe_calls(testutil.REPO) == []
+
+
+def test_an_unsafe_call_is_found(tmp_path):
+  (tmp_path / "model").mkdir()
+  (tmp_path / "model" / "__init__.py").write_text("")
+  (tmp_path / "model" / "weights.py").write_text(
+      "import pickle\nimport numpy as np\n"
+      "def read(f):\n  return pickle.load(f), np.load(f, allow_pickle=True), np.load(f)\n")
+  assert unsafe_calls(tmp_path) == [
+      "squad_qa.model.weights: pickle.load", "squad_qa.model.weights: np.load"
+  ]

@@ -78,13 +78,17 @@ def write_tiny_config(path):
   return str(path)
 
 
-def run_cli(script, *args, expect_ok=True, env=None):
-  """Runs `python <script> args...` from the repository root; returns (returncode, stdout+stderr).
+def run_cli(script, *args, expect_ok=True, env=None, cwd=None):
+  """Runs `python <script> args...` from the repository root (or `cwd`, naming a file `script` by
+  its path in the repository); returns (returncode, stdout+stderr).
 
   `env`: the command's whole environment (default: this process's).
   """
-  proc = subprocess.run([sys.executable, *str(script).split(), *args], cwd=REPO,
-                        capture_output=True, text=True, timeout=900, env=env)
+  command = str(script).split()
+  if cwd is not None and not command[0].startswith("-"):
+    command[0] = str(REPO / command[0])
+  proc = subprocess.run([sys.executable, *command, *args], cwd=cwd or REPO, capture_output=True,
+                        text=True, timeout=900, env=env)
   output = proc.stdout + proc.stderr
   if expect_ok and proc.returncode != 0:
     raise AssertionError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{output[-4000:]}")

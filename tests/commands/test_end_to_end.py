@@ -28,9 +28,16 @@ SEQ, STRIDE, QUERY = 128, 64, 32
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-  """Runs preprocess and training once for the module; returns the paths."""
+  """Runs preprocess and training once for the module, from an empty working folder, with HOME
+  and TMPDIR in folders of their own (test_commands_write_only_into_the_folders_they_are_given);
+  returns the paths and that environment."""
   tmp = tmp_path_factory.mktemp("e2e")
+  for folder in ("work", "home", "tmpdir"):
+    os.mkdir(tmp / folder)
   paths = {
+      "tmp": str(tmp),
+      "work": str(tmp / "work"),
+      "env": dict(os.environ, HOME=str(tmp / "home"), TMPDIR=str(tmp / "tmpdir")),
       "train": testutil.write_squad_slice(testutil.TRAIN_FILE, tmp / "train.json", NUM_TRAIN),
       "dev": testutil.write_squad_slice(testutil.DEV_FILE, tmp / "dev.json", NUM_DEV),
       "config": testutil.write_tiny_config(tmp / "bert_config.json"),
@@ -42,13 +49,22 @@ def run(tmp_path_factory):
                    f"--predict_file={paths['dev']}", f"--vocab_file={testutil.vocab_file()}",
                    f"--max_seq_length={SEQ}", f"--doc_stride={STRIDE}",
                    f"--max_query_length={QUERY}", "--num_shards=2",
-                   f"--output_dir={paths['records']}")
+                   f"--output_dir={paths['records']}", env=paths["env"], cwd=paths["work"])
   _, paths["train_log"] = testutil.run_cli(
       "train.py", f"--records_dir={paths['records']}", f"--model_dir={paths['model']}",
       f"--bert_config_file={paths['config']}", f"--vocab_file={testutil.vocab_file()}",
       "--max_steps=4", "--train_batch_size=8", "--save_checkpoints_steps=2", "--learning_rate=1e-3",
-      f"--predict_file={paths['dev']}", "--predict_batch_size=16")
+      f"--predict_file={paths['dev']}", "--predict_batch_size=16", env=paths["env"],
+      cwd=paths["work"])
   return paths
+
+
+@pytest.fixture(scope="module")
+def exported(run):
+  """The export of the module's training run (its folder), made once, as the run was."""
+  testutil.run_cli("export.py", f"--model_dir={run['model']}", f"--export_dir={run['export']}",
+                   env=run["env"], cwd=run["work"])
+  return run["export"]
 
 
 @pytest.mark.slow
@@ -173,8 +189,7 @@ def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
 
 
 @pytest.mark.slow
-def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
-  testutil.run_cli("export.py", f"--model_dir={run['model']}", f"--export_dir={run['export']}")
+def test_export_reloads_without_project_code_and_matches_the_checkpoint(run, exported):
   meta = records.read_meta(run["records"])
   batch = next(iter(records.eval_dataset(records.shard_paths(run["records"], meta, "eval"), SEQ,
                                          3)))
@@ -226,11 +241,12 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run):
 
 
 @pytest.mark.slow
-def test_ask_answers_each_question_from_the_export(run):
+def test_ask_answers_each_question_from_the_export(run, exported):
   context = "The harbour bridge was painted red in 1932 by a crew of forty workers."
   questions = ("When was the bridge painted?", "How many workers painted the bridge?")
-  _, output = testutil.run_cli("ask.py", f"--export_dir={run['export']}",
-                               *(f"--question={q}" for q in questions), f"--context={context}")
+  _, output = testutil.run_cli("ask.py", f"--export_dir={exported}",
+                               *(f"--question={q}" for q in questions), f"--context={context}",
+                               env=run["env"], cwd=run["work"])
   lines = output.splitlines()
   assert [l[len("Q: "):] for l in lines if l.startswith("Q: ")] == list(questions)
   answers = [l for l in lines if l.startswith("A: ")]
@@ -243,3 +259,22 @@ def test_ask_answers_each_question_from_the_export(run):
   assert re.search(
       r"^answered 2 questions in \d+\.\d\d s \(the export loaded in "
       r"\d+\.\d\d s\)$", output, re.M), output
+
+
+@pytest.mark.slow
+def test_commands_write_only_into_the_folders_they_are_given(run, exported):
+  """make_records, train, export and ask, run from an empty working folder: each writes only into
+  its --output_dir / --model_dir / --export_dir. The one file elsewhere is Keras's own config,
+  `$HOME/.keras/keras.json`, which tf_keras writes when imported (any Keras program does)."""
+  testutil.run_cli("ask.py", f"--export_dir={exported}", "--question=When was it painted?",
+                   "--context=It was painted in 1932.", env=run["env"], cwd=run["work"])
+  assert sorted(os.listdir(run["tmp"])) == [
+      "bert_config.json", "dev.json", "export", "home", "model", "records", "tmpdir", "train.json",
+      "work"
+  ]
+  assert os.listdir(run["work"]) == [] and os.listdir(os.path.join(run["tmp"], "tmpdir")) == []
+  home = [
+      os.path.relpath(os.path.join(folder, name), run["env"]["HOME"])
+      for folder, _, names in os.walk(run["env"]["HOME"]) for name in names
+  ]
+  assert home == [os.path.join(".keras", "keras.json")]
