@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import commands
-from squad_qa.base import console
+from squad_qa.base import native_log
 from squad_qa.model import span_model
 
 INT8 = "int8"  # the --serving_precision (and qa_config.json `serving_precision`) served here
@@ -45,7 +45,7 @@ def int8_flatbuffer(concrete_function, trackable):
   holds its variables."""
   converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  with console.native_stderr_held_back():
+  with native_log.native_stderr_held_back():
     return converter.convert()
 
 
@@ -109,7 +109,7 @@ class LiteRTFeatures:
           f"{model_path}: not found; re-export with "
           f"`{commands.command('squad-qa-export')} --serving_precision=int8`")
     self.num_threads = num_threads or os.cpu_count() or 1
-    with console.native_stderr_held_back():
+    with native_log.native_stderr_held_back():
       self._interpreter = interpreter_module.Interpreter(model_path=model_path,
                                                          num_threads=self.num_threads)
     self._runner = self._interpreter.get_signature_runner()
@@ -122,7 +122,7 @@ class LiteRTFeatures:
         for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
     }
     if self._first_call:  # the interpreter logs its XNNPACK delegate on the first run
-      with console.native_stderr_held_back():
+      with native_log.native_stderr_held_back():
         outputs = self._runner(**inputs)
       self._first_call = False
     else:

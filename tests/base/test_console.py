@@ -6,6 +6,7 @@ import os
 from absl import logging as absl_logging
 import pytest
 
+import squad_qa
 from squad_qa.base import console
 
 # The folder of the `squad_qa` being tested: the clone under `pip install -e .`, site-packages'
@@ -68,17 +69,9 @@ def test_verbose_environment(value, verbose):
   assert not console.verbose_from_environment({})
 
 
-def test_native_stderr_is_held_back_unless_the_block_fails(capfd):
-  with console.native_stderr_held_back(verbose=False):
-    os.write(2, b"native chatter\n")
-  assert capfd.readouterr().err == ""
-  with pytest.raises(RuntimeError, match="failed"):
-    with console.native_stderr_held_back(verbose=False):
-      os.write(2, b"native detail\n")
-      raise RuntimeError("failed")
-  assert capfd.readouterr().err == "native detail\n"
-  with console.native_stderr_held_back(verbose=True):
-    os.write(2, b"kept when verbose\n")
-  assert capfd.readouterr().err == "kept when verbose\n"
-  os.write(2, b"after\n")  # the descriptor is restored
-  assert capfd.readouterr().err == "after\n"
+@pytest.mark.parametrize("set_here, expected", [("1", console.QUIET_LEVEL), (None, None)])
+def test_the_level_the_package_import_set_is_raised_by_a_command(monkeypatch, set_here, expected):
+  """Importing squad_qa sets level 1 for the Python API; a command raises it, unless the user set
+  that value."""
+  monkeypatch.setattr(squad_qa, "log_level_set_here", set_here)
+  assert console.cpp_log_level_to_set({console.LOG_LEVEL_ENV: "1"}, nvidia_driver=True) == expected
