@@ -47,7 +47,14 @@ class SquadVersion(settings.Settings):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SquadFiles(SquadVersion):
-  """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`)."""
+  """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`), and the
+  version, unset (None) unless given: the records decide it for train.py."""
+  version_2_with_negative: Optional[bool] = settings.variant(
+      SquadVersion, "version_2_with_negative", default=None,
+      help="SQuAD 2.0 (unset: as the records were made, which decide; "
+      "--noversion_2_with_negative on SQuAD 2.0 records is refused): questions with "
+      "\"is_impossible\": true have no answer, and prediction answers \"\" when the null score "
+      "beats the best span by more than --null_score_diff_threshold.")
   train_file: Optional[str] = settings.setting(
       None, "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
       "train-v1.1.reconstructed.json there).")
