@@ -1,6 +1,11 @@
 """Where an answer's characters fall in a context's WordPiece tokens (run_squad.py, tfm
 `squad_lib.py`): the tokens of the whitespace words holding its first and last characters,
 tightened to the answer's own tokens where they occur inside (`_improve_answer_span`).
+
+Where they do not and a token starts at the answer's first character, the span starts there (the
+reference starts it at the word's first token): a character the tokenizer deletes, such as U+200B
+in `was\u200bJohn`, glues an answer to the word before it, and `€27,814` holds the answer `27,814`
+from its second token on.
 """
 
 import numpy as np
@@ -61,14 +66,25 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
   last = (splits[paragraph] + tok_end)[found].tolist()
   answer_first = answer_tokens.row_splits[found].tolist()
   answer_last = answer_tokens.row_splits[found + 1].tolist()
+  first_chars = answer_starts[found].tolist()
   improved = []
-  for a, b, c, d in zip(first, last, answer_first, answer_last):
+  for a, b, c, d, first_char in zip(first, last, answer_first, answer_last, first_chars):
     shift = _first_occurrence(context_bytes[4 * a:4 * b + 4], answer_bytes[4 * c:4 * d])
-    improved.append((shift, d - c) if shift >= 0 else (0, b - a + 1))
+    if shift >= 0:
+      improved.append((shift, shift + d - c - 1))
+    else:
+      improved.append((_token_at_answer(context_tokens.start_chars[a:b + 1], first_char), b - a))
   improved = np.asarray(improved, np.int64).reshape(-1, 2)
   result[found, 0] = tok_start[found] + improved[:, 0]
-  result[found, 1] = result[found, 0] + improved[:, 1] - 1
+  result[found, 1] = tok_start[found] + improved[:, 1]
   return result
+
+
+def _token_at_answer(start_chars, first_char):
+  """Index of the token of a word span (int [n] start offsets) starting at the answer's first
+  character `first_char`, else 0 (the span's first token)."""
+  starting = np.flatnonzero(np.asarray(start_chars) == first_char)
+  return int(starting[0]) if len(starting) else 0
 
 
 def _first_occurrence(haystack, needle):
@@ -80,17 +96,6 @@ def _first_occurrence(haystack, needle):
   while found >= 0 and found % 4:
     found = haystack.find(needle, found + 1)
   return found // 4 if found >= 0 else -1
-
-
-def _improve_answer_span(window_ids, answer_ids, start, end):
-  """run_squad.py `_improve_answer_span`: the first sub-span of [start, end] equal to the answer's
-  ids, else [start, end]."""
-  shift = _first_occurrence(
-      np.ascontiguousarray(window_ids, np.int32).tobytes(),
-      np.ascontiguousarray(answer_ids, np.int32).tobytes())
-  if shift >= 0:
-    return start + shift, start + shift + len(answer_ids) - 1
-  return start, end
 
 
 def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, answer_ids):
@@ -115,6 +120,11 @@ def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, a
   tok_end = int(np.searchsorted(token_words, end_word + 1, "left")) - 1
   if tok_start > tok_end:
     return None
-  start, end = _improve_answer_span(
-      np.asarray(context_tokens.ids)[tok_start:tok_end + 1], answer_ids, tok_start, tok_end)
-  return int(start), int(end)
+  shift = _first_occurrence(
+      np.ascontiguousarray(np.asarray(context_tokens.ids)[tok_start:tok_end + 1],
+                           np.int32).tobytes(),
+      np.ascontiguousarray(answer_ids, np.int32).tobytes())
+  if shift >= 0:  # run_squad.py's _improve_answer_span
+    return tok_start + shift, tok_start + shift + len(answer_ids) - 1
+  return tok_start + _token_at_answer(context_tokens.start_chars[tok_start:tok_end + 1],
+                                      answer_start), tok_end

@@ -38,7 +38,9 @@ class Featurization(Tokenization):
   max_seq_length: int = settings.setting(
       384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
   doc_stride: int = settings.setting(
-      128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm).")
+      128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm); "
+      "a window holds max_seq_length - 3 - its question's tokens of context, and a stride above "
+      "that steps by the window instead (windows then do not overlap; make_records.py logs it).")
   max_query_length: int = settings.setting(64,
                                            "Question tokens kept; longer questions are truncated.")
 
@@ -203,6 +205,26 @@ def plan_windows(context_lengths, query_lengths, max_seq_length, doc_stride):
       best_offset=np.asarray(columns[4], np.int64),
       best_window=(np.concatenate(best_parts) if best_parts else np.zeros(0, np.int32)),
       num_windows=num_windows)
+
+
+def answers_in_windows(plan, answer_spans):
+  """bool [Q]: whether some window of question q in `plan` holds its whole answer (int [Q, 2]
+  inclusive context-token span, -1: none, which no window holds)."""
+  spans = np.asarray(answer_spans, np.int64).reshape(-1, 2)
+  row_spans = spans[plan.question]
+  holds = ((row_spans[:, 0] >= 0) & (row_spans[:, 0] >= plan.span_start) &
+           (row_spans[:, 1] < plan.span_start.astype(np.int64) + plan.span_length))
+  return np.bincount(plan.question[holds], minlength=len(spans)) > 0
+
+
+def safe_doc_stride(window_tokens, answer_tokens):
+  """The largest doc_stride that puts every answer whole in some window (int), or None without an
+  answer: windows of W context tokens start every s tokens, so an answer of L <= W tokens lies
+  whole in one when s <= W - L + 1, wherever it starts. int [n] `window_tokens`, `answer_tokens`
+  (answers longer than their window are left out: no stride helps them)."""
+  margin = np.asarray(window_tokens, np.int64) - np.asarray(answer_tokens, np.int64) + 1
+  margin = margin[margin >= 1]
+  return int(margin.min()) if len(margin) else None
 
 
 @dataclasses.dataclass

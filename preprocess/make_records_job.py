@@ -109,16 +109,29 @@ def _read_splits(inputs, config):
   for split, path in inputs.items():
     squad = squad_reader.read_squad(path, is_training=split == records.TRAIN_SPLIT,
                                     version_2_with_negative=config.version_2_with_negative)
+    unanswerable = squad.skipped.get("unanswerable_needs_version_2", 0)
+    if unanswerable:
+      raise squad_reader.SquadInputError(
+          f"{path}: {unanswerable} questions are marked \"is_impossible\": true (SQuAD 2.0), "
+          f"which SQuAD 1.1 records cannot hold; pass --version_2_with_negative")
     if not squad.examples:
       reasons = ", ".join(f"{k}: {v}" for k, v in sorted(squad.skipped.items())) or "no questions"
       raise squad_reader.SquadInputError(f"{path}: no usable {split} questions ({reasons})")
-    if (not config.version_2_with_negative and squad.skipped.get("unanswerable_needs_version_2")):
-      logging.warning(
-          "%s: %d questions are marked is_impossible (SQuAD 2.0); they are skipped "
-          "unless --version_2_with_negative is given", path,
-          squad.skipped["unanswerable_needs_version_2"])
     splits.append((split, squad))
   return splits
+
+
+def _log_clamped_stride(config):
+  """One line when --doc_stride exceeds the context tokens of some window, which then steps by
+  its own length (`features.doc_spans`)."""
+  shortest = config.max_seq_length - 3 - config.max_query_length  # after the longest question
+  if config.doc_stride > shortest:
+    logging.warning(
+        "--doc_stride=%d: a window holds max_seq_length %d - 3 - its question's tokens (up to %d) "
+        "= %d or more context tokens, and one holding fewer than %d steps by its own length "
+        "instead: such windows do not overlap, and an answer across their boundary lies in no "
+        "window", config.doc_stride, config.max_seq_length, config.max_query_length, shortest,
+        config.doc_stride)
 
 
 def _split_meta(split, squad, total, num_shards):
@@ -141,7 +154,14 @@ def _split_meta(split, squad, total, num_shards):
       "shards": [records.shard_name(split, i, num_shards) for i in range(num_shards)],
   }
   if info["skipped"]:
-    logging.warning("%s: skipped questions by reason: %s", split, info["skipped"])
+    logging.warning("%s: skipped (questions, and paragraphs without questions) by reason: %s",
+                    split, info["skipped"])
+  in_no_window = skipped.get("answer_in_no_window", 0)
+  if in_no_window:
+    logging.warning(
+        "%s: %d of %d answers lie whole in no window (across window boundaries; skipped); "
+        "--doc_stride=%d or less puts every answer that fits a window whole in one", split,
+        in_no_window, total.num_answers, total.safe_doc_stride)
   if info["notes"]:
     logging.info("%s: notes (kept questions, normalized input): %s", split, info["notes"])
   logging.info("%s: %d questions -> %d features", split, total.num_examples, total.num_features)
@@ -182,6 +202,7 @@ def _make_records(config):
   started = time.time()
   started_cpu = _cpu_seconds()
   splits = _read_splits(inputs, config)
+  _log_clamped_stride(config)
   logging.info("read %s in %.1f s",
                ", ".join(f"{s}: {len(q.examples)} questions" for s, q in splits),
                time.time() - started)
@@ -217,11 +238,16 @@ def _make_records(config):
   logging.info(
       "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
       "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
-      _cpu_seconds() - started_cpu, ", ".join(f"{split}: {len(squad.examples):,} questions -> "
-                                              f"{totals[split].num_features:,} windows"
-                                              for split, squad in splits), records.META_FILE,
-      output_dir)
+      _cpu_seconds() - started_cpu,
+      ", ".join(f"{split}: {totals[split].num_examples:,} questions -> "
+                f"{totals[split].num_features:,} windows ({_skipped_count(meta, split)})"
+                for split, _ in splits), records.META_FILE, output_dir)
   return meta
+
+
+def _skipped_count(meta, split):
+  """'N skipped' (questions and paragraphs without one) of a split of `meta`."""
+  return f"{sum(meta['splits'][split]['skipped'].values()):,} skipped"
 
 
 def _cpu_seconds():

@@ -21,6 +21,8 @@ class RecordsConfig(features.Featurization, squad_reader.SquadFiles):
       or num_shards <= 0, or max_seq_length <= max_query_length + 3).
     errors.MissingFileError: vocab_file does not exist.
   """
+  version_2_with_negative: bool = settings.variant(squad_reader.SquadVersion,
+                                                   "version_2_with_negative")
   output_dir: str = settings.setting("records", "Where the TFRecord shards and meta.json go.")
   num_shards: int = settings.setting(8, "Shards per split (train and eval each).")
   num_workers: int = settings.setting(

@@ -13,6 +13,7 @@ import re
 import signal
 import time
 import traceback
+from typing import Optional
 
 from absl import logging
 import numpy as np
@@ -37,6 +38,19 @@ class SplitResult:
   num_features: int = 0
   skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   notes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+  # features.safe_doc_stride of the training answers (None: no answer).
+  safe_doc_stride: Optional[int] = None
+  num_answers: int = 0  # training answers that were tokenized (in a window or not)
+
+  def add(self, other):
+    """Adds another group's result to this one."""
+    self.num_examples += other.num_examples
+    self.num_features += other.num_features
+    self.skipped.update(other.skipped)
+    self.notes.update(other.notes)
+    self.num_answers += other.num_answers
+    strides = [s for s in (self.safe_doc_stride, other.safe_doc_stride) if s is not None]
+    self.safe_doc_stride = min(strides) if strides else None
 
 
 class WorkerError(errors.UserError):
@@ -94,7 +108,8 @@ class _PreparedSplit:
     truncated = query_lengths > settings.max_query_length
     self.result.notes["question_truncated"] += int(truncated.sum())
     query_lengths = np.minimum(query_lengths, settings.max_query_length)
-    kept = np.ones(len(examples), bool)
+    kept = query_lengths > 0  # an empty question asks nothing
+    self.result.skipped["question_has_no_tokens"] += int((~kept).sum())
     spans = None
     if is_training:
       answers = tokenizer.tokenize_ragged([e.answer_text for e in examples])
@@ -102,7 +117,7 @@ class _PreparedSplit:
       lengths = np.array([len(e.answer_text) for e in examples], np.int64)
       spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph, starts, lengths,
                                               answers)
-      no_tokens = (starts >= 0) & (spans[:, 0] < 0)
+      no_tokens = kept & (starts >= 0) & (spans[:, 0] < 0)
       self.result.skipped["answer_has_no_tokens"] += int(no_tokens.sum())
       kept &= ~no_tokens
     context_lengths = self.context.lengths()[paragraph]
@@ -110,17 +125,43 @@ class _PreparedSplit:
     self.result.skipped["context_has_no_tokens"] += int(no_context_tokens.sum())
     kept &= ~no_context_tokens
     self.kept = np.flatnonzero(kept)
-    self.questions = features_lib.Questions(
-        ids=query.ids, starts=query.row_splits[self.kept], lengths=query_lengths[self.kept],
-        paragraph=paragraph[self.kept], answer_spans=None if spans is None else spans[self.kept])
-    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.questions.lengths,
-                                          settings.max_seq_length, settings.doc_stride)
+    self._plan(query, query_lengths, paragraph, spans, context_lengths, settings)
+    if spans is not None:
+      self._skip_answers_in_no_window(query, query_lengths, paragraph, spans, context_lengths,
+                                      settings)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
     logging.info(
         "%s questions %d..%d: %d paragraphs and %d questions tokenized, %d windows, in "
         "%.1f s", split, begin, end - 1, len(paragraphs), len(examples), len(self.plan),
         time.time() - started)
+
+  def _plan(self, query, query_lengths, paragraph, spans, context_lengths, settings):
+    """The questions and windows of the `kept` questions."""
+    self.questions = features_lib.Questions(
+        ids=query.ids, starts=query.row_splits[self.kept], lengths=query_lengths[self.kept],
+        paragraph=paragraph[self.kept], answer_spans=None if spans is None else spans[self.kept])
+    self.plan = features_lib.plan_windows(context_lengths[self.kept], self.questions.lengths,
+                                          settings.max_seq_length, settings.doc_stride)
+
+  def _skip_answers_in_no_window(self, query, query_lengths, paragraph, spans, context_lengths,
+                                 settings):
+    """Skips the training answers no window holds whole (a feature labelled [CLS] for an answer
+    the context has is wrong): longer than their window, or across window boundaries."""
+    kept_spans = spans[self.kept]
+    answered = kept_spans[:, 0] >= 0
+    window_tokens = settings.max_seq_length - 3 - query_lengths[self.kept]
+    answer_tokens = kept_spans[:, 1] - kept_spans[:, 0] + 1
+    self.result.num_answers = int(answered.sum())
+    self.result.safe_doc_stride = features_lib.safe_doc_stride(window_tokens[answered],
+                                                               answer_tokens[answered])
+    in_no_window = answered & ~features_lib.answers_in_windows(self.plan, kept_spans)
+    too_long = in_no_window & (answer_tokens > window_tokens)
+    self.result.skipped["answer_longer_than_window"] += int(too_long.sum())
+    self.result.skipped["answer_in_no_window"] += int((in_no_window & ~too_long).sum())
+    if in_no_window.any():
+      self.kept = self.kept[~in_no_window]
+      self._plan(query, query_lengths, paragraph, spans, context_lengths, settings)
 
   def write(self, tokenizer, settings, shard_begin, shard_end, boundaries, first_unique_id,
             output_dir, job_pid):
@@ -236,10 +277,7 @@ def featurize(splits, settings, output_dir, num_workers):
         process.join()
   for partial in partials:
     for split, result in partial.items():
-      totals[split].num_examples += result.num_examples
-      totals[split].num_features += result.num_features
-      totals[split].skipped.update(result.skipped)
-      totals[split].notes.update(result.notes)
+      totals[split].add(result)
   return totals
 
 

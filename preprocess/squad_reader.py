@@ -47,7 +47,14 @@ class SquadVersion(settings.Settings):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SquadFiles(SquadVersion):
-  """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`)."""
+  """The SQuAD JSON inputs (None: the defaults under $SQUAD_DIR, `default_squad_file`), and the
+  version, unset (None) unless given: the records decide it for train.py."""
+  version_2_with_negative: Optional[bool] = settings.variant(
+      SquadVersion, "version_2_with_negative", default=None,
+      help="SQuAD 2.0 (unset: as the records were made, which decide; "
+      "--noversion_2_with_negative on SQuAD 2.0 records is refused): questions with "
+      "\"is_impossible\": true have no answer, and prediction answers \"\" when the null score "
+      "beats the best span by more than --null_score_diff_threshold.")
   train_file: Optional[str] = settings.setting(
       None, "SQuAD JSON for training. Default: $SQUAD_DIR/train-v1.1.json (or "
       "train-v1.1.reconstructed.json there).")
@@ -148,8 +155,10 @@ def _answer_matches_words(answer_text, answer_start, context):
   while last + 1 < len(context) and context[last + 1] not in _SPACE:
     last += 1
   actual_text = " ".join(_WORD.findall(context, first, last + 1))
-  cleaned_answer_text = " ".join(answer_text.split())
-  return bool(cleaned_answer_text) and actual_text.find(cleaned_answer_text) != -1
+  # run_squad.py splits the answer at every str.split() space; a space the context's words keep
+  # (U+00A0 and other Zs characters) then never matches, so the context's split is tried too.
+  cleaned = {" ".join(answer_text.split()), " ".join(_WORD.findall(answer_text))}
+  return any(c and actual_text.find(c) != -1 for c in cleaned)
 
 
 def _load(path):
@@ -245,11 +254,13 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     path: the JSON file.
     is_training: keep the first answer, and skip questions whose answer does not line up.
     max_examples: stop after this many questions (None: all).
-    version_2_with_negative: keep `"is_impossible": true` questions as unanswerable.
+    version_2_with_negative: keep `"is_impossible": true` questions as unanswerable (else they
+      are skipped, as unanswerable_needs_version_2).
 
   Returns:
     A `SquadFile`; `skipped` and `notes` count questions by reason (e.g. answer_text_mismatch,
-    first_of_several_answers).
+    unanswerable_needs_version_2, first_of_several_answers), and `skipped` the paragraphs without
+    a question (paragraph_without_questions).
 
   Raises:
     SquadInputError: a structural problem (naming the file, article, paragraph, question).
@@ -267,6 +278,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
       paragraph_index = len(contexts)
       if not empty_context:
         contexts.append(context)
+      if not qas:
+        skipped["paragraph_without_questions"] += 1
       for q, qa in enumerate(qas):
         qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
         seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
@@ -274,7 +287,10 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           skipped["empty_context"] += 1
           continue
         example = SquadExample(qas_id, question, paragraph_index)
-        if version_2_with_negative and is_impossible:
+        if is_impossible and not version_2_with_negative:
+          skipped["unanswerable_needs_version_2"] += 1
+          continue
+        if is_impossible:
           example.is_impossible = True
           notes["unanswerable"] += 1
         elif is_training:
@@ -333,7 +349,7 @@ def _training_answer(where, qa, context, skipped, notes):
   if not isinstance(answers, list):
     raise SquadInputError(f"{where}: 'answers' must be a list")
   if not answers:
-    skipped["unanswerable_needs_version_2" if qa.get("is_impossible", False) else "no_answer"] += 1
+    skipped["no_answer"] += 1
     return None
   if len(answers) > 1:
     notes["first_of_several_answers"] += 1

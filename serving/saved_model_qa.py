@@ -110,8 +110,9 @@ class SavedModelQA:
     `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
 
     Raises:
-      errors.UsageError: the SavedModel has no serve_text signature.
+      errors.UsageError: the SavedModel has no serve_text signature, or a question is empty.
     """
+    _check_questions(questions)
     if self.serving_precision == features_model.INT8:
       return self.answers_with_serve_features(questions, contexts)
     if not self.has_serve_text:
@@ -170,7 +171,12 @@ class SavedModelQA:
                                   max_answer_length=None):
     """A list of span_decoding.Answer through Python tokenization, the features model and Python
     decoding: the path without tensorflow-text ops, for int8, and serve_text's reference (windows
-    `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's)."""
+    `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's).
+
+    Raises:
+      errors.UsageError: a question is empty.
+    """
+    _check_questions(questions)
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -235,6 +241,15 @@ class SavedModelQA:
 
 # ask.py's config (its own module loads without TensorFlow, so the flags parse first).
 AskConfig = ask_config.AskConfig
+
+
+def _check_questions(questions):
+  """Raises errors.UsageError (a ValueError) on an empty or whitespace-only question, which asks
+  nothing (the records skip one as question_has_no_tokens)."""
+  for question in questions:
+    if not question.strip():
+      raise errors.UsageError(f"question {question!r} is empty: there is nothing to answer; give "
+                              f"the question's text")
 
 
 def read_context_file(path):

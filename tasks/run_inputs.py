@@ -20,8 +20,8 @@ def bert_config_and_meta(config):
     (a `model.bert_config.BertConfig`, the path of its file, meta.json as a dict).
 
   Raises:
-    errors.UsageError: no config, a vocab or casing other than the records', too few positions,
-      or records without the train split that `do_train` needs.
+    errors.UsageError: no config, a vocab or casing other than the records', SQuAD 1.1 asked of
+      SQuAD 2.0 records, too few positions, or records without the train split `do_train` needs.
   """
   meta = records.read_meta(config.records_dir)
   if config.do_train and records.TRAIN_SPLIT not in meta["splits"]:
@@ -36,6 +36,12 @@ def bert_config_and_meta(config):
         f"--do_lower_case={str(config.do_lower_case).lower()}: the records in "
         f"{config.records_dir} were made with do_lower_case={str(made_lower_case).lower()}, and "
         f"training tokenizes as they were made; drop the flag, or make the records again with it")
+  made_version_2 = meta["flags"].get("version_2_with_negative", False)
+  if config.version_2_with_negative is False and made_version_2:
+    raise errors.UsageError(
+        f"--noversion_2_with_negative: the records in {config.records_dir} were made with "
+        f"version_2_with_negative=true (SQuAD 2.0), and the records decide; drop the flag, or "
+        f"make the records again from a SQuAD 1.1 file")
   config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
                                                             config.bert_config_file,
                                                             config.vocab_file)

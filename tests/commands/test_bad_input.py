@@ -8,6 +8,7 @@ reference (tf-models-official squad_lib + FullTokenizer) does. Output is atomic 
 
 import hashlib
 import json
+import logging as std_logging
 import os
 import signal
 import subprocess
@@ -276,14 +277,15 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
               qa("past_end", "Past the end?", [("tower", 52)]),  # out of range
               qa("mismatch", "Mismatch?", [("tower", 4)]),  # answer_text_mismatch
               qa("blank", "Blank?", [("   ", 10)]),  # answer_empty
-              {
-                  "id": "impossible",
-                  "question": "Unanswerable?",
-                  "answers": [],
-                  "is_impossible": True
-              },
+              qa("no_question", " \t", [("tower", 34)]),  # question_has_no_tokens
+              qa("empty_question", "", [("tower", 34)]),  # question_has_no_tokens
           ]
       },
+      {"context": "A paragraph nobody asked about."},  # paragraph_without_questions
+      {
+          "context": "Another one.",
+          "qas": []
+      },  # paragraph_without_questions
       {
           "context": "   \n ",
           "qas": [qa("empty_ctx", "Empty?", [("x", 0)])]
@@ -306,17 +308,23 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
       "answer_text_mismatch": 1,
       "empty_context": 1,
       "no_answer": 1,
-      "unanswerable_needs_version_2": 1
+      "paragraph_without_questions": 2,
+      "question_has_no_tokens": 2
   }
   # zw_ctx: the answer "\u200b" (a format character the tokenizer deletes) holds no token, nor does
   # its context. zw_answer: the same answer inside the word "Zero\u200b" is kept, as the reference
   # keeps it: its span is the word's tokens ("zero").
   assert info["notes"] == {"first_of_several_answers": 1}
   assert info["num_examples"] == 3  # ok, several, zw_answer
-  # Eval keeps every question of a non-empty context; only the empty context is skipped.
+  # Eval keeps every question of a non-empty context that asks something.
   meta = run(tmp_path, "eval", write(tmp_path, "dev.json", data))
-  assert meta["splits"]["eval"]["skipped"] == {"context_has_no_tokens": 1, "empty_context": 1}
-  assert meta["splits"]["eval"]["num_examples"] == 9
+  assert meta["splits"]["eval"]["skipped"] == {
+      "context_has_no_tokens": 1,
+      "empty_context": 1,
+      "paragraph_without_questions": 2,
+      "question_has_no_tokens": 2
+  }
+  assert meta["splits"]["eval"]["num_examples"] == 8
 
 
 def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
@@ -330,6 +338,106 @@ def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
   # [CLS] + 16 question tokens + [SEP]: the context starts at 18.
   assert arrays["segment_ids"][0][17:19].tolist() == [0, 1]
   assert arrays["input_ids"][0][17] == 102
+
+
+def test_squad_2_file_without_version_2_is_refused_before_writing(tmp_path):
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [
+          qa("ok", "Which year?", [("1904", 49)]),
+          dict(qa("impossible", "Who painted the door?", []), is_impossible=True),
+          dict(qa("impossible_2", "When was it built?", []), is_impossible=True),
+      ]
+  })
+  for split in ("train", "eval"):
+    path = write(tmp_path, f"{split}.json", data)
+    with pytest.raises(squad_reader.SquadInputError) as error:
+      run(tmp_path, split, path)
+    assert str(error.value) == (
+        f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0), which SQuAD 1.1 "
+        f"records cannot hold; pass --version_2_with_negative")
+    assert not os.path.exists(tmp_path / "records")
+
+
+def _window_of_answer(meta, out, seq):
+  """(input ids, start, end) of the first train window labelled with an answer."""
+  arrays = records.read_records(records.shard_paths(str(out), meta, "train"), "train", seq)
+  row = np.flatnonzero(arrays["is_impossible"] == 0)[0]
+  return (arrays["input_ids"][row], int(arrays["start_positions"][row]),
+          int(arrays["end_positions"][row]))
+
+
+def test_answer_glued_by_a_format_character_starts_at_its_own_token(tmp_path):
+  """`champion\u200bDenver`: the tokenizer deletes U+200B, so the word gives champion ##den ##ver;
+  the answer "Denver Broncos" starts at ##den (the reference's label starts at champion)."""
+  with open(testutil.DEV_FILE, encoding="utf-8") as f:
+    paragraph = json.load(f)["data"][0]["paragraphs"][0]
+  question = paragraph["qas"][0]  # "Which NFL team represented the AFC at Super Bowl 50?"
+  answer, start = question["answers"][0]["text"], question["answers"][0]["answer_start"]
+  assert (answer, start) == ("Denver Broncos", 177)
+  glued = paragraph["context"][:start - 1] + "\u200b" + paragraph["context"][start:]
+  assert glued[start - 9:start + 14] == "champion\u200bDenver Broncos"
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  for context, span, tokens in [
+      (paragraph["context"], (46, 47), ["denver", "broncos"]),
+      (glued, (46, 48), ["##den", "##ver", "broncos"]),
+  ]:
+    data = squad({"context": context, "qas": [qa("q", question["question"], [(answer, start)])]})
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data), seq=256, stride=128,
+               query=64)
+    assert meta["splits"]["train"]["skipped"] == {}
+    ids, first, last = _window_of_answer(meta, tmp_path / "records", 256)
+    assert (first, last) == span
+    assert [vocab[i] for i in ids[first - 1:last + 2]] == ["champion"] + tokens + ["defeated"]
+
+
+def test_answer_with_a_no_break_space_matches_as_the_context_splits(tmp_path):
+  """run_squad.py splits an answer at U+00A0 and U+3000 but not its context: such an answer was an
+  answer_text_mismatch although its text is the context's."""
+  context = "The lighthouse keeper painted the tower white in\u00a01904, said Mr\u3000Bell."
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  for answer, tokens in [("in\u00a01904", ["in", "1904"]), ("Mr\u3000Bell", ["mr", "bell"])]:
+    data = squad({"context": context, "qas": [qa("q", "Q?", [(answer, context.index(answer))])]})
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+    assert meta["splits"]["train"]["skipped"] == {} and meta["splits"]["train"]["num_examples"] == 1
+    ids, first, last = _window_of_answer(meta, tmp_path / "records", SEQ)
+    # [CLS] q ? [SEP]: 4 tokens before the context, where "in" is token 7 and "mr" token 11.
+    assert (first, last) == {"in": (11, 12), "mr": (15, 16)}[tokens[0]]
+    assert [vocab[i] for i in ids[first:last + 1]] == tokens
+
+
+def test_answers_no_window_holds_are_skipped_counted_and_logged(tmp_path, caplog):
+  """Windows of seq 32 - 3 - 2 question tokens = 27 context tokens, stepping by 27 (stride 40):
+  an answer across token 27 lies in no window, and one of 30 tokens fits none."""
+  words = " ".join(str(i) for i in range(100, 160))  # one token each
+  starts = {w: words.index(w) for w in ("125", "105", "101", "140")}
+  data = squad({
+      "context": words,
+      "qas": [
+          qa("across", "Q?", [("125 126 127 128", starts["125"])]),  # tokens 25..28
+          qa("inside", "Q?", [("105 106", starts["105"])]),  # tokens 5..6
+          qa("too_long", "Q?", [(" ".join(str(i) for i in range(101, 131)), starts["101"])]),
+          qa("second_window", "Q?", [("140", starts["140"])]),  # token 40
+      ]
+  })
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data), seq=32, stride=40, query=8)
+  info = meta["splits"]["train"]
+  assert info["skipped"] == {"answer_in_no_window": 1, "answer_longer_than_window": 1}
+  assert info["num_examples"] == 2 and info["num_features"] == 2 * 3  # 60 tokens, 3 windows each
+  lines = [r.getMessage() for r in caplog.records]
+  assert ("--doc_stride=40: a window holds max_seq_length 32 - 3 - its question's tokens (up to 8) "
+          "= 21 or more context tokens, and one holding fewer than 40 steps by its own length "
+          "instead: such windows do not overlap, and an answer across their boundary lies in no "
+          "window") in lines
+  # The answers that fit a window are 4, 2 and 1 tokens long: strides up to 27 - 4 + 1 keep all.
+  assert ("train: 1 of 4 answers lie whole in no window (across window boundaries; skipped); "
+          "--doc_stride=24 or less puts every answer that fits a window whole in one") in lines
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    caplog.clear()
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data), seq=32, stride=20, query=8)
+  assert meta["splits"]["train"]["skipped"] == {"answer_longer_than_window": 1}
+  assert not [r for r in caplog.records if "doc_stride" in r.getMessage()]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from squad_qa.preprocess.answer_spans import answer_token_span
-from squad_qa.preprocess.features import (Feature, Featurization, TokenizedText, doc_spans,
-                                          make_features, max_context_flags)
+from squad_qa.preprocess.answer_spans import answer_token_spans
+from squad_qa.preprocess.features import (Feature, Featurization, TokenizedText, answers_in_windows,
+                                          doc_spans, make_features, max_context_flags, plan_windows,
+                                          safe_doc_stride)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
@@ -186,6 +188,38 @@ def test_answer_token_span_keeps_word_span_when_answer_is_not_token_aligned(toke
   # tokens 3..6.
   span = answer_token_span(tokens, char_to_word, 16, "95", _ids(tokenizer, "95"))
   assert span == (3, 6)
+
+
+@pytest.mark.parametrize(
+    "context, answer, span, answer_tokens",
+    [
+        # A deleted format character (U+200B) glues the answer to the word before it.
+        ("It was\u200bJohn Smith today.", "John Smith", (2, 4), ["##jo", "##hn", "smith"]),
+        # "€27,814" = € ##27 , 81 ##4: the answer "27,814" (27 , 81 ##4) starts at ##27.
+        ("Pay is €27,814 a year.", "27,814", (3, 6), ["##27", ",", "81", "##4"]),
+    ])
+def test_answer_token_span_starts_at_the_token_starting_at_the_answer(tokenizer, context, answer,
+                                                                      span, answer_tokens):
+  (tokens,) = tokenizer.tokenize([context])
+  _, char_to_word = char_to_word_offsets(context)
+  start = context.index(answer)
+  assert answer_token_span(tokens, char_to_word, start, answer, _ids(tokenizer, answer)) == span
+  assert tokenizer.ids_to_tokens(tokens.ids[span[0]:span[1] + 1]) == answer_tokens
+  # The batched path gives the same span.
+  ragged = tokenizer.tokenize_ragged([context])
+  spans = answer_token_spans([context], ragged, [0], [start], [len(answer)],
+                             tokenizer.tokenize_ragged([answer]))
+  assert tuple(spans[0]) == span
+
+
+def test_safe_doc_stride_and_answers_in_windows():
+  # Windows of 10 context tokens: an answer of 4 tokens lies whole in one at any stride <= 7.
+  assert safe_doc_stride([10, 10, 10], [4, 2, 11]) == 7  # the 11-token answer fits no window
+  assert safe_doc_stride([10], [11]) is None
+  plan = plan_windows([25, 25, 25], [3, 3, 3], max_seq_length=16, doc_stride=10)
+  # 10 context tokens per window, stepping by 10: windows 0..9, 10..19, 20..24.
+  assert plan.span_start.tolist() == [0, 10, 20] * 3
+  assert answers_in_windows(plan, [[8, 11], [10, 13], [-1, -1]]).tolist() == [False, True, False]
 
 
 def test_answer_token_span_multi_word_answer_with_word_pieces(tokenizer):

@@ -380,10 +380,12 @@ def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
 
 def test_odd_rows_all_get_answers(served):
   qa = served["qa"]
-  questions, contexts = [q for q, _ in ODD_ROWS], [c for _, c in ODD_ROWS]
+  # An empty question is refused: test_an_empty_question_is_refused_in_one_line.
+  rows = [row for row in ODD_ROWS if row[0]]
+  questions, contexts = [q for q, _ in rows], [c for _, c in rows]
   batched = qa.answers(questions, contexts)
-  one_by_one = [qa.answer(q, c) for q, c in ODD_ROWS]
-  for (question, context), got, alone in zip(ODD_ROWS, batched, one_by_one):
+  one_by_one = [qa.answer(q, c) for q, c in rows]
+  for (question, context), got, alone in zip(rows, batched, one_by_one):
     expected = qa.answer_with_serve_features(question, context)
     assert (got.text, got.start_char, got.end_char) == (expected.text, expected.start_char,
                                                         expected.end_char), question
@@ -418,6 +420,16 @@ def test_serve_examples_equal_serve_features(served):
   assert from_examples["unique_ids"].numpy().tolist() == [f.unique_id for f in features]
   for key in ("start_logits", "end_logits"):
     np.testing.assert_allclose(from_examples[key].numpy(), from_features[key].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("question", ["", " \t\n"])
+def test_an_empty_question_is_refused_in_one_line(served, question):
+  _, context, _ = TAUGHT[0]
+  for ask in (served["qa"].answer, served["qa"].answer_with_serve_features):
+    with pytest.raises(ValueError) as error:
+      ask(question, context)
+    assert str(error.value) == (f"question {question!r} is empty: there is nothing to answer; "
+                                f"give the question's text")
 
 
 def test_null_answer_switch(served):

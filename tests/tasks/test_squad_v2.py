@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from squad_qa import errors
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import evaluation
+from squad_qa.tasks import run_inputs
+from squad_qa.tasks import train_config
 from tests import testutil
 from tools import compare_with_reference
 from tools import reference_features
@@ -91,6 +94,32 @@ def test_reader_keeps_unanswerable_questions_only_with_version_2(v2_file):
   v1_reader = squad_reader.read_squad(v2_file, is_training=True)
   assert [e.qas_id for e in v1_reader.examples] == ["v1", "v2", "v4"]
   assert v1_reader.skipped == {"unanswerable_needs_version_2": 2}
+
+
+def _v2_records(tmp_path, v2_file):
+  out = str(tmp_path / "records")
+  make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), max_seq_length=64,
+                                     doc_stride=32, max_query_length=16, num_shards=1,
+                                     version_2_with_negative=True, train_file=v2_file,
+                                     output_dir=out, num_workers=1))
+  return out
+
+
+def test_the_records_decide_the_version_for_training(tmp_path, v2_file):
+  records_dir = _v2_records(tmp_path, v2_file)
+  settings = dict(records_dir=records_dir, model_dir=str(tmp_path / "model"), do_predict=False,
+                  bert_config_file=testutil.write_tiny_config(tmp_path / "bert_config.json"))
+  with pytest.raises(errors.UsageError) as error:  # --noversion_2_with_negative
+    run_inputs.bert_config_and_meta(
+        train_config.TrainConfig(version_2_with_negative=False, **settings))
+  assert str(error.value) == (
+      f"--noversion_2_with_negative: the records in {records_dir} were made with "
+      f"version_2_with_negative=true (SQuAD 2.0), and the records decide; drop the flag, or make "
+      f"the records again from a SQuAD 1.1 file")
+  for given in (None, True):  # unset, or as the records
+    config = train_config.TrainConfig(version_2_with_negative=given, **settings)
+    assert run_inputs.bert_config_and_meta(config)[2]["flags"]["version_2_with_negative"]
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])
