@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base.wording import counted
 from squad_qa.preprocess import records
 from squad_qa.preprocess import records_config
 from squad_qa.preprocess import shard_writer
@@ -164,7 +165,8 @@ def _split_meta(split, squad, total, num_shards):
         in_no_window, total.num_answers, total.safe_doc_stride)
   if info["notes"]:
     logging.info("%s: notes (kept questions, normalized input): %s", split, info["notes"])
-  logging.info("%s: %d questions -> %d features", split, total.num_examples, total.num_features)
+  logging.info("%s: %s -> %s", split, counted(total.num_examples, "question"),
+               counted(total.num_features, "window"))
   return info
 
 
@@ -204,7 +206,7 @@ def _make_records(config):
   splits = _read_splits(inputs, config)
   _log_clamped_stride(config)
   logging.info("read %s in %.1f s",
-               ", ".join(f"{s}: {len(q.examples)} questions" for s, q in splits),
+               ", ".join(f"{s}: {counted(len(q.examples), 'question')}" for s, q in splits),
                time.time() - started)
   _prepare_output_dir(output_dir)
   shard_writer.remove_stale_temp_files(output_dir)
@@ -239,15 +241,16 @@ def _make_records(config):
       "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
       "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
       _cpu_seconds() - started_cpu,
-      ", ".join(f"{split}: {totals[split].num_examples:,} questions -> "
-                f"{totals[split].num_features:,} windows ({_skipped_count(meta, split)})"
+      ", ".join(f"{split}: {counted(totals[split].num_examples, 'question')} -> "
+                f"{counted(totals[split].num_features, 'window')}{_skipped_count(meta, split)}"
                 for split, _ in splits), records.META_FILE, output_dir)
   return meta
 
 
 def _skipped_count(meta, split):
-  """'N skipped' (questions and paragraphs without one) of a split of `meta`."""
-  return f"{sum(meta['splits'][split]['skipped'].values()):,} skipped"
+  """' (N skipped)' (questions and paragraphs without one) of a split of `meta`, '' for none."""
+  skipped = sum(meta['splits'][split]['skipped'].values())
+  return f" ({skipped:,} skipped)" if skipped else ""
 
 
 def _cpu_seconds():

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base.wording import counted
 from squad_qa.preprocess import answer_spans
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import record_serialization
@@ -131,10 +132,10 @@ class _PreparedSplit:
                                       settings)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
-    logging.info(
-        "%s questions %d..%d: %d paragraphs and %d questions tokenized, %d windows, in "
-        "%.1f s", split, begin, end - 1, len(paragraphs), len(examples), len(self.plan),
-        time.time() - started)
+    logging.info("%s questions %d..%d: %s and %s tokenized, %s, in %.1f s", split, begin, end - 1,
+                 counted(len(paragraphs), "paragraph"), counted(len(examples), "question"),
+                 counted(len(self.plan), "window"),
+                 time.time() - started)
 
   def _plan(self, query, query_lengths, paragraph, spans, context_lengths, settings):
     """The questions and windows of the `kept` questions."""
@@ -187,8 +188,8 @@ class _PreparedSplit:
             writer.write(record)
     if shard_end > shard_begin:
       elapsed = time.time() - started
-      logging.info("%s shards %d..%d: %d features written in %.1f s (%.0f features/s)", self.split,
-                   shard_begin, shard_end - 1, len(self.plan), elapsed,
+      logging.info("%s shards %d..%d: %s written in %.1f s (%.0f windows/s)", self.split,
+                   shard_begin, shard_end - 1, counted(len(self.plan), "window"), elapsed,
                    len(self.plan) / max(elapsed, 1e-9))
 
 
