@@ -323,3 +323,26 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
 
   dataset = dataset.batch(EVAL_POOL_BATCHES * batch_size).map(sorted_by_length)
   return dataset.flat_map(batches).prefetch(tf.data.AUTOTUNE)
+
+
+class DamagedShardError(errors.UserError, IOError):
+  """A records shard that cannot be read to its end (truncated or corrupted on disk)."""
+
+
+def damaged_shard_error(records_dir, meta):
+  """After a tf.errors.DataLossError while reading `records_dir` (whose record reader names no
+  file): the `DamagedShardError` naming the first shard of `meta`'s splits that does not read to
+  its end (each read through once, with CRC checks), or None when all read.
+  """
+  for split in meta.get("splits", {}):
+    for name in meta["splits"][split]["shards"]:
+      path = os.path.join(records_dir, name)
+      try:
+        tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1).numpy()
+      except tf.errors.DataLossError as e:
+        reason = e.message.strip().splitlines()[0] if e.message.strip() else "damaged"
+        return DamagedShardError(
+            f"{path}: damaged shard ({reason}); write the records again: rerun "
+            f"`{commands.command('squad-qa-records')} --output_dir={records_dir}` with the input "
+            f"files and flags of its {META_FILE}")
+  return None
