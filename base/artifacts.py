@@ -158,6 +158,9 @@ def folder_lock(flag, folder, holder, beside=False):
     try:
       os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileExistsError:  # a file where a folder of the path should be
+      raise not_writable(flag, folder, NotADirectoryError(errno.ENOTDIR,
+                                                          os.strerror(errno.ENOTDIR))) from None
     except OSError as e:
       raise not_writable(flag, folder, e) from None
     try:

@@ -7,6 +7,7 @@ exclusive, -1 outside the context; stored + 1) and `token_is_max_context` (0/1).
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -340,7 +341,8 @@ def damaged_shard_error(records_dir, meta):
       try:
         tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1).numpy()
       except tf.errors.DataLossError as e:
-        reason = e.message.strip().splitlines()[0] if e.message.strip() else "damaged"
+        found = re.search(r"(truncated|corrupted) record at \d+", e.message)
+        reason = found.group(0) if found else "unreadable"
         return DamagedShardError(
             f"{path}: damaged shard ({reason}); write the records again: rerun "
             f"`{commands.command('squad-qa-records')} --output_dir={records_dir}` with the input "

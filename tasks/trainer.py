@@ -224,7 +224,7 @@ def _no_space_error(manager, step):
   it does not list); returns the `errors.NoSpaceError` saying so."""
   folder = manager.directory
   kept = {os.path.basename(path) for path in manager.checkpoints}
-  for name in tf.io.gfile.listdir(folder):
+  for name in tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []:
     found = _CHECKPOINT_FILE.match(name.rstrip("/"))
     if found and found.group(1) not in kept:
       path = os.path.join(folder, name.rstrip("/"))
