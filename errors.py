@@ -17,3 +17,15 @@ class MissingFileError(UserError, FileNotFoundError):
 
 class OutputExistsError(UserError, FileExistsError):
   """An output that is already there and would be overwritten."""
+
+
+class FolderInUseError(UserError, BlockingIOError):
+  """An output folder another running command is writing (it holds the folder's lock)."""
+
+
+class NotWritableError(UserError, PermissionError):
+  """An output folder this process cannot create or write (permissions, a read-only disk)."""
+
+
+class NoSpaceError(UserError, OSError):
+  """The disk of an output folder filled up while writing; the partial output was removed."""

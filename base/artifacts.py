@@ -3,6 +3,8 @@ line; qa_config.json, train.py's record of the encoder, vocab, featurization and
 that export.py rebuilds the model from (and copies into the SavedModel's assets.extra).
 """
 
+import contextlib
+import errno
 import json
 import os
 
@@ -17,6 +19,9 @@ PREDICTIONS_FILE = "predictions.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 NULL_ODDS_FILE = "null_odds.json"
 EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read
+# In a --model_dir, the lock train.py holds while it runs; an --export_dir's is beside the folder
+# (`<export_dir>.in_use.lock`), since an export replaces the whole folder.
+LOCK_FILE = "in_use.lock"
 # The records' featurization settings a model must be served with (make_records.py's flags).
 FEATURIZATION_KEYS = ("max_seq_length", "doc_stride", "max_query_length", "do_lower_case")
 
@@ -30,9 +35,14 @@ def not_valid_json(path, error, remedy):
 def write_json(path, value):
   """Writes `value` as indented UTF-8 JSON to `path` (a tf.io.gfile path) via a temporary file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TensorFlow-free import)
-  with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-    json.dump(value, f, indent=2, ensure_ascii=False)
-  tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  try:
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+      json.dump(value, f, indent=2, ensure_ascii=False)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+  except BaseException:
+    if tf.io.gfile.exists(path + ".tmp"):
+      tf.io.gfile.remove(path + ".tmp")
+    raise
 
 
 def read_json(path, remedy="write it again with the command that made it"):
@@ -103,3 +113,76 @@ def read_export_config(export_dir):
     raise errors.MissingFileError(
         f"{path}: not found; is {export_dir} an export of {commands.command('squad-qa-export')}?")
   return read_json(path, f"export the model again into {export_dir}")
+
+
+def is_no_space(error):
+  """Whether `error` (an OSError or a tf.errors.OpError) says the disk is full: TensorFlow raises
+  a ResourceExhaustedError whose message ends "No space left on device", Python an ENOSPC."""
+  return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error)
+
+
+def not_writable(flag, folder, error):
+  """The `errors.NotWritableError` for `--flag=folder` that `error` (an OSError) could not write."""
+  return errors.NotWritableError(
+      f"--{flag}={folder} is not writable ({error.strerror or error}); make it writable or pass "
+      f"another --{flag}")
+
+
+def _is_local(folder):
+  return "://" not in folder
+
+
+@contextlib.contextmanager
+def folder_lock(flag, folder, holder, beside=False):
+  """Within: this process alone writes `--flag=folder`, through an exclusive `fcntl.flock` on
+  LOCK_FILE in it (`beside`: `<folder>.in_use.lock` next to it, removed on exit). The OS drops
+  the lock when the process ends, killed or not. Creates `folder` (not when `beside`). Remote
+  (gs://...) folders are not locked.
+
+  Args:
+    flag: the flag naming the folder, e.g. "model_dir".
+    folder: its path.
+    holder: how another process's refusal names this one, e.g. "python train.py".
+
+  Raises:
+    errors.FolderInUseError: another process holds the lock (one line naming it and the fix).
+    errors.NotWritableError: the folder or its lock cannot be made.
+  """
+  if not _is_local(folder):
+    yield
+    return
+  import fcntl  # pylint: disable=g-import-not-at-top  (POSIX only, as the locks are)
+  folder = folder.rstrip("/") or "/"
+  path = folder + "." + LOCK_FILE if beside else os.path.join(folder, LOCK_FILE)
+  while True:
+    try:
+      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+      fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileExistsError:  # a file where a folder of the path should be
+      raise not_writable(flag, folder, NotADirectoryError(errno.ENOTDIR,
+                                                          os.strerror(errno.ENOTDIR))) from None
+    except OSError as e:
+      raise not_writable(flag, folder, e) from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      owner = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+      os.close(fd)
+      raise errors.FolderInUseError(
+          f"--{flag}={folder} is in use by {owner}; wait for it to finish or pass another "
+          f"--{flag}") from None
+    try:  # a lock file its holder removed before this process locked it locks nothing
+      if os.fstat(fd).st_ino == os.stat(path).st_ino:
+        break
+    except FileNotFoundError:
+      pass
+    os.close(fd)
+  try:
+    with contextlib.suppress(OSError):  # naming the holder is a courtesy (a full disk refuses it)
+      os.ftruncate(fd, 0)
+      os.pwrite(fd, f"{holder} (pid {os.getpid()})".encode(), 0)
+    yield
+  finally:
+    with contextlib.suppress(OSError):
+      os.unlink(path) if beside else os.ftruncate(fd, 0)
+    os.close(fd)

@@ -9,10 +9,12 @@ Kinds, detected: `HF_FOLDER` (config.json + model.safetensors [+ vocab.txt]), `T
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
@@ -159,3 +161,62 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
     if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):
       vocab_file = saved["vocab_file"]
   return bert_config_file, vocab_file
+
+
+_DATA_SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")
+
+
+def damage(prefix):
+  """What makes the TF checkpoint `prefix` unreadable, as a clause naming the file ("<file> is
+  missing", "<file> is damaged (<why>)", "<file> is truncated (...)"), or None. Cheap: reads the
+  index, not the tensors; a data shard is truncated when shorter than its numeric tensors."""
+  index = prefix + ".index"
+  if not tf.io.gfile.exists(index):
+    return f"{index} is missing"
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    return f"{index} is damaged ({str(e).strip().splitlines()[0]})"
+  shards = sorted(tf.io.gfile.glob(prefix + ".data-*-of-*"))
+  if not shards:
+    return f"{prefix}.data-00000-of-* is missing"
+  count = int(_DATA_SHARD.search(shards[0]).group(2))
+  for i in range(count):
+    name = f"{prefix}.data-{i:05d}-of-{count:05d}"
+    if not tf.io.gfile.exists(name):
+      return f"{name} is missing"
+  shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+  needed = sum(
+      int(np.prod(shapes[name])) * dtypes[name].size for name in shapes
+      if dtypes[name] != tf.string)
+  size = sum(tf.io.gfile.stat(name).length for name in shards)
+  if size < needed:
+    return (f"{shards[0] if count == 1 else prefix + '.data-*'} is truncated ({size:,} bytes, its "
+            f"tensors take {needed:,})")
+  return None
+
+
+def check_intact(prefix, folder):
+  """Refuses the --model_dir `folder`'s checkpoint `prefix` when `damage` finds it unreadable.
+
+  Raises:
+    CheckpointError: one line naming the file and how to continue: from the checkpoint before
+      it (train.py resumes there and writes this one again), or afresh.
+  """
+  found = damage(prefix)
+  if found is None:
+    return
+  name = os.path.basename(prefix)
+  state_file = os.path.join(folder, "checkpoint")
+  state = tf.train.get_checkpoint_state(folder)
+  earlier = [
+      os.path.basename(path) for path in (state.all_model_checkpoint_paths if state else [])
+      if path != prefix and tf.io.gfile.exists(path + ".index")
+  ]
+  train = commands.command("squad-qa-train")
+  if earlier:
+    how = (f"delete {prefix}.* and edit {state_file} to name {earlier[-1]}: {train} resumes from "
+           f"it and writes {name} again")
+  else:
+    how = f"delete {prefix}.* and {state_file}: {train} then starts the run again"
+  raise CheckpointError(f"{found}: --model_dir={folder} cannot continue from {name}; {how}")

@@ -7,6 +7,7 @@ exclusive, -1 outside the context; stored + 1) and `token_is_max_context` (0/1).
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -323,3 +324,27 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
 
   dataset = dataset.batch(EVAL_POOL_BATCHES * batch_size).map(sorted_by_length)
   return dataset.flat_map(batches).prefetch(tf.data.AUTOTUNE)
+
+
+class DamagedShardError(errors.UserError, IOError):
+  """A records shard that cannot be read to its end (truncated or corrupted on disk)."""
+
+
+def damaged_shard_error(records_dir, meta):
+  """After a tf.errors.DataLossError while reading `records_dir` (whose record reader names no
+  file): the `DamagedShardError` naming the first shard of `meta`'s splits that does not read to
+  its end (each read through once, with CRC checks), or None when all read.
+  """
+  for split in meta.get("splits", {}):
+    for name in meta["splits"][split]["shards"]:
+      path = os.path.join(records_dir, name)
+      try:
+        tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda count, _: count + 1).numpy()
+      except tf.errors.DataLossError as e:
+        found = re.search(r"(truncated|corrupted) record at \d+", e.message)
+        reason = found.group(0) if found else "unreadable"
+        return DamagedShardError(
+            f"{path}: damaged shard ({reason}); write the records again: rerun "
+            f"`{commands.command('squad-qa-records')} --output_dir={records_dir}` with the input "
+            f"files and flags of its {META_FILE}")
+  return None

@@ -24,9 +24,9 @@ from squad_qa.model import span_model
 from squad_qa.preprocess import features
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_config
+from squad_qa.serving import export_folder
 from squad_qa.serving import features_model
 from squad_qa.serving import module as serving_module
-from squad_qa.tasks import model_dir as model_dir_lib
 
 # What the export records about its vocab (assets.extra/qa_config.json), to be checked, not served.
 VOCAB_KEYS = ("vocab_sha256", "vocab_size")
@@ -66,6 +66,13 @@ def check_export_dir(export_dir):
         f"only an earlier export, so choose a new or empty folder")
 
 
+def _write_qa_config(temp_dir, qa_config):
+  """Writes `qa_config` to the export's assets.extra/qa_config.json."""
+  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
+  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
+    json.dump(qa_config, f, indent=2)
+
+
 def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
                       max_positions=None):
   """Saves `model` (weights loaded) as a SavedModel at `export_dir`, replaced once complete.
@@ -77,6 +84,7 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
 
   Raises:
     errors.UsageError: an unusable qa_config or vocab.
+    errors.NoSpaceError: the disk filled up (the partial export is removed).
   """
   module_class = (serving_module.QAServingModule
                   if serve_text else serving_module.FeatureServingModule)
@@ -88,18 +96,14 @@ def write_saved_model(model, vocab_file, qa_config, export_dir, serve_text=True,
     module_class = serving_module.LogitsServingModule
   qa_config = dict(qa_config, serving_precision=span_model.encoder_compute_dtype(model))
   module = module_class(model, vocab_file, qa_config)
-  temp_dir = export_dir.rstrip("/") + ".tmp-export"
-  if os.path.exists(temp_dir):
-    shutil.rmtree(temp_dir)
+  temp_dir = export_folder.temp_dir(export_dir)
+  shutil.rmtree(temp_dir, ignore_errors=True)
   signatures = module.signatures()
-  tf.saved_model.save(module, temp_dir, signatures=signatures)
-  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR), exist_ok=True)
-  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
-    json.dump(qa_config, f, indent=2)
-  check_export_dir(export_dir)
-  if os.path.exists(export_dir):
-    shutil.rmtree(export_dir)
-  os.rename(temp_dir, export_dir)
+  with export_folder.no_space_reported(export_dir):
+    tf.saved_model.save(module, temp_dir, signatures=signatures)
+    _write_qa_config(temp_dir, qa_config)
+    check_export_dir(export_dir)
+    export_folder.replace(export_dir)
   size = sum(
       os.path.getsize(os.path.join(folder, name)) for folder, _, names in os.walk(export_dir)
       for name in names)
@@ -120,20 +124,16 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
   except ValueError as error:
     raise errors.UsageError(str(error)) from None
   qa_config = dict(qa_config, serving_precision=features_model.INT8)
-  temp_dir = export_dir.rstrip("/") + ".tmp-export"
-  if os.path.exists(temp_dir):
-    shutil.rmtree(temp_dir)
-  os.makedirs(os.path.join(temp_dir, os.path.dirname(features_model.VOCAB_ASSET)))
-  shutil.copyfile(vocab_file, os.path.join(temp_dir, features_model.VOCAB_ASSET))
-  size = features_model.write_int8_model(model,
-                                         os.path.join(temp_dir, features_model.INT8_MODEL_FILE))
-  os.makedirs(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR))
-  with open(os.path.join(temp_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE), "w") as f:
-    json.dump(qa_config, f, indent=2)
-  check_export_dir(export_dir)
-  if os.path.exists(export_dir):
-    shutil.rmtree(export_dir)
-  os.rename(temp_dir, export_dir)
+  temp_dir = export_folder.temp_dir(export_dir)
+  shutil.rmtree(temp_dir, ignore_errors=True)
+  with export_folder.no_space_reported(export_dir):
+    os.makedirs(os.path.join(temp_dir, os.path.dirname(features_model.VOCAB_ASSET)))
+    shutil.copyfile(vocab_file, os.path.join(temp_dir, features_model.VOCAB_ASSET))
+    size = features_model.write_int8_model(model,
+                                           os.path.join(temp_dir, features_model.INT8_MODEL_FILE))
+    _write_qa_config(temp_dir, qa_config)
+    check_export_dir(export_dir)
+    export_folder.replace(export_dir)
   logging.info(
       "exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (ask.py and "
       "SavedModelQA tokenize in Python); running it needs `pip install \"squad-qa[%s]\"`",
@@ -270,11 +270,21 @@ def export_model(config):
 
   Raises:
     errors.UserError: (one line each) a start `tasks.model_dir.decide_start` refuses, an
-      --export_dir that is not an earlier export, missing files, an unusable setting or vocab,
-      checkpoint errors of `model.checkpoints`.
+      --export_dir that is not an earlier export, in use by another export.py or not writable,
+      missing files, an unusable setting or vocab, checkpoint errors of `model.checkpoints`, a
+      full disk.
   """
   started = time.time()
-  check_export_dir(config.export_dir)
+  with export_folder.writing(config.export_dir):
+    check_export_dir(config.export_dir)
+    _export(config)
+  logging.info("done in %s; ask it: %s --export_dir=%s --question=... --context=...",
+               progress.format_seconds(time.time() - started), commands.command("squad-qa-ask"),
+               config.export_dir)
+
+
+def _export(config):
+  """`export_model` once --export_dir is locked and checked."""
   given = config.given("model_dir")
   model_dir = config.model_dir if given or not config.init_checkpoint else None
   if model_dir is None and config.model_dir and tf.io.gfile.isdir(config.model_dir):
@@ -282,13 +292,21 @@ def export_model(config):
         "exporting --init_checkpoint=%s, not the default --model_dir=%s (pass "
         "--model_dir=%s alone to export that one)", config.init_checkpoint, config.model_dir,
         config.model_dir)
-  start = model_dir_lib.decide_start(model_dir, config.init_checkpoint)
+  start, pinned = export_folder.pinned_start(model_dir, config.init_checkpoint, config.export_dir)
   bert_config, vocab_file, qa_config, recorded = model_settings(config, start, model_dir)
   model, _ = span_model.build_span_model(bert_config, SERVING_POLICIES[config.serving_precision])
   if start.resume:
-    tf.train.Checkpoint(model=model).read(
-        start.resume).expect_partial().assert_existing_objects_matched()
+    try:
+      tf.train.Checkpoint(
+          model=model).read(pinned).expect_partial().assert_existing_objects_matched()
+    except tf.errors.NotFoundError:
+      if checkpoints.damage(pinned) is None:  # intact when decide_start checked it
+        raise
+      raise export_folder.deleted_while_read(model_dir) from None
     logging.info("%s", start.describe("exporting"))
+    unfinished = export_folder.describe_progress(start.resume, pinned)
+    if unfinished:
+      logging.warning("%s", unfinished)
   else:
     report = checkpoints.initialize_from(model, start.init_checkpoint)
     logging.info("exporting %s", report)
@@ -303,6 +321,3 @@ def export_model(config):
   else:
     write_saved_model(model, vocab_file, served, config.export_dir, config.serve_text,
                       bert_config.max_position_embeddings)
-  logging.info("done in %s; ask it: %s --export_dir=%s --question=... --context=...",
-               progress.format_seconds(time.time() - started), commands.command("squad-qa-ask"),
-               config.export_dir)

@@ -16,6 +16,7 @@ import tensorflow_text  # noqa: F401  (registers the ops serve_text needs)
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import commands
+from squad_qa.model import checkpoints
 from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
@@ -72,6 +73,36 @@ def _no_export(export_dir):
           f"`{commands.command('squad-qa-export')} --export_dir={export_dir}`")
 
 
+class DamagedExportError(errors.UserError, IOError):
+  """An export whose SavedModel files are missing, truncated or corrupted."""
+
+
+def load_saved_model(export_dir):
+  """`tf.saved_model.load(export_dir)`, its vocab asset checked.
+
+  Raises:
+    DamagedExportError: a file of the SavedModel is missing or damaged (one line naming it and
+      the export command that writes it again).
+  """
+  variables = os.path.join(export_dir, tf.saved_model.VARIABLES_DIRECTORY,
+                           tf.saved_model.VARIABLES_FILENAME)
+  try:
+    loaded = tf.saved_model.load(export_dir)
+    vocab = loaded.vocab_file.asset_path.numpy().decode()
+    if not os.path.exists(vocab):
+      raise FileNotFoundError(f"{vocab} is missing")
+    return loaded
+  except (tf.errors.OpError, OSError, IndexError, ValueError) as e:
+    what = checkpoints.damage(variables) or (
+        str(e) if isinstance(e, FileNotFoundError) else
+        f"{os.path.join(export_dir, 'saved_model.pb')} or its variables cannot be read "
+        f"({str(e).strip().splitlines()[0].rsplit(': ', 1)[-1][:200]})")
+    raise DamagedExportError(
+        f"--export_dir={export_dir}: damaged export ({what}); write it again with "
+        f"`{commands.command('squad-qa-export')} --export_dir={export_dir}` and the "
+        f"--model_dir or --init_checkpoint it was made from") from None
+
+
 class SavedModelQA:
   """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
@@ -80,6 +111,7 @@ class SavedModelQA:
   Raises:
     errors.MissingFileError: no assets.extra/qa_config.json, or no SavedModel (int8: LiteRT model).
     errors.UsageError: an int8 export without ai-edge-litert installed.
+    DamagedExportError: a file of the SavedModel is missing or damaged.
   """
 
   def __init__(self, export_dir):
@@ -98,7 +130,7 @@ class SavedModelQA:
     else:
       if not is_saved_model:
         raise errors.MissingFileError(_no_export(export_dir))
-      self._loaded = tf.saved_model.load(export_dir)
+      self._loaded = load_saved_model(export_dir)
       self.features_model = features_model.SavedModelFeatures(self._loaded)
       self._vocab_path = self._loaded.vocab_file.asset_path.numpy().decode()
       self.has_serve_text = "serve_text" in self._loaded.signatures

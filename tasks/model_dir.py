@@ -71,10 +71,12 @@ def decide_start(model_dir, init_checkpoint):
     A `Start`.
 
   Raises:
-    CheckpointError: the refusal above, or a `checkpoint` state file naming a missing checkpoint
-      (one line each, with the fix).
+    CheckpointError: the refusal above, a `checkpoint` state file naming a missing checkpoint, or
+      a latest checkpoint with a missing or damaged file (one line each, with the fix).
   """
   latest = checkpoints.latest_checkpoint(model_dir) if model_dir else None
+  if latest:
+    checkpoints.check_intact(latest, model_dir)
   if not latest:
     return Start(
         init_checkpoint=init_checkpoint,

@@ -4,6 +4,7 @@ Check the inputs (run_inputs) -> strategy (distribution) -> precision and plan (
 (question_answering) -> loop (trainer) -> the chief scores dev (evaluation).
 """
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -14,6 +15,7 @@ import tf_keras
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.base import progress as progress_lib
 from squad_qa.flags import settings
 from squad_qa.model import checkpoints
@@ -186,8 +188,28 @@ def _qa_config_writer(config, config_file, bert_config, meta, decoding, start):
   return write_qa_config
 
 
+@contextlib.contextmanager
+def _output_errors(config, meta):
+  """Within: a damaged records shard (read by training or scoring) raises one line naming it; a
+  full disk under --model_dir (outside a checkpoint save, which says more) `errors.NoSpaceError`."""
+  try:
+    yield
+  except tf.errors.DataLossError:
+    damaged = records.damaged_shard_error(config.records_dir, meta)
+    if damaged is None:
+      raise
+    raise damaged from None
+  except (tf.errors.OpError, OSError) as e:
+    if isinstance(e, errors.UserError) or not artifacts.is_no_space(e):
+      raise
+    raise errors.NoSpaceError(
+        f"--model_dir={config.model_dir}: no space left on the device; free space (or pass "
+        f"another --model_dir) and run the same command again") from None
+
+
 def train_and_evaluate(config):
-  """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief.
+  """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief, which
+  holds --model_dir's lock (`base.artifacts.folder_lock`) meanwhile.
 
   Args:
     config: a `tasks.train_config.TrainConfig`.
@@ -197,7 +219,9 @@ def train_and_evaluate(config):
     or on a worker that is not the chief.
 
   Raises:
-    errors.UserError: anything the user can fix (one line; several for a memory diagnosis).
+    errors.UserError: anything the user can fix (one line; several for a memory diagnosis),
+      among them another process training into --model_dir, a --model_dir that is not writable,
+      a full disk and a damaged shard.
   """
   started = time.time()
   if config.gpu and not tf.config.list_physical_devices("GPU"):
@@ -205,11 +229,22 @@ def train_and_evaluate(config):
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
   bert_config, config_file, meta = run_inputs.bert_config_and_meta(config)
-  predict_file = config.predict_file or run_inputs.default_predict_file(meta)
-  decoding = decoding_settings(config, meta)
   # Before any other TensorFlow work: multi-worker collectives are set up here.
   strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
+  is_chief = distribution.is_chief(strategy)
+  lock = (artifacts.folder_lock("model_dir", config.model_dir, commands.command("squad-qa-train"))
+          if is_chief else contextlib.nullcontext())
+  with lock, _output_errors(config, meta):
+    return _train_and_score(config, strategy, (bert_config, config_file, meta), started)
+
+
+def _train_and_score(config, strategy, inputs, started):
+  """`train_and_evaluate` once the strategy is made and --model_dir locked; `inputs` is
+  (BertConfig, its file, the records' meta), `started` the command's start time."""
+  bert_config, config_file, meta = inputs
+  predict_file = config.predict_file or run_inputs.default_predict_file(meta)
+  decoding = decoding_settings(config, meta)
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
     # Now, not after training.

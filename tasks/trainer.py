@@ -20,6 +20,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.tasks import distribution
 from squad_qa.tasks import model_dir as model_dir_lib
@@ -214,13 +215,44 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   return actions, loop_steps
 
 
+# A checkpoint's files while and once written: <prefix>-<step>_temp/, .index, .data-*.
+_CHECKPOINT_FILE = re.compile(r"^(.+-\d+)(_temp|\.index|\.data-\d+-of-\d+)$")
+
+
+def _no_space_error(manager, step):
+  """Removes what a save that filled the disk left in `manager`'s folder (the files of checkpoints
+  it does not list); returns the `errors.NoSpaceError` saying so."""
+  folder = manager.directory
+  kept = {os.path.basename(path) for path in manager.checkpoints}
+  for name in tf.io.gfile.listdir(folder) if tf.io.gfile.isdir(folder) else []:
+    found = _CHECKPOINT_FILE.match(name.rstrip("/"))
+    if found and found.group(1) not in kept:
+      path = os.path.join(folder, name.rstrip("/"))
+      if tf.io.gfile.isdir(path):
+        tf.io.gfile.rmtree(path)
+      else:
+        tf.io.gfile.remove(path)
+  latest = manager.latest_checkpoint
+  return errors.NoSpaceError(
+      f"--model_dir={folder}: no space left on the device while saving the checkpoint of step "
+      f"{step} (its partial files are removed); " +
+      (f"the last checkpoint {latest} is intact: free space (or pass another --model_dir) and the "
+       f"same command resumes from it"
+       if latest else "no checkpoint was saved yet: free space or pass another --model_dir"))
+
+
 @contextlib.contextmanager
 def _out_of_memory_as_error(trainer, manager):
   """Within: an out-of-memory error of a step raises `OutOfMemoryError` naming the last checkpoint
-  (`manager`'s); other errors pass."""
+  (`manager`'s); a full disk `errors.NoSpaceError`, the partial checkpoint removed; other errors
+  pass."""
   try:
     yield
-  except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError) as e:
+  except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError, OSError) as e:
+    if artifacts.is_no_space(e) and not isinstance(e, errors.UserError):
+      raise _no_space_error(manager, int(trainer.optimizer.iterations.numpy())) from None
+    if isinstance(e, OSError):
+      raise
     summary = _out_of_memory_summary(e)
     if summary is None:
       raise
@@ -259,6 +291,7 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
 
   Raises:
     OutOfMemoryError: a step ran out of memory; the last checkpoint is left as it was.
+    errors.NoSpaceError: the disk filled up while saving; the last complete checkpoint is kept.
     model_dir.ScheduleMismatchError, model_dir.PrecisionMismatchError: as `check_resumable`.
   """
   strategy = trainer.strategy
