@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 
+from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
@@ -66,10 +67,13 @@ def replace(export_dir):
   """Moves the complete export at `temp_dir(export_dir)` to `export_dir`, the previous export
   aside first and removed last (so a kill leaves one whole export; see `writing`)."""
   old = _beside(export_dir, OLD_SUFFIX)
-  if os.path.lexists(export_dir):
+  replacing = os.path.lexists(export_dir)
+  if replacing:
     os.rename(export_dir, old)
   os.rename(temp_dir(export_dir), export_dir)
   shutil.rmtree(old, ignore_errors=True)
+  if replacing:
+    logging.info("replaced the earlier export in %s", export_dir)
 
 
 @contextlib.contextmanager

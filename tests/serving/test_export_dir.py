@@ -1,5 +1,8 @@
 """check_export_dir: an export replaces an earlier export, never other files."""
 
+import os
+from unittest import mock
+
 import pytest
 
 from squad_qa import errors
@@ -35,3 +38,21 @@ def test_a_file_or_a_folder_of_other_files_is_refused_and_kept(tmp_path):
       f"qa_config.json, ...); export replaces only an earlier export, so choose a new or empty "
       f"folder")
   assert len(list(model_dir.iterdir())) == 4
+
+
+def test_replace_swaps_the_new_export_in_and_says_when_it_replaced_one(tmp_path):
+  from squad_qa.serving import export_folder  # pylint: disable=g-import-not-at-top
+  export_dir = str(tmp_path / "export")
+  lines = []
+  for version in ("first", "second"):
+    new = export_folder.temp_dir(export_dir)
+    os.makedirs(new)
+    with open(os.path.join(new, export_model.SAVED_MODEL_FILE), "w") as f:
+      f.write(version)
+    with mock.patch.object(export_folder.logging, "info",
+                           lambda fmt, *args: lines.append(fmt % args)):
+      export_folder.replace(export_dir)
+  with open(os.path.join(export_dir, export_model.SAVED_MODEL_FILE)) as f:
+    assert f.read() == "second"
+  assert lines == [f"replaced the earlier export in {export_dir}"]
+  assert sorted(os.listdir(tmp_path)) == ["export"]
