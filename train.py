@@ -9,6 +9,10 @@ tasks/train_and_evaluate.py does the job: check the inputs -> plan -> task -> lo
 writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
 """
 
+import sys
+
+from absl import flags
+
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 from squad_qa.flags import command_line
@@ -26,11 +30,21 @@ def main(argv):
   train_lib.train_and_evaluate(config)
 
 
+def after_interrupt():
+  """What a Ctrl-C leaves: the checkpoint the same command resumes from, or none yet."""
+  model_dir = flags.FLAGS["model_dir"].value
+  latest = None
+  if "tensorflow" in sys.modules and model_dir:  # else it stopped before training could save
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    latest = tf.train.latest_checkpoint(model_dir) if tf.io.gfile.isdir(model_dir) else None
+  if latest:
+    return f"{latest} is kept; the same command resumes from it"
+  return f"no checkpoint was saved in --model_dir={model_dir} yet; the same command starts over"
+
+
 def cli():
   """Console-script entry point: parses the flags and runs main()."""
-  command_line.run(
-      main, after_interrupt="the checkpoints in --model_dir are kept; the same "
-      "command resumes from the last one")
+  command_line.run(main, after_interrupt=after_interrupt)
 
 
 if __name__ == "__main__":

@@ -107,7 +107,8 @@ def parse_flags(argv, flag_values=flags.FLAGS):
 def run(main, after_interrupt="nothing half-written is left; the same command starts again"):
   """`absl.app.run(main)` with `parse_flags`; a `UserError` out of `main` prints
   `<command>: <message>` on stderr and exits with status 1, Ctrl-C `<command>: interrupted
-  (Ctrl-C); <after_interrupt>` with INTERRUPTED_EXIT_STATUS."""
+  (Ctrl-C); <after_interrupt>` (a str, or a function returning one) with
+  INTERRUPTED_EXIT_STATUS."""
 
   def main_reporting_user_errors(argv):
     try:
@@ -115,7 +116,8 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
     except errors.UserError as e:
       sys.exit(f"{program_name()}: {e}")
     except KeyboardInterrupt:
-      print(f"{program_name()}: interrupted (Ctrl-C); {after_interrupt}", file=sys.stderr)
+      left = after_interrupt() if callable(after_interrupt) else after_interrupt
+      print(f"{program_name()}: interrupted (Ctrl-C); {left}", file=sys.stderr)
       sys.exit(INTERRUPTED_EXIT_STATUS)
 
   _help_of(sys.modules[main.__module__])

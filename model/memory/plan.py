@@ -8,6 +8,7 @@ import os
 from typing import Optional, Union
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.flags import settings
 from squad_qa.model import precision
 from squad_qa.model.memory import device as memory_device
@@ -171,8 +172,8 @@ class PlannerConfig(settings.Settings):
       "--gpu: mixed_float16 with --gpu, else mixed_bfloat16 on a CPU with bfloat16 matmuls, else "
       "float32.", choices=estimate.POLICIES)
   gpu: bool = settings.setting(
-      False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling. "
-      "Fails if TensorFlow sees no GPU.")
+      False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling "
+      "(train.py fails if TensorFlow sees no GPU; the memory planner plans for one).")
   device_memory_gb: Optional[float] = settings.setting(
       None, "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
       "else the host's available RAM.",
@@ -198,10 +199,11 @@ class PlannerConfig(settings.Settings):
       return self.dtype, "--dtype"
     if self.program != estimate.THIS_TOOL.name:
       return "float32", f"{self.program} trained in float32"
+    train = commands.command("squad-qa-train")
     return {
-        "float16": ("mixed_float16", "train.py --gpu"),
-        "bfloat16": ("mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"),
-        "float32": ("float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"),
+        "float16": ("mixed_float16", f"{train} --gpu"),
+        "bfloat16": ("mixed_bfloat16", f"{train} on this CPU, which has bfloat16 matmuls"),
+        "float32": ("float32", f"{train} without --gpu on this CPU; --gpu trains mixed_float16"),
     }[precision.auto_compute_dtype(self.gpu)[0]]
 
 
@@ -265,7 +267,9 @@ def report(config):
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     text.append(format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})"))
     if not config.bert_config_file:
-      text += ["", "output heads (the span head is what train.py uses):"]
+      text += [
+          "", f"output heads (the span head is what {commands.command('squad-qa-train')} uses):"
+      ]
       text += [f"  {line}" for line in heads.flattened_dense_head_lines()]
   if config.format == "json":
     return json.dumps(output, indent=2)

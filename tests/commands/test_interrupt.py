@@ -2,6 +2,7 @@
 line of ours and status 130, never a traceback, and leaves no half-written output."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -64,7 +65,36 @@ def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path
   ], lambda text: "training: 3 of 100,000 steps" in text, tmp_path / "train.log")
   assert status == command_line.INTERRUPTED_EXIT_STATUS, output[-3000:]
   assert "Traceback" not in output, output[-3000:]
-  assert output.strip().splitlines()[-1] == (
-      "train.py: interrupted (Ctrl-C); the checkpoints in --model_dir are kept; the same command "
-      "resumes from the last one")
-  assert os.path.exists(tmp_path / "model" / "ckpt-2.index")
+  last = re.fullmatch(
+      rf"train.py: interrupted \(Ctrl-C\); {tmp_path}/model/ckpt-(\d+) is kept; the same "
+      r"command resumes from it",
+      output.strip().splitlines()[-1])
+  assert last and int(last.group(1)) >= 2, output[-3000:]
+  assert os.path.exists(tmp_path / "model" / f"ckpt-{last.group(1)}.index")
+
+
+_AFTER_INTERRUPT = """
+import sys
+from absl import flags
+from squad_qa import train
+import tensorflow as tf
+empty, saved = sys.argv[1:]
+tf.compat.v1.train.update_checkpoint_state(saved, saved + "/ckpt-4")
+open(saved + "/ckpt-4.index", "w").close()  # latest_checkpoint looks for it
+for model_dir in (empty, saved):
+  flags.FLAGS(["train.py", "--model_dir=" + model_dir])
+  print(train.after_interrupt())
+"""
+
+
+def test_ctrl_c_names_the_checkpoint_it_resumes_from_or_says_there_is_none(tmp_path):
+  empty, saved = tmp_path / "empty", tmp_path / "saved"
+  empty.mkdir()
+  saved.mkdir()
+  proc = subprocess.run([sys.executable, "-c", _AFTER_INTERRUPT,
+                         str(empty), str(saved)], cwd=testutil.REPO, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.stdout.splitlines() == [
+      f"no checkpoint was saved in --model_dir={empty} yet; the same command starts over",
+      f"{saved}/ckpt-4 is kept; the same command resumes from it"
+  ], proc.stderr[-2000:]

@@ -16,6 +16,7 @@ import tf_keras
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import estimate
@@ -724,6 +725,8 @@ def test_the_planner_reads_a_config_without_importing_tensorflow(tmp_path):
 def test_the_planner_counts_the_precision_train_py_would_train_in(monkeypatch, options,
                                                                   native_bfloat16, policy, why):
   monkeypatch.setattr(memory_plan.precision, "cpu_has_native_bfloat16", lambda: native_bfloat16)
+  # The training command as this process names it (a console script under pytest).
+  why = why.replace("train.py", commands.command("squad-qa-train"))
   assert memory_plan.PlannerConfig(**options).policy_and_reason == (policy, why)
   report = memory_plan.report(memory_plan.PlannerConfig(device_memory_gb=12, **options))
   assert report.splitlines()[0].startswith(f"device: 12 GiB GPU (11.1 GiB usable); {policy} "
