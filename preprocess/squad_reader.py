@@ -203,6 +203,8 @@ def _normalize(data):
     paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
     for paragraph in paragraphs if isinstance(paragraphs, list) else []:
       context = paragraph.get("context") if isinstance(paragraph, dict) else None
+      if isinstance(paragraph, dict) and "qas" not in paragraph:
+        paragraph["qas"] = []  # the scorers read every paragraph's 'qas'; counted when read
       qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
       for qa in qas if isinstance(qas, list) else []:
         if not isinstance(qa, dict):

@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 
+from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import record_serialization
@@ -325,6 +326,19 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
       "question_has_no_tokens": 2
   }
   assert meta["splits"]["eval"]["num_examples"] == 8
+
+
+def test_paragraph_without_qas_is_scored_as_one_without_questions(tmp_path):
+  """make_records counts a paragraph without 'qas' (paragraph_without_questions); the scorers read
+  the same file (load_json), so it must reach them as a paragraph with no question."""
+  path = write(tmp_path, "dev.json", squad(GOOD, {"context": "A paragraph nobody asked about."}))
+  assert run(tmp_path, "eval", path)["splits"]["eval"]["skipped"] == {
+      "paragraph_without_questions": 1
+  }
+  data = squad_reader.load_json(path)
+  assert data[0]["paragraphs"][1]["qas"] == []
+  assert squad_scoring.unanswerable_questions(data) == []
+  assert squad_scoring.score_v1(data, {"good": "The lighthouse keeper"})["exact_match"] == 100.0
 
 
 def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
