@@ -341,6 +341,22 @@ def test_paragraph_without_qas_is_scored_as_one_without_questions(tmp_path):
   assert squad_scoring.score_v1(data, {"good": "The lighthouse keeper"})["exact_match"] == 100.0
 
 
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_split_left_without_a_question_by_its_skips_is_refused(tmp_path, split):
+  """Skips made while featurizing (here every question is empty) leave no question: refused as
+  the reader refuses a file without a usable question, and nothing is written."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [qa("blank", " \u200b", [("tower", 34)]),
+              qa("empty", "", [("tower", 34)])]
+  })
+  path = write(tmp_path, f"{split}.json", data)
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, split, path)
+  assert str(error.value) == f"{path}: no usable {split} questions (question_has_no_tokens: 2)"
+  assert os.listdir(tmp_path / "records") == []
+
+
 def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
   question = "Which " + " ".join(["very"] * 30) + " old tower was painted white?"
   data = squad({"context": GOOD_CONTEXT, "qas": [qa("long", question, [("tower", 34)])]})
