@@ -340,7 +340,7 @@ def _question(where, q, qa, seen_ids):
   is_impossible = qa.get("is_impossible", False)
   if not isinstance(is_impossible, bool):
     raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
-                          f"false")
+                          f"false (JSON booleans), got {is_impossible!r:.50}")
   return qas_id, question, is_impossible
 
 

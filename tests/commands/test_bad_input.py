@@ -211,7 +211,12 @@ FATAL = [
      squad({
          "context": GOOD_CONTEXT,
          "qas": [dict(qa("q", "Q?", []), is_impossible="yes")]
-     }), "'is_impossible' must be true or false"),
+     }), "'is_impossible' must be true or false (JSON booleans), got 'yes'"),
+    ("is_impossible_false_string",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [dict(qa("q", "Q?", [("tower", 34)]), is_impossible="false")]
+     }), "question 0 (q): 'is_impossible' must be true or false (JSON booleans), got 'false'"),
     ("empty_dataset", {
         "version": "1.1",
         "data": []
