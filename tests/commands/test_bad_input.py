@@ -426,6 +426,21 @@ def test_answer_glued_by_a_format_character_starts_at_its_own_token(tmp_path):
     assert [vocab[i] for i in ids[first - 1:last + 2]] == ["champion"] + tokens + ["defeated"]
 
 
+def test_answer_holding_the_format_character_that_glues_it_starts_at_its_own_token(tmp_path):
+  """`champion\u200bDenver` with the answer "\u200bDenver Broncos" (its selection took the
+  invisible U+200B): the answer's first character the tokenizer keeps starts ##den."""
+  context = "The champion\u200bDenver Broncos defeated the Carolina Panthers."
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  for answer in ("\u200bDenver Broncos", "\u200b\u00adDenver Broncos"):
+    glued = context.replace("\u200b", answer[:-len("Denver Broncos")])
+    data = squad({"context": glued, "qas": [qa("q", "Q?", [(answer, glued.index(answer))])]})
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+    assert meta["splits"]["train"]["skipped"] == {}
+    ids, first, last = _window_of_answer(meta, tmp_path / "records", SEQ)
+    assert [vocab[i] for i in ids[first - 1:last + 2]
+           ] == ["champion", "##den", "##ver", "broncos", "defeated"]
+
+
 def test_answer_with_a_no_break_space_matches_as_the_context_splits(tmp_path):
   """run_squad.py splits an answer at U+00A0 and U+3000 but not its context: such an answer was an
   answer_text_mismatch although its text is the context's."""
