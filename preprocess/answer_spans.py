@@ -2,13 +2,15 @@
 `squad_lib.py`): the tokens of the whitespace words holding its first and last characters,
 tightened to the answer's own tokens where they occur inside (`_improve_answer_span`).
 
-Where they do not and a token starts at the answer's first character, the span starts there (the
-reference starts it at the word's first token): a character the tokenizer deletes, such as U+200B
-in `was\u200bJohn`, glues an answer to the word before it, and `€27,814` holds the answer `27,814`
-from its second token on.
+Where they do not and a token starts at the answer's first character (the first the tokenizer
+keeps), the span starts there (the reference starts it at the word's first token): a character the
+tokenizer deletes, such as U+200B in `was\u200bJohn`, glues an answer to the word before it, and
+`€27,814` holds the answer `27,814` from its second token on.
 """
 
 import numpy as np
+
+from squad_qa.preprocess import word_alignment
 
 
 def word_of_chars(contexts):
@@ -66,7 +68,11 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
   last = (splits[paragraph] + tok_end)[found].tolist()
   answer_first = answer_tokens.row_splits[found].tolist()
   answer_last = answer_tokens.row_splits[found + 1].tolist()
-  first_chars = answer_starts[found].tolist()
+  first_chars = [
+      _first_kept_char(contexts[p], s, n)
+      for p, s, n in zip(paragraph[found].tolist(), answer_starts[found].tolist(),
+                         np.asarray(answer_lengths, np.int64)[found].tolist())
+  ]
   improved = []
   for a, b, c, d, first_char in zip(first, last, answer_first, answer_last, first_chars):
     shift = _first_occurrence(context_bytes[4 * a:4 * b + 4], answer_bytes[4 * c:4 * d])
@@ -78,6 +84,15 @@ def answer_token_spans(contexts, context_tokens, paragraph_of_question, answer_s
   result[found, 0] = tok_start[found] + improved[:, 0]
   result[found, 1] = tok_start[found] + improved[:, 1]
   return result
+
+
+def _first_kept_char(text, start, length):
+  """Offset of the first character of text[start:start + length] the tokenizer keeps (`start`
+  when it deletes them all): an answer may begin with the deleted character that glues it."""
+  end = start + length - 1
+  while start < end and word_alignment.is_deleted(text[start]):
+    start += 1
+  return start
 
 
 def _token_at_answer(start_chars, first_char):
@@ -126,5 +141,6 @@ def answer_token_span(context_tokens, char_to_word, answer_start, answer_text, a
       np.ascontiguousarray(answer_ids, np.int32).tobytes())
   if shift >= 0:  # run_squad.py's _improve_answer_span
     return tok_start + shift, tok_start + shift + len(answer_ids) - 1
+  first_char = answer_start + _first_kept_char(answer_text, 0, len(answer_text))
   return tok_start + _token_at_answer(context_tokens.start_chars[tok_start:tok_end + 1],
-                                      answer_start), tok_end
+                                      first_char), tok_end

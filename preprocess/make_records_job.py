@@ -116,10 +116,21 @@ def _read_splits(inputs, config):
           f"{path}: {unanswerable} questions are marked \"is_impossible\": true (SQuAD 2.0), "
           f"which SQuAD 1.1 records cannot hold; pass --version_2_with_negative")
     if not squad.examples:
-      reasons = ", ".join(f"{k}: {v}" for k, v in sorted(squad.skipped.items())) or "no questions"
-      raise squad_reader.SquadInputError(f"{path}: no usable {split} questions ({reasons})")
+      _refuse_unusable(split, squad, squad.skipped)
     splits.append((split, squad))
   return splits
+
+
+def _refuse_unusable(split, squad, skipped):
+  """Raises the one line of a split left without a usable question by `skipped` (by reason)."""
+  reasons = ", ".join(f"{k}: {v}" for k, v in sorted(skipped.items()) if v) or "no questions"
+  raise squad_reader.SquadInputError(f"{squad.path}: no usable {split} questions ({reasons})")
+
+
+def _check_usable(split, squad, total):
+  """Refuses a split whose questions featurizing skipped all (`_refuse_unusable`)."""
+  if not total.num_examples:
+    _refuse_unusable(split, squad, collections.Counter(squad.skipped) + total.skipped)
 
 
 def _log_clamped_stride(config):
@@ -216,6 +227,8 @@ def _make_records(config):
   ]
   try:
     totals = shard_writer.featurize(splits, config, output_dir, config.num_workers)
+    for split, squad in splits:
+      _check_usable(split, squad, totals[split])
   except BaseException:
     for name in new_shards:
       path = shard_writer.temp_path(output_dir, name, os.getpid())

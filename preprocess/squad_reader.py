@@ -203,6 +203,8 @@ def _normalize(data):
     paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
     for paragraph in paragraphs if isinstance(paragraphs, list) else []:
       context = paragraph.get("context") if isinstance(paragraph, dict) else None
+      if isinstance(paragraph, dict) and "qas" not in paragraph:
+        paragraph["qas"] = []  # the scorers read every paragraph's 'qas'; counted when read
       qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
       for qa in qas if isinstance(qas, list) else []:
         if not isinstance(qa, dict):
@@ -338,7 +340,7 @@ def _question(where, q, qa, seen_ids):
   is_impossible = qa.get("is_impossible", False)
   if not isinstance(is_impossible, bool):
     raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
-                          f"false")
+                          f"false (JSON booleans), got {is_impossible!r:.50}")
   return qas_id, question, is_impossible
 
 

@@ -48,6 +48,12 @@ def _char_pieces(c, do_lower_case):
   return tuple((n, _is_punctuation(n)) for n in normalized)
 
 
+def is_deleted(c):
+  """Whether BasicTokenizer deletes character `c` whatever the casing (NUL, U+FFFD, controls and
+  format characters such as U+200B)."""
+  return _char_pieces(c, False) is _DELETED
+
+
 def _basic_pieces(word, do_lower_case):
   """BasicTokenizer's tokens of `word`, each as (normalized text, source index of each of its
   characters)."""

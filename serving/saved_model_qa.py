@@ -6,6 +6,7 @@ preprocessing and postprocess/span_decoding.py make them.
 """
 
 import os
+import re
 import time
 
 from absl import logging
@@ -61,6 +62,9 @@ def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
       "slower here than a float32 export (%s --serving_precision=float32)", serving_precision, why,
       commands.command("squad-qa-export"))
   return True
+
+
+_PRINTABLE_ASCII = re.compile(r"[\x21-\x7e]")
 
 
 def _no_export(export_dir):
@@ -142,9 +146,9 @@ class SavedModelQA:
     `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
 
     Raises:
-      errors.UsageError: the SavedModel has no serve_text signature, or a question is empty.
+      errors.UsageError: the SavedModel has no serve_text signature, or a question has no token.
     """
-    _check_questions(questions)
+    self._check_questions(questions)
     if self.serving_precision == features_model.INT8:
       return self.answers_with_serve_features(questions, contexts)
     if not self.has_serve_text:
@@ -161,6 +165,17 @@ class SavedModelQA:
   def answer(self, question, context):
     """The best answer span of one question through the raw-text signature (an Answer)."""
     return self.answers([question], [context])[0]
+
+  def _check_questions(self, questions):
+    """Raises errors.UsageError (a ValueError) on a question without a token (empty, spaces, or
+    characters the tokenizer deletes such as U+200B), which asks nothing: the records skip one
+    as question_has_no_tokens."""
+    for question in questions:
+      if _PRINTABLE_ASCII.search(question):  # holds a token; skips tokenizing most questions
+        continue
+      if not len(self.tokenizer.tokenize_ragged([question]).ids):
+        raise errors.UsageError(f"question {question!r} is empty: there is nothing to answer; "
+                                f"give the question's text")
 
   @property
   def tokenizer(self):
@@ -206,9 +221,9 @@ class SavedModelQA:
     `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's).
 
     Raises:
-      errors.UsageError: a question is empty.
+      errors.UsageError: a question has no token.
     """
-    _check_questions(questions)
+    self._check_questions(questions)
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -273,15 +288,6 @@ class SavedModelQA:
 
 # ask.py's config (its own module loads without TensorFlow, so the flags parse first).
 AskConfig = ask_config.AskConfig
-
-
-def _check_questions(questions):
-  """Raises errors.UsageError (a ValueError) on an empty or whitespace-only question, which asks
-  nothing (the records skip one as question_has_no_tokens)."""
-  for question in questions:
-    if not question.strip():
-      raise errors.UsageError(f"question {question!r} is empty: there is nothing to answer; give "
-                              f"the question's text")
 
 
 def read_context_file(path):

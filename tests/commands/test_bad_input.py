@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 
+from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import record_serialization
@@ -210,7 +211,12 @@ FATAL = [
      squad({
          "context": GOOD_CONTEXT,
          "qas": [dict(qa("q", "Q?", []), is_impossible="yes")]
-     }), "'is_impossible' must be true or false"),
+     }), "'is_impossible' must be true or false (JSON booleans), got 'yes'"),
+    ("is_impossible_false_string",
+     squad({
+         "context": GOOD_CONTEXT,
+         "qas": [dict(qa("q", "Q?", [("tower", 34)]), is_impossible="false")]
+     }), "question 0 (q): 'is_impossible' must be true or false (JSON booleans), got 'false'"),
     ("empty_dataset", {
         "version": "1.1",
         "data": []
@@ -327,6 +333,35 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
   assert meta["splits"]["eval"]["num_examples"] == 8
 
 
+def test_paragraph_without_qas_is_scored_as_one_without_questions(tmp_path):
+  """make_records counts a paragraph without 'qas' (paragraph_without_questions); the scorers read
+  the same file (load_json), so it must reach them as a paragraph with no question."""
+  path = write(tmp_path, "dev.json", squad(GOOD, {"context": "A paragraph nobody asked about."}))
+  assert run(tmp_path, "eval", path)["splits"]["eval"]["skipped"] == {
+      "paragraph_without_questions": 1
+  }
+  data = squad_reader.load_json(path)
+  assert data[0]["paragraphs"][1]["qas"] == []
+  assert squad_scoring.unanswerable_questions(data) == []
+  assert squad_scoring.score_v1(data, {"good": "The lighthouse keeper"})["exact_match"] == 100.0
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_split_left_without_a_question_by_its_skips_is_refused(tmp_path, split):
+  """Skips made while featurizing (here every question is empty) leave no question: refused as
+  the reader refuses a file without a usable question, and nothing is written."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [qa("blank", " \u200b", [("tower", 34)]),
+              qa("empty", "", [("tower", 34)])]
+  })
+  path = write(tmp_path, f"{split}.json", data)
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, split, path)
+  assert str(error.value) == f"{path}: no usable {split} questions (question_has_no_tokens: 2)"
+  assert os.listdir(tmp_path / "records") == []
+
+
 def test_question_longer_than_max_query_length_is_truncated_and_noted(tmp_path):
   question = "Which " + " ".join(["very"] * 30) + " old tower was painted white?"
   data = squad({"context": GOOD_CONTEXT, "qas": [qa("long", question, [("tower", 34)])]})
@@ -389,6 +424,21 @@ def test_answer_glued_by_a_format_character_starts_at_its_own_token(tmp_path):
     ids, first, last = _window_of_answer(meta, tmp_path / "records", 256)
     assert (first, last) == span
     assert [vocab[i] for i in ids[first - 1:last + 2]] == ["champion"] + tokens + ["defeated"]
+
+
+def test_answer_holding_the_format_character_that_glues_it_starts_at_its_own_token(tmp_path):
+  """`champion\u200bDenver` with the answer "\u200bDenver Broncos" (its selection took the
+  invisible U+200B): the answer's first character the tokenizer keeps starts ##den."""
+  context = "The champion\u200bDenver Broncos defeated the Carolina Panthers."
+  vocab = wordpiece.read_vocab(testutil.vocab_file())
+  for answer in ("\u200bDenver Broncos", "\u200b\u00adDenver Broncos"):
+    glued = context.replace("\u200b", answer[:-len("Denver Broncos")])
+    data = squad({"context": glued, "qas": [qa("q", "Q?", [(answer, glued.index(answer))])]})
+    meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+    assert meta["splits"]["train"]["skipped"] == {}
+    ids, first, last = _window_of_answer(meta, tmp_path / "records", SEQ)
+    assert [vocab[i] for i in ids[first - 1:last + 2]
+           ] == ["champion", "##den", "##ver", "broncos", "defeated"]
 
 
 def test_answer_with_a_no_break_space_matches_as_the_context_splits(tmp_path):

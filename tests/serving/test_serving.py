@@ -422,8 +422,9 @@ def test_serve_examples_equal_serve_features(served):
     np.testing.assert_allclose(from_examples[key].numpy(), from_features[key].numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("question", ["", " \t\n"])
+@pytest.mark.parametrize("question", ["", " \t\n", "\u200b", " \u00ad\x00\ufffd"])
 def test_an_empty_question_is_refused_in_one_line(served, question):
+  """Empty, spaces only, or only characters the tokenizer deletes: no token, nothing asked."""
   _, context, _ = TAUGHT[0]
   for ask in (served["qa"].answer, served["qa"].answer_with_serve_features):
     with pytest.raises(ValueError) as error:
