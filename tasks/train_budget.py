@@ -2,7 +2,9 @@
 
 What is measured, on this run's model, device and batches (`measure`):
 - the step: one loop traces it, then `MEASURE_STEPS` steps on the run's first batches are timed
-  (the first steps, which trace, are not representative);
+  (the first steps, which trace, are not representative); with length buckets a step's time
+  follows its padded length, so the time is scaled by the mean width of the first
+  `SAMPLE_BATCHES` batches over that of the timed ones (read from the input, not trained);
 - a checkpoint save: the time to write the state to a temporary checkpoint;
 - a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
   predicted as a scoring does (the first batch traces: every scoring traces anew), and decoded;
@@ -44,16 +46,19 @@ from squad_qa.tasks import question_answering
 
 MEASURE_STEPS = 8  # timed training steps, after the loop that traces
 PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (the first traces)
+SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
 
 
 @dataclasses.dataclass(frozen=True)
 class Costs:
-  """Measured seconds: `step` per training step, `save` per checkpoint, `scoring` per dev scoring
-  (0: the run does not score), and `elapsed` since the command started, once measured."""
+  """Measured seconds: `step` per training step (scaled by `width_ratio`, the run's mean padded
+  length over the timed steps'), `save` per checkpoint, `scoring` per dev scoring (0: the run does
+  not score), and `elapsed` since the command started, once measured."""
   step: float
   save: float = 0.0
   scoring: float = 0.0
   elapsed: float = 0.0
+  width_ratio: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,8 +105,10 @@ def plan_line(budget, costs, schedule, steps):
   scorings = schedule.scorings(steps)
   scoring = (f"scoring included: {scorings} scoring{'s' if scorings != 1 else ''} of "
              f"~{progress_lib.format_seconds(costs.scoring)}" if scorings else "no scoring")
+  scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
+            if costs.width_ratio != 1 else "")
   return (f"train_budget {settings.format_duration(budget)}: {costs.step:.3g} s/step measured over "
-          f"{MEASURE_STEPS} steps -> {steps} steps (planned to end at "
+          f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
           f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
           f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
 
@@ -140,6 +147,16 @@ def _probe_scoring(scorer, model, strategy, clock):
   per_token = rest / rest_tokens if rest_tokens else first / first_tokens
   return (first + per_token * (tokens - first_tokens) +
           decode / max(1, len(windows)) * len(scorer.ids))
+
+
+def width_ratio(dataset_fn, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
+  """The mean padded length of the input's first `sample` batches over that of batches 2 to
+  `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
+  widths = [int(b["input_word_ids"].shape[1]) for b in dataset_fn(None, 0).take(sample)]
+  timed_widths = widths[1:1 + timed]
+  if not timed_widths:
+    return 1.0
+  return (sum(widths) / len(widths)) / (sum(timed_widths) / len(timed_widths))
 
 
 def _snapshot(checkpoint, folder, clock):
@@ -185,12 +202,14 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
         lambda context: dataset_fn(context, 0))
     _time_steps(trainer, 1, clock)  # traces
     step = _time_steps(trainer, MEASURE_STEPS, clock) / MEASURE_STEPS
+    ratio = width_ratio(dataset_fn)
     scoring = _probe_scoring(scorer, model, strategy, clock) if scorer else 0.0
     checkpoint.read(path).assert_consumed()
   finally:
     shutil.rmtree(folder, ignore_errors=True)
   trainer.train_dataset = None
-  return Costs(step=step, save=save, scoring=scoring, elapsed=clock() - started)
+  return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
+               width_ratio=ratio)
 
 
 def plan(config, costs, strategy):

@@ -3,6 +3,7 @@ plan saved and kept on resume, the same training as --max_steps), and the refusa
 
 import json
 import logging as std_logging
+import shutil
 
 import numpy as np
 import pytest
@@ -20,7 +21,6 @@ from squad_qa.tasks import question_answering
 from squad_qa.tasks import train_and_evaluate
 from squad_qa.tasks import train_budget
 from squad_qa.tasks import train_config
-from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
 BUDGET = 60
@@ -41,6 +41,18 @@ def test_the_plan_is_the_most_steps_that_fit():
   assert train_budget.plan_line(1200, costs, scored, 543) == (
       "train_budget 20m: 2 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
       "59 s, scoring included: 6 scorings of ~10 s; measuring took 50 s since the start)")
+
+
+def test_the_step_time_is_scaled_to_the_mean_padded_length():
+  """Batches 8, 16, 24 and 32 tokens wide; the timed one (the second) is 16, the mean 20."""
+
+  def dataset_fn(context, skip):
+    del context, skip
+    return tf.data.Dataset.range(4).map(
+        lambda i: {"input_word_ids": tf.zeros(tf.stack([2, 8 * (i + 1)]), tf.int32)})
+
+  assert train_budget.width_ratio(dataset_fn, timed=1, sample=4) == 1.25
+  assert train_budget.width_ratio(dataset_fn, timed=2, sample=4) == 1.0
 
 
 class ScriptedClock:
@@ -70,7 +82,7 @@ def records(tmp_path_factory):
 def config_for(records, model_dir, **overrides):
   tmp, records_dir = records
   return train_config.TrainConfig(
-      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8,
+      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8, length_buckets=None,
       bert_config_file=testutil.write_tiny_config(tmp / "bert_config.json"),
       predict_file=str(tmp / "dev.json"), **overrides)
 
@@ -82,9 +94,11 @@ def read_json(path):
 
 @pytest.fixture(scope="module")
 def budget_run(records):
+  """A budgeted run with checkpoints at steps 4 and 8."""
   model_dir = records[0] / "budget"
-  train_and_evaluate.train_and_evaluate(config_for(records, model_dir, train_budget=BUDGET),
-                                        clock=ScriptedClock())
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
+      clock=ScriptedClock())
   return model_dir
 
 
@@ -109,7 +123,8 @@ def test_a_budgeted_run_trains_as_max_steps_of_its_plan(records, budget_run):
   """Measuring leaves nothing behind: the same weights, optimizer slots and predictions, bit for
   bit, as --max_steps=8."""
   model_dir = records[0] / "max_steps"
-  train_and_evaluate.train_and_evaluate(config_for(records, model_dir, max_steps=PLANNED))
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, max_steps=PLANNED, save_checkpoints_steps=4))
   budget = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(budget_run)))
   fixed = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
   names = [n for n in budget.get_variable_to_shape_map() if n.startswith(("model/", "optimizer/"))]
@@ -120,30 +135,31 @@ def test_a_budgeted_run_trains_as_max_steps_of_its_plan(records, budget_run):
 
 
 @pytest.mark.slow
-def test_a_resume_keeps_the_plan(records, monkeypatch, caplog):
-  """Stopped after the checkpoint at step 4, the same command resumes to the planned step 8
-  without measuring again (a clock of 1 s a step would now plan more)."""
-  model_dir = records[0] / "resumed"
-  config = config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4)
-  save = trainer_lib.SaveAtMultiples.__call__
-
-  def save_then_stop(self, output):
-    save(self, output)
-    if int(self.global_step.numpy()) == 4:
-      raise KeyboardInterrupt
-
-  with monkeypatch.context() as patch:
-    patch.setattr(trainer_lib.SaveAtMultiples, "__call__", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-      train_and_evaluate.train_and_evaluate(config, clock=ScriptedClock())
-  assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
+def test_a_resume_keeps_the_plan(records, budget_run, tmp_path, caplog):
+  """The budgeted run as if stopped after its checkpoint at step 4: the same command resumes to
+  the planned step 8 without measuring again (this clock, 1 s a step, would plan more), and ends
+  with the same weights."""
+  model_dir = tmp_path / "resumed"
+  shutil.copytree(budget_run, model_dir)
+  for path in model_dir.glob(f"ckpt-{PLANNED}.*"):
+    path.unlink()
+  (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n'
+                                        'all_model_checkpoint_paths: "ckpt-4"\n')
   caplog.set_level(std_logging.INFO)
-  train_and_evaluate.train_and_evaluate(config, clock=ScriptedClock((0, 1, 2, 3, 4, 5, 6)))
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
+      clock=ScriptedClock((0, 1, 2, 3, 4, 5, 6)))
   assert f"train_budget 1m: {PLANNED} steps, as planned when {model_dir} began" in caplog.text
   assert "measured over" not in caplog.text
   results = read_json(model_dir / "train_results.json")
   assert (results["start_step"], results["end_step"]) == (4, PLANNED)
   assert read_json(model_dir / "train_config.json")["planned_train_steps"] == PLANNED
+  resumed = tf.train.load_checkpoint(str(model_dir / f"ckpt-{PLANNED}"))
+  whole = tf.train.load_checkpoint(str(budget_run / f"ckpt-{PLANNED}"))
+  names = [n for n in whole.get_variable_to_shape_map() if n.startswith("model/")]
+  assert len(names) > 50
+  for name in names:
+    np.testing.assert_array_equal(resumed.get_tensor(name), whole.get_tensor(name), err_msg=name)
 
 
 def saved_checkpoint(tmp_path, learning_rate=1e-4, warmup_proportion=0.1, steps=10, budget=None):
