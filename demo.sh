@@ -7,20 +7,20 @@
 #   SQUAD_DIR=<folder with train-v1.1.json and dev-v1.1.json> bash demo.sh
 #
 # The recipe: batches of 16 at learning rate 2e-4, 10 % warm-up, linear decay, for as many steps as
-# --train_budget=17m fits with the scoring (train.py measures its step and scoring times and ends
-# the schedule at the last planned step; docs/training.md "A wall-time budget"). The 3 minutes
+# --train_budget=16m fits with the scoring (train.py measures its step and scoring times and ends
+# the schedule at the last planned step; docs/training.md "A wall-time budget"). The 4 minutes
 # left of 20 after the install hold the records (11 s on a 2-core Zen 4), train.py's start, the
 # export (18 s), the questions (10 s) and a margin for the estimate. On 2 CPU cores with bfloat16
 # matmuls that is about 1,000 steps, F1 >= 70 on the first 1000 dev questions (docs/training.md
 # "Accuracy per minute"); a slower machine trains fewer steps in the same time.
-# Knobs (environment): DEMO_OUT (default demo_out), DEMO_BUDGET (17m), DEMO_STEPS (unset: a fixed
+# Knobs (environment): DEMO_OUT (default demo_out), DEMO_BUDGET (16m), DEMO_STEPS (unset: a fixed
 # number of steps instead of the budget), DEMO_BATCH (16), DEMO_EVAL_QUESTIONS (1000),
 # DEMO_EVAL_EVERY (250: steps between learning-curve points; 0: none).
 set -euo pipefail
 cd "$(dirname "$0")"
 export SQUAD_DIR="${SQUAD_DIR:-data/squad}"
 OUT="${DEMO_OUT:-demo_out}"
-BUDGET="${DEMO_BUDGET:-17m}"
+BUDGET="${DEMO_BUDGET:-16m}"
 STEPS="${DEMO_STEPS:-}"
 BATCH="${DEMO_BATCH:-16}"
 EVAL_QUESTIONS="${DEMO_EVAL_QUESTIONS:-1000}"

@@ -38,7 +38,6 @@ import tensorflow as tf
 from squad_qa import errors
 from squad_qa.base import progress as progress_lib
 from squad_qa.flags import settings
-from squad_qa.model import span_model
 from squad_qa.tasks import distribution
 from squad_qa.tasks import evaluation
 from squad_qa.tasks import optimization
@@ -122,30 +121,27 @@ def _time_steps(trainer, steps, clock):
 
 def _probe_scoring(scorer, model, strategy, clock):
   """Seconds of one dev scoring of `model` by `scorer` (a `evaluation.DevScorer`), estimated from
-  its first PROBE_BATCHES batches (see the module docstring)."""
-  predict_step = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
+  its first PROBE_BATCHES batches (see the module docstring): `evaluation.predict` of the first
+  batch (a pass's tracing), then of all of them (the others' time is the difference)."""
   batches = list(scorer.dataset().take(PROBE_BATCHES))
   if not batches:
     return 0.0
+  widths = [int(tf.size(b["input_word_ids"])) for b in batches]
   tokens = sum(int(tf.size(b["input_word_ids"])) for b in scorer.dataset())
-  with strategy.scope():
+
+  def predict(count):  # evaluation.predict iterates the batches: a list of them serves
     began = clock()
-    predict_step(span_model.model_inputs(batches[0]))[0].numpy()
-    first = clock() - began
-    rest_began = clock()
-    for batch in batches[1:]:
-      predict_step(span_model.model_inputs(batch))[0].numpy()
-    rest = clock() - rest_began
-    windows = evaluation.predict(
-        model,
-        tf.data.Dataset.from_tensor_slices(batches[0]).batch(len(batches[0]["unique_ids"])))
+    windows = evaluation.predict(model, batches[:count])
+    return windows, clock() - began
+
+  with strategy.scope():
+    _, first = predict(1)
+    windows, probe = predict(len(batches))
   decode_began = clock()
   scorer.score_windows(windows)
   decode = clock() - decode_began
-  first_tokens = int(tf.size(batches[0]["input_word_ids"]))
-  rest_tokens = sum(int(tf.size(b["input_word_ids"])) for b in batches[1:])
-  per_token = rest / rest_tokens if rest_tokens else first / first_tokens
-  return (first + per_token * (tokens - first_tokens) +
+  per_token = (probe - first) / sum(widths[1:]) if len(widths) > 1 else first / widths[0]
+  return (first + max(0.0, per_token) * (tokens - widths[0]) +
           decode / max(1, len(windows)) * len(scorer.ids))
 
 
