@@ -8,8 +8,8 @@ What is measured, on this run's model, device and batches (`measure`):
 - a checkpoint save: the time to write the state to a temporary checkpoint;
 - a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
   predicted as a scoring does (the first batch traces: every scoring traces anew), and decoded;
-  a pass costs that first batch, the other batches' seconds per padded token times the padded
-  tokens of the windows scored (read from the eval records), and the decoding per question times
+  a pass costs reading the eval records (timed), that first batch, the other batches' seconds per
+  padded token times the padded tokens of the windows scored, and the decoding per question times
   the questions. A measured forward rate rather than a ratio to the training step: the scoring
   pads to other lengths, and may run in another precision.
 
@@ -127,7 +127,9 @@ def _probe_scoring(scorer, model, strategy, clock):
   if not batches:
     return 0.0
   widths = [int(tf.size(b["input_word_ids"])) for b in batches]
+  began = clock()
   tokens = sum(int(tf.size(b["input_word_ids"])) for b in scorer.dataset())
+  read = clock() - began  # a pass reads the eval records too
 
   def predict(count):  # evaluation.predict iterates the batches: a list of them serves
     began = clock()
@@ -141,7 +143,7 @@ def _probe_scoring(scorer, model, strategy, clock):
   scorer.score_windows(windows)
   decode = clock() - decode_began
   per_token = (probe - first) / sum(widths[1:]) if len(widths) > 1 else first / widths[0]
-  return (first + max(0.0, per_token) * (tokens - widths[0]) +
+  return (read + first + max(0.0, per_token) * (tokens - widths[0]) +
           decode / max(1, len(windows)) * len(scorer.ids))
 
 

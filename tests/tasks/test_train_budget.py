@@ -58,9 +58,10 @@ def test_the_step_time_is_scaled_to_the_mean_padded_length():
 class ScriptedClock:
   """A clock giving `values` in turn, then the last one: in train_and_evaluate's order, the
   command's start, a checkpoint write (1 s), the tracing loop, 8 timed steps (16 s: 2 s a step),
-  the probe's first eval batch (1 s; the dev set is one batch), its other batches (none) and
-  decoding (1 s: a scoring is 2 s), then the time spent once measured (40 s)."""
-  PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 37, 37, 37, 37, 38, 40)
+  reading the eval records (0 s), the probe's first eval batch (1 s; the dev set is one batch),
+  its other batches (none) and decoding (1 s: a scoring is 2 s), then the time spent once
+  measured (40 s)."""
+  PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 36, 36, 37, 37, 37, 37, 38, 40)
 
   def __init__(self, values=PLAN):
     self.values = list(values)
