@@ -266,8 +266,10 @@ def check_resumable(checkpoint_path, checkpoint):
   """`check_schedule`, `check_schedule_settings` and `check_loss_scale` of `checkpoint_path` for
   `checkpoint` (a `make_checkpoint`); raises their errors."""
   check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
-  check_schedule_settings(checkpoint_path, float(getattr(checkpoint, SCHEDULE_LEARNING_RATE_KEY)),
-                          float(getattr(checkpoint, SCHEDULE_WARMUP_KEY)))
+  # .numpy(): a strategy's variables (MirroredVariable) do not convert with float().
+  check_schedule_settings(checkpoint_path,
+                          float(getattr(checkpoint, SCHEDULE_LEARNING_RATE_KEY).numpy()),
+                          float(getattr(checkpoint, SCHEDULE_WARMUP_KEY).numpy()))
   check_loss_scale(checkpoint_path,
                    isinstance(checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))
 
