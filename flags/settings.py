@@ -9,6 +9,7 @@ TensorFlow loads.
 """
 
 import dataclasses
+import re
 import types
 import typing
 from typing import Any, Callable, Optional, Tuple
@@ -269,6 +270,40 @@ class TokenCountsParser(flags.ArgumentParser):
 
   def flag_type(self):
     return "'auto' or int list"
+
+
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
+DURATION_FORMS = "90s, 20m, 1h or 1h30m"
+
+
+class DurationParser(flags.ArgumentParser):
+  """Parses a duration of hours, minutes and seconds written like 90s, 20m, 1h or 1h30m (absl flag
+  parser); gives whole seconds (an int above 0)."""
+  syntactic_help = f"a duration: {DURATION_FORMS}"
+
+  def parse(self, argument):
+    if argument is None or isinstance(argument, (int, float)):
+      return argument
+    text = str(argument).strip().lower()
+    found = _DURATION.fullmatch(text)
+    seconds = None
+    if text and found:
+      hours, minutes, secs = (int(part or 0) for part in found.groups())
+      seconds = hours * 3600 + minutes * 60 + secs
+    if not seconds:
+      raise ValueError(f"expected a duration above 0 like {DURATION_FORMS} (hours h, minutes m, "
+                       f"seconds s, in that order), got {argument!r}")
+    return seconds
+
+  def flag_type(self):
+    return "duration"
+
+
+def format_duration(seconds):
+  """Seconds as `DurationParser` reads them back: 90 -> "1m30s", 1200 -> "20m", 5400 -> "1h30m"."""
+  seconds = int(round(seconds))
+  parts = [(seconds // 3600, "h"), (seconds % 3600 // 60, "m"), (seconds % 60, "s")]
+  return "".join(f"{value}{unit}" for value, unit in parts if value) or "0s"
 
 
 def increasing_token_counts(values):

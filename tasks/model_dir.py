@@ -1,5 +1,6 @@
 """A --model_dir's state: where a run starts (`decide_start`, train.py's and export.py's rule),
-what its checkpoints hold, and what a resume must keep (the schedule's length, loss scaling).
+what its checkpoints hold, and what a resume must keep (the schedule: its length, peak, warm-up
+and the --train_budget that planned it; loss scaling).
 """
 
 import dataclasses
@@ -10,11 +11,16 @@ import tf_keras
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.flags import settings
 from squad_qa.model import checkpoints
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
+from squad_qa.tasks import optimization
 
 SCHEDULE_STEPS_KEY = named_weights.SCHEDULE_STEPS_KEY
+SCHEDULE_LEARNING_RATE_KEY = named_weights.SCHEDULE_LEARNING_RATE_KEY
+SCHEDULE_WARMUP_KEY = named_weights.SCHEDULE_WARMUP_KEY
+TRAIN_BUDGET_KEY = named_weights.TRAIN_BUDGET_KEY
 DROPOUT_STATE_KEY = named_weights.DROPOUT_STATE_KEY
 # Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
 LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
@@ -117,18 +123,31 @@ class ModelDirCheckpointManager(tf.train.CheckpointManager):
 
 
 class ScheduleMismatchError(errors.UserError, ValueError):
-  """Resuming with another number of train steps than the checkpoint's schedule was built for."""
+  """Resuming with another schedule (train steps, --learning_rate, --warmup_proportion or
+  --train_budget) than the checkpoint's was built with."""
 
 
 class PrecisionMismatchError(errors.UserError, ValueError):
   """Resuming a checkpoint trained without loss scaling under float16, which needs its state."""
 
 
+def _saved(checkpoint_path, key):
+  """The scalar checkpoint value under `key` (a make_checkpoint key), or None (older ones)."""
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  name = f"{key}/.ATTRIBUTES/VARIABLE_VALUE"
+  return reader.get_tensor(name).item() if reader.has_tensor(name) else None
+
+
 def schedule_steps_in(checkpoint_path):
   """The schedule length saved in a checkpoint of `make_checkpoint`, or None (older checkpoints)."""
-  reader = tf.train.load_checkpoint(checkpoint_path)
-  key = f"{SCHEDULE_STEPS_KEY}/.ATTRIBUTES/VARIABLE_VALUE"
-  return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+  saved = _saved(checkpoint_path, SCHEDULE_STEPS_KEY)
+  return None if saved is None else int(saved)
+
+
+def train_budget_in(checkpoint_path):
+  """The --train_budget in seconds that planned a checkpoint's schedule, or None (none, or an
+  older checkpoint)."""
+  return _saved(checkpoint_path, TRAIN_BUDGET_KEY) or None
 
 
 def check_schedule(checkpoint_path, num_train_steps):
@@ -138,10 +157,55 @@ def check_schedule(checkpoint_path, num_train_steps):
     ScheduleMismatchError: one line with both numbers and the fixes."""
   saved = schedule_steps_in(checkpoint_path)
   if saved is not None and saved != num_train_steps:
+    budget = train_budget_in(checkpoint_path)
+    resume = (f"--train_budget={settings.format_duration(budget)}, which keeps its plan"
+              if budget else f"--max_steps={saved} (and the same batch and epochs)")
     raise ScheduleMismatchError(
         f"{checkpoint_path} was trained on a learning-rate schedule of {saved} steps, this run "
-        f"asks for {num_train_steps}; resume with --max_steps={saved} (and the same batch and "
-        f"epochs), or start a new --model_dir")
+        f"asks for {num_train_steps}; resume with {resume}, or start a new --model_dir")
+
+
+def check_schedule_settings(checkpoint_path, learning_rate, warmup_proportion):
+  """Refuses to resume with another --learning_rate or --warmup_proportion than the checkpoint's
+  schedule has (older checkpoints do not say: they pass).
+
+  Raises:
+    ScheduleMismatchError: one line naming both values and the fixes."""
+  for key, flag, value in ((SCHEDULE_LEARNING_RATE_KEY, "learning_rate", learning_rate),
+                           (SCHEDULE_WARMUP_KEY, "warmup_proportion", warmup_proportion)):
+    saved = _saved(checkpoint_path, key)
+    if saved is not None and saved != value:
+      raise ScheduleMismatchError(
+          f"{checkpoint_path} was trained with --{flag}={saved:g}, this run asks for "
+          f"--{flag}={value:g}; resume with --{flag}={saved:g}, or start a new --model_dir to "
+          f"train with {value:g}")
+
+
+def resumed_plan(checkpoint_path, train_budget):
+  """The planned steps a --train_budget run resumes: the checkpoint's, when the same budget
+  planned them (a resume does not plan again).
+
+  Args:
+    checkpoint_path: the checkpoint resumed.
+    train_budget: this run's --train_budget, in seconds.
+
+  Raises:
+    ScheduleMismatchError: the checkpoint was planned by another budget, or by none (one line,
+      with the fixes).
+  """
+  steps, saved = schedule_steps_in(checkpoint_path), train_budget_in(checkpoint_path)
+  asked = settings.format_duration(train_budget)
+  if saved is None:
+    keep = f"--max_steps={steps} instead" if steps else "its settings"
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was not planned by --train_budget, and --train_budget={asked} would "
+        f"plan its schedule anew; resume with {keep}, or start a new --model_dir")
+  if saved != train_budget:
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was planned by --train_budget={settings.format_duration(saved)} "
+        f"({steps} steps), this run asks for --train_budget={asked}; resume with "
+        f"--train_budget={settings.format_duration(saved)}, or start a new --model_dir")
+  return steps
 
 
 def check_loss_scale(checkpoint_path, loss_scaled):
@@ -159,12 +223,19 @@ def check_loss_scale(checkpoint_path, loss_scaled):
         f"--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir")
 
 
-def make_checkpoint(model, optimizer, num_train_steps):
-  """What a --model_dir checkpoint holds: the model, the optimizer, the schedule's length and the
-  dropout layers' random-generator states (`dropout_generators`)."""
+def make_checkpoint(model, optimizer, train_budget=None):
+  """What a --model_dir checkpoint holds: the model, the optimizer, its schedule's length, peak and
+  warm-up (`optimization.LinearWarmupDecay`'s variables), the --train_budget in seconds that
+  planned it (0: none) and the dropout layers' random-generator states (`dropout_generators`).
+  Call it under the strategy's scope."""
+  schedule = optimization.schedule_of(optimizer)
   return tf.train.Checkpoint(
       model=model, optimizer=optimizer, **{
-          SCHEDULE_STEPS_KEY: tf.Variable(num_train_steps, dtype=tf.int64, trainable=False),
+          SCHEDULE_STEPS_KEY: schedule.num_train_steps,
+          SCHEDULE_LEARNING_RATE_KEY: schedule.learning_rate,
+          SCHEDULE_WARMUP_KEY: schedule.warmup_proportion,
+          TRAIN_BUDGET_KEY: tf.Variable(float(train_budget or 0), dtype=tf.float64,
+                                        trainable=False),
           DROPOUT_STATE_KEY: dropout_generators(model)
       })
 
@@ -194,8 +265,24 @@ def dropout_generators(model):
 
 
 def check_resumable(checkpoint_path, checkpoint):
-  """`check_schedule` and `check_loss_scale` of `checkpoint_path` for `checkpoint` (a
-  `make_checkpoint`); raises their errors."""
+  """`check_schedule`, `check_schedule_settings` and `check_loss_scale` of `checkpoint_path` for
+  `checkpoint` (a `make_checkpoint`); raises their errors."""
   check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
+  # .numpy(): a strategy's variables (MirroredVariable) do not convert with float().
+  check_schedule_settings(checkpoint_path,
+                          float(getattr(checkpoint, SCHEDULE_LEARNING_RATE_KEY).numpy()),
+                          float(getattr(checkpoint, SCHEDULE_WARMUP_KEY).numpy()))
   check_loss_scale(checkpoint_path,
                    isinstance(checkpoint.optimizer, tf_keras.mixed_precision.LossScaleOptimizer))
+
+
+def missing_state(checkpoint_path):
+  """What `make_checkpoint` saves that an older checkpoint lacks: a list of "dropout random
+  state" and "schedule settings" (restoring leaves this run's values there)."""
+  names = {name for name, _ in tf.train.list_variables(checkpoint_path)}
+  missing = []
+  if not any(name.startswith(DROPOUT_STATE_KEY + "/") for name in names):
+    missing.append("dropout random state")
+  if f"{SCHEDULE_LEARNING_RATE_KEY}/.ATTRIBUTES/VARIABLE_VALUE" not in names:
+    missing.append("schedule settings")
+  return missing

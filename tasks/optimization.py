@@ -1,56 +1,101 @@
 """AdamW on a linear warm-up and decay schedule that reaches its peak, and the distributed update.
 
   lr(s) = learning_rate * s / W                      for s < W
-  lr(s) = learning_rate * (N - s) / (N - W)          for W <= s <= N
+  lr(s) = learning_rate * (N - s) / (N - W)          for W <= s <= N, 0 after
 
-from tfm's `lr_schedule.LinearWarmup` around `PolynomialDecayWithOffset`. tfm's and
+with W = int(N * warmup_proportion), as google-research/bert counts it. tfm's and
 google-research/bert's `create_optimizer` decay from step 0, so their peak is lr * (1 - W/N)
 (tensorflow/models PR #9709). Update s + 1 uses lr(s), so the first uses 0 when W > 0, as theirs.
+N is a variable (`LinearWarmupDecay.num_train_steps`): --train_budget sets it once it has measured
+the step, after the step is traced, and a --model_dir checkpoint saves it.
 """
 
 import tensorflow as tf
 import tf_keras
 from official.modeling.optimization import legacy_adamw
-from official.modeling.optimization import lr_schedule
 
 WEIGHT_DECAY_RATE = 0.01  # google-research/bert and tfm
 GRADIENT_CLIP_NORM = 1.0  # global norm, google-research/bert and tfm
 EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
 
 
-def learning_rate_schedule(learning_rate, num_train_steps, warmup_steps):
-  """The schedule of the module docstring, as a tf_keras LearningRateSchedule (float32 rate)."""
-  decay = lr_schedule.PolynomialDecayWithOffset(initial_learning_rate=learning_rate,
-                                                decay_steps=max(1, num_train_steps - warmup_steps),
-                                                end_learning_rate=0.0, power=1.0,
-                                                offset=warmup_steps)
-  if not warmup_steps:
-    return decay
-  return lr_schedule.LinearWarmup(after_warmup_lr_sched=decay, warmup_steps=warmup_steps,
-                                  warmup_learning_rate=0.0)
+class LinearWarmupDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+  """The schedule of the module docstring; float32 rates.
+
+  Attributes:
+    num_train_steps: int64 tf.Variable N, read at each call (so a traced step follows a new value).
+    learning_rate, warmup_proportion: float64 tf.Variables of the peak rate and W / N, fixed; a
+      --model_dir checkpoint saves them so that a resume can refuse other values.
+  """
+
+  def __init__(self, learning_rate, num_train_steps, warmup_proportion):
+    super().__init__()
+    self.num_train_steps = tf.Variable(num_train_steps, dtype=tf.int64, trainable=False,
+                                       name="num_train_steps")
+    self.learning_rate = tf.Variable(learning_rate, dtype=tf.float64, trainable=False,
+                                     name="learning_rate")
+    self.warmup_proportion = tf.Variable(warmup_proportion, dtype=tf.float64, trainable=False,
+                                         name="warmup_proportion")
+
+  def warmup_steps(self):
+    """W as an int64 tensor: int(N * warmup_proportion), the Python rule in float64."""
+    return tf.cast(tf.floor(tf.cast(self.num_train_steps, tf.float64) * self.warmup_proportion),
+                   tf.int64)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    peak = tf.cast(self.learning_rate, tf.float32)
+    total = tf.cast(self.num_train_steps, tf.float32)
+    warmup = tf.cast(self.warmup_steps(), tf.float32)
+    rising = tf.math.divide_no_nan(peak * step, warmup)
+    falling = peak * tf.math.divide_no_nan(total - tf.minimum(step, total),
+                                           tf.maximum(total - warmup, 1.0))
+    return tf.where(step < warmup, rising, falling)
+
+  def set_num_train_steps(self, num_train_steps):
+    """Sets N (cross-replica context); W follows."""
+    self.num_train_steps.assign(num_train_steps)
+
+  def get_config(self):
+    return {
+        "learning_rate": float(self.learning_rate.numpy()),
+        "num_train_steps": int(self.num_train_steps.numpy()),
+        "warmup_proportion": float(self.warmup_proportion.numpy())
+    }
 
 
-def warmup_steps_for(num_train_steps, warmup_proportion):
-  """Warm-up steps: int(num_train_steps * warmup_proportion), as google-research/bert."""
-  return int(num_train_steps * warmup_proportion)
+def learning_rate_schedule(learning_rate, num_train_steps, warmup_proportion):
+  """A `LinearWarmupDecay`; create it under the strategy's scope (its variables)."""
+  return LinearWarmupDecay(learning_rate, num_train_steps, warmup_proportion)
+
+
+def schedule_of(optimizer):
+  """The `LinearWarmupDecay` of an optimizer of `create_optimizer` (loss-scaled or not)."""
+  return getattr(optimizer, "inner_optimizer", optimizer).learning_rate
 
 
 def create_optimizer(learning_rate, num_train_steps, warmup_proportion, loss_scale):
-  """tfm's AdamWeightDecay on `learning_rate_schedule`; with dynamic loss scaling when `loss_scale`
-  (mixed_float16). It does not clip (tfm's would clip per replica): `apply_gradients` does.
+  """tfm's AdamWeightDecay on a `LinearWarmupDecay` (call it under the strategy's scope); with
+  dynamic loss scaling when `loss_scale` (mixed_float16). It does not clip (tfm's would clip per
+  replica): `apply_gradients` does.
 
   Returns:
     A tf_keras (legacy) optimizer; with `loss_scale` a `tf_keras.mixed_precision.
     LossScaleOptimizer` with dynamic loss scaling around it.
   """
   optimizer = legacy_adamw.AdamWeightDecay(
-      learning_rate=learning_rate_schedule(learning_rate, num_train_steps,
-                                           warmup_steps_for(num_train_steps, warmup_proportion)),
+      learning_rate=learning_rate_schedule(learning_rate, num_train_steps, warmup_proportion),
       weight_decay_rate=WEIGHT_DECAY_RATE, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
       exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, gradient_clip_norm=0.0)
   if loss_scale:
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer, dynamic=True)
   return optimizer
+
+
+def create_slots(optimizer, variables):
+  """Creates the optimizer's slots for `variables` now (call under the strategy's scope), as the
+  first update would, so that a checkpoint of the initial state holds them (zeros)."""
+  getattr(optimizer, "inner_optimizer", optimizer)._create_all_weights(variables)  # pylint: disable=protected-access
 
 
 def apply_gradients(optimizer, gradients, variables):

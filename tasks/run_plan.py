@@ -26,7 +26,8 @@ class RunPlan:
 
   Attributes:
     model_dir: where the chief writes checkpoints and summaries.
-    num_train_steps: the optimizer step the run trains to (the schedule's length).
+    num_train_steps: the optimizer step the run trains to (the schedule's length); None until
+      --train_budget has planned it (`tasks.train_budget`).
     save_checkpoints_steps, steps_per_loop: steps between checkpoints, most steps in one loop.
     replicas, micro_batch_size, accumulation_steps: a step is replicas x accumulation_steps
       passes of micro_batch_size features.
@@ -37,7 +38,7 @@ class RunPlan:
     memory, device: the planner's `BatchPlan` for one replica, and the `Device` it planned for.
   """
   model_dir: str
-  num_train_steps: int
+  num_train_steps: Optional[int]
   save_checkpoints_steps: int = 1000
   steps_per_loop: int = 100
   replicas: int = 1
@@ -104,9 +105,11 @@ def plan_run(config, bert_config, meta, strategy, policy):
       device=device)
   logging.info(
       "batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-      "XLA %s (%s); %d steps; planner: %s of %s per replica", global_batch, replicas,
+      "XLA %s (%s); %s; planner: %s of %s per replica", global_batch, replicas,
       plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
-      plan.num_train_steps, memory_device.format_bytes(batches.estimate.total), device.description)
+      f"{plan.num_train_steps} steps"
+      if plan.num_train_steps else "steps planned by --train_budget",
+      memory_device.format_bytes(batches.estimate.total), device.description)
   logging.info("padded lengths: %s", describe_lengths(plan.length_buckets or (max_seq_length,)))
   return plan
 
@@ -182,7 +185,8 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
 
 
 def num_train_steps_for(config, num_features, batch_size):
-  """`max_steps` if given, else epochs x full global batches per epoch (at least 1).
+  """`max_steps` if given, None with `train_budget` (planned later), else epochs x full global
+  batches per epoch (at least 1).
 
   Raises:
     errors.UsageError: fewer train windows than one global batch.
@@ -195,6 +199,8 @@ def num_train_steps_for(config, num_features, batch_size):
         f"--gradient_accumulation_steps)")
   if config.max_steps:
     return config.max_steps
+  if config.train_budget:
+    return None
   return max(1, int(per_epoch * config.num_train_epochs))
 
 

@@ -28,35 +28,54 @@ from squad_qa.tasks import learning_curve
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import run_inputs
+from squad_qa.tasks import optimization
 from squad_qa.tasks import run_plan
+from squad_qa.tasks import train_budget
 from squad_qa.tasks import train_progress
 from squad_qa.tasks import trainer as trainer_lib
 
 
-def train(config, strategy, bert_config, meta, policy, start, write_qa_config, scorer=None):
-  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`): plan, task, loop.
+def _planned_steps(config, plan, start):
+  """`plan.num_train_steps`, or for --train_budget resuming a checkpoint, the steps it planned
+  (None: to plan after measuring)."""
+  if not (config.train_budget and start.resume):
+    return plan.num_train_steps
+  steps = model_dir_lib.resumed_plan(start.resume, config.train_budget)
+  logging.info("train_budget %s: %d steps, as planned when %s began (not measured again)",
+               settings.format_duration(config.train_budget), steps, config.model_dir)
+  return steps
 
-  `write_qa_config` (no arguments, or None) runs just before the first checkpoint is saved;
-  `scorer` (a `tasks.evaluation.DevScorer`, or None) draws the learning curve.
+
+def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=None,
+          budget_clock=(time.monotonic, None)):
+  """Fine-tunes under `strategy` from `start` (a `tasks.model_dir.Start`): plan, task, loop, under
+  the dtype policy `run_plan.set_precision` set.
+
+  `write_qa_config` (the planned steps, or None) runs just before the first checkpoint is saved;
+  `scorer` (a `tasks.evaluation.DevScorer`, or None) draws the learning curve and, on the chief,
+  times a scoring for --train_budget (`tasks.train_budget`), which plans on `budget_clock`: (a
+  function returning seconds, its value at the command's start or None: now).
 
   Returns:
     (the model, trained or restored; the run's figures as a dict for train_results.json; the
     `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
   """
+  policy = question_answering.PRECISION_POLICIES[config.precision]
   plan = run_plan.plan_run(config, bert_config, meta, strategy, policy)
+  plan = dataclasses.replace(plan, num_train_steps=_planned_steps(config, plan, start))
   task = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(
           bert_config=bert_config, max_seq_length=meta["flags"]["max_seq_length"],
           train_files=tuple(records.shard_paths(config.records_dir, meta, records.TRAIN_SPLIT)),
           per_replica_batch_size=plan.micro_batch_size, accumulation_steps=plan.accumulation_steps,
-          learning_rate=config.learning_rate, num_train_steps=plan.num_train_steps,
+          learning_rate=config.learning_rate, num_train_steps=plan.num_train_steps or 1,
           warmup_proportion=config.warmup_proportion, mixed_precision_dtype=plan.precision,
           jit_compile=plan.xla, float32_weight_gradients=config.float32_weight_gradients,
           seed=config.seed, length_buckets=plan.length_buckets))
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, plan.num_train_steps)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, config.train_budget)
   if not start.resume:
     if start.init_checkpoint:
       logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))
@@ -65,6 +84,11 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
                                   plan.global_batch_size)
   is_chief = distribution.is_chief(strategy)
+  if not plan.num_train_steps:
+    costs = train_budget.measure(trainer, checkpoint, task.build_inputs, model,
+                                 scorer if is_chief else None, *budget_clock)
+    plan = dataclasses.replace(plan, num_train_steps=train_budget.plan(config, costs, strategy))
+    optimization.schedule_of(optimizer).set_num_train_steps(plan.num_train_steps)
   watchers = [
       train_progress.TrainProgress(optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch,
                                    config.log_steps, config.steps_per_loop,
@@ -73,17 +97,20 @@ def train(config, strategy, bert_config, meta, policy, start, write_qa_config, s
   ]
   curve = learning_curve.LearningCurve(
       config, scorer, model, strategy, optimizer.iterations, score=is_chief,
-      final_step=plan.num_train_steps if config.do_predict else None) if scorer else None
+      final_step=plan.num_train_steps if config.do_predict else None) if (
+          scorer and config.eval_every_steps) else None
   try:
-    stats = trainer_lib.train(trainer, checkpoint, task.build_inputs, plan, start=start,
-                              before_first_save=write_qa_config,
-                              watchers=watchers + ([curve] if curve else []))
+    stats = trainer_lib.train(
+        trainer, checkpoint, task.build_inputs, plan, start=start,
+        before_first_save=write_qa_config and
+        (lambda: write_qa_config(plan.num_train_steps if config.train_budget else None)),
+        watchers=watchers + ([curve] if curve else []))
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
         plan.accumulation_steps, headline="out of memory")) from None
   stats.update(plan.summary(), distribution_strategy=type(strategy).__name__,
-               learning_curve=bool(scorer))
+               learning_curve=bool(curve), num_train_steps=plan.num_train_steps)
   return model, stats, curve
 
 
@@ -176,14 +203,16 @@ def decoding_settings(config, meta):
 
 
 def _qa_config_writer(config, config_file, bert_config, meta, decoding, start):
-  """A function of no arguments writing --model_dir's qa_config.json and train_config.json."""
+  """A function writing --model_dir's qa_config.json and train_config.json, the latter with the
+  steps --train_budget planned (its argument, or None)."""
 
-  def write_qa_config():
+  def write_qa_config(planned_train_steps=None):
     artifacts.write_qa_config(config.model_dir, config_file, bert_config, meta,
                               settings.values(decoding, span_decoding.DecodingSettings),
                               start.recorded)
-    artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
-                         dataclasses.asdict(config))
+    artifacts.write_json(
+        os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE),
+        dataclasses.asdict(dataclasses.replace(config, planned_train_steps=planned_train_steps)))
 
   return write_qa_config
 
@@ -207,12 +236,13 @@ def _output_errors(config, meta):
         f"another --model_dir) and run the same command again") from None
 
 
-def train_and_evaluate(config):
+def train_and_evaluate(config, clock=time.monotonic):
   """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief, which
   holds --model_dir's lock (`base.artifacts.folder_lock`) meanwhile.
 
   Args:
     config: a `tasks.train_config.TrainConfig`.
+    clock: a function returning seconds, which --train_budget plans on.
 
   Returns:
     The eval results (a dict, also in model_dir/eval_results.json), or None without prediction
@@ -223,7 +253,7 @@ def train_and_evaluate(config):
       among them another process training into --model_dir, a --model_dir that is not writable,
       a full disk and a damaged shard.
   """
-  started = time.time()
+  started, budget_started = time.time(), clock()
   if config.gpu and not tf.config.list_physical_devices("GPU"):
     raise errors.UsageError(
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
@@ -236,12 +266,14 @@ def train_and_evaluate(config):
   lock = (artifacts.folder_lock("model_dir", config.model_dir, commands.command("squad-qa-train"))
           if is_chief else contextlib.nullcontext())
   with lock, _output_errors(config, meta):
-    return _train_and_score(config, strategy, (bert_config, config_file, meta), started)
+    return _train_and_score(config, strategy, (bert_config, config_file, meta), started,
+                            (clock, budget_started))
 
 
-def _train_and_score(config, strategy, inputs, started):
+def _train_and_score(config, strategy, inputs, started, budget_clock):
   """`train_and_evaluate` once the strategy is made and --model_dir locked; `inputs` is
-  (BertConfig, its file, the records' meta), `started` the command's start time."""
+  (BertConfig, its file, the records' meta), `started` the command's start time (time.time()),
+  `budget_clock` (the clock --train_budget plans on, its reading at the start)."""
   bert_config, config_file, meta = inputs
   predict_file = config.predict_file or run_inputs.default_predict_file(meta)
   decoding = decoding_settings(config, meta)
@@ -252,7 +284,7 @@ def _train_and_score(config, strategy, inputs, started):
   logging.info("strategy: %s, %d replicas%s",
                type(strategy).__name__, strategy.num_replicas_in_sync,
                "" if is_chief else " (not the chief)")
-  policy = run_plan.set_precision(config)
+  run_plan.set_precision(config)
   tf_keras.utils.set_random_seed(config.seed)
   start = model_dir_lib.decide_start(config.model_dir, config.init_checkpoint)
 
@@ -262,11 +294,13 @@ def _train_and_score(config, strategy, inputs, started):
     return evaluation.DevScorer(config.records_dir, meta, predict_file, config.predict_batch_size,
                                 decoding, config.max_eval_examples)
 
-  scorer = dev_scorer() if config.do_train and config.eval_every_steps else None
+  # --train_budget times a scoring (the chief) before training.
+  scores = config.eval_every_steps or (config.train_budget and config.do_predict and is_chief)
+  scorer = dev_scorer() if config.do_train and scores else None
   stats = curve = None
   if config.do_train:
-    model, stats, curve = train(config, strategy, bert_config, meta, policy, start,
-                                write_qa_config if is_chief else None, scorer)
+    model, stats, curve = train(config, strategy, bert_config, meta, start,
+                                write_qa_config if is_chief else None, scorer, budget_clock)
     if is_chief:
       artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
   else:

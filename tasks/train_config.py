@@ -23,13 +23,17 @@ def _length_buckets(name, value):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.SquadFiles,
-                  span_decoding.DecodingSettings):
+                  span_decoding.DecodingSettings, settings.GivenFields):
   """Everything train.py does: each field is its flag (help, default and rule declared here or in
   the groups it inherits). Token counts are in WordPiece tokens; `device_memory_gb` in GiB.
 
   `train_file` and `do_lower_case` are make_records.py's (run_squad.py takes them too): training
   reads the questions and the casing from the records, so `train_file` is refused and a
   `do_lower_case` other than the records' too (`run_inputs.bert_config_and_meta`).
+
+  Not flags: `typed_flags`, the flags typed (`settings.GivenFields`; None: built in Python), and
+  `planned_train_steps`, the steps a `train_budget` planned, which train.py records here in
+  train_config.json.
 
   Raises (on construction):
     errors.UsageError: a value no run can use (a non-positive epoch count or batch, an unknown
@@ -65,6 +69,14 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
                                              above=0)
   max_steps: Optional[int] = settings.setting(
       None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
+  train_budget: Optional[int] = settings.setting(
+      None, "Wall time for training and the scoring it does, e.g. 90s, 20m, 1h or 1h30m: after "
+      "tracing, the step is timed on real batches and the dev scoring on a few eval batches, and "
+      "the number of steps (the schedule's end) is set to fit the --eval_every_steps scorings and "
+      "the final prediction (--do_predict) in it, from the command's start. A resume keeps the "
+      "plan in the checkpoint. Excludes --max_steps and --num_train_epochs.",
+      parser=settings.DurationParser(),
+      check=settings.at_least(1, f"a duration above 0 like {settings.DURATION_FORMS}"))
   warmup_proportion: float = settings.setting(
       0.1, "Share of the training steps with a linear learning-rate warmup from 0.",
       check=settings.within(0, 1))
@@ -124,17 +136,30 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       0, "Score the first --max_eval_examples dev questions (official EM/F1) every this many steps "
       "while training: a learning curve in --model_dir/learning_curve.csv and TensorBoard's "
       "eval/; 0: off.", check=settings.at_least(0, "0 (off) or more"))
+  typed_flags: Optional[tuple] = None
+  planned_train_steps: Optional[int] = None
 
   def check(self):
     if self.train_file is not None:
       raise errors.UsageError(
           f"--train_file={self.train_file} applies to making the records: training reads the "
           f"train records in --records_dir; drop it")
-    if not self.do_train:  # both shape training only: refuse rather than ignore them
-      for name in ("eval_every_steps", "log_steps"):
+    if not self.do_train:  # these shape training only: refuse rather than ignore them
+      for name in ("eval_every_steps", "log_steps", "train_budget"):
         if getattr(self, name):
-          raise errors.UsageError(f"--{name}={getattr(self, name)} applies to training; "
+          raise errors.UsageError(f"--{name}={self.flag_text(name)} applies to training; "
                                   f"--do_train=false only predicts: drop one of the two")
+    if self.train_budget:
+      for name in ("max_steps", "num_train_epochs"):
+        if self.given(name) and getattr(self, name) is not None:
+          raise errors.UsageError(
+              f"--train_budget={self.flag_text('train_budget')} and --{name}="
+              f"{self.flag_text(name)} both set the length of training: drop one of the two")
+
+  def flag_text(self, name):
+    """Setting `name`'s value as typed on the command line (a budget as 20m, 1h30m, ...)."""
+    value = getattr(self, name)
+    return settings.format_duration(value) if name == "train_budget" else str(value)
 
   @property
   def use_xla(self):

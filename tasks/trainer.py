@@ -155,15 +155,17 @@ def _restore(checkpoint, latest, start, global_step):
 
 
 def _check_restored(restored, latest):
-  """Asserts that `restored` (a restore status or None) matched the whole checkpoint; one without
-  dropout generator states restores the rest, with a warning."""
-  if restored and model_dir_lib.has_dropout_state(latest):
+  """Asserts that `restored` (a restore status or None) matched the whole checkpoint; one saved by
+  an earlier version (`model_dir.missing_state`) restores the rest, with a warning."""
+  missing = model_dir_lib.missing_state(latest) if restored else []
+  if restored and not missing:
     restored.assert_existing_objects_matched()
   elif restored:
     restored.expect_partial()
-    logging.warning(
-        "%s holds no dropout random state (saved by an earlier version): dropout "
-        "continues from a new random stream", latest)
+    if "dropout random state" in missing:
+      logging.warning(
+          "%s holds no dropout random state (saved by an earlier version): dropout "
+          "continues from a new random stream", latest)
 
 
 class SaveAndStopOnSigterm:

@@ -79,7 +79,7 @@ def run_one(strategy, args, name, settings):
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer)
   trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer, batch)
   plan = run_plan.RunPlan(model_dir=os.path.join(args.model_dir, name), num_train_steps=stop_at,
                           save_checkpoints_steps=save_every,

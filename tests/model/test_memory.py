@@ -567,7 +567,7 @@ def test_out_of_memory_keeps_the_last_checkpoint(tmp_path):
   trainer.train = failing_train
   with pytest.raises(trainer_lib.OutOfMemoryError) as error:
     trainer_lib.train(
-        trainer, model_dir_lib.make_checkpoint(model, optimizer, 10),
+        trainer, model_dir_lib.make_checkpoint(model, optimizer),
         lambda context, skip: tf.data.Dataset.from_tensors(batch).repeat(),
         run_plan.RunPlan(model_dir=str(tmp_path), num_train_steps=10, save_checkpoints_steps=1,
                          steps_per_loop=1))

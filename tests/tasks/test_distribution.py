@@ -78,7 +78,7 @@ def test_resuming_with_another_schedule_length_refuses(tmp_path):
   question_answering.set_precision_policy("float32")
   model, _ = span_model.build_span_model(tiny_config())
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
-  path = model_dir_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "ckpt"))
+  path = model_dir_lib.make_checkpoint(model, optimizer).save(str(tmp_path / "ckpt"))
   assert model_dir_lib.schedule_steps_in(path) == 10
   model_dir_lib.check_schedule(path, 10)  # the same length resumes
   with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
@@ -96,7 +96,7 @@ def test_checkpoints_hold_the_dropout_state(tmp_path):
       question_answering.QATaskConfig(bert_config=tiny_config(), max_seq_length=16)).build_model()
   optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
   assert len(model_dir_lib.dropout_generators(model)) == 1 + 4 * 2
-  path = model_dir_lib.make_checkpoint(model, optimizer, 10).save(str(tmp_path / "new"))
+  path = model_dir_lib.make_checkpoint(model, optimizer).save(str(tmp_path / "new"))
   states = [
       n for n, _ in tf.train.list_variables(path)
       if n.startswith(model_dir_lib.DROPOUT_STATE_KEY + "/")

@@ -182,7 +182,7 @@ def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, steps)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer)
   if not start.resume and start.init_checkpoint:
     checkpoints.initialize_from(model, start.init_checkpoint)
   trainer = trainer_lib.QATrainer(strategy, replica_step or task.replica_step(model, optimizer),

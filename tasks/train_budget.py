@@ -1,0 +1,231 @@
+"""--train_budget: the number of steps that ends training and its scoring within a wall time.
+
+What is measured, on this run's model, device and batches (`measure`):
+- the step: one loop traces it, then `MEASURE_STEPS` steps on the run's first batches are timed
+  (the first steps, which trace, are not representative); with length buckets a step's time
+  follows its padded length, so the time is scaled by the mean width of the first
+  `SAMPLE_BATCHES` batches over that of the timed ones (read from the input, not trained);
+- a checkpoint save: the time to write the state to a temporary checkpoint;
+- a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
+  predicted as a scoring does (the first batch traces: every scoring traces anew), and decoded;
+  a pass costs reading the eval records (timed), that first batch, the other batches' seconds per
+  padded token times the padded tokens of the windows scored, and the decoding per question times
+  the questions. A measured forward rate rather than a ratio to the training step: the scoring
+  pads to other lengths, and may run in another precision.
+
+The plan (`planned_steps`) is the most steps whose training, checkpoints, --eval_every_steps
+scorings and final prediction (--do_predict) fit in what is left of the budget, counted from the
+command's start, after measuring.
+
+Design: the schedule's length is a variable (`optimization.LinearWarmupDecay`), so the traced step
+follows the planned length without tracing again. Before measuring, the model, the optimizer (its
+slots created first, and the loss scale), the schedule and the dropout generators are written to a
+temporary checkpoint; after, they are read back and the input starts again from the first batch.
+So the measuring steps change nothing, the warm-up and decay end exactly at the planned step, and
+a budgeted run trains bit for bit as --max_steps=<the planned steps> does. The plan is saved in
+the checkpoints (`model_dir.make_checkpoint`): a resume keeps it (`model_dir.resumed_plan`).
+"""
+
+import dataclasses
+import os
+import shutil
+import tempfile
+import time
+
+from absl import logging
+import tensorflow as tf
+
+from squad_qa import errors
+from squad_qa.base import progress as progress_lib
+from squad_qa.flags import settings
+from squad_qa.tasks import distribution
+from squad_qa.tasks import evaluation
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
+
+MEASURE_STEPS = 8  # timed training steps, after the loop that traces
+PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (the first traces)
+SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+  """Measured seconds: `step` per training step (scaled by `width_ratio`, the run's mean padded
+  length over the timed steps'), `save` per checkpoint, `scoring` per dev scoring (0: the run does
+  not score), and `elapsed` since the command started, once measured."""
+  step: float
+  save: float = 0.0
+  scoring: float = 0.0
+  elapsed: float = 0.0
+  width_ratio: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """What else a run of n steps does: a scoring every `eval_every_steps` (0: none), the final
+  prediction (`do_predict`: it replaces the scoring at the last step), a checkpoint every
+  `save_checkpoints_steps` and at the end."""
+  eval_every_steps: int = 0
+  do_predict: bool = True
+  save_checkpoints_steps: int = 1000
+
+  def scorings(self, steps):
+    """Dev scorings of a run of `steps` steps, the final prediction included."""
+    during = steps // self.eval_every_steps if self.eval_every_steps else 0
+    if self.do_predict and self.eval_every_steps and steps % self.eval_every_steps == 0:
+      during -= 1
+    return during + int(self.do_predict)
+
+  def saves(self, steps):
+    """Checkpoints a run of `steps` steps writes."""
+    return -(-steps // self.save_checkpoints_steps)
+
+  def seconds(self, steps, costs):
+    """The seconds of a run of `steps` steps after the measuring, under `costs`."""
+    return (steps * costs.step + self.saves(steps) * costs.save +
+            self.scorings(steps) * costs.scoring)
+
+
+def planned_steps(budget, costs, schedule):
+  """The most steps whose run (`Schedule.seconds`) fits in `budget` seconds minus `costs.elapsed`
+  (0 if none does)."""
+  left = budget - costs.elapsed
+  low, high = 0, max(0, int(left / costs.step)) + 1
+  while high - low > 1:  # schedule.seconds grows with the steps
+    middle = (low + high) // 2
+    low, high = (middle, high) if schedule.seconds(middle, costs) <= left else (low, middle)
+  return low
+
+
+def plan_line(budget, costs, schedule, steps):
+  """The plan in one log line, e.g. "train_budget 20m: 1.93 s/step measured over 8 steps -> 540
+  steps (planned to end at 19 min 10 s, scoring included: 3 scorings of ~19 s)"."""
+  end = costs.elapsed + schedule.seconds(steps, costs)
+  scorings = schedule.scorings(steps)
+  scoring = (f"scoring included: {scorings} scoring{'s' if scorings != 1 else ''} of "
+             f"~{progress_lib.format_seconds(costs.scoring)}" if scorings else "no scoring")
+  scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
+            if costs.width_ratio != 1 else "")
+  return (f"train_budget {settings.format_duration(budget)}: {costs.step:.3g} s/step measured over "
+          f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
+          f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
+          f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
+
+
+def _time_steps(trainer, steps, clock):
+  """Seconds of `steps` training steps through the trainer's (traced) loop."""
+  began = clock()
+  trainer.train(tf.constant(steps, tf.int32))
+  return clock() - began
+
+
+def _probe_scoring(scorer, model, strategy, clock):
+  """Seconds of one dev scoring of `model` by `scorer` (a `evaluation.DevScorer`), estimated from
+  its first PROBE_BATCHES batches (see the module docstring): `evaluation.predict` of the first
+  batch (a pass's tracing), then of all of them (the others' time is the difference)."""
+  batches = list(scorer.dataset().take(PROBE_BATCHES))
+  if not batches:
+    return 0.0
+  widths = [int(tf.size(b["input_word_ids"])) for b in batches]
+  began = clock()
+  tokens = sum(int(tf.size(b["input_word_ids"])) for b in scorer.dataset())
+  read = clock() - began  # a pass reads the eval records too
+
+  def predict(count):  # evaluation.predict iterates the batches: a list of them serves
+    began = clock()
+    windows = evaluation.predict(model, batches[:count])
+    return windows, clock() - began
+
+  with strategy.scope():
+    _, first = predict(1)
+    windows, probe = predict(len(batches))
+  decode_began = clock()
+  scorer.score_windows(windows)
+  decode = clock() - decode_began
+  per_token = (probe - first) / sum(widths[1:]) if len(widths) > 1 else first / widths[0]
+  return (read + first + max(0.0, per_token) * (tokens - widths[0]) +
+          decode / max(1, len(windows)) * len(scorer.ids))
+
+
+def width_ratio(dataset_fn, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
+  """The mean padded length of the input's first `sample` batches over that of batches 2 to
+  `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
+  widths = [int(b["input_word_ids"].shape[1]) for b in dataset_fn(None, 0).take(sample)]
+  timed_widths = widths[1:1 + timed]
+  if not timed_widths:
+    return 1.0
+  return (sum(widths) / len(widths)) / (sum(timed_widths) / len(timed_widths))
+
+
+def _snapshot(checkpoint, folder, clock):
+  """Writes `checkpoint` into `folder`; returns (its path, the seconds it took)."""
+  began = clock()
+  path = checkpoint.write(os.path.join(folder, "state"))
+  return path, clock() - began
+
+
+def _chief_value(strategy, value):
+  """`value` (a float) as the chief computed it, on every worker (an all-reduce)."""
+
+  def replica_value():
+    context = tf.distribute.get_replica_context()
+    mine = tf.constant(value, tf.float32) * tf.cast(tf.equal(context.replica_id_in_sync_group, 0),
+                                                    tf.float32)
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, mine)
+
+  return float(strategy.experimental_local_results(strategy.run(replica_value))[0])
+
+
+def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.monotonic,
+            started=None):
+  """The `Costs` of this run (module docstring), leaving every variable of `checkpoint` (a
+  `model_dir.make_checkpoint`) as it was.
+
+  Args:
+    trainer: the `trainer.QATrainer`; its dataset is replaced (the run sets its own).
+    dataset_fn: (input_context, skip_steps) -> per-pipeline dataset (the task's build_inputs).
+    model: the model being trained.
+    scorer: the `evaluation.DevScorer` of the run's scorings (the chief's), or None.
+    clock: a function returning seconds.
+    started: `clock()` at the command's start (default: now).
+  """
+  strategy = trainer.strategy
+  started = clock() if started is None else started
+  with strategy.scope():
+    optimization.create_slots(trainer.optimizer, question_answering.trained_variables(model))
+  folder = tempfile.mkdtemp(prefix="squad_qa_budget_")
+  try:
+    path, save = _snapshot(checkpoint, folder, clock)
+    trainer.train_dataset = strategy.distribute_datasets_from_function(
+        lambda context: dataset_fn(context, 0))
+    _time_steps(trainer, 1, clock)  # traces
+    step = _time_steps(trainer, MEASURE_STEPS, clock) / MEASURE_STEPS
+    ratio = width_ratio(dataset_fn)
+    scoring = _probe_scoring(scorer, model, strategy, clock) if scorer else 0.0
+    checkpoint.read(path).assert_consumed()
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
+  trainer.train_dataset = None
+  return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
+               width_ratio=ratio)
+
+
+def plan(config, costs, strategy):
+  """The planned steps of `config` (a `TrainConfig` with `train_budget`) under `costs`, the same on
+  every worker (the chief's); logs the plan in one line.
+
+  Raises:
+    errors.UsageError: the budget leaves no time for one step.
+  """
+  schedule = Schedule(config.eval_every_steps, config.do_predict, config.save_checkpoints_steps)
+  steps = planned_steps(config.train_budget, costs, schedule)
+  if distribution.is_multi_worker(strategy):
+    steps = int(_chief_value(strategy, steps))
+  if not steps:
+    raise errors.UsageError(
+        f"--train_budget={settings.format_duration(config.train_budget)} leaves no time for a "
+        f"step: {progress_lib.format_seconds(costs.elapsed)} went to starting and measuring, a "
+        f"step takes {costs.step:.3g} s and a scoring ~{progress_lib.format_seconds(costs.scoring)}"
+        f"; give a longer --train_budget")
+  logging.info("%s", plan_line(config.train_budget, costs, schedule, steps))
+  return steps

@@ -1,0 +1,261 @@
+"""--train_budget: the plan's arithmetic, a planned run on a fake clock (steps, schedule end, the
+plan saved and kept on resume, the same training as --max_steps), and the refusals' lines."""
+
+import json
+import logging as std_logging
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from squad_qa import errors
+from squad_qa.flags import command_line
+from squad_qa.flags import settings
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.tasks import model_dir as model_dir_lib
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
+from squad_qa.tasks import train_and_evaluate
+from squad_qa.tasks import train_budget
+from squad_qa.tasks import train_config
+from tests import testutil
+
+BUDGET = 60
+
+
+def test_the_plan_is_the_most_steps_that_fit():
+  """2 s a step, 1 s a checkpoint (every 250 steps and at the end), 10 s a scoring (every 100
+  steps, the final prediction replacing the one at the last step), 50 s already spent, 20 min:
+  543 steps take 1086 + 3 + 6 x 10 = 1149 s of the 1150 left; 544 would take 1151."""
+  costs = train_budget.Costs(step=2.0, save=1.0, scoring=10.0, elapsed=50.0)
+  scored = train_budget.Schedule(eval_every_steps=100, do_predict=True, save_checkpoints_steps=250)
+  assert train_budget.planned_steps(1200, costs, scored) == 543
+  assert scored.seconds(543, costs) == 1149.0 and scored.seconds(544, costs) == 1151.0
+  assert [scored.scorings(n) for n in (99, 100, 101, 200)] == [1, 1, 2, 2]
+  unscored = train_budget.Schedule(eval_every_steps=0, do_predict=False, save_checkpoints_steps=250)
+  assert train_budget.planned_steps(1200, costs, unscored) == 573  # 1146 + 3 s
+  assert train_budget.planned_steps(50, costs, unscored) == 0
+  assert train_budget.plan_line(1200, costs, scored, 543) == (
+      "train_budget 20m: 2 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
+      "59 s, scoring included: 6 scorings of ~10 s; measuring took 50 s since the start)")
+
+
+def test_the_step_time_is_scaled_to_the_mean_padded_length():
+  """Batches 8, 16, 24 and 32 tokens wide; the timed one (the second) is 16, the mean 20."""
+
+  def dataset_fn(context, skip):
+    del context, skip
+    return tf.data.Dataset.range(4).map(
+        lambda i: {"input_word_ids": tf.zeros(tf.stack([2, 8 * (i + 1)]), tf.int32)})
+
+  assert train_budget.width_ratio(dataset_fn, timed=1, sample=4) == 1.25
+  assert train_budget.width_ratio(dataset_fn, timed=2, sample=4) == 1.0
+
+
+class ScriptedClock:
+  """A clock giving `values` in turn, then the last one: in train_and_evaluate's order, the
+  command's start, a checkpoint write (1 s), the tracing loop, 8 timed steps (16 s: 2 s a step),
+  reading the eval records (0 s), the probe's first eval batch (1 s; the dev set is one batch),
+  its other batches (none) and decoding (1 s: a scoring is 2 s), then the time spent once
+  measured (40 s)."""
+  PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 36, 36, 37, 37, 37, 37, 38, 40)
+
+  def __init__(self, values=PLAN):
+    self.values = list(values)
+
+  def __call__(self):
+    return self.values.pop(0) if len(self.values) > 1 else self.values[0]
+
+
+# 60 s - 40 s = 20 s: 8 steps of 2 s, one checkpoint (1 s) and the final prediction (2 s) = 19 s.
+PLANNED = 8
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("budget")
+  return tmp, testutil.make_train_records(tmp, 24, dev_questions=8)
+
+
+def config_for(records, model_dir, **overrides):
+  tmp, records_dir = records
+  return train_config.TrainConfig(
+      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8, length_buckets=None,
+      bert_config_file=testutil.write_tiny_config(tmp / "bert_config.json"),
+      predict_file=str(tmp / "dev.json"), **overrides)
+
+
+def read_json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def budget_run(records):
+  """A budgeted run with checkpoints at steps 4 and 8."""
+  model_dir = records[0] / "budget"
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
+      clock=ScriptedClock())
+  return model_dir
+
+
+@pytest.mark.slow
+def test_a_budget_plans_the_steps_and_ends_the_schedule_there(budget_run):
+  results = read_json(budget_run / "train_results.json")
+  assert (results["end_step"], results["num_train_steps"]) == (PLANNED, PLANNED)
+  saved = read_json(budget_run / "train_config.json")
+  assert (saved["train_budget"], saved["planned_train_steps"]) == (BUDGET, PLANNED)
+  latest = tf.train.latest_checkpoint(str(budget_run))
+  assert latest.endswith(f"ckpt-{PLANNED}")
+  assert model_dir_lib.schedule_steps_in(latest) == PLANNED
+  assert model_dir_lib.train_budget_in(latest) == BUDGET
+  # The last update used lr(7) = 5e-5 x 1 / 8 (no warm-up step: int(8 x 0.1) = 0); lr(8) is 0.
+  schedule = optimization.LinearWarmupDecay(5e-5, PLANNED, 0.1)
+  assert results["learning_rate"] == float(schedule(PLANNED - 1)) == pytest.approx(5e-5 / 8)
+  assert float(schedule(PLANNED)) == 0.0 and float(schedule(PLANNED + 5)) == 0.0
+
+
+@pytest.mark.slow
+def test_a_budgeted_run_trains_as_max_steps_of_its_plan(records, budget_run):
+  """Measuring leaves nothing behind: the same weights, optimizer slots and predictions, bit for
+  bit, as --max_steps=8."""
+  model_dir = records[0] / "max_steps"
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, max_steps=PLANNED, save_checkpoints_steps=4))
+  budget = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(budget_run)))
+  fixed = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+  names = [n for n in budget.get_variable_to_shape_map() if n.startswith(("model/", "optimizer/"))]
+  assert len(names) > 50
+  for name in names:
+    np.testing.assert_array_equal(budget.get_tensor(name), fixed.get_tensor(name), err_msg=name)
+  assert (read_json(budget_run / "predictions.json") == read_json(model_dir / "predictions.json"))
+
+
+@pytest.mark.slow
+def test_a_resume_keeps_the_plan(records, budget_run, tmp_path, caplog):
+  """The budgeted run as if stopped after its checkpoint at step 4: the same command resumes to
+  the planned step 8 without measuring again (this clock, 1 s a step, would plan more), and ends
+  with the same weights."""
+  model_dir = tmp_path / "resumed"
+  shutil.copytree(budget_run, model_dir)
+  for path in model_dir.glob(f"ckpt-{PLANNED}.*"):
+    path.unlink()
+  (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n'
+                                        'all_model_checkpoint_paths: "ckpt-4"\n')
+  caplog.set_level(std_logging.INFO)
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
+      clock=ScriptedClock((0, 1, 2, 3, 4, 5, 6)))
+  assert f"train_budget 1m: {PLANNED} steps, as planned when {model_dir} began" in caplog.text
+  assert "measured over" not in caplog.text
+  results = read_json(model_dir / "train_results.json")
+  assert (results["start_step"], results["end_step"]) == (4, PLANNED)
+  assert read_json(model_dir / "train_config.json")["planned_train_steps"] == PLANNED
+  resumed = tf.train.load_checkpoint(str(model_dir / f"ckpt-{PLANNED}"))
+  whole = tf.train.load_checkpoint(str(budget_run / f"ckpt-{PLANNED}"))
+  names = [n for n in whole.get_variable_to_shape_map() if n.startswith("model/")]
+  assert len(names) > 50
+  for name in names:
+    np.testing.assert_array_equal(resumed.get_tensor(name), whole.get_tensor(name), err_msg=name)
+
+
+def saved_checkpoint(tmp_path, learning_rate=1e-4, warmup_proportion=0.1, steps=10, budget=None):
+  question_answering.set_precision_policy("float32")
+  model, _ = span_model.build_span_model(
+      bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
+  optimizer = optimization.create_optimizer(learning_rate, steps, warmup_proportion, False)
+  checkpoint = model_dir_lib.make_checkpoint(model, optimizer, budget)
+  return checkpoint.save(str(tmp_path / "ckpt")), model, optimizer
+
+
+def test_resuming_with_another_learning_rate_or_warmup_refuses(tmp_path):
+  path, model, _ = saved_checkpoint(tmp_path)
+  model_dir_lib.check_resumable(
+      path, model_dir_lib.make_checkpoint(model,
+                                          optimization.create_optimizer(1e-4, 10, 0.1, False)))
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.check_resumable(
+        path,
+        model_dir_lib.make_checkpoint(model, optimization.create_optimizer(2e-4, 10, 0.1, False)))
+  assert str(error.value) == (
+      f"{path} was trained with --learning_rate=0.0001, this run asks for --learning_rate=0.0002; "
+      f"resume with --learning_rate=0.0001, or start a new --model_dir to train with 0.0002")
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.check_resumable(
+        path,
+        model_dir_lib.make_checkpoint(model, optimization.create_optimizer(1e-4, 10, 0.2, False)))
+  assert str(error.value) == (
+      f"{path} was trained with --warmup_proportion=0.1, this run asks for "
+      f"--warmup_proportion=0.2; resume with --warmup_proportion=0.1, or start a new --model_dir "
+      f"to train with 0.2")
+
+
+def test_a_budget_resumes_only_its_own_plan(tmp_path):
+  unplanned, _, _ = saved_checkpoint(tmp_path / "a")
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.resumed_plan(unplanned, 1200)
+  assert str(error.value) == (
+      f"{unplanned} was not planned by --train_budget, and --train_budget=20m would plan its "
+      f"schedule anew; resume with --max_steps=10 instead, or start a new --model_dir")
+  planned, _, _ = saved_checkpoint(tmp_path / "b", steps=540, budget=1200)
+  assert model_dir_lib.resumed_plan(planned, 1200) == 540
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.resumed_plan(planned, 5400)
+  assert str(error.value) == (
+      f"{planned} was planned by --train_budget=20m (540 steps), this run asks for "
+      f"--train_budget=1h30m; resume with --train_budget=20m, or start a new --model_dir")
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.check_schedule(planned, 1000)
+  assert str(error.value) == (
+      f"{planned} was trained on a learning-rate schedule of 540 steps, this run asks for 1000; "
+      f"resume with --train_budget=20m, which keeps its plan, or start a new --model_dir")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({
+        "train_budget": 1200,
+        "max_steps": 1000
+    }, "--train_budget=20m and --max_steps=1000 both set the length of training: drop one of the "
+     "two"),
+    ({
+        "train_budget": 5400,
+        "num_train_epochs": 2.0,
+        "typed_flags": ("num_train_epochs", "train_budget")
+    }, "--train_budget=1h30m and --num_train_epochs=2.0 both set the length of training: drop one "
+     "of the two"),
+    ({
+        "train_budget": 90,
+        "do_train": False
+    }, "--train_budget=1m30s applies to training; --do_train=false only predicts: drop one of the "
+     "two"),
+    ({
+        "train_budget": 0
+    }, "--train_budget=0: must be a duration above 0 like 90s, 20m, 1h or 1h30m"),
+])
+def test_settings_a_budget_excludes_are_one_line(values, message):
+  with pytest.raises(errors.UsageError) as error:
+    train_config.TrainConfig(**values)
+  assert str(error.value) == message
+
+
+def test_durations_and_the_bad_duration_line():
+  flag_values = flags.FlagValues()
+  settings.define_flags(train_config.TrainConfig, flag_values)
+  parse = settings.DurationParser().parse
+  assert [parse(t) for t in ("90s", "20m", "1h", "1h30m", "1h2m3s", "5M")
+         ] == [90, 1200, 3600, 5400, 3723, 300]
+  assert [settings.format_duration(s) for s in (90, 1200, 5400)] == ["1m30s", "20m", "1h30m"]
+  for bad in ("20", "1m1h", "0m", "1.5h"):
+    with pytest.raises(SystemExit) as stop:
+      command_line.parse_flags(["train.py", f"--train_budget={bad}"], flag_values)
+    assert stop.value.code == (
+        f"train.py: flag --train_budget={bad}: expected a duration above 0 like 90s, 20m, 1h or "
+        f"1h30m (hours h, minutes m, seconds s, in that order), got '{bad}' (--helpfull lists the "
+        f"flags)")
+  command_line.parse_flags(["train.py", "--train_budget=20m"], flag_values)
+  config = command_line.config_from_flags(train_config.TrainConfig, flag_values)
+  assert (config.train_budget, config.typed_flags) == (1200, ("train_budget",))
