@@ -1,7 +1,7 @@
 """kill -9 while a command writes: each output is written under a temporary name and renamed into
 place, so a kill at any moment leaves the previous complete output (or none) and the same command
-redoes or resumes it. Each test kills one command at three moments (a given log line, then a delay
-drawn from seeds 0..2), checking what is left after each kill, then lets it finish."""
+redoes or resumes it. Each test kills one command at a moment per seed (a given log line, then a
+delay drawn from the seed), checking what is left after each kill, then lets it finish."""
 
 import hashlib
 import json
@@ -18,7 +18,7 @@ from squad_qa.model import checkpoints
 from squad_qa.preprocess import records
 from tests import testutil
 
-SEEDS = (0, 1, 2)
+SEEDS = (0, 1)  # more by hand: each seed is a kill at another moment
 
 
 def kill_when(argv, line, seed, log, max_delay, timeout=600):
