@@ -186,7 +186,7 @@ class _PreparedSplit:
           unique_ids = first_unique_id + np.arange(row, row + len(chunk), dtype=np.int64)
           for record in record_serialization.serialize_features(arrays, unique_ids, self.split):
             writer.write(record)
-    if shard_end > shard_begin:
+    if shard_end > shard_begin and len(self.plan):
       elapsed = time.time() - started
       logging.info("%s shards %d..%d: %s written in %.1f s (%.0f windows/s)", self.split,
                    shard_begin, shard_end - 1, counted(len(self.plan), "window"), elapsed,

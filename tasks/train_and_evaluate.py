@@ -301,8 +301,10 @@ def _train_and_score(config, strategy, inputs, started, budget_clock):
   if config.do_train:
     model, stats, curve = train(config, strategy, bert_config, meta, start,
                                 write_qa_config if is_chief else None, scorer, budget_clock)
-    if is_chief:
-      artifacts.write_json(os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE), stats)
+    results_file = os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE)
+    # A finished run started again trains nothing and keeps the results of its training.
+    if is_chief and (stats["steps"] or not tf.io.gfile.exists(results_file)):
+      artifacts.write_json(results_file, stats)
   else:
     with strategy.scope():
       model = restore_for_prediction(config, bert_config, start)

@@ -155,7 +155,8 @@ def test_training_resumes_from_the_latest_checkpoint(run):
   """Another --max_steps would change the learning-rate schedule: refused in one line. A run
   stopped at step 2 (the checkpoint state names ckpt-2) resumes there and ends at step 4."""
   common = (f"--records_dir={run['records']}", f"--model_dir={run['model']}",
-            "--train_batch_size=8", "--save_checkpoints_steps=100", "--do_predict=false")
+            "--train_batch_size=8", "--save_checkpoints_steps=100", "--do_predict=false",
+            "--learning_rate=1e-3")  # the run's: a resume keeps its schedule
   returncode, log = testutil.run_cli("train.py", "--max_steps=6", *common, expect_ok=False)
   assert returncode != 0 and "Traceback" not in log
   assert ("was trained on a learning-rate schedule of 4 steps, this run asks for 6; resume with "
@@ -167,6 +168,15 @@ def test_training_resumes_from_the_latest_checkpoint(run):
   assert "resumed from" in log and "at step 2" in log
   assert "trained steps 2..4" in log
   assert tf.train.latest_checkpoint(run["model"]).endswith("ckpt-4")
+  results_file = os.path.join(run["model"], "train_results.json")
+  with open(results_file) as f:
+    results = json.load(f)
+  assert (results["start_step"], results["end_step"], results["steps"]) == (2, 4, 2)
+  # Once more: nothing to train, and the results of the training are kept.
+  _, log = testutil.run_cli("train.py", "--max_steps=4", *common)
+  assert "already trained 4 of 4 steps" in log
+  with open(results_file) as f:
+    assert json.load(f) == results
 
 
 @pytest.mark.slow
@@ -180,7 +190,7 @@ def test_float16_resume_of_a_float32_run_is_refused_in_one_line(run, tmp_path):
                                              all_model_checkpoint_paths=[ckpt_2])
   returncode, log = testutil.run_cli("train.py", f"--records_dir={run['records']}",
                                      f"--model_dir={model_dir}", "--train_batch_size=8",
-                                     "--max_steps=4", "--do_predict=false",
+                                     "--max_steps=4", "--do_predict=false", "--learning_rate=1e-3",
                                      "--mixed_precision_dtype=float16", expect_ok=False)
   assert returncode != 0 and "Traceback" not in log
   assert (f"train.py: {ckpt_2} was trained without loss scaling (float32 or bfloat16) and float16 "

@@ -12,7 +12,9 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from squad_qa.model import checkpoints
 from squad_qa.preprocess import records
@@ -91,6 +93,16 @@ def test_train_killed_resumes_to_the_same_final_step(tmp_path):
   assert "resumed from" in output or "already trained 8 of 8 steps" in output
   assert os.path.basename(checkpoints.latest_checkpoint(str(model_dir))) == "ckpt-8"
   assert not [name for name in os.listdir(model_dir) if "temp" in name or ".tmp" in name]
+  # The same weights as a run never killed: a resume restores the input's and dropout's state.
+  whole_dir = tmp_path / "uninterrupted"
+  testutil.run_cli(
+      *[f"--model_dir={whole_dir}" if a.startswith("--model_dir=") else a for a in argv])
+  killed = tf.train.load_checkpoint(str(model_dir / "ckpt-8"))
+  whole = tf.train.load_checkpoint(str(whole_dir / "ckpt-8"))
+  names = [n for n in whole.get_variable_to_shape_map() if n.startswith("model/")]
+  assert len(names) > 20
+  for name in names:
+    np.testing.assert_array_equal(killed.get_tensor(name), whole.get_tensor(name), err_msg=name)
 
 
 @pytest.mark.slow
