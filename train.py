@@ -9,7 +9,8 @@ tasks/train_and_evaluate.py does the job: check the inputs -> plan -> task -> lo
 writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
 """
 
-import sys
+import os
+import re
 
 from absl import flags
 
@@ -31,13 +32,19 @@ def main(argv):
 
 
 def after_interrupt():
-  """What a Ctrl-C leaves: the checkpoint the same command resumes from, or none yet."""
-  model_dir = flags.FLAGS["model_dir"].value
+  """What a Ctrl-C leaves: the checkpoint the same command resumes from, or none yet. Reads the
+  checkpoint state file without TensorFlow, which the interrupt may have stopped mid-call."""
+  model_dir = flags.FLAGS["model_dir"].value or ""
+  state = os.path.join(model_dir, "checkpoint")
+  if "://" in model_dir:
+    return "the checkpoints in --model_dir are kept; the same command resumes from the last one"
   latest = None
-  if "tensorflow" in sys.modules and model_dir:  # else it stopped before training could save
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    latest = tf.train.latest_checkpoint(model_dir) if tf.io.gfile.isdir(model_dir) else None
-  if latest:
+  if os.path.isfile(state):
+    with open(state, encoding="utf-8") as f:
+      found = re.search(r'^model_checkpoint_path: "(.*)"$', f.read(), re.MULTILINE)
+    if found:
+      latest = os.path.join(model_dir, found.group(1))
+  if latest and os.path.exists(latest + ".index"):
     return f"{latest} is kept; the same command resumes from it"
   return f"no checkpoint was saved in --model_dir={model_dir} yet; the same command starts over"
 

@@ -33,7 +33,8 @@ def interrupt_when(argv, ready, log, timeout=300):
 
 @pytest.mark.slow
 def test_ctrl_c_stops_make_records_and_its_workers_with_one_line(tmp_path):
-  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 3000)
+  # Enough questions that the shards take about a second to write, the moment interrupted.
+  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 12000)
   out = tmp_path / "records"
   status, output = interrupt_when([
       "preprocess/make_records.py", f"--train_file={train}",
@@ -80,7 +81,7 @@ from squad_qa import train
 import tensorflow as tf
 empty, saved = sys.argv[1:]
 tf.compat.v1.train.update_checkpoint_state(saved, saved + "/ckpt-4")
-open(saved + "/ckpt-4.index", "w").close()  # latest_checkpoint looks for it
+open(saved + "/ckpt-4.index", "w").close()  # a checkpoint is named only when its index exists
 for model_dir in (empty, saved):
   flags.FLAGS(["train.py", "--model_dir=" + model_dir])
   print(train.after_interrupt())
