@@ -16,6 +16,7 @@ from absl import flags
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.tasks import train_config
@@ -35,7 +36,7 @@ def after_interrupt():
   """What a Ctrl-C leaves: the checkpoint the same command resumes from, or none yet. Reads the
   checkpoint state file without TensorFlow, which the interrupt may have stopped mid-call."""
   model_dir = flags.FLAGS["model_dir"].value or ""
-  state = os.path.join(model_dir, "checkpoint")
+  state = os.path.join(model_dir, artifacts.CHECKPOINT_STATE_FILE)
   if "://" in model_dir:
     return "the checkpoints in --model_dir are kept; the same command resumes from the last one"
   latest = None

@@ -15,6 +15,8 @@ QA_CONFIG_FILE = "qa_config.json"
 TRAIN_RESULTS_FILE = "train_results.json"
 LEARNING_CURVE_FILE = "learning_curve.csv"  # dev EM/F1 during training (tasks/learning_curve.py)
 TRAIN_CONFIG_FILE = "train_config.json"  # the TrainConfig of the run that wrote the checkpoints
+# TensorFlow's checkpoint state file: names the latest checkpoint (`model_checkpoint_path: "..."`).
+CHECKPOINT_STATE_FILE = "checkpoint"
 PREDICTIONS_FILE = "predictions.json"
 EVAL_RESULTS_FILE = "eval_results.json"
 NULL_ODDS_FILE = "null_odds.json"

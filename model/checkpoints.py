@@ -207,7 +207,7 @@ def check_intact(prefix, folder):
   if found is None:
     return
   name = os.path.basename(prefix)
-  state_file = os.path.join(folder, "checkpoint")
+  state_file = os.path.join(folder, artifacts.CHECKPOINT_STATE_FILE)
   state = tf.train.get_checkpoint_state(folder)
   earlier = [
       os.path.basename(path) for path in (state.all_model_checkpoint_paths if state else [])
