@@ -7,6 +7,7 @@ start-up lines; the commands quiet more (base/console.py).
 """
 
 import ctypes as _ctypes
+import functools as _functools
 import os as _os
 import sys as _sys
 
@@ -25,6 +26,7 @@ def verbose_from_environment(environ=_os.environ):
   return environ.get(VERBOSE_ENV, "").strip().lower() not in ("", "0", "false")
 
 
+@_functools.lru_cache(maxsize=None)  # asked at import and again by a command's console
 def has_nvidia_driver():
   """True when TensorFlow's CUDA probe can find an NVIDIA driver."""
   if _os.path.isdir(_NVIDIA_DRIVER_FOLDER):

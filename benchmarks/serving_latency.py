@@ -389,10 +389,9 @@ def floor_ms(precision, shapes, repeats, tmp):
   return total, rates
 
 
-def precision_case(config, exports, case, repeats, tmp):
+def precision_case(config, exports, question, context, repeats, tmp):
   """({precision: {stage: ms}}, {precision: floor ms}, {precision: {matmul: GFLOP/s}},
-  {precision: useful forward FLOPs}) of one question of peer.pick_cases' `case` per export."""
-  question, context = peer.pick_cases(predict_file())[0][case]
+  {precision: useful forward FLOPs}) of one question on `context` per export."""
   profiles, floors, rates, flops = {}, {}, {}, {}
   for precision, export in exports.items():
     lengths = [int(sum(w.input_mask)) for w in export.qa.features(question, context)]
@@ -421,9 +420,10 @@ def precisions(repeats):
   dtypes = {p: tf.bfloat16 if p == "bfloat16" else tf.float32 for p in names}
   rate_of = {d: step_profile.matmul_gflops(d) for d in set(dtypes.values())}
   big = {p: rate_of[dtypes[p]] for p in names}
+  cases = peer.pick_cases(predict_file())[0]
   for case in ("ctx~1000", "ctx~10000"):
     with tempfile.TemporaryDirectory() as tmp:
-      profiles, floors, rates, flops = precision_case(config, exports, case, repeats, tmp)
+      profiles, floors, rates, flops = precision_case(config, exports, *cases[case], repeats, tmp)
     print(f"\n{case}: one call, median ms of {repeats}; load average at the end {os.getloadavg()}")
     print("| stage | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
