@@ -15,7 +15,10 @@ executor, waiting). The input pipeline is timed apart: drawing the batches from 
 Useful FLOPs are the encoder's and attention's matmuls, forward and backward (3x forward), at each
 batch's padded length: per layer 2 * tokens * (4 h^2 + 2 h * intermediate) + 4 * batch * length^2 *
 h (scores and values). Utilization is useful FLOP/s over this machine's rate for one 2048^3
-matmul in the step's compute dtype, measured in the same process.
+matmul in the step's compute dtype, measured in the same process. The floor is the step's own
+matmuls (`layer_matmuls`: the same shapes, forward and backward) timed alone in the same dtype: the
+least time TensorFlow's kernels need for them, so the highest utilization this machine can show at
+these shapes; attention's products over 32-wide heads run far below the 2048^3 rate.
 """
 
 import argparse
@@ -129,6 +132,59 @@ def train_flops(config, batch, length):
   return 3 * config.num_hidden_layers * per_layer
 
 
+def layer_matmuls(config, batch, length):
+  """[(a shape, b shape, transpose_a, transpose_b, kind)] of one encoder layer's matmuls in one
+  training step at padded `length`, forward and backward: per weight x[M,K] @ w[K,N], the forward
+  product, dx = dy @ w^T and dw = x^T @ dy; per attention product, the same over batch x heads.
+  `kind` is "dense" or "attention"."""
+  hidden, inner = config.hidden_size, config.intermediate_size
+  heads = config.num_attention_heads
+  tokens, head_size = batch * length, hidden // heads
+  shapes = []
+  for k, n in [(hidden, hidden)] * 4 + [(hidden, inner), (inner, hidden)]:
+    shapes += [([tokens, k], [k, n], False, False, "dense"),
+               ([tokens, n], [k, n], False, True, "dense"),
+               ([tokens, k], [tokens, n], True, False, "dense")]
+  q = [batch * heads, length, head_size]
+  p = [batch * heads, length, length]
+  for a, b in [(q, q), (p, q)]:  # scores = q @ k^T; values = p @ v
+    transpose_b = a is q
+    out = p if a is q else q
+    shapes += [(a, b, False, transpose_b, "attention"),
+               (out, b, False, not transpose_b, "attention"), (a, out, True, False, "attention")]
+  return shapes
+
+
+def matmul_floor_s(config, batch, lengths, dtype, repeats=3):
+  """{"dense": s, "attention": s}: seconds per step that the step's own matmuls take alone
+  (`layer_matmuls` at each of `lengths`, times the layers, averaged over the lengths), the best of
+  `repeats` after a warm-up: what TensorFlow's matmul kernels need at these shapes with no other
+  work, the floor of the step's time."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  total = {"dense": 0.0, "attention": 0.0}
+  for length in lengths:
+    for kind in total:
+      operands = [(tf.cast(tf.random.normal(a), dtype), tf.cast(tf.random.normal(b), dtype), ta, tb)
+                  for a, b, ta, tb, k in layer_matmuls(config, batch, length) if k == kind]
+      # The products are returned, not reduced: a reduction would add a pass over each output.
+      products = tf.function(
+          lambda ops=operands:
+          [tf.matmul(a, b, transpose_a=ta, transpose_b=tb) for a, b, ta, tb in ops])
+      products()
+      best = float("inf")
+      for _ in range(repeats):
+        started = time.perf_counter()
+        products()  # a function call on the CPU returns when its ops have run
+        best = min(best, time.perf_counter() - started)
+      total[kind] += best * config.num_hidden_layers / len(lengths)
+  return total
+
+
+def attention_train_flops(config, batch, length):
+  """The attention products' share of `train_flops` (scores and values, forward + backward)."""
+  return 3 * config.num_hidden_layers * 4 * batch * length**2 * config.hidden_size
+
+
 def build(args):
   """(compute dtype, BERT config, the train step, an iterator over train_dataset batches)."""
   from squad_qa.base import cpu_runtime  # noqa: F401
@@ -189,7 +245,9 @@ def run(args):
     op_ps[category(name)] = op_ps.get(category(name), 0) + duration
   busy_s = busy_ps(ops) / 1e12 / args.steps
   flops = sum(train_flops(config, args.batch, n) for n in lengths) / args.steps
-  rate = matmul_gflops(tf.bfloat16 if dtype == "bfloat16" else tf.float32)
+  compute_dtype = tf.bfloat16 if dtype == "bfloat16" else tf.float32
+  rate = matmul_gflops(compute_dtype)
+  floor = matmul_floor_s(config, args.batch, lengths, compute_dtype)
 
   print(f"\nCPU: {cpu_description()}")
   print(f"MiniLM-L6, batch {args.batch}, {dtype} compute, {args.steps} real train batches at "
@@ -209,6 +267,14 @@ def run(args):
   achieved = flops / step_s / 1e9
   print(f"useful FLOPs per step {flops / 1e9:.1f} GFLOP; {achieved:.1f} GFLOP/s; this machine's "
         f"{MATMUL_SIDE}^3 {dtype} matmul {rate:.1f} GFLOP/s; utilization {achieved / rate:.0%}")
+  floor_s = floor["dense"] + floor["attention"]
+  attention_flops = sum(attention_train_flops(config, args.batch, n) for n in lengths) / args.steps
+  print(f"the step's matmuls alone, at its own shapes: {floor_s * 1e3:.0f} ms (dense "
+        f"{floor['dense'] * 1e3:.0f} ms at {(flops - attention_flops) / floor['dense'] / 1e9:.1f} "
+        f"GFLOP/s; attention {floor['attention'] * 1e3:.0f} ms at "
+        f"{attention_flops / floor['attention'] / 1e9:.1f} GFLOP/s): utilization at most "
+        f"{flops / floor_s / 1e9 / rate:.0%} with nothing but matmuls; the step spends "
+        f"{step_s / floor_s:.2f}x that floor")
 
 
 def main():

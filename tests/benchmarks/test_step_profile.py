@@ -64,3 +64,30 @@ def test_useful_flops_of_a_minilm_step():
   # 6 layers of 384 (12 heads), intermediate 1536: per token and layer 2 * (4 * 384^2 + 2 * 384 *
   # 1536) = 3,538,944 FLOP; attention 4 * 128 * 384 per token; forward + backward = 3 x forward.
   assert step_profile.train_flops(config, 16, 128) == 3 * 6 * 16 * 128 * (3538944 + 4 * 128 * 384)
+
+
+def test_the_floors_matmuls_are_the_useful_flops_of_a_step():
+  config = bert_config_lib.BertConfig.from_json_file(f"{testutil.minilm_dir()}/config.json")
+
+  def flops(a, b, transpose_a, transpose_b):
+    rows, inner = (a[-1], a[-2]) if transpose_a else (a[-2], a[-1])
+    columns = b[-2] if transpose_b else b[-1]
+    assert inner == (b[-1] if transpose_b else b[-2])
+    return 2 * rows * inner * columns * (a[0] if len(a) == 3 else 1)
+
+  for length in (120, 384):
+    shapes = step_profile.layer_matmuls(config, 16, length)
+    total = sum(flops(a, b, ta, tb) for a, b, ta, tb, _ in shapes)
+    attention = sum(flops(a, b, ta, tb) for a, b, ta, tb, kind in shapes if kind == "attention")
+    assert total * config.num_hidden_layers == step_profile.train_flops(config, 16, length)
+    assert attention * config.num_hidden_layers == step_profile.attention_train_flops(
+        config, 16, length)
+    assert [kind for *_, kind in shapes].count("dense") == 18
+
+
+def test_the_matmul_floor_times_both_kinds_for_each_layer():
+  config = bert_config_lib.BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2,
+                                      num_attention_heads=2, intermediate_size=32)
+  floor = step_profile.matmul_floor_s(config, 2, [8, 16], tf.float32, repeats=1)
+  assert set(floor) == {"dense", "attention"}
+  assert all(0 < seconds < 5 for seconds in floor.values())
