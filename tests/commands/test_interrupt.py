@@ -17,10 +17,15 @@ from tests import testutil
 
 def interrupt_when(argv, ready, log, timeout=300):
   """Starts `python argv` in its own process group with its output in file `log`, sends the group
-  SIGINT once `ready(output so far)` holds, and returns (exit status, everything it printed)."""
+  SIGINT once `ready(output so far)` holds, and returns (exit status, everything it printed).
+
+  The child gets SIGINT's default action back, as a terminal's foreground command has it: a test
+  runner started in the background by a shell inherits SIGINT ignored, and Python then installs
+  no KeyboardInterrupt handler, so the command would not see the Ctrl-C at all."""
   with open(log, "w") as out:
     proc = subprocess.Popen([sys.executable, *argv], cwd=testutil.REPO, stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
       if ready(log.read_text()):
