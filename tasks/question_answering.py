@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.model import dropout
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
 from squad_qa.preprocess import records
@@ -227,10 +228,12 @@ class QuestionAnsweringTask:
     self.config = config
 
   def build_model(self):
-    """The span model; call it under the strategy's scope. Its dropout draws from
-    tf.random.Generator variables (switched on for the process), which checkpoints save."""
+    """The span model; call it under the strategy's scope. Its dropout draws 16-bit masks
+    (model/dropout.py) from tf.random.Generator variables (switched on for the process), which
+    checkpoints save."""
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
+    dropout.use_generator_dropout(model)
     return model
 
   def create_optimizer(self):
