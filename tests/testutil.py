@@ -109,7 +109,9 @@ def write_squad_articles(source, destination, article_indices):
 
 
 def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), dev_questions=0):
-  """make_records.py on the first `num_questions` of the real train file.
+  """make_records.py's job, in this process (one worker: no fork, no TensorFlow import), on the
+  first `num_questions` of the real train file. The command itself runs in the tests of
+  tests/commands; its shards are the same whatever the workers (test_bad_input).
 
   Args:
     num_shards: shards per split (None: make_records.py's default).
@@ -121,13 +123,18 @@ def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), d
   Returns:
     The records folder (str), `tmp`/records.
   """
+  from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
   train_file = write_squad_slice(TRAIN_FILE, tmp / "train.json", num_questions)
   max_seq_length, doc_stride, max_query_length = lengths
-  dev = ([f"--predict_file={write_squad_slice(DEV_FILE, tmp / 'dev.json', dev_questions)}"]
-         if dev_questions else [])
-  shards = [] if num_shards is None else [f"--num_shards={num_shards}"]
-  run_cli("preprocess/make_records.py", f"--train_file={train_file}", *dev,
-          f"--vocab_file={vocab_file()}", f"--max_seq_length={max_seq_length}",
-          f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}", *shards,
-          f"--output_dir={tmp / 'records'}")
+  dev = ({
+      "predict_file": write_squad_slice(DEV_FILE, tmp / "dev.json", dev_questions)
+  } if dev_questions else {})
+  shards = {} if num_shards is None else {"num_shards": num_shards}
+  make_records_job.make_records(
+      make_records_job.RecordsConfig(train_file=train_file, vocab_file=vocab_file(),
+                                     max_seq_length=max_seq_length, doc_stride=doc_stride,
+                                     max_query_length=max_query_length,
+                                     output_dir=str(tmp / "records"), num_workers=1, **dev,
+                                     **shards))
   return str(tmp / "records")
+
