@@ -138,3 +138,32 @@ def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), d
                                      **shards))
   return str(tmp / "records")
 
+
+def write_model_dir(folder, model, qa_config):
+  """Writes a --model_dir as train.py leaves it, for export.py: a checkpoint of `model` (a tiny
+  span model of TINY_BERT_CONFIG), its bert_config.json and its qa_config.json with the
+  featurization and decoding settings of `qa_config` (serving.module's keys). Returns `folder`."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from squad_qa.base import artifacts
+  from squad_qa.flags import settings
+  from squad_qa.model import bert_config as bert_config_lib
+  from squad_qa.postprocess import span_decoding
+  from squad_qa.preprocess import wordpiece
+  # pylint: enable=g-import-not-at-top
+  os.makedirs(folder)
+  tf.train.Checkpoint(model=model).save(os.path.join(folder, "ckpt"))
+  meta = {
+      "flags": {
+          "vocab_file": vocab_file(),
+          **{
+              k: qa_config[k] for k in artifacts.FEATURIZATION_KEYS
+          }
+      },
+      "vocab_sha256": wordpiece.file_sha256(vocab_file())
+  }
+  bert_config_file = write_tiny_config(os.path.join(folder, "bert_config.json"))
+  artifacts.write_qa_config(
+      folder, bert_config_file, bert_config_lib.BertConfig.from_dict(TINY_BERT_CONFIG), meta,
+      {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
+  return str(folder)
