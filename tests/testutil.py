@@ -109,7 +109,9 @@ def write_squad_articles(source, destination, article_indices):
 
 
 def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), dev_questions=0):
-  """make_records.py on the first `num_questions` of the real train file.
+  """make_records.py's job, in this process (one worker: no fork, no TensorFlow import), on the
+  first `num_questions` of the real train file. The command itself runs in the tests of
+  tests/commands; its shards are the same whatever the workers (test_bad_input).
 
   Args:
     num_shards: shards per split (None: make_records.py's default).
@@ -121,13 +123,47 @@ def make_train_records(tmp, num_questions, num_shards=1, lengths=(64, 32, 16), d
   Returns:
     The records folder (str), `tmp`/records.
   """
+  from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
   train_file = write_squad_slice(TRAIN_FILE, tmp / "train.json", num_questions)
   max_seq_length, doc_stride, max_query_length = lengths
-  dev = ([f"--predict_file={write_squad_slice(DEV_FILE, tmp / 'dev.json', dev_questions)}"]
-         if dev_questions else [])
-  shards = [] if num_shards is None else [f"--num_shards={num_shards}"]
-  run_cli("preprocess/make_records.py", f"--train_file={train_file}", *dev,
-          f"--vocab_file={vocab_file()}", f"--max_seq_length={max_seq_length}",
-          f"--doc_stride={doc_stride}", f"--max_query_length={max_query_length}", *shards,
-          f"--output_dir={tmp / 'records'}")
+  dev = ({
+      "predict_file": write_squad_slice(DEV_FILE, tmp / "dev.json", dev_questions)
+  } if dev_questions else {})
+  shards = {} if num_shards is None else {"num_shards": num_shards}
+  make_records_job.make_records(
+      make_records_job.RecordsConfig(train_file=train_file, vocab_file=vocab_file(),
+                                     max_seq_length=max_seq_length, doc_stride=doc_stride,
+                                     max_query_length=max_query_length,
+                                     output_dir=str(tmp / "records"), num_workers=1, **dev,
+                                     **shards))
   return str(tmp / "records")
+
+
+def write_model_dir(folder, model, qa_config):
+  """Writes a --model_dir as train.py leaves it, for export.py: a checkpoint of `model` (a tiny
+  span model of TINY_BERT_CONFIG), its bert_config.json and its qa_config.json with the
+  featurization and decoding settings of `qa_config` (serving.module's keys). Returns `folder`."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from squad_qa.base import artifacts
+  from squad_qa.flags import settings
+  from squad_qa.model import bert_config as bert_config_lib
+  from squad_qa.postprocess import span_decoding
+  from squad_qa.preprocess import wordpiece
+  # pylint: enable=g-import-not-at-top
+  os.makedirs(folder)
+  tf.train.Checkpoint(model=model).save(os.path.join(folder, "ckpt"))
+  meta = {
+      "flags": {
+          "vocab_file": vocab_file(),
+          **{
+              k: qa_config[k] for k in artifacts.FEATURIZATION_KEYS
+          }
+      },
+      "vocab_sha256": wordpiece.file_sha256(vocab_file())
+  }
+  bert_config_file = write_tiny_config(os.path.join(folder, "bert_config.json"))
+  artifacts.write_qa_config(
+      folder, bert_config_file, bert_config_lib.BertConfig.from_dict(TINY_BERT_CONFIG), meta,
+      {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
+  return str(folder)

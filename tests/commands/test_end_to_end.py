@@ -29,8 +29,9 @@ SEQ, STRIDE, QUERY = 128, 64, 32
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
   """Runs preprocess and training once for the module, from an empty working folder, with HOME
-  and TMPDIR in folders of their own (test_commands_write_only_into_the_folders_they_are_given);
-  returns the paths and that environment."""
+  and TMPDIR in folders of their own (checked by
+  test_ask_answers_each_question_and_the_commands_write_only_into_their_folders); returns the
+  paths and that environment."""
   tmp = tmp_path_factory.mktemp("e2e")
   for folder in ("work", "home", "tmpdir"):
     os.mkdir(tmp / folder)
@@ -251,7 +252,11 @@ def test_export_reloads_without_project_code_and_matches_the_checkpoint(run, exp
 
 
 @pytest.mark.slow
-def test_ask_answers_each_question_from_the_export(run, exported):
+def test_ask_answers_each_question_and_the_commands_write_only_into_their_folders(run, exported):
+  """ask.py answers each question from the export with a span of the context. make_records,
+  train, export and that ask, run from an empty working folder: each writes only into its
+  --output_dir / --model_dir / --export_dir. The one file elsewhere is Keras's own config,
+  `$HOME/.keras/keras.json`, which tf_keras writes when imported (any Keras program does)."""
   context = "The harbour bridge was painted red in 1932 by a crew of forty workers."
   questions = ("When was the bridge painted?", "How many workers painted the bridge?")
   _, output = testutil.run_cli("ask.py", f"--export_dir={exported}",
@@ -269,15 +274,6 @@ def test_ask_answers_each_question_from_the_export(run, exported):
   assert re.search(
       r"^answered 2 questions in \d+\.\d\d s \(the export loaded in "
       r"\d+\.\d\d s\)$", output, re.M), output
-
-
-@pytest.mark.slow
-def test_commands_write_only_into_the_folders_they_are_given(run, exported):
-  """make_records, train, export and ask, run from an empty working folder: each writes only into
-  its --output_dir / --model_dir / --export_dir. The one file elsewhere is Keras's own config,
-  `$HOME/.keras/keras.json`, which tf_keras writes when imported (any Keras program does)."""
-  testutil.run_cli("ask.py", f"--export_dir={exported}", "--question=When was it painted?",
-                   "--context=It was painted in 1932.", env=run["env"], cwd=run["work"])
   assert sorted(os.listdir(run["tmp"])) == [
       "bert_config.json", "dev.json", "export", "home", "model", "records", "tmpdir", "train.json",
       "work"

@@ -17,15 +17,11 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
-from squad_qa.base import artifacts
 from squad_qa.flags import command_line
-from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import precision
 from squad_qa.model import span_model
-from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import squad_reader
-from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_model
 from squad_qa.serving import saved_model_qa
 from tests import testutil
@@ -51,25 +47,8 @@ def _dev_questions():
 
 
 def _model_dir_of(served, folder):
-  """A --model_dir as train.py leaves it: a checkpoint of the taught model and its
-  qa_config.json."""
-  os.makedirs(folder)
-  tf.train.Checkpoint(model=served["model"]).save(os.path.join(folder, "ckpt"))
-  qa_config = served["qa_config"]
-  meta = {
-      "flags": {
-          "vocab_file": testutil.vocab_file(),
-          **{
-              k: qa_config[k] for k in artifacts.FEATURIZATION_KEYS
-          }
-      },
-      "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())
-  }
-  bert_config_file = testutil.write_tiny_config(os.path.join(folder, "bert_config.json"))
-  artifacts.write_qa_config(
-      folder, bert_config_file, bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG),
-      meta, {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
-  return folder
+  """A --model_dir as train.py leaves it, of the taught model (testutil.write_model_dir)."""
+  return testutil.write_model_dir(folder, served["model"], served["qa_config"])
 
 
 class _Lines(std_logging.Handler):

@@ -14,6 +14,7 @@ from squad_qa.model import precision
 from squad_qa.model import span_model
 from squad_qa.preprocess import answer_spans
 from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import optimization
@@ -259,10 +260,10 @@ def test_records_without_a_train_split_say_to_only_predict(tmp_path):
   """Records made from a dev file alone cannot train: train.py's default --do_train says to pass
   --do_train=false in one line, not a KeyError traceback."""
   dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 4)
-  testutil.run_cli("preprocess/make_records.py", f"--predict_file={dev_file}",
-                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
-                   "--doc_stride=32", "--max_query_length=16",
-                   f"--output_dir={tmp_path / 'records'}")
+  make_records_job.make_records(  # make_records.py's job, in-process; train.py is the command here
+      make_records_job.RecordsConfig(predict_file=dev_file, vocab_file=testutil.vocab_file(),
+                                     max_seq_length=64, doc_stride=32, max_query_length=16,
+                                     output_dir=str(tmp_path / "records"), num_workers=1))
   code, log = testutil.run_cli(
       "train.py", f"--records_dir={tmp_path / 'records'}", f"--model_dir={tmp_path / 'model'}",
       f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
