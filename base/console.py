@@ -4,8 +4,12 @@ what a user can act on.
 - `TF_CPP_MIN_LOG_LEVEL` defaults to 2 (no C++ INFO or WARNING), 3 without an NVIDIA driver, where
   the ERROR lines are the CUDA probe's (`failed call to cuInit`); a value the user set wins.
 - absl's handler goes on the root logger before TensorFlow's logger is used (else each line
-  shows twice) and passes INFO only from this project's files.
+  shows twice) and passes INFO only from this project's files, and no deprecation notice of
+  TensorFlow's (its own code calls deprecated functions, e.g. on SIGTERM).
 - stdout is line-buffered, so printed lines reach a pipe in order with the log lines on stderr.
+- google-api-core's FutureWarning about the Python version is not shown: `import tensorflow`
+  imports it (through google-api-python-client, which tf-models-official requires) and it warns on
+  every run under a Python it has stopped supporting (3.10 from late 2026) that this tool supports.
 
 `SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
 """
@@ -14,6 +18,7 @@ import functools
 import logging
 import os
 import sys
+import warnings
 
 from absl import logging as absl_logging
 
@@ -25,6 +30,8 @@ verbose_from_environment = squad_qa.verbose_from_environment
 has_nvidia_driver = squad_qa.has_nvidia_driver
 QUIET_LEVEL = "2"
 QUIET_LEVEL_WITHOUT_GPU_DRIVER = "3"
+# The module whose FutureWarnings say that Google no longer supports this Python.
+PYTHON_VERSION_WARNING_MODULE = r"google\.api_core\._python_version_support"
 
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(os.path.dirname(__file__)))
 
@@ -52,21 +59,38 @@ def is_project_file(path):
   return top == relative or os.path.isfile(os.path.join(_PACKAGE_DIR, top, "__init__.py"))
 
 
+def is_deprecation_notice(record):
+  """Whether the logging.LogRecord `record` is TensorFlow's "... is deprecated and will be
+  removed" notice (its logger names the caller, `tensorflow/python/util/deprecation.py`)."""
+  return record.name == "tensorflow" and record.filename == "deprecation.py"
+
+
 class ProjectInfoFilter(logging.Filter):
-  """Passes WARNING and above, and INFO from this project's files (all when `verbose` or at absl
-  verbosity DEBUG)."""
+  """Passes WARNING and above but TensorFlow's deprecation notices, and INFO from this project's
+  files (all when `verbose` or at absl verbosity DEBUG)."""
 
   def __init__(self, verbose=False):
     super().__init__()
     self.verbose = verbose
 
   def filter(self, record):
-    if record.levelno >= logging.WARNING or self.verbose:
+    if self.verbose:
       return True
     # absl's --verbosity=1 (-v 1) is parsed after this module loads, so it is read per record.
     if absl_logging.get_verbosity() >= absl_logging.DEBUG:
       return True
+    if record.levelno >= logging.WARNING:
+      return record.levelno >= logging.ERROR or not is_deprecation_notice(record)
     return is_project_file(record.pathname)
+
+
+def hide_python_version_warnings(verbose=None):
+  """Adds a `warnings` filter that hides google-api-core's Python version notices (the module
+  docstring says why), unless `verbose` (None: from the environment)."""
+  if verbose is None:
+    verbose = verbose_from_environment()
+  if not verbose:
+    warnings.filterwarnings("ignore", category=FutureWarning, module=PYTHON_VERSION_WARNING_MODULE)
 
 
 def apply():
@@ -80,6 +104,7 @@ def apply():
   handler = absl_logging.get_absl_handler()
   if not any(isinstance(f, ProjectInfoFilter) for f in handler.filters):
     handler.addFilter(ProjectInfoFilter(verbose_from_environment()))
+  hide_python_version_warnings()
   reconfigure = getattr(sys.stdout, "reconfigure", None)  # absent on some replaced stdouts
   if reconfigure is not None:
     reconfigure(line_buffering=True)
