@@ -7,9 +7,6 @@ what a user can act on.
   shows twice) and passes INFO only from this project's files, and no deprecation notice of
   TensorFlow's (its own code calls deprecated functions, e.g. on SIGTERM).
 - stdout is line-buffered, so printed lines reach a pipe in order with the log lines on stderr.
-- google-api-core's FutureWarning about the Python version is not shown: `import tensorflow`
-  imports it (through google-api-python-client, which tf-models-official requires) and it warns on
-  every run under a Python it has stopped supporting (3.10 from late 2026) that this tool supports.
 
 `SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
 """
@@ -18,7 +15,6 @@ import functools
 import logging
 import os
 import sys
-import warnings
 
 from absl import logging as absl_logging
 
@@ -30,8 +26,6 @@ verbose_from_environment = squad_qa.verbose_from_environment
 has_nvidia_driver = squad_qa.has_nvidia_driver
 QUIET_LEVEL = "2"
 QUIET_LEVEL_WITHOUT_GPU_DRIVER = "3"
-# The module whose FutureWarnings say that Google no longer supports this Python.
-PYTHON_VERSION_WARNING_MODULE = r"google\.api_core\._python_version_support"
 
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(os.path.dirname(__file__)))
 
@@ -84,15 +78,6 @@ class ProjectInfoFilter(logging.Filter):
     return is_project_file(record.pathname)
 
 
-def hide_python_version_warnings(verbose=None):
-  """Adds a `warnings` filter that hides google-api-core's Python version notices (the module
-  docstring says why), unless `verbose` (None: from the environment)."""
-  if verbose is None:
-    verbose = verbose_from_environment()
-  if not verbose:
-    warnings.filterwarnings("ignore", category=FutureWarning, module=PYTHON_VERSION_WARNING_MODULE)
-
-
 def apply():
   """Quiets the console (module docstring); returns [`LOG_LEVEL_ENV`] when it was set too late
   (tensorflow already imported), else []."""
@@ -104,7 +89,6 @@ def apply():
   handler = absl_logging.get_absl_handler()
   if not any(isinstance(f, ProjectInfoFilter) for f in handler.filters):
     handler.addFilter(ProjectInfoFilter(verbose_from_environment()))
-  hide_python_version_warnings()
   reconfigure = getattr(sys.stdout, "reconfigure", None)  # absent on some replaced stdouts
   if reconfigure is not None:
     reconfigure(line_buffering=True)

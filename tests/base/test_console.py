@@ -113,7 +113,7 @@ def test_google_s_python_version_notice_is_hidden_unless_verbose(verbose, shown)
   Google no longer supports (3.10 from late 2026); the commands support it."""
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    console.hide_python_version_warnings(verbose)
+    squad_qa.hide_python_version_warnings(verbose)
     warnings.warn_explicit(
         "You are using a non-supported Python version (3.10.13). Google will not post any "
         "further updates to google.api_core supporting this Python version.", FutureWarning,
