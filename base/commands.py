@@ -20,9 +20,21 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 def started_from_clone():
   """Whether this process runs a file of the package as `__main__` (`python train.py`, `python -m
-  model.memory` in a clone), rather than a console script, a notebook or a test runner."""
+  model.memory` in a clone), rather than a console script, a notebook or a test runner. The clone
+  need not be the package imported: after `pip install .` (not editable) its files import the
+  installed copy."""
   main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-  return bool(main_file) and os.path.realpath(main_file).startswith(_PACKAGE_ROOT + os.sep)
+  if not main_file:
+    return False
+  main_file = os.path.realpath(main_file)
+  if main_file.startswith(_PACKAGE_ROOT + os.sep):
+    return True
+  for module, _ in COMMANDS.values():
+    path = os.sep + module.replace(".", os.sep) + ".py"
+    if main_file.endswith(path) and os.path.isfile(
+        os.path.join(main_file[:-len(path)], "base", "commands.py")):
+      return True
+  return False
 
 
 def command(script):

@@ -4,7 +4,8 @@ what a user can act on.
 - `TF_CPP_MIN_LOG_LEVEL` defaults to 2 (no C++ INFO or WARNING), 3 without an NVIDIA driver, where
   the ERROR lines are the CUDA probe's (`failed call to cuInit`); a value the user set wins.
 - absl's handler goes on the root logger before TensorFlow's logger is used (else each line
-  shows twice) and passes INFO only from this project's files.
+  shows twice) and passes INFO only from this project's files, and no deprecation notice of
+  TensorFlow's (its own code calls deprecated functions, e.g. on SIGTERM).
 - stdout is line-buffered, so printed lines reach a pipe in order with the log lines on stderr.
 
 `SQUAD_QA_VERBOSE=1` keeps everything; absl's `-v 1` keeps every Python line.
@@ -52,20 +53,28 @@ def is_project_file(path):
   return top == relative or os.path.isfile(os.path.join(_PACKAGE_DIR, top, "__init__.py"))
 
 
+def is_deprecation_notice(record):
+  """Whether the logging.LogRecord `record` is TensorFlow's "... is deprecated and will be
+  removed" notice (its logger names the caller, `tensorflow/python/util/deprecation.py`)."""
+  return record.name == "tensorflow" and record.filename == "deprecation.py"
+
+
 class ProjectInfoFilter(logging.Filter):
-  """Passes WARNING and above, and INFO from this project's files (all when `verbose` or at absl
-  verbosity DEBUG)."""
+  """Passes WARNING and above but TensorFlow's deprecation notices, and INFO from this project's
+  files (all when `verbose` or at absl verbosity DEBUG)."""
 
   def __init__(self, verbose=False):
     super().__init__()
     self.verbose = verbose
 
   def filter(self, record):
-    if record.levelno >= logging.WARNING or self.verbose:
+    if self.verbose:
       return True
     # absl's --verbosity=1 (-v 1) is parsed after this module loads, so it is read per record.
     if absl_logging.get_verbosity() >= absl_logging.DEBUG:
       return True
+    if record.levelno >= logging.WARNING:
+      return record.levelno >= logging.ERROR or not is_deprecation_notice(record)
     return is_project_file(record.pathname)
 
 

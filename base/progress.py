@@ -1,5 +1,8 @@
 """Progress of long work: Keras' `Progbar` on a terminal; elsewhere (a file, CI) a log line at most
 every `interval` seconds and at the end, with the count, rate, elapsed time and ETA.
+
+Imports no TensorFlow until a bar is shown, so a command's Ctrl-C line may end the bar's line
+(`end_bar_line`) without loading it.
 """
 
 import dataclasses
@@ -9,7 +12,6 @@ import time
 from typing import Callable, Optional
 
 from absl import logging
-import tf_keras
 
 LOG_INTERVAL_SECONDS = 30.0
 
@@ -25,22 +27,30 @@ def format_seconds(seconds):
 
 
 class _EndBarLine(logging_lib.Filter):
-  """A filter on absl's logger: a log line starts on a line of its own when a progress bar left
-  its line open on the terminal (stdout and stderr share it; the bar redraws below)."""
+  """A filter on absl's handler, after the console's own (base/console.py): a line it prints,
+  TensorFlow's too, starts on a line of its own when a progress bar left its line open on the
+  terminal (stdout and stderr share it; the bar redraws below). A line the handler drops ends
+  nothing."""
   line_open = False
 
   def filter(self, record):
-    if _EndBarLine.line_open:
-      _EndBarLine.line_open = False
-      sys.stdout.write("\n")
-      sys.stdout.flush()
+    end_bar_line()
     return True
 
 
+def end_bar_line():
+  """Ends the line a progress bar left open on the terminal, if it did; for lines printed on stderr
+  outside logging (a command's Ctrl-C or SIGTERM line)."""
+  if _EndBarLine.line_open:
+    _EndBarLine.line_open = False
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
 def _end_bar_line_before_logs():
-  logger = logging.get_absl_logger()
-  if not any(isinstance(f, _EndBarLine) for f in logger.filters):
-    logger.addFilter(_EndBarLine())
+  handler = logging.get_absl_handler()
+  if not any(isinstance(f, _EndBarLine) for f in handler.filters):
+    handler.addFilter(_EndBarLine())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +90,7 @@ class Progress:
     interactive = sys.stdout.isatty() if display.interactive is None else display.interactive
     self._bar = None
     if interactive:
+      import tf_keras  # pylint: disable=g-import-not-at-top
       self._bar = tf_keras.utils.Progbar(None if total is None else total - initial,
                                          unit_name=unit.rstrip("s"))
       _end_bar_line_before_logs()

@@ -14,6 +14,7 @@ from absl import flags
 
 from squad_qa import errors
 from squad_qa.base import commands
+from squad_qa.base import progress
 from squad_qa.flags import settings
 
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what shells report for a command stopped by Ctrl-C
@@ -117,6 +118,7 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
       sys.exit(f"{program_name()}: {e}")
     except KeyboardInterrupt:
       left = after_interrupt() if callable(after_interrupt) else after_interrupt
+      progress.end_bar_line()
       print(f"{program_name()}: interrupted (Ctrl-C); {left}", file=sys.stderr)
       sys.exit(INTERRUPTED_EXIT_STATUS)
 

@@ -54,17 +54,35 @@ class LoadReport:
   head_restored: bool
 
   def __str__(self):
+    """One line: what was restored, and only what a user may act on among the rest: tensors the
+    model has no place for, and a fine-tuned checkpoint's training state that is not resumed.
+    Left unsaid: the pooler (no part of QA) and what every pretrained BERT carries besides its
+    encoder (`is_pretraining_extra`, a pretraining run's step and optimizer)."""
     head = ("span head restored (fine-tuned)"
             if self.head_restored else "span head new (randomly initialized, untrained)")
-    weights = [name for name in self.unused if not is_training_state(name)]
-    text = (f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}; "
-            f"new: {', '.join(self.new) or 'none'}")
-    if weights:
-      text += f"; not used: {summarize(weights)}"
-    if len(weights) < len(self.unused):
-      text += ("; its training state (optimizer, step counts, dropout) is left: this run starts "
-               "its own")
+    text = f"{self.kind} {self.path}: restored {len(self.restored)} variables, {head}"
+    left_out = [
+        name for name in self.unused
+        if not is_training_state(name) and not is_pretraining_extra(name)
+    ]
+    if left_out:
+      text += f"; not loaded, as the model has no place for them: {summarize(left_out)}"
+    if self.head_restored and any(is_training_state(name) for name in self.unused):
+      text += ("; its training state (optimizer, step counts, dropout) is left: this run "
+               "starts its own")
     return text
+
+
+# What a pretrained BERT checkpoint holds besides the encoder: the pretraining heads (masked LM,
+# next sentence; google-research and HF names) and HF's position_ids buffer (0, 1, 2, ...).
+_PRETRAINING_EXTRA = re.compile(r"cls[./](predictions|seq_relationship)[./].+|"
+                                r"(bert\.)?embeddings\.position_ids")
+
+
+def is_pretraining_extra(name):
+  """Whether checkpoint name `name` is a pretraining head's tensor or HF's position_ids buffer,
+  which fine-tuning for QA never uses."""
+  return bool(_PRETRAINING_EXTRA.fullmatch(name))
 
 
 # Checkpoint keys a --model_dir checkpoint holds beside the model (tasks/model_dir.py writes them).

@@ -1,5 +1,5 @@
 """Compute precision: a tf_keras dtype policy for one build, and whether this CPU has fast bfloat16
-and int8 dot products (docs/training.md "bfloat16 training on the CPU")."""
+matmuls (docs/training.md "bfloat16 training on the CPU")."""
 
 import contextlib
 import functools
@@ -7,8 +7,6 @@ import functools
 CPUINFO_FILE = "/proc/cpuinfo"
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matmul instructions.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
-# Without these, int8 matmuls may run slower than float32's FMAs.
-INT8_CPU_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 def auto_compute_dtype(gpu):
@@ -34,12 +32,6 @@ def bfloat16_needs_xla(cpuinfo=None):
   """True only where the CPU is known to lack bfloat16 matmuls: there TensorFlow's Einsum sums in
   bfloat16, XLA's dot in float32 (docs/training.md "bfloat16 training on the CPU")."""
   return cpu_has_native_bfloat16(cpuinfo) is False
-
-
-def cpu_has_int8_dot_product(cpuinfo=None):
-  """Whether the CPU has int8 dot products (AVX512-VNNI, AVX-VNNI, AMX-INT8); None as
-  `cpu_has_native_bfloat16`."""
-  return _has_any_cpu_flag(INT8_CPU_FLAGS, cpuinfo)
 
 
 def _has_any_cpu_flag(names, cpuinfo):

@@ -141,8 +141,9 @@ def pinned_start(model_dir, init_checkpoint, export_dir):
 def deleted_while_read(model_dir):
   """The `errors.UsageError` for a --model_dir checkpoint a training run deleted under the read."""
   return errors.UsageError(
-      f"--model_dir={model_dir}: a training run saving into it deleted the checkpoint export.py "
-      f"was reading; wait for it to finish, or pass --init_checkpoint=<a checkpoint it keeps>")
+      f"--model_dir={model_dir}: a training run saving into it deleted the checkpoint "
+      f"{commands.command('squad-qa-export')} was reading; wait for it to finish, or pass "
+      f"--init_checkpoint=<a checkpoint it keeps>")
 
 
 def describe_progress(prefix, read_prefix):

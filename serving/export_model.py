@@ -5,6 +5,7 @@ vocab and qa_config that go with it, builds the span model in the --serving_prec
 weights and writes the export.
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -134,10 +135,12 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
     _write_qa_config(temp_dir, qa_config)
     check_export_dir(export_dir)
     export_folder.replace(export_dir)
+  needs = ("" if importlib.util.find_spec(features_model.LITERT_MODULE) else
+           f"; running it needs LiteRT, not installed here: {features_model.LITERT_INSTALL}")
   logging.info(
-      "exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (ask.py and "
-      "SavedModelQA tokenize in Python); running it needs `pip install \"squad-qa[%s]\"`",
-      export_dir, features_model.INT8_MODEL_FILE, size / 1e6, features_model.INT8_EXTRA)
+      "exported the int8 LiteRT model to %s: %s, %.1f MB; no serve_text (%s and SavedModelQA "
+      "tokenize in Python)%s", export_dir, features_model.INT8_MODEL_FILE, size / 1e6,
+      commands.command("squad-qa-ask"), needs)
 
 
 def decoding_config(config, saved_config):

@@ -23,6 +23,10 @@ INT8_MODEL_FILE = "features_int8.tflite"
 VOCAB_ASSET = os.path.join("assets", "vocab.txt")
 # The package and the extra that install the LiteRT interpreter (setup.py's extras_require).
 LITERT_PACKAGE, INT8_EXTRA = "ai-edge-litert", "int8"
+LITERT_MODULE = "ai_edge_litert"
+# How to install LiteRT (tf-models-official requires it, so an install normally has it).
+LITERT_INSTALL = (f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` (or `pip install -e "
+                  f"\".[{INT8_EXTRA}]\"` in a clone)")
 FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of every call here
 
 
@@ -69,8 +73,7 @@ def litert_interpreter_module():
   except ImportError as error:
     raise errors.UsageError(
         f"int8 exports run on LiteRT, which is not installed ({error}); install it with "
-        f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` "
-        f"(or `pip install -e \".[{INT8_EXTRA}]\"` in a clone)") from None
+        f"{LITERT_INSTALL}") from None
   return interpreter
 
 

@@ -30,21 +30,13 @@ from squad_qa.serving import module as serving_module
 def warn_if_slow_precision(serving_precision, cpuinfo=None, has_gpu=None):
   """Logs one warning when an export of `serving_precision` runs slower here than float32 would.
 
-  bfloat16 without AVX512-BF16/AMX or float16, both only without a GPU; int8 without VNNI/AMX-INT8.
-  No warning when the CPU cannot be told. `cpuinfo`, `has_gpu`: default this machine's.
+  bfloat16 without AVX512-BF16/AMX or float16, both only without a GPU. Not int8: LiteRT's int8
+  answered faster than float32 even on a CPU without int8 dot products (docs/serving.md "int8
+  (LiteRT)"). No warning when the CPU cannot be told. `cpuinfo`, `has_gpu`: default this machine's.
 
   Returns:
     Whether it warned.
   """
-  if serving_precision == features_model.INT8:
-    if precision.cpu_has_int8_dot_product(cpuinfo) is not False:
-      return False
-    logging.warning(
-        "this export computes in int8, but this CPU has no int8 dot-product "
-        "instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8): it may answer slower here "
-        "than a float32 export (%s --serving_precision=float32)",
-        commands.command("squad-qa-export"))
-    return True
   if serving_precision not in ("bfloat16", "float16"):
     return False
   if has_gpu is None:

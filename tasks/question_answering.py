@@ -10,6 +10,7 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model import dropout
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
@@ -270,7 +271,8 @@ class QuestionAnsweringTask:
     replicas_here = replicas // pipelines
     if pipelines > 1 and self.config.seed is None:
       raise InputError(f"{pipelines} input pipelines (workers) need a shuffling seed to draw the "
-                       f"same global batches; set QATaskConfig.seed (train.py: --seed)")
+                       f"same global batches; set QATaskConfig.seed "
+                       f"({commands.command('squad-qa-train')}: --seed)")
     dataset = records.train_dataset(paths=list(self.config.train_files),
                                     max_seq_length=self.config.max_seq_length,
                                     batch_size=self.replica_batch_size * replicas,

@@ -139,8 +139,8 @@ def float32_model(model, bert_config):
   policy to float32."""
   if model.dtype_policy.compute_dtype == "float32":
     return model
-  logging.info("predicting with a float32 copy of the %s model (what export.py serves)",
-               model.dtype_policy.name)
+  logging.info("predicting with a float32 copy of the %s model (what %s serves)",
+               model.dtype_policy.name, commands.command("squad-qa-export"))
   question_answering.set_precision_policy("float32")
   copy = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=bert_config, max_seq_length=0)).build_model()

@@ -21,6 +21,7 @@ import tf_keras
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import progress
 from squad_qa.flags import command_line
 from squad_qa.tasks import distribution
 from squad_qa.tasks import model_dir as model_dir_lib
@@ -184,6 +185,7 @@ class SaveAndStopOnSigterm:
                                                check_interval=False)
 
   def _exit(self):
+    progress.end_bar_line()
     print(
         f"{command_line.program_name()}: stopped by SIGTERM at step "
         f"{int(self._global_step.numpy())}: saved {self._manager.latest_checkpoint}; the same "
@@ -192,14 +194,16 @@ class SaveAndStopOnSigterm:
 
 
 def _train_actions(manager, trainer, plan, watchers, start_step):
-  """orbit's train actions (checkpoints at multiples of `plan.save_checkpoints_steps` and at the
-  end, one on SIGTERM, then the `watchers`) and a function global step -> steps of the next loop,
-  ending where an action is due. (The controller's checkpoint_interval counts from the first loop.)
+  """orbit's train actions and a function global step -> steps of the next loop, ending where an
+  action is due. (The controller's checkpoint_interval counts from the first loop.)
+
+  In order: a checkpoint on SIGTERM (saved before anything else runs), the `watchers` (so a
+  loop's progress shows before its checkpoint's line, and a terminal's bar completes before the
+  last one), checkpoints at multiples of `plan.save_checkpoints_steps` and at the end.
   """
   global_step = trainer.optimizer.iterations
   every = plan.save_checkpoints_steps
   actions = [
-      SaveAtMultiples(manager, global_step, every, plan.num_train_steps),
       SaveAndStopOnSigterm(
           getattr(trainer.strategy, "cluster_resolver", None) or
           tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, global_step)
@@ -207,6 +211,7 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   for watcher in watchers:
     actions.append(watcher)
     watcher.begin(start_step, trainer.global_batch_size)
+  actions.append(SaveAtMultiples(manager, global_step, every, plan.num_train_steps))
 
   def loop_steps(step):
     return min([

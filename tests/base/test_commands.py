@@ -18,11 +18,19 @@ from tests import testutil
         (os.path.join(testutil.REPO, "model", "memory", "__main__.py"), "python export.py"),
         (os.path.join(os.path.dirname(sys.executable), "squad-qa-train"), "squad-qa-export"),
         (None, "squad-qa-export"),  # an interactive session or a notebook: no __main__ file
+        # Another clone's files, run against an installed (not editable) package.
+        ("{other_clone}/train.py", "python export.py"),
+        ("{other_clone}/model/memory/__main__.py", "python export.py"),
+        ("{other_clone}/tools/train.py", "squad-qa-export"),  # not a command file of it
+        ("{elsewhere}/train.py", "squad-qa-export"),  # a user's own train.py
     ])
-def test_command_is_named_as_this_process_was_started(monkeypatch, main_file, expected):
+def test_command_is_named_as_this_process_was_started(monkeypatch, tmp_path, main_file, expected):
+  other_clone, elsewhere = tmp_path / "clone", tmp_path / "elsewhere"
+  (other_clone / "base").mkdir(parents=True)
+  (other_clone / "base" / "commands.py").write_text("")
   main = types.ModuleType("__main__")
   if main_file:
-    main.__file__ = main_file
+    main.__file__ = main_file.format(other_clone=other_clone, elsewhere=elsewhere)
   monkeypatch.setitem(sys.modules, "__main__", main)
   assert commands.command("squad-qa-export") == expected
 

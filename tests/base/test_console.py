@@ -2,6 +2,7 @@
 
 import logging
 import os
+import warnings
 
 from absl import logging as absl_logging
 import pytest
@@ -75,3 +76,48 @@ def test_the_level_the_package_import_set_is_raised_by_a_command(monkeypatch, se
   that value."""
   monkeypatch.setattr(squad_qa, "log_level_set_here", set_here)
   assert console.cpp_log_level_to_set({console.LOG_LEVEL_ENV: "1"}, nvidia_driver=True) == expected
+
+
+def test_tensorflow_deprecation_notices_are_dropped_unless_verbose():
+  """TensorFlow's own code calls deprecated functions (its PreemptionCheckpointHandler, on
+  SIGTERM); the notice, a WARNING, is nothing a user can act on."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  class Keep(logging.Handler):
+
+    def __init__(self):
+      super().__init__()
+      self.records = []
+
+    def emit(self, record):
+      self.records.append(record)
+
+  kept = Keep()
+  tf.get_logger().addHandler(kept)
+  try:
+    tf.compat.v1.to_float(tf.constant(1))  # deprecated: "Use `tf.cast` instead."
+  finally:
+    tf.get_logger().removeHandler(kept)
+  notice = next(r for r in kept.records if "is deprecated and will be removed" in r.getMessage())
+  assert console.is_deprecation_notice(notice)
+  assert not console.ProjectInfoFilter().filter(notice)
+  assert console.ProjectInfoFilter(verbose=True).filter(notice)
+  error = logging.LogRecord("tensorflow", logging.ERROR, notice.pathname, 1, "failed", None, None)
+  assert console.ProjectInfoFilter().filter(error)
+  assert not console.is_deprecation_notice(record(logging.WARNING, absl_logging.__file__))
+
+
+@pytest.mark.parametrize("verbose, shown", [(False, 0), (True, 1)])
+def test_google_s_python_version_notice_is_hidden_unless_verbose(verbose, shown):
+  """`import tensorflow` imports google-api-core, which warns on every run under a Python that
+  Google no longer supports (3.10 from late 2026); the commands support it."""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    squad_qa.hide_python_version_warnings(verbose)
+    warnings.warn_explicit(
+        "You are using a non-supported Python version (3.10.13). Google will not post any "
+        "further updates to google.api_core supporting this Python version.", FutureWarning,
+        "_python_version_support.py", 223, module="google.api_core._python_version_support")
+    warnings.warn_explicit("another library's notice", FutureWarning, "other.py", 1, module="other")
+  assert [str(w.message) for w in caught][-1] == "another library's notice"
+  assert len(caught) == 1 + shown

@@ -1,5 +1,7 @@
 """Progress lines a person reads at a glance: done of total, rate, elapsed, ETA, at an interval."""
 
+import logging as std_logging
+
 from absl import logging
 
 from squad_qa.base import progress as progress_lib
@@ -74,17 +76,30 @@ def test_the_known_total_is_what_prediction_reads(tmp_path):
 
 
 def test_a_log_line_never_runs_into_the_bar(capsys):
-  """On a terminal the bar redraws its line without a newline; a log line (stderr, the same
-  terminal) first ends it, so "examples/s: 4.2590I1203 ... saved checkpoint" cannot happen."""
+  """On a terminal the bar redraws its line without a newline; a line printed through absl's
+  handler (stderr, the same terminal), TensorFlow's too, first ends it, so "examples/s:
+  4.2590I1203 ... saved checkpoint" cannot happen; a line the console drops ends nothing."""
+  from squad_qa.base import console  # noqa: F401  (a command's handler and filter)
   progress = progress_lib.Progress("training", 10, "steps", progress_lib.Display(interactive=True))
   progress.update(3)
   before = capsys.readouterr().out
   assert before and not before.endswith("\n")  # the bar's line is open
-  logging.warning("saved checkpoint ckpt-3")
+  std_logging.getLogger("tensorflow").info("a library's notice")  # dropped by the console
+  assert capsys.readouterr().out == ""
+  std_logging.getLogger("tensorflow").warning("a library's warning")
   assert capsys.readouterr().out == "\n"  # ended before the log line
+  progress.update(1)
+  capsys.readouterr()
+  logging.warning("saved checkpoint ckpt-4")
+  assert capsys.readouterr().out == "\n"
   logging.warning("a second line")
   assert capsys.readouterr().out == ""  # nothing open: no blank line
-  progress.update(7)
+  progress.update(1)
+  capsys.readouterr()
+  progress_lib.end_bar_line()  # e.g. before the Ctrl-C line
+  progress_lib.end_bar_line()
+  assert capsys.readouterr().out == "\n"
+  progress.update(5)
   progress.finish()
   assert capsys.readouterr().out.endswith("\n")  # a finished bar ends its line itself
   logging.warning("after the bar")

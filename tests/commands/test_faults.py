@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import message
+from tensorflow.core.protobuf import saved_model_pb2
 
 from squad_qa import errors
 from squad_qa.base import artifacts
@@ -247,9 +249,20 @@ def _small_export(export_dir, vocab):
   tf.saved_model.save(module, export_dir)
 
 
+def _protobuf_reason(path):
+  """The last clause of protobuf's own error parsing the SavedModel file `path`, as TensorFlow
+  passes it on: "Wire format was corrupt." from protobuf 7, the whole "Error parsing message with
+  type 'tensorflow.SavedModel'." from protobuf 6 (what Python 3.10 installs)."""
+  with open(path, "rb") as f:
+    data = f.read()
+  with pytest.raises(message.DecodeError) as error:
+    saved_model_pb2.SavedModel().ParseFromString(data)
+  return str(error.value).rsplit(": ", 1)[-1] + "."
+
+
 @pytest.mark.parametrize("damage,what", [
     ("no_variables", "{e}/variables/variables.data-00000-of-* is missing"),
-    ("short_pb", "{e}/saved_model.pb or its variables cannot be read (Wire format was corrupt.)"),
+    ("short_pb", "{e}/saved_model.pb or its variables cannot be read ({reason})"),
     ("no_vocab", "{e}/assets/vocab.txt is missing"),
 ])
 def test_ask_names_a_damaged_export_and_the_export_command(tmp_path, damage, what):
@@ -261,6 +274,7 @@ def test_ask_names_a_damaged_export_and_the_export_command(tmp_path, damage, wha
     os.remove(os.path.join(export_dir, "variables", "variables.data-00000-of-00001"))
   elif damage == "short_pb":
     os.truncate(os.path.join(export_dir, "saved_model.pb"), 100)
+    what = what.replace("{reason}", _protobuf_reason(os.path.join(export_dir, "saved_model.pb")))
   else:
     os.remove(os.path.join(export_dir, "assets", "vocab.txt"))
   with pytest.raises(saved_model_qa.DamagedExportError) as raised:

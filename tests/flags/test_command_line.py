@@ -298,3 +298,22 @@ def test_config_from_flags_reads_each_field_from_its_flag():
   flags.DEFINE_string("model_dir", "model_out", "", flag_values=values)
   values(["prog", "--max_steps=5"])
   assert command_line.config_from_flags(Config, values) == Config(5, "model_out", 7)
+
+
+def test_the_ctrl_c_line_starts_on_a_line_of_its_own_after_a_progress_bar(monkeypatch, capsys):
+  """A terminal's bar leaves its line open; the interrupt line goes below it, not after it."""
+  from squad_qa.base import progress  # pylint: disable=g-import-not-at-top
+
+  def main(argv):
+    del argv
+    bar = progress.Progress("training", 10, "steps", progress.Display(interactive=True))
+    bar.update(3)
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(sys, "argv", ["train.py"])
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run(main, after_interrupt="ckpt-2 is kept")
+  assert stopped.value.code == command_line.INTERRUPTED_EXIT_STATUS
+  out, err = capsys.readouterr()
+  assert " 3/10 [" in out and out.endswith("\n")
+  assert err.splitlines()[-1] == "train.py: interrupted (Ctrl-C); ckpt-2 is kept"

@@ -25,6 +25,7 @@ from safetensors.numpy import save_file
 from squad_qa import errors
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
+from squad_qa.model import named_weights
 from squad_qa.model import span_model
 from tests import numpy_bert
 from tests import testutil
@@ -152,9 +153,10 @@ def test_tf1_pretrained_checkpoint_matches_numpy_bert(tf1_pretrained):
   assert len(report.restored) == 5 + 2 * 16 + 2
   assert "cls/seq_relationship/output_weights" in report.unused and "global_step" in report.unused
   assert "span head new" in str(report) and "\n" not in str(report)
-  assert str(report).endswith("not used: cls/predictions/* (5), cls/seq_relationship/* (2); its "
-                              "training state (optimizer, step counts, dropout) is left: this run "
-                              "starts its own")
+  # The pretraining heads and the pretraining run's step and slots are what such a release
+  # holds besides the encoder: nothing to act on, so not said.
+  assert str(report) == (f"{report.kind} {report.path}: restored {len(report.restored)} variables, "
+                         f"span head new (randomly initialized, untrained)")
 
 
 def test_tf1_prefix_forms_all_name_the_same_checkpoint(tf1_pretrained):
@@ -293,8 +295,8 @@ def test_own_model_dir_restores_encoder_and_head(tf1_squad, tmp_path):
   assert max(diffs.values()) <= TOLERANCE
   assert report.head_restored and report.new == [] and "model=" in report.kind
   assert report.unused == ["optimizer/iterations", "save_counter"]
-  assert str(report).endswith("new: none; its training state (optimizer, step counts, dropout) "
-                              "is left: this run starts its own")
+  assert str(report).endswith("span head restored (fine-tuned); its training state (optimizer, "
+                              "step counts, dropout) is left: this run starts its own")
 
 
 def google_to_hf(params):
@@ -457,3 +459,29 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
   serve = tf.saved_model.load(export_dir).signatures["serve_features"]
   start = serve(**{k: tf.constant(v) for k, v in make_inputs().items()})["start_logits"].numpy()
   assert start.shape == (3, 24) and np.isfinite(start).all()
+
+
+@pytest.mark.parametrize(
+    "unused, head_restored, said",
+    [
+        # all-MiniLM-L6-v2 from PyPI: HF's position_ids buffer is no weight.
+        (["embeddings.position_ids"], False, ""),
+        # HF BertForPreTraining and Google's release: the pretraining heads, its step and slots.
+        (["bert.embeddings.position_ids", "cls.predictions.bias", "cls.seq_relationship.weight"
+         ], False, ""),
+        (["cls/predictions/output_bias", "global_step", "bert/pooler/dense/kernel/adam_m"
+         ], False, ""),
+        # A classifier fine-tuned for another task: its head has no place in the span model.
+        (["bert.embeddings.position_ids", "classifier.weight", "classifier.bias"], False,
+         "; not loaded, as the model has no place for them: classifier.weight, classifier.bias"),
+        # A fine-tuned run's optimizer is not resumed by a new --model_dir.
+        (["optimizer/iterations", "save_counter"], True,
+         "; its training state (optimizer, step counts, dropout) is left: this run starts its own"),
+    ])
+def test_the_load_report_says_only_what_matters(unused, head_restored, said):
+  report = named_weights.LoadReport(kind="HF folder", path="m/model.safetensors",
+                                    restored=["a", "b"], new=["pooler_transform/kernel"],
+                                    unused=unused, head_restored=head_restored)
+  head = ("span head restored (fine-tuned)"
+          if head_restored else "span head new (randomly initialized, untrained)")
+  assert str(report) == f"HF folder m/model.safetensors: restored 2 variables, {head}{said}"

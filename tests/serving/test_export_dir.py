@@ -6,6 +6,7 @@ from unittest import mock
 import pytest
 
 from squad_qa import errors
+from squad_qa.serving import export_folder
 from squad_qa.serving import export_model
 from squad_qa.serving import features_model
 
@@ -56,3 +57,10 @@ def test_replace_swaps_the_new_export_in_and_says_when_it_replaced_one(tmp_path)
     assert f.read() == "second"
   assert lines == [f"replaced the earlier export in {export_dir}"]
   assert sorted(os.listdir(tmp_path)) == ["export"]
+
+
+def test_a_checkpoint_deleted_while_read_names_the_export_command_as_started():
+  """Not a clone's file (the test runner is no command file): the console script."""
+  assert str(export_folder.deleted_while_read("model_out")) == (
+      "--model_dir=model_out: a training run saving into it deleted the checkpoint squad-qa-export "
+      "was reading; wait for it to finish, or pass --init_checkpoint=<a checkpoint it keeps>")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
+from absl import logging
 from absl.testing import flagsaver
 
 from squad_qa import errors
@@ -174,9 +175,9 @@ def make_task(config, steps):
                                       num_train_steps=steps, warmup_proportion=0.0))
 
 
-def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
+def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None, watchers=()):
   """train.py's train() on one device with a synthetic batch: initialize as `start` says, then
-  the orbit loop writing `qa_config` with the first checkpoint."""
+  the orbit loop writing `qa_config` with the first checkpoint (and `watchers` after each loop)."""
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   task = make_task(config, steps)
   with strategy.scope():
@@ -192,7 +193,7 @@ def run_trainer(config, model_dir, steps, start, qa_config, replica_step=None):
       run_plan.RunPlan(model_dir=model_dir, num_train_steps=steps, save_checkpoints_steps=1,
                        steps_per_loop=1), start=start,
       before_first_save=lambda: artifacts.write_json(
-          os.path.join(model_dir, artifacts.QA_CONFIG_FILE), qa_config))
+          os.path.join(model_dir, artifacts.QA_CONFIG_FILE), qa_config), watchers=watchers)
 
 
 @pytest.fixture
@@ -231,6 +232,39 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   assert "already trained 1 of 1 steps" in caplog.text
   assert "unrestored" not in caplog.text and "could not be found" not in caplog.text
   assert artifacts.read_qa_config(model_dir)["max_seq_length"] == SEQ  # no new checkpoint
+
+
+class StepWatcher:
+  """A train watcher that logs a line after each loop."""
+
+  def begin(self, start_step, global_batch_size):
+    del start_step, global_batch_size
+
+  def loop_steps(self, step):
+    del step
+    return 1
+
+  def __call__(self, output):
+    del output
+    logging.info("watched a loop")
+
+
+def test_a_loop_s_progress_shows_before_its_checkpoint_line(tiny_init, tmp_path, caplog):
+  """The watchers (the progress line or bar) run before the checkpoint action: the last step's
+  line or complete bar comes before "saved checkpoint", which would otherwise cut the bar."""
+  config, init, _ = tiny_init
+  model_dir = str(tmp_path / "model_out")
+  start = model_dir_lib.decide_start(model_dir, init)
+  with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
+    run_trainer(config, model_dir, 2, start, {"max_seq_length": SEQ}, watchers=[StepWatcher()])
+  lines = [
+      r.getMessage() for r in caplog.records
+      if r.getMessage() == "watched a loop" or r.getMessage().startswith("saved checkpoint")
+  ]
+  assert lines == [
+      "watched a loop", f"saved checkpoint {model_dir}/ckpt-1", "watched a loop",
+      f"saved checkpoint {model_dir}/ckpt-2"
+  ]
 
 
 def test_failed_runs_leave_no_qa_config(tiny_init, tmp_path):

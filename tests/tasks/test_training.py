@@ -196,7 +196,9 @@ def test_train_py_trains_and_predicts_under_bfloat16(tmp_path):
   with open(model_dir / "eval_results.json") as f:
     results = json.load(f)
   assert results["num_questions"] == 8 and 0.0 <= results["f1"] <= 100.0
-  assert "predicting with a float32 copy of the mixed_bfloat16 model" in log
+  # The command as it was started: from a clone, its file.
+  assert ("predicting with a float32 copy of the mixed_bfloat16 model (what python export.py "
+          "serves)") in log
   with open(model_dir / "predictions.json") as f:
     after_training = json.load(f)
   _, log = testutil.run_cli("train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
