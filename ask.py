@@ -7,8 +7,8 @@ By default it calls the SavedModel's raw-text `serving_default` signature (serve
 tokenization, windowing and span decoding run inside the graph. With --use_serve_features (and
 automatically for SavedModels exported without serve_text) it tokenizes and windows the question and
 passage in Python exactly as preprocessing does (vocab and settings come from the SavedModel), calls
-`serve_features` and decodes the best span over all windows (postprocess/span_decoding.py). Prints
-each answer with its character offsets, score (start + end logit) and time.
+`serve_features` and decodes the best span over all windows. Prints each answer with its character
+offsets, score (start + end logit) and time.
 """
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)

@@ -12,7 +12,7 @@ r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
       # the features model quantized to int8 for LiteRT (vocab + qa_config.json + .tflite, no
       # SavedModel, no serve_text); ask.py answers from it with Python tokenization
 
-Signatures (serving/module.py has the details):
+Signatures:
   serving_default = serve_text: tf.string [batch] `question`, `context` -> `answer` tf.string,
       `start_char`, `end_char` int32 (code points, end exclusive), `score` float32. Tokenization
       (tensorflow-text), windowing, the model and span decoding all run in the graph; contexts of

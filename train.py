@@ -4,10 +4,11 @@ r"""Fine-tunes a BERT encoder for SQuAD span prediction, then predicts and score
       --init_checkpoint=<HF BERT folder, google-research TF1 or tfm TF2 checkpoint> [--gpu] \
       [--distribution_strategy=one_device|mirrored|multi_worker_mirrored|tpu]
 
-The flags are the fields of `tasks.train_config.TrainConfig`, read into one;
-tasks/train_and_evaluate.py does the job: check the inputs -> plan -> task -> loop -> evaluate,
-writing checkpoints, train_results.json, predictions.json and eval_results.json into --model_dir.
+It checks the inputs, plans the run (steps, batch, precision), trains with checkpoints, then
+predicts and scores the dev set, writing train_results.json, predictions.json and
+eval_results.json into --model_dir. The same command resumes from the last checkpoint there.
 """
+# The flags are the fields of tasks.train_config.TrainConfig; tasks/train_and_evaluate.py runs it.
 
 import os
 import re

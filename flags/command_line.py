@@ -127,19 +127,24 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
 
 
 def _help_of(command, flag_values=flags.FLAGS):
-  """Makes `--help` show `command`'s docstring and flags when a console script started it.
+  """Makes `--help` show `command`'s docstring and flags under the command's name as typed.
 
-  absl's help shows `__main__`'s docstring and `sys.argv[0]`'s key flags, which a console
-  script's generated wrapper lacks; `command` (the module of `main`) lends it both, naming the
-  commands as console scripts.
+  absl's help shows `__main__`'s docstring and `sys.argv[0]`'s key flags under `sys.argv[0]`, a
+  path such as `<venv>/bin/squad-qa-train` or `<clone>/model/memory/__main__.py`. A console
+  script's generated wrapper has neither docstring nor flags; `command` (the module of `main`)
+  lends it both, naming the commands as console scripts. `sys.argv[0]` becomes the program's name
+  ("squad-qa-train", "train.py", "model.memory"), which heads the flags.
   """
   main_module = sys.modules["__main__"]
-  if main_module is command:
-    return
-  if not main_module.__doc__:
-    main_module.__doc__ = commands.name_commands_as_started(command.__doc__)
-  for flag in flag_values.get_key_flags_for_module(command.__name__):
-    flag.help = commands.name_commands_as_started(flag.help)
+  key_flags = flag_values.get_key_flags_for_module(sys.argv[0])
+  if main_module is not command:
+    if not main_module.__doc__:
+      main_module.__doc__ = commands.name_commands_as_started(command.__doc__)
+    key_flags = flag_values.get_key_flags_for_module(command.__name__)
+    for flag in key_flags:
+      flag.help = commands.name_commands_as_started(flag.help)
+  sys.argv[0] = program_name()
+  for flag in key_flags:
     flag_values.register_key_flag_for_module(sys.argv[0], flag)
 
 

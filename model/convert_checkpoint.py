@@ -3,8 +3,8 @@ r"""Converts an --init_checkpoint of any kind once into a TF2 checkpoint, so lat
   python -m model.convert_checkpoint --init_checkpoint=uncased_L-12_H-768_A-12 --output=bert_tf2
   python train.py --init_checkpoint=bert_tf2 ...     # config and vocab are found beside it
 
-Reads whatever `model.checkpoints.initialize_from` reads (google-research TF1, tfm TF2, HF folder,
-a --model_dir of train.py) with the same checks, and writes into --output:
+Reads every kind train.py's --init_checkpoint reads (google-research TF1, tfm TF2, HF folder, a
+--model_dir of train.py) with the same checks, and writes into --output:
 - `ckpt-1.*` + `checkpoint`: `tf.train.Checkpoint(encoder=BertEncoder)`, the layout of tfm's
   `tf2_bert_encoder_checkpoint_converter`, so tfm code reads it too; plus `model=<span model>` when
   the source had a trained span head (run_squad.py `cls/squad/*`, HF `qa_outputs`), so a fine-tuned

@@ -4,10 +4,9 @@ r"""SQuAD JSON -> sharded TFRecords of windowed WordPiece features, plus meta.js
       --output_dir=records [--train_file=...] [--predict_file=...] [--version_2_with_negative]
 
 Without --train_file/--predict_file both splits are made from $SQUAD_DIR (default data/squad). The
-features are those of google-research/bert run_squad.py / tf-models-official squad_lib.py. The job
-(reading, worker processes, shards that appear only when complete, meta.json) is
-preprocess/make_records_job.py; errors a user can fix end the command with one line
-`make_records.py: <message>` and exit status 1.
+features are those of google-research/bert run_squad.py / tf-models-official squad_lib.py. Shards
+appear only when complete and meta.json last; an error a user can fix ends the command with one
+line `make_records.py: <message>` and exit status 1.
 """
 
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)

@@ -51,7 +51,8 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       f"{features.Featurization.doc_stride} for an --init_checkpoint). A longer step gives "
       "long contexts fewer windows: 256 at max_seq_length "
       f"{features.Featurization.max_seq_length} is about the step of HF's "
-      "question-answering pipeline (docs/serving.md has its measured effect on dev F1).")
+      "question-answering pipeline; on the dev questions with contexts of 1,500+ characters it "
+      "scored F1 59.3 against 58.6 at 128.")
   window_batch_size: int = settings.setting(
       32, "Windows per model call inside serve_text (bounds memory for long contexts and big "
       "batches).", check=settings.at_least(1))

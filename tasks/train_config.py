@@ -104,8 +104,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
       "them float16. bfloat16 and float32 compute are not changed by it.")
   memory_check: bool = settings.setting(
-      True, "Before training, stop with a diagnosis if model/memory/estimate.py estimates that the "
-      "batch does not fit the device. --nomemory_check trains anyway.")
+      True, "Before training, stop with a diagnosis if the memory planner (python -m "
+      "model.memory) estimates that the batch does not fit the device. --nomemory_check trains "
+      "anyway.")
   device_memory_gb: Optional[float] = settings.variant(
       plan.PlannerConfig, "device_memory_gb",
       help="Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "
@@ -126,8 +127,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "on each (for tests and trying a multi-device configuration).")
   steps_per_loop: int = settings.setting(
       100, "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
-      "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps "
-      "and where a progress line is due.", check=settings.at_least(1))
+      "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps, "
+      "where a progress line is due and (on one host) after about 5 s of steps.",
+      check=settings.at_least(1))
   log_steps: int = settings.setting(
       0, "A training progress line (step, epoch, loss, learning rate, examples/s, ETA) every this "
       "many steps; 0: about every 30 seconds (on several workers: every --steps_per_loop steps).",

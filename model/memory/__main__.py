@@ -1,11 +1,11 @@
 r"""Peak training memory of the BERT span model, and the largest batch that fits a device.
 
     python -m model.memory --bert_config_file=bert_config.json --max_seq_length=384 \
-        --train_batch_size=12 --dtype=float32 --device_memory_gb=12
-    python -m model.memory --device_memory_gb=16            # BERT-Base/Large table, seq 64...512
+        --train_batch_size=12 --gpu --dtype=float32 --device_memory_gb=12
+    python -m model.memory --gpu --device_memory_gb=16   # BERT-Base/Large table, seq 64...512
+    python -m model.memory    # the same for what train.py without --gpu trains on here
 
-The flags are the fields of `plan.PlannerConfig`, read into one; `plan.report`
-counts and formats (model/memory/__init__.py says which module does what).
+--device_memory_gb is a GPU's capacity with --gpu (or where TensorFlow sees a GPU), else the RAM.
 """
 
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)

@@ -53,7 +53,8 @@ class Device:
 
 
 def device_from_flag(device_memory_gb):
-  """A GPU of `device_memory_gb` GiB of capacity (the number on the box)."""
+  """A GPU of `device_memory_gb` GiB of capacity (the number on the box), as `--gpu
+  --device_memory_gb` names it."""
   usable = usable_gpu_bytes(device_memory_gb * GIB)
   return Device("gpu", usable, f"{device_memory_gb:g} GiB GPU ({usable / GIB:.1f} GiB usable)")
 

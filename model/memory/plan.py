@@ -145,7 +145,9 @@ class PlannerConfig(settings.Settings):
     dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`; None: train.py's
       for `gpu` (`policy_and_reason`).
     gpu: train.py's --gpu (mixed_float16 unless `dtype` says otherwise).
-    device_memory_gb: GPU capacity in GiB (not negative); None (or 0): `device.detect_device`.
+    device_memory_gb: the training device's memory in GiB (not negative): a GPU's capacity with
+      `gpu` or when TensorFlow sees a GPU, else the host's RAM; None (or 0): detected
+      (`device.detect_device`).
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
 
@@ -163,9 +165,9 @@ class PlannerConfig(settings.Settings):
       check=settings.at_least(1, "at least 1 (omit it for the table)"))
   train_batch_size: Union[None, int, str] = settings.setting(
       None, "Global features per forward/backward pass, over all replicas (each replica takes "
-      "train_batch_size / replicas), or 'auto': the largest per-replica batch that "
-      "model/memory/plan.py says fits one device (90 % of its usable memory), with gradient "
-      "accumulation keeping --effective_batch_size.", parser=settings.BatchSizeParser(),
+      "train_batch_size / replicas), or 'auto': the largest per-replica batch that the memory "
+      "planner (python -m model.memory) says fits one device (90 % of its usable memory), with "
+      "gradient accumulation keeping --effective_batch_size.", parser=settings.BatchSizeParser(),
       check=settings.check_batch_size)
   dtype: Optional[str] = settings.setting(
       None, "Keras dtype policy of training. Default: the one train.py trains under with the same "
@@ -175,8 +177,9 @@ class PlannerConfig(settings.Settings):
       False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling "
       "(train.py fails if TensorFlow sees no GPU; the memory planner plans for one).")
   device_memory_gb: Optional[float] = settings.setting(
-      None, "GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card). Default: the visible GPU's, "
-      "else the host's available RAM.",
+      None, "Memory of the device training runs on, in GiB (2^30 bytes): a GPU's capacity (e.g. "
+      "12 for a 12 GB card) with --gpu or when TensorFlow sees a GPU, else the host's RAM. "
+      "Default: the visible GPU's, else the host's available RAM.",
       check=settings.at_least(0, "0 or more (0 or omitted: the "
                               "visible GPU's, else the RAM)"))
   format: str = settings.setting("text", "Output format.", choices=OUTPUT_FORMATS)
@@ -229,17 +232,19 @@ def report(config):
   else:
     configs = estimate.presets()
   dtype, why = config.policy_and_reason
-  if config.device_memory_gb:
+  if config.device_memory_gb and config.gpu:
     device = memory_device.device_from_flag(config.device_memory_gb)
-  else:
-    device = memory_device.detect_device()
+  else:  # what train.py without --gpu trains on: a visible GPU, else the CPU
+    device = memory_device.detect_device(config.device_memory_gb)
   program = estimate.PROGRAMS[config.program]
   this_tool = program == estimate.THIS_TOOL
   output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
   text = [
       f"device: {device.description}; {dtype} ({why}); AdamW; allocator overhead "
       f"x{memory_device.overhead_for(device.kind):g}" +
-      ("" if this_tool else f"; counting {program.name}, not this tool")
+      ("" if this_tool else f"; counting {program.name}, not this tool") +
+      ("; --gpu plans a GPU of that size"
+       if config.device_memory_gb and device.kind == "cpu" else "")
   ]
   if config.max_seq_length:
     seq = config.max_seq_length

@@ -262,7 +262,7 @@ HELP_CASES = [
     ("squad-qa-records", ["preprocess/make_records.py"],
      "  --doc_stride: Step, in tokens, between the starts of consecutive context"),
     ("squad-qa-memory", ["-m", "model.memory"],
-     "  --device_memory_gb: GPU memory in GiB (2^30 bytes; e.g. 12 for a 12 GB card)."),
+     "  --device_memory_gb: Memory of the device training runs on, in GiB (2^30"),
     ("squad-qa-convert-checkpoint", ["-m", "model.convert_checkpoint"],
      "  --output: Folder for the converted TF2 checkpoint, with the config and vocab"),
 ]
@@ -279,6 +279,18 @@ def test_help_and_h_list_the_command_s_flags_however_it_was_started(script, comm
     assert line in proc.stdout.splitlines(), (argv, proc.stdout, proc.stderr)
     assert not proc.stdout.startswith("\nUSAGE:"), argv  # absl's text for a module without one
     assert proc.returncode == 0, argv  # help asked for is not a failure
+    # The flags are headed by the command's name as typed, not a path to its file or wrapper.
+    name = (script if argv[0] != sys.executable else
+            command[-1] if command[0] == "-m" else os.path.basename(command[-1]))
+    assert f"{name}:" in proc.stdout.splitlines(), (argv, proc.stdout)
+    assert os.path.dirname(sys.executable) not in proc.stdout
+    assert str(testutil.REPO) not in proc.stdout
+    # Nothing names the package's source files or modules (the clone's commands aside).
+    text = proc.stdout.replace("preprocess/make_records.py", "")
+    assert not re.search(
+        r"\b(tasks|model|serving|preprocess|postprocess|base|flags)/[\w/]+\.py\b|"
+        r"\b(tasks|serving|preprocess|postprocess|base|flags)\.[a-z_]+|"
+        r"\bmodel\.(?!memory\b|convert_checkpoint\b|safetensors\b)[a-z_]+", text), proc.stdout
     if argv[0] != sys.executable:  # an install's help names the console scripts, no clone file
       assert not re.search(
           r"python (preprocess/|-m model\.|train\.py|export\.py|ask\.py)|"

@@ -321,14 +321,15 @@ def test_diagnosis_names_the_fixes():
 
 @pytest.mark.slow
 def test_cli_table_and_breakdown(tmp_path):
-  _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--dtype=float32")
+  _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--gpu",
+                               "--dtype=float32")
   lines = output.strip().splitlines()
   assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32 (--dtype); AdamW; "
                              "allocator overhead x1.04")
   assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
-  _, tf1_output = testutil.run_cli("-m model.memory", "--device_memory_gb=12",
+  _, tf1_output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--gpu",
                                    "--program=google_research_tf1", "--format=json")
   tf1, _ = json.JSONDecoder().raw_decode(tf1_output[tf1_output.index("{"):])
   assert tf1["program"] == "google_research_tf1"
@@ -345,7 +346,7 @@ def test_cli_table_and_breakdown(tmp_path):
   config = testutil.write_tiny_config(tmp_path / "tiny.json")
   _, output = testutil.run_cli("-m model.memory", f"--bert_config_file={config}",
                                "--max_seq_length=128", "--train_batch_size=8",
-                               "--device_memory_gb=1", "--format=json")
+                               "--device_memory_gb=1", "--gpu", "--dtype=float32", "--format=json")
   result, _ = json.JSONDecoder().raw_decode(output[output.index("{"):])  # stderr follows
   entry = result["estimates"][0]
   est = estimate.estimate(tiny_config(), 128, 8, "float32", "gpu")
@@ -729,8 +730,11 @@ def test_the_planner_counts_the_precision_train_py_would_train_in(monkeypatch, o
   why = why.replace("train.py", commands.command("squad-qa-train"))
   assert memory_plan.PlannerConfig(**options).policy_and_reason == (policy, why)
   report = memory_plan.report(memory_plan.PlannerConfig(device_memory_gb=12, **options))
-  assert report.splitlines()[0].startswith(f"device: 12 GiB GPU (11.1 GiB usable); {policy} "
-                                           f"({why}); AdamW")
+  # Without --gpu, 12 GiB is the memory of what train.py would train on here: this host has no GPU.
+  device = ("12 GiB GPU (11.1 GiB usable)"
+            if options.get("gpu") else "CPU with 12 GiB of RAM (--device_memory_gb)")
+  assert report.splitlines()[0].startswith(f"device: {device}; {policy} ({why}); AdamW")
+  assert report.splitlines()[0].endswith("; --gpu plans a GPU of that size") != options.get("gpu")
 
 
 @pytest.mark.parametrize("values, message", [
