@@ -4,9 +4,9 @@
   16.1 examples/s, 1 min 20 s elapsed, ETA 4 min 00 s
 
 (a Keras progress bar on a terminal). Python only runs between orbit's compiled loops, so loops
-are cut to end where a line is due; on a multi-worker cluster, whose loops must have one length,
-at multiples of `log_steps` (default `steps_per_loop`). `orbit_lines_to_debug` moves orbit's own
-per-loop lines to absl's debug level.
+are cut to end where a line is due, and after at most MAX_LOOP_SECONDS of steps; on a multi-worker
+cluster, whose loops must have one length, at multiples of `log_steps` (default `steps_per_loop`).
+`orbit_lines_to_debug` moves orbit's own per-loop lines to absl's debug level.
 """
 
 import contextlib
@@ -20,6 +20,11 @@ from squad_qa.base import progress as progress_lib
 
 # Steps of the first loop, before any rate is known: short, so the first line shows early.
 FIRST_LOOP_STEPS = 5
+# Seconds of steps in one loop at most, once the rate is known. A SIGTERM is acted on between
+# loops (its checkpoint, then exit), and a preempted cloud VM is killed about 30 s after its
+# SIGTERM (Compute Engine's shutdown period), so a loop must leave time for the save. The cost is
+# a few milliseconds of Python per loop.
+MAX_LOOP_SECONDS = 5.0
 
 
 class TrainProgress:
@@ -67,8 +72,8 @@ class TrainProgress:
                  (self.num_train_steps - start_step) / self.steps_per_epoch, every)
 
   def loop_steps(self, step):
-    """Steps of the next compiled loop from global step `step`: at most `steps_per_loop`, ending
-    where the next progress line is due."""
+    """Steps of the next compiled loop from global step `step`: at most `steps_per_loop` and about
+    MAX_LOOP_SECONDS, ending where the next progress line is due."""
     steps = self.steps_per_loop
     if self.log_steps:
       steps = min(steps, self.log_steps - step % self.log_steps)
@@ -80,7 +85,7 @@ class TrainProgress:
                                       max(self.progress.elapsed, 1e-9))
       if rate > 0:
         seconds_left = max(self.interval - self.progress.seconds_since_line(), 0.0)
-        steps = min(steps, max(1, math.ceil(seconds_left * rate)))
+        steps = min(steps, max(1, math.ceil(min(seconds_left, MAX_LOOP_SECONDS) * rate)))
     return max(1, steps)
 
   def figures(self, output):
@@ -103,7 +108,8 @@ class TrainProgress:
     if self.log_steps:
       due = step % self.log_steps == 0
     else:  # the loop was cut to end near the interval: a little early is on time
-      due = not self.progress.updates or self.progress.seconds_since_line() >= 0.8 * self.interval
+      early = min(0.2 * self.interval, MAX_LOOP_SECONDS / 2)
+      due = not self.progress.updates or self.progress.seconds_since_line() >= self.interval - early
     self.progress.update(step - self.progress.done, self.figures(output), log=due and self.show)
     if step >= self.num_train_steps and self.show:
       self.progress.finish()

@@ -40,14 +40,16 @@ def run_loop(progress, step, clock, seconds_per_step, output=None):
   return steps
 
 
-def test_loops_end_about_every_30_seconds_with_a_line_each(monkeypatch):
+def test_loops_last_at_most_5_seconds_and_lines_come_every_30(monkeypatch):
   progress, step, clock, lines = make(monkeypatch)
   progress.begin(0, 16)
   clock.now += 20  # tracing: the first loop's time is mostly this
-  lengths = [run_loop(progress, step, clock, 0.5) for _ in range(5)]
-  # 5 steps first (no rate yet); then 7 at the rate with tracing (5 steps in 22.5 s, for 30 s);
-  # then the rest of 30 s at 2 steps/s (53), and 60 steps per 30 s from there on.
-  assert lengths == [5, 7, 53, 60, 60]
+  lengths = [run_loop(progress, step, clock, 0.5) for _ in range(21)]
+  # 5 steps first (no rate yet); then 2 at the rate with tracing (5 steps in 22.5 s, for 5 s);
+  # then 5 s at 2 steps/s (10 steps) until the line's 30 s, whose last loop ends on it (8 steps:
+  # 4 s after 26 s), and 6 loops of 10 per line from there on.
+  assert lengths == [5, 2] + [10] * 5 + [8] + [10] * 13
+  assert max(lengths[1:]) * 0.5 <= train_progress.MAX_LOOP_SECONDS
   assert lines == [
       "training steps 0..400, 16 features per step (2.00 epochs); progress about every 30 s",
       "training: 5 of 400 steps (1 %), epoch 0.03, loss 2.5000, learning rate 1.00e-04, "
@@ -61,13 +63,13 @@ def test_loops_end_about_every_30_seconds_with_a_line_each(monkeypatch):
   ]
 
 
-def test_slow_steps_never_loop_longer_than_steps_per_loop_and_the_end_shows_once(monkeypatch):
+def test_slow_steps_loop_one_at_a_time_and_the_end_shows_once(monkeypatch):
   progress, step, clock, lines = make(monkeypatch, num_train_steps=12, steps_per_loop=4)
   progress.begin(0, 8)
   lengths = []
   while int(step.numpy()) < 12:
-    lengths.append(run_loop(progress, step, clock, 20.0))  # 20 s per step: a line every loop
-  assert lengths == [4, 2, 2, 2, 2]  # first: min(5, 4); then 30 s is 1.5 steps -> 2
+    lengths.append(run_loop(progress, step, clock, 20.0))  # 20 s per step: a line every 2 steps
+  assert lengths == [4] + [1] * 8  # first: min(5, 4); then 5 s is a quarter step -> 1
   assert [line.split(",")[0] for line in lines[1:]] == [
       "training: 4 of 12 steps (33 %)", "training: 6 of 12 steps (50 %)",
       "training: 8 of 12 steps (67 %)", "training: 10 of 12 steps (83 %)",
