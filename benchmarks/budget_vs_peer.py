@@ -12,15 +12,16 @@ r"""Accuracy against training time, ours and the peer's: the same wall-clock bud
 first 1,000 dev questions, export, ask), timed from the end of its install stage to its end; then
 the peer's finetune_eval.py with that time as its training budget (`--budget-s`), the demo's
 learning rate and batch (from the demo's train_config.json) and its fastest settings
-(`--group-by-length --bf16`). The peer's budget is training alone: its featurization and scoring
-come on top, so the comparison favors the peer. `--peer_planned_steps` is the step count its
-linear schedule decays over in the first run: about the steps the peer reaches in the budget, so
-that its learning rate ends near zero as ours does; every later run plans for the steps the peer
-reached in the run before. Both score the first 1,000 questions of dev-v1.1.json with the official
-v1.1 EM/F1. --runs such runs alternate ours and the peer so that load from other processes hits
-both alike; the load average is printed with each. Prints one table (steps, examples, EM, F1 for
-each side) and writes every run's figures, our learning curves and the peer's JSONs to
---output_dir.
+(`--group-by-length`, and `--bf16` where the CPU has bfloat16 matmuls: without AVX512-BF16 or AMX
+its autocast is slower than float32; `--peer_precision` overrides). The peer's budget is training
+alone: its featurization and scoring come on top, so the comparison favors the peer.
+`--peer_planned_steps` is the step count its linear schedule decays over in the first run: about the
+steps the peer reaches in the budget, so that its learning rate ends near zero as ours does; every
+later run plans for the steps the peer reached in the run before. Both score the first 1,000
+questions of dev-v1.1.json with the official v1.1 EM/F1. --runs such runs alternate ours and the
+peer so that load from other processes hits both alike; the load average is printed with each.
+Prints one table (steps, examples, EM, F1 for each side) and writes every run's figures, our
+learning curves and the peer's JSONs to --output_dir.
 
 --mode=plot: dev EM and F1 against training minutes in one PNG of two panels. Ours: each
 `learning_curve.csv` that `train.py --eval_every_steps` writes (tasks/learning_curve.py: one row
@@ -66,6 +67,9 @@ def define_flags():
       "peer_planned_steps", None, "run: steps the peer's linear schedule decays "
       "over in the first run (later runs: the steps it reached in the run "
       "before).")
+  flags.DEFINE_enum(
+      "peer_precision", "auto", ["auto", "float32", "bfloat16"], "run: the peer's precision; "
+      "auto: bfloat16 autocast on a CPU with bfloat16 matmuls, else float32 (its faster one).")
   flags.DEFINE_integer("runs", 2, "run: ours-then-peer runs.")
   flags.DEFINE_string("output_dir", "budget_vs_peer", "run: where each run's outputs and figures "
                       "go.")
@@ -138,9 +142,19 @@ def run_ours(run_dir):
   }
 
 
+def peer_precision():
+  """The peer's precision: --peer_precision, or for auto bfloat16 where the CPU has bfloat16
+  matmuls (the test train.py's `auto` makes), else float32."""
+  if FLAGS.peer_precision != "auto":
+    return FLAGS.peer_precision
+  from squad_qa.model import precision  # pylint: disable=g-import-not-at-top
+  return "bfloat16" if precision.cpu_has_native_bfloat16() else "float32"
+
+
 def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
   """Runs the peer's finetune_eval.py with `budget_seconds` of training, its schedule decaying over
   `planned_steps`; returns its figures."""
+  bfloat16 = peer_precision() == "bfloat16"
   result_file = os.path.join(run_dir, "peer.json")
   command = [
       FLAGS.peer_python,
@@ -148,7 +162,8 @@ def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
       str(budget_seconds), "--planned-steps",
       str(planned_steps), "--lr",
       str(learning_rate), "--batch",
-      str(batch), "--group-by-length", "--bf16", "--n-dev", "1000", "--out",
+      str(batch), "--group-by-length", *(["--bf16"] if bfloat16 else []), "--n-dev", "1000",
+      "--out",
       os.path.join(run_dir, "peer_model"), "--json", result_file
   ]
   started = time.time()
@@ -160,7 +175,7 @@ def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
   with open(result_file, encoding="utf-8") as f:
     found = json.load(f)
   return {
-      "side": "peer (group_by_length, bf16)",
+      "side": f"peer (group_by_length, {'bf16' if bfloat16 else 'float32'})",
       "budget_seconds": budget_seconds,
       "wall_seconds": time.time() - started,
       "train_seconds": found["train_s"],
@@ -170,7 +185,7 @@ def run_peer(run_dir, budget_seconds, planned_steps, learning_rate, batch):
       "f1": found["f1"],
       "learning_rate": learning_rate,
       "batch": batch,
-      "precision": "bfloat16 autocast",
+      "precision": "bfloat16 autocast" if bfloat16 else "float32",
       "planned_steps": planned_steps
   }
 
