@@ -124,12 +124,16 @@ def busy_ps(ops):
   return total
 
 
+def attention_train_flops(config, batch, length):
+  """The attention products' share of `train_flops` (scores and values, forward + backward)."""
+  return 3 * config.num_hidden_layers * 4 * batch * length**2 * config.hidden_size
+
+
 def train_flops(config, batch, length):
   """Useful FLOPs of one training step: the encoder's matmuls, forward + backward (3x)."""
   hidden, inner = config.hidden_size, config.intermediate_size
-  tokens = batch * length
-  per_layer = 2 * tokens * (4 * hidden**2 + 2 * hidden * inner) + 4 * batch * length**2 * hidden
-  return 3 * config.num_hidden_layers * per_layer
+  dense = 2 * batch * length * (4 * hidden**2 + 2 * hidden * inner)
+  return 3 * config.num_hidden_layers * dense + attention_train_flops(config, batch, length)
 
 
 def layer_matmuls(config, batch, length):
@@ -178,11 +182,6 @@ def matmul_floor_s(config, batch, lengths, dtype, repeats=3):
         best = min(best, time.perf_counter() - started)
       total[kind] += best * config.num_hidden_layers / len(lengths)
   return total
-
-
-def attention_train_flops(config, batch, length):
-  """The attention products' share of `train_flops` (scores and values, forward + backward)."""
-  return 3 * config.num_hidden_layers * 4 * batch * length**2 * config.hidden_size
 
 
 def build(args):
