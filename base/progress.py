@@ -95,6 +95,12 @@ class Progress:
                                          unit_name=unit.rstrip("s"))
       _end_bar_line_before_logs()
 
+  def set_total(self, total):
+    """Counts to `total` units from now on (the work was planned again)."""
+    self.total = total
+    if self._bar is not None:
+      self._bar.target = total - self.initial
+
   @property
   def elapsed(self):
     """Seconds since this object was made."""

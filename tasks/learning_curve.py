@@ -69,6 +69,11 @@ class LearningCurve:
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
     self._started = self._clock()
 
+  def set_num_train_steps(self, steps):
+    """The final point is at `steps` (planned again), when there is one."""
+    if self.final_step is not None:
+      self.final_step = steps
+
   def loop_steps(self, step):
     """Steps to the next point from global step `step`."""
     return self.every_steps - step % self.every_steps

@@ -84,11 +84,20 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   trainer = trainer_lib.QATrainer(strategy, task.replica_step(model, optimizer), optimizer,
                                   plan.global_batch_size)
   is_chief = distribution.is_chief(strategy)
+  schedule = optimization.schedule_of(optimizer)
+  replanner = None
   if not plan.num_train_steps:
     costs = train_budget.measure(trainer, checkpoint, task.build_inputs, model,
                                  scorer if is_chief else None, *budget_clock)
     plan = dataclasses.replace(plan, num_train_steps=train_budget.plan(config, costs, strategy))
-    optimization.schedule_of(optimizer).set_num_train_steps(plan.num_train_steps)
+    schedule.set_num_train_steps(plan.num_train_steps)
+
+    def record_new_plan(steps):  # once the first checkpoint's save has written the files
+      if os.path.exists(os.path.join(config.model_dir, artifacts.TRAIN_CONFIG_FILE)):
+        write_qa_config(steps)
+
+    replanner = train_budget.Replanner(config, costs, strategy, schedule, budget_clock[0],
+                                       on_replan=write_qa_config and record_new_plan)
   watchers = [
       train_progress.TrainProgress(optimizer.iterations, plan.num_train_steps, plan.steps_per_epoch,
                                    config.log_steps, config.steps_per_loop,
@@ -102,15 +111,16 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   try:
     stats = trainer_lib.train(
         trainer, checkpoint, task.build_inputs, plan, start=start,
-        before_first_save=write_qa_config and
-        (lambda: write_qa_config(plan.num_train_steps if config.train_budget else None)),
-        watchers=watchers + ([curve] if curve else []))
+        before_first_save=write_qa_config and (lambda: write_qa_config(
+            int(schedule.num_train_steps.numpy()) if config.train_budget else None)),
+        watchers=watchers + ([curve] if curve else []), replanner=replanner)
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
         plan.accumulation_steps, headline="out of memory")) from None
   stats.update(plan.summary(), distribution_strategy=type(strategy).__name__,
-               learning_curve=bool(curve), num_train_steps=plan.num_train_steps)
+               learning_curve=bool(curve), num_train_steps=stats.get("num_train_steps",
+                                                                     plan.num_train_steps))
   return model, stats, curve
 
 

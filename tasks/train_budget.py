@@ -20,6 +20,14 @@ The plan (`planned_steps`) is the most steps whose training, checkpoints, --eval
 scorings and final prediction (--do_predict) fit in what is left of the budget, counted from the
 command's start, after measuring.
 
+A shared host's speed drifts: the same steps trained at 1.7 s and, another hour, at 2.1 s a
+step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
+the way in and every eighth of the plan after: the step time so far (the time since the plan, less
+its checkpoints' and scorings' measured costs, over the steps trained) plans what is left of the
+budget again, when the run would otherwise end more than REPLAN_TOLERANCE of the budget early or
+late. The decay then ends at the new last step: the learning rate of the next step moves by
+the ratio of the remaining steps (e.g. ~9 % up when 10 % more steps fit half way).
+
 Design: the schedule's length is a variable (`optimization.LinearWarmupDecay`), so the traced step
 follows the planned length without tracing again. Before measuring, the model, the optimizer (its
 slots created first, and the loss scale), the schedule and the dropout generators are written to a
@@ -47,6 +55,8 @@ from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 
 MEASURE_STEPS = 8  # timed training steps, after the loop that traces
+REPLAN_TOLERANCE = 0.02  # of the budget: a projected end closer than this keeps the plan
+REPLAN_CHECKS = 8  # a check every 1/REPLAN_CHECKS of the planned steps, from twice that far in
 PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (the first traces)
 SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
 
@@ -83,20 +93,24 @@ class Schedule:
     """Checkpoints a run of `steps` steps writes."""
     return -(-steps // self.save_checkpoints_steps)
 
-  def seconds(self, steps, costs):
-    """The seconds of a run of `steps` steps after the measuring, under `costs`."""
-    return (steps * costs.step + self.saves(steps) * costs.save +
-            self.scorings(steps) * costs.scoring)
+  def seconds(self, steps, costs, done=0):
+    """The seconds of a run of `steps` steps after the measuring (after step `done`, whose
+    scorings and checkpoints are behind), under `costs`."""
+    during = done // self.eval_every_steps if self.eval_every_steps else 0
+    return ((steps - done) * costs.step +
+            (self.saves(steps) - done // self.save_checkpoints_steps) * costs.save +
+            (self.scorings(steps) - during) * costs.scoring)
 
 
-def planned_steps(budget, costs, schedule):
-  """The most steps whose run (`Schedule.seconds`) fits in `budget` seconds minus `costs.elapsed`
-  (0 if none does)."""
+def planned_steps(budget, costs, schedule, done=0):
+  """The most steps whose run (`Schedule.seconds` after step `done`) fits in `budget` seconds
+  minus `costs.elapsed` (`done` if none does)."""
   left = budget - costs.elapsed
-  low, high = 0, max(0, int(left / costs.step)) + 1
+  low, high = done, done + max(0, int(left / costs.step)) + 1
   while high - low > 1:  # schedule.seconds grows with the steps
     middle = (low + high) // 2
-    low, high = (middle, high) if schedule.seconds(middle, costs) <= left else (low, middle)
+    fits = schedule.seconds(middle, costs, done) <= left
+    low, high = (middle, high) if fits else (low, middle)
   return low
 
 
@@ -214,6 +228,69 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
   trainer.train_dataset = None
   return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
                width_ratio=ratio)
+
+
+class Replanner:
+  """Plans a budgeted run's steps again as it trains (module docstring), on every worker the
+  chief's plan. For a run from step 0, made when the plan is set.
+
+  Args:
+    config: the `TrainConfig` (train_budget, eval_every_steps, do_predict, save_checkpoints_steps).
+    costs: the measured `Costs`: their checkpoint and scoring seconds stay, the step's is the run's.
+    strategy: the run's tf.distribute strategy.
+    schedule: the optimizer's `optimization.LinearWarmupDecay`; a new plan sets its length.
+    clock: `measure`'s clock (seconds).
+    on_replan: a function of the new planned steps, run after each new plan (or None).
+  """
+
+  def __init__(self, config, costs, strategy, schedule, clock, on_replan=None):
+    self.budget = config.train_budget
+    self.schedule = Schedule(config.eval_every_steps, config.do_predict,
+                             config.save_checkpoints_steps)
+    self.costs, self.strategy, self.learning_rate = costs, strategy, schedule
+    self.clock, self.on_replan = clock, on_replan
+    self.planned_at = clock()  # training's start (step 0)
+    self.started = self.planned_at - costs.elapsed  # the command's
+
+  @staticmethod
+  def next_check(step, steps):
+    """The global step of the next check after `step` in a run of `steps` steps (`steps`: none
+    left before the end)."""
+    every = max(1, steps // REPLAN_CHECKS)
+    return min(steps, max(2 * every, (step // every + 1) * every))
+
+  def replan(self, step, steps):
+    """The steps of the run, planned again at global step `step` of `steps` (module docstring):
+    `steps` when its projected end is within REPLAN_TOLERANCE of the budget, else the most steps
+    that fit (at least `step` + 1, and no more than leaves warm-up behind `step`). Sets the
+    schedule's length and logs one line when that changes."""
+    now = self.clock()
+    schedule = self.schedule
+    behind = (step // schedule.save_checkpoints_steps * self.costs.save +
+              (step // schedule.eval_every_steps if schedule.eval_every_steps else 0) *
+              self.costs.scoring)
+    trained = now - self.planned_at - behind
+    new = steps
+    if step > 0 and trained > 0:
+      costs = dataclasses.replace(self.costs, step=trained / step, elapsed=now - self.started)
+      end = costs.elapsed + schedule.seconds(steps, costs, step)
+      if abs(end - self.budget) > REPLAN_TOLERANCE * self.budget:
+        new = max(step + 1, planned_steps(self.budget, costs, schedule, step))
+        warmup = float(self.learning_rate.warmup_proportion.numpy())
+        if warmup:  # warm-up steps follow the length: keep them behind this step
+          new = max(step + 1, min(new, int(step / warmup)))
+    if distribution.is_multi_worker(self.strategy):
+      new = int(_chief_value(self.strategy, new))
+    if new != steps:
+      self.learning_rate.set_num_train_steps(new)
+      logging.info(
+          "train_budget %s: %d steps instead of %d, planned again at step %d: %.3g s/step so far "
+          "against %.3g measured (%s since the start)", settings.format_duration(self.budget), new,
+          steps, step, trained / step, self.costs.step,
+          progress_lib.format_seconds(now - self.started))
+      if self.on_replan:
+        self.on_replan(new)
+    return new
 
 
 def plan(config, costs, strategy):

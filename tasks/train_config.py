@@ -73,9 +73,10 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       None, "Wall time for training and the scoring it does, e.g. 90s, 20m, 1h or 1h30m: after "
       "tracing, the step is timed on real batches and the dev scoring on a few eval batches, and "
       "the number of steps (the schedule's end) is set to fit the --eval_every_steps scorings and "
-      "the final prediction (--do_predict) in it, from the command's start. A resume keeps the "
-      "plan in the checkpoint. Excludes --max_steps and --num_train_epochs.",
-      parser=settings.DurationParser(),
+      "the final prediction (--do_predict) in it, from the command's start; the run's own step "
+      "time plans it again a quarter of the way in and every eighth after, when it would end "
+      "over 2 % early or late. A resume keeps the plan in the checkpoint. Excludes --max_steps "
+      "and --num_train_epochs.", parser=settings.DurationParser(),
       check=settings.at_least(1, f"a duration above 0 like {settings.DURATION_FORMS}"))
   warmup_proportion: float = settings.setting(
       0.1, "Share of the training steps with a linear learning-rate warmup from 0.",

@@ -71,6 +71,11 @@ class TrainProgress:
                  start_step, self.num_train_steps, global_batch_size,
                  (self.num_train_steps - start_step) / self.steps_per_epoch, every)
 
+  def set_num_train_steps(self, steps):
+    """Counts to `steps` (planned again) from now on."""
+    self.num_train_steps = steps
+    self.progress.set_total(steps)
+
   def loop_steps(self, step):
     """Steps of the next compiled loop from global step `step`: at most `steps_per_loop` and about
     MAX_LOOP_SECONDS, ending where the next progress line is due."""

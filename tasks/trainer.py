@@ -125,6 +125,9 @@ class SaveAtMultiples:
     self.manager, self.global_step = manager, global_step
     self.interval, self.last_step = interval, last_step
 
+  def set_num_train_steps(self, steps):
+    self.last_step = steps
+
   def __call__(self, output):
     del output
     step = int(self.global_step.numpy())
@@ -278,7 +281,8 @@ def _log_trained(trainer, start_step, end_step):
       if rate is None else f"{rate:.2f} examples/s (last loop)")
 
 
-def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None, watchers=()):
+def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=None, watchers=(),
+          replanner=None):
   """Trains to `plan.num_train_steps` with orbit, resuming from --model_dir's latest checkpoint.
 
   Args:
@@ -290,10 +294,14 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     before_first_save: a function of no arguments run just before the first checkpoint is saved.
     watchers: more train actions run after each loop (e.g. `train_progress.TrainProgress`,
       `learning_curve.LearningCurve`): each has `begin(start_step, global_batch_size)`, called
-      once, and `loop_steps(step)`, the steps until it next needs to run.
+      once, `loop_steps(step)`, the steps until it next needs to run, and
+      `set_num_train_steps(steps)`, called when a new plan changes the last step.
+    replanner: a `tasks.train_budget.Replanner` (--train_budget), which may plan the steps again
+      at its checks; None: `plan.num_train_steps` stays.
 
   Returns:
-    {"steps": steps run now, "start_step", "end_step", "train_seconds" (tracing included)} plus
+    {"steps": steps run now, "start_step", "end_step", "num_train_steps" (as planned at the end),
+    "train_seconds" (tracing included)} plus
     the last loop's "loss", "learning_rate" and "examples_per_second" (None after one loop).
 
   Raises:
@@ -328,13 +336,22 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
           summary_interval=plan.steps_per_loop if is_chief else None)
       trainer.train_dataset = strategy.distribute_datasets_from_function(
           lambda context: dataset_fn(context, start_step))
-      controller.train(steps=num_train_steps, checkpoint_at_completion=False)
+      step = start_step
+      while step < num_train_steps:
+        stop = replanner.next_check(step, num_train_steps) if replanner else num_train_steps
+        controller.train(steps=stop, checkpoint_at_completion=False)
+        step = int(trainer.optimizer.iterations.numpy())
+        if replanner and step < num_train_steps:
+          num_train_steps = replanner.replan(step, num_train_steps)
+          for action in actions[1:]:
+            action.set_num_train_steps(num_train_steps)
     end_step = int(trainer.optimizer.iterations.numpy())
     _log_trained(trainer, start_step, end_step)
   return {
       "steps": end_step - start_step,
       "start_step": start_step,
       "end_step": end_step,
+      "num_train_steps": num_train_steps,
       "train_seconds": time.time() - started,
       "examples_per_second": None,
       **trainer.last_output

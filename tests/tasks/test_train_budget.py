@@ -55,19 +55,75 @@ def test_the_step_time_is_scaled_to_the_mean_padded_length():
   assert train_budget.width_ratio(dataset_fn, timed=2, sample=4) == 1.0
 
 
+class Clock:
+  """A clock reading `now` (seconds), moved by the test."""
+
+  def __init__(self, now):
+    self.now = now
+
+  def __call__(self):
+    return self.now
+
+
+def replanner(clock, budget=1200, eval_every_steps=100, warmup_proportion=0.1, steps=543):
+  """The first test's plan (543 steps of 2 s planned at 50 s into 20 min), its training begun at
+  `clock`'s time."""
+  config = train_config.TrainConfig(train_budget=budget, eval_every_steps=eval_every_steps,
+                                    save_checkpoints_steps=250)
+  schedule = optimization.LinearWarmupDecay(5e-5, steps, warmup_proportion)
+  costs = train_budget.Costs(step=2.0, save=1.0, scoring=10.0, elapsed=50.0)
+  return train_budget.Replanner(config, costs, tf.distribute.get_strategy(), schedule, clock)
+
+
+def test_a_slower_run_is_planned_again_to_end_in_the_budget(caplog):
+  """The check after 2 x 543 // 8 = 134 steps: they took 2.5 s each, and a scoring (at step 100,
+  10 s) is behind. From 395 s, 439 steps fit the 1200: 305 x 2.5 + 2 checkpoints + 4 scorings
+  (200, 300, 400 and the final) = 804.5 s of the 805 left; 543 would end at 1,075 s over."""
+  clock = Clock(50.0)
+  replan = replanner(clock)
+  assert [replan.next_check(s, 543) for s in (0, 133, 134, 135, 201, 536)
+         ] == [134, 134, 201, 201, 268, 543]
+  clock.now = 50.0 + 134 * 2.5 + 10.0
+  caplog.set_level(std_logging.INFO)
+  assert replan.replan(134, 543) == 439
+  assert int(replan.learning_rate.num_train_steps.numpy()) == 439
+  assert float(replan.learning_rate(439)) == 0.0 and float(replan.learning_rate(438)) > 0.0
+  assert ("train_budget 20m: 439 steps instead of 543, planned again at step 134: 2.5 s/step so "
+          "far against 2 measured (6 min 35 s since the start)") in caplog.text
+
+
+def test_a_run_near_its_plan_keeps_it_and_a_faster_one_trains_longer():
+  """At 2.02 s a step the run would end 9.9 s late, within 2 % of 20 min: the plan stays. At 1.5 s
+  a step, from 261 s: 711 steps, 577 x 1.5 + 3 checkpoints + 7 scorings = 938.5 s of the 939 left.
+  At 0.1 s a step, the most that keeps the warm-up (10 %) behind step 134: 1340."""
+  clock = Clock(50.0)
+  replan = replanner(clock)
+  clock.now = 50.0 + 134 * 2.02 + 10.0
+  assert replan.replan(134, 543) == 543
+  clock.now = 50.0 + 134 * 1.5 + 10.0
+  assert replan.replan(134, 543) == 711
+  clock.now = 50.0 + 134 * 0.1 + 10.0
+  assert replan.replan(134, 543) == 1340
+
+
 class ScriptedClock:
-  """A clock giving `values` in turn, then the last one: in train_and_evaluate's order, the
+  """A clock giving `values` in turn: in train_and_evaluate's order, the
   command's start, a checkpoint write (1 s), the tracing loop, 8 timed steps, one step and the 8
   timed again (16 s each: 2 s a step), reading the eval records (0 s), the probe's first eval
   batch (1 s; the dev set is one batch), its other batches (none) and decoding (1 s: a scoring is
-  2 s), then the time spent once measured (60 s)."""
+  2 s), then the time spent once measured (60 s); after it, each call `then` seconds later."""
   PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 38, 38, 54, 54, 54, 54, 55, 55, 55, 55, 56, 60)
 
-  def __init__(self, values=PLAN):
+  def __init__(self, values=PLAN, then=0.0):
     self.values = list(values)
+    self.then = then
 
   def __call__(self):
-    return self.values.pop(0) if len(self.values) > 1 else self.values[0]
+    if len(self.values) > 1:
+      return self.values.pop(0)
+    value = self.values[0]
+    self.values[0] += self.then
+    return value
 
 
 # 80 s - 60 s = 20 s: 8 steps of 2 s, one checkpoint (1 s) and the final prediction (2 s) = 19 s.
@@ -133,6 +189,26 @@ def test_a_budgeted_run_trains_as_max_steps_of_its_plan(records, budget_run):
   for name in names:
     np.testing.assert_array_equal(budget.get_tensor(name), fixed.get_tensor(name), err_msg=name)
   assert (read_json(budget_run / "predictions.json") == read_json(model_dir / "predictions.json"))
+
+
+@pytest.mark.slow
+def test_a_run_slower_than_measured_is_planned_again(records, tmp_path, caplog):
+  """The clock moves 8 s between its reads once measured: training starts at 68 s, and at the
+  check after step 2 the steps took 4 s each, not 2. From 76 s, 4 steps fit the 80: 2 x 4 s, a
+  checkpoint and the final prediction = 11 s. The schedule ends at step 4, where training ends,
+  the plan saved in the checkpoint and train_config.json."""
+  model_dir = tmp_path / "replanned"
+  caplog.set_level(std_logging.INFO)
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
+      clock=ScriptedClock(then=8.0))
+  assert ("train_budget 1m20s: 4 steps instead of 8, planned again at step 2: 4 s/step so far "
+          "against 2 measured (1 min 08 s since the start)") in caplog.text
+  results = read_json(model_dir / "train_results.json")
+  assert (results["end_step"], results["num_train_steps"]) == (4, 4)
+  assert results["learning_rate"] == pytest.approx(5e-5 / 4)  # lr(3) of 4 steps, no warm-up
+  assert model_dir_lib.schedule_steps_in(str(model_dir / "ckpt-4")) == 4
+  assert read_json(model_dir / "train_config.json")["planned_train_steps"] == 4
 
 
 @pytest.mark.slow
