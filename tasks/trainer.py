@@ -197,8 +197,9 @@ class SaveAndStopOnSigterm:
 
 
 def _train_actions(manager, trainer, plan, watchers, start_step):
-  """orbit's train actions and a function global step -> steps of the next loop, ending where an
-  action is due. (The controller's checkpoint_interval counts from the first loop.)
+  """orbit's train actions, a function global step -> steps of the next loop, ending where an
+  action is due (the controller's checkpoint_interval counts from the first loop), and one that
+  moves the actions' last step (a new plan).
 
   In order: a checkpoint on SIGTERM (saved before anything else runs), the `watchers` (so a
   loop's progress shows before its checkpoint's line, and a terminal's bar completes before the
@@ -214,7 +215,8 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   for watcher in watchers:
     actions.append(watcher)
     watcher.begin(start_step, trainer.global_batch_size)
-  actions.append(SaveAtMultiples(manager, global_step, every, plan.num_train_steps))
+  save = SaveAtMultiples(manager, global_step, every, plan.num_train_steps)
+  actions.append(save)
 
   def loop_steps(step):
     return min([
@@ -222,7 +224,11 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
         *(watcher.loop_steps(step) for watcher in watchers)
     ])
 
-  return actions, loop_steps
+  def set_num_train_steps(steps):
+    for action in [*watchers, save]:
+      action.set_num_train_steps(steps)
+
+  return actions, loop_steps, set_num_train_steps
 
 
 # A checkpoint's files while and once written: <prefix>-<step>_temp/, .index, .data-*.
@@ -326,7 +332,8 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     _check_restored(restored, latest)
     manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
                                                       max_to_keep=3)
-    actions, loop_steps = _train_actions(manager, trainer, plan, watchers, start_step)
+    actions, loop_steps, set_num_train_steps = _train_actions(manager, trainer, plan, watchers,
+                                                              start_step)
     started = time.time()
     with _out_of_memory_as_error(trainer, manager), train_progress.orbit_lines_to_debug():
       controller = orbit.Controller(
@@ -343,8 +350,7 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
         step = int(trainer.optimizer.iterations.numpy())
         if replanner and step < num_train_steps:
           num_train_steps = replanner.replan(step, num_train_steps)
-          for action in actions[1:]:
-            action.set_num_train_steps(num_train_steps)
+          set_num_train_steps(num_train_steps)
     end_step = int(trainer.optimizer.iterations.numpy())
     _log_trained(trainer, start_step, end_step)
   return {
