@@ -20,7 +20,7 @@ The plan (`planned_steps`) is the most steps whose training, checkpoints, --eval
 scorings and final prediction (--do_predict) fit in what is left of the budget, counted from the
 command's start, after measuring.
 
-A shared host's speed drifts: the same steps trained at 1.7 s and, another hour, at 2.1 s a
+A shared host's speed drifts: the same batches trained at 1.8 s and, another hour, at 2.1 s a
 step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
 the way in and every eighth of the plan after: the step time so far (the time since the plan, less
 its checkpoints' and scorings' measured costs, over the steps trained) plans what is left of the

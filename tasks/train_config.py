@@ -75,7 +75,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "the number of steps (the schedule's end) is set to fit the --eval_every_steps scorings and "
       "the final prediction (--do_predict) in it, from the command's start; the run's own step "
       "time plans it again a quarter of the way in and every eighth after, when it would end "
-      "over 2 % early or late. A resume keeps the plan in the checkpoint. Excludes --max_steps "
+      "early or late. A resume keeps the plan in the checkpoint. Excludes --max_steps "
       "and --num_train_epochs.", parser=settings.DurationParser(),
       check=settings.at_least(1, f"a duration above 0 like {settings.DURATION_FORMS}"))
   warmup_proportion: float = settings.setting(
