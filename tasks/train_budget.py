@@ -93,13 +93,17 @@ class Schedule:
     """Checkpoints a run of `steps` steps writes."""
     return -(-steps // self.save_checkpoints_steps)
 
+  def seconds_behind(self, done, costs):
+    """The seconds of the checkpoints and scorings a run has behind it at step `done` (its steps
+    aside), under `costs`."""
+    during = done // self.eval_every_steps if self.eval_every_steps else 0
+    return done // self.save_checkpoints_steps * costs.save + during * costs.scoring
+
   def seconds(self, steps, costs, done=0):
     """The seconds of a run of `steps` steps after the measuring (after step `done`, whose
     scorings and checkpoints are behind), under `costs`."""
-    during = done // self.eval_every_steps if self.eval_every_steps else 0
-    return ((steps - done) * costs.step +
-            (self.saves(steps) - done // self.save_checkpoints_steps) * costs.save +
-            (self.scorings(steps) - during) * costs.scoring)
+    return ((steps - done) * costs.step + self.saves(steps) * costs.save +
+            self.scorings(steps) * costs.scoring - self.seconds_behind(done, costs))
 
 
 def planned_steps(budget, costs, schedule, done=0):
@@ -266,10 +270,7 @@ class Replanner:
     schedule's length and logs one line when that changes."""
     now = self.clock()
     schedule = self.schedule
-    behind = (step // schedule.save_checkpoints_steps * self.costs.save +
-              (step // schedule.eval_every_steps if schedule.eval_every_steps else 0) *
-              self.costs.scoring)
-    trained = now - self.planned_at - behind
+    trained = now - self.planned_at - schedule.seconds_behind(step, self.costs)
     new = steps
     if step > 0 and trained > 0:
       costs = dataclasses.replace(self.costs, step=trained / step, elapsed=now - self.started)

@@ -107,11 +107,11 @@ def test_a_run_near_its_plan_keeps_it_and_a_faster_one_trains_longer():
 
 
 class ScriptedClock:
-  """A clock giving `values` in turn: in train_and_evaluate's order, the
-  command's start, a checkpoint write (1 s), the tracing loop, 8 timed steps, one step and the 8
-  timed again (16 s each: 2 s a step), reading the eval records (0 s), the probe's first eval
-  batch (1 s; the dev set is one batch), its other batches (none) and decoding (1 s: a scoring is
-  2 s), then the time spent once measured (60 s); after it, each call `then` seconds later."""
+  """A clock giving `values` in turn: in train_and_evaluate's order, the command's start, a
+  checkpoint write (1 s), the tracing loop, 8 timed steps, one step and the 8 timed again (16 s
+  each: 2 s a step), reading the eval records (0 s), the probe's first eval batch (1 s; the dev set
+  is one batch), its other batches (none) and decoding (1 s: a scoring is 2 s), then the time spent
+  once measured (60 s); after it, each call `then` seconds later."""
   PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 38, 38, 54, 54, 54, 54, 55, 55, 55, 55, 56, 60)
 
   def __init__(self, values=PLAN, then=0.0):
