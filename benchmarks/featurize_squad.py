@@ -113,12 +113,15 @@ def reference_child(args):
 
 
 def main():
+  from squad_qa.preprocess import squad_reader  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--dev_file", default=os.path.join(SQUAD_DIR, "dev-v1.1.json"))
+  parser.add_argument("--dev_file", default=os.path.join(SQUAD_DIR,
+                                                         squad_reader.PREDICT_FILE_NAMES[0]))
   parser.add_argument(
-      "--train_file", default=next((os.path.join(SQUAD_DIR, n)
-                                    for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
-                                    if os.path.exists(os.path.join(SQUAD_DIR, n))), None))
+      "--train_file", default=next(
+          (os.path.join(SQUAD_DIR, n)
+           for n in squad_reader.TRAIN_FILE_NAMES if os.path.exists(os.path.join(SQUAD_DIR, n))),
+          None))
   parser.add_argument("--vocab_file", default=None)
   parser.add_argument("--max_seq_length", type=int, default=384)
   parser.add_argument("--doc_stride", type=int, default=128)

@@ -7,14 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from squad_qa.preprocess import squad_reader
+
 REPO = Path(__file__).resolve().parents[1]
 # The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository.
 SQUAD_DIR = Path(os.environ.get("SQUAD_DIR", REPO.parent / "shared" / "data" / "squad"))
-DEV_FILE = SQUAD_DIR / "dev-v1.1.json"
+DEV_FILE = SQUAD_DIR / squad_reader.PREDICT_FILE_NAMES[0]
 TRAIN_FILE = next(
-    (SQUAD_DIR / n
-     for n in ("train-v1.1.json", "train-v1.1.reconstructed.json") if (SQUAD_DIR / n).exists()),
-    SQUAD_DIR / "train-v1.1.json")
+    (SQUAD_DIR / n for n in squad_reader.TRAIN_FILE_NAMES if (SQUAD_DIR / n).exists()),
+    SQUAD_DIR / squad_reader.TRAIN_FILE_NAMES[0])
 
 TINY_BERT_CONFIG = {  # google-research bert_config.json keys; the real uncased vocab size
     "vocab_size": 30522,

@@ -238,12 +238,14 @@ def default_vocab_file():
 
 
 def main():
+  from squad_qa.preprocess import squad_reader  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--dev_file", default=os.path.join(DEFAULT_SQUAD_DIR, "dev-v1.1.json"),
+  parser.add_argument("--dev_file", default=os.path.join(DEFAULT_SQUAD_DIR,
+                                                         squad_reader.PREDICT_FILE_NAMES[0]),
                       help="eval-mode comparison on this file ('' to skip)")
   parser.add_argument(
       "--train_file", default=next((os.path.join(DEFAULT_SQUAD_DIR, n)
-                                    for n in ("train-v1.1.json", "train-v1.1.reconstructed.json")
+                                    for n in squad_reader.TRAIN_FILE_NAMES
                                     if os.path.exists(os.path.join(DEFAULT_SQUAD_DIR, n))), ""),
       help="training-mode comparison on this file ('' to skip)")
   parser.add_argument("--lengths", default="384/128/64,256/128/64",
