@@ -28,9 +28,13 @@ import re
 import tempfile
 import time
 
+# XLA's kernels (model/xla_elementwise.py) show in the profile by their fused HLO names, e.g.
+# "negate_add_fusion.clone", without an op scope.
+XLA_KERNEL = r"^[a-z_]*fusion(\.\d+)*(\.clone)?$"
 # (category, regular expression over "scope/op:OpType" with "gradient_tape/" removed), first match
 # wins; the encoder's dense layers are EinsumDense "<name>/einsum/Einsum".
 CATEGORIES = (
+    ("layer norm and GELU (XLA kernels)", XLA_KERNEL),
     ("gradient clipping and AdamW", r"^(AdamWeightDecay|clip_by_global_norm|global_norm)/"),
     ("embeddings", r"/(word_embeddings|position_embedding|type_embeddings|embeddings)/"
      r"|bert_encoder/dropout/|:UnsortedSegmentSum$"),
@@ -87,10 +91,12 @@ def matmul_gflops(dtype, repeats=5):
 
 
 def profiled_ops(logdir):
-  """[(op name, start ps, duration ps)] of the TensorFlow ops in the profile under `logdir`.
+  """[(op name, start ps, duration ps)] of the TensorFlow ops and XLA kernels in the profile under
+  `logdir`.
 
   Reads the profiler's XSpace protobuf, a private TensorFlow module (BUILD.md "Private APIs"): the
-  ops are the events of its executor threads ("tf_Compute/..." lines), named "scope/op:OpType".
+  ops are the events of its executor threads ("tf_Compute/..." lines), named "scope/op:OpType";
+  XLA's kernels run there and on its Eigen threads, named as XLA_KERNEL.
   """
   # pylint: disable=g-import-not-at-top
   from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -101,11 +107,12 @@ def profiled_ops(logdir):
       space.ParseFromString(f.read())
     for plane in space.planes:
       for line in plane.lines:
-        if not line.name.startswith("tf_Compute"):
+        executor = line.name.startswith("tf_Compute")
+        if not (executor or line.name.startswith("tf_numa")):
           continue
         for event in line.events:
           name = plane.event_metadata[event.metadata_id].name
-          if ":" in name and "::" not in name:
+          if re.match(XLA_KERNEL, name) or (executor and ":" in name and "::" not in name):
             ops.append((name, line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps))
   return ops
 

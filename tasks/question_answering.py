@@ -14,6 +14,7 @@ from squad_qa.base import commands
 from squad_qa.model import dropout
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
+from squad_qa.model import xla_elementwise
 from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 from squad_qa.tasks import train_config
@@ -113,14 +114,14 @@ def make_gradient_fn(model, optimizer, accumulation_steps=1, float32_weight_grad
 
   def loss_and_gradients(batch, global_batch_size=None):
     if float16:
-      with float32_gradients.override_weight_gradients():
+      with float32_gradients.override_weight_gradients(), xla_elementwise.training():
         start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
       loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
                        global_batch_size, batch["input_mask"])
       scaled = optimizer.get_scaled_loss(loss) if loss_scaled else loss
       grads = float32_gradients.traced_gradients(scaled, variables)
     else:
-      with tf.GradientTape() as tape:
+      with tf.GradientTape() as tape, xla_elementwise.training():
         start_logits, end_logits = model(span_model.model_inputs(batch), training=True)
         loss = span_loss(batch["start_positions"], batch["end_positions"], start_logits, end_logits,
                          global_batch_size, batch["input_mask"])
@@ -231,10 +232,12 @@ class QuestionAnsweringTask:
   def build_model(self):
     """The span model; call it under the strategy's scope. Its dropout draws 16-bit masks
     (model/dropout.py) from tf.random.Generator variables (switched on for the process), which
-    checkpoints save."""
+    checkpoints save. Its layer norms and GELU run under XLA in the train step
+    (model/xla_elementwise.py)."""
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
     dropout.use_generator_dropout(model)
+    xla_elementwise.use_xla_elementwise(model)
     return model
 
   def create_optimizer(self):

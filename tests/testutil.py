@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from squad_qa.preprocess import answer_spans
+from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import squad_reader
+from squad_qa.preprocess import wordpiece
 
 REPO = Path(__file__).resolve().parents[1]
 # The real SQuAD files: $SQUAD_DIR, else ../shared/data/squad beside the repository.
@@ -168,3 +171,34 @@ def write_model_dir(folder, model, qa_config):
       folder, bert_config_file, bert_config_lib.BertConfig.from_dict(TINY_BERT_CONFIG), meta,
       {k: qa_config[k] for k in settings.names(span_decoding.DecodingSettings)})
   return str(folder)
+
+
+def real_train_batch(num_questions, max_seq_length=128):
+  """Features of the first real training questions whose answer lies in their first window, as a
+  train batch: int32 [num_questions, max_seq_length] model inputs, int32 [num_questions] span."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  squad = squad_reader.read_squad(str(TRAIN_FILE), is_training=True, max_examples=4 * num_questions)
+  tokenizer = wordpiece.WordPieceTokenizer(vocab_file())
+  contexts = tokenizer.tokenize(squad.contexts)
+  batch = []
+  for index, example in enumerate(squad.examples):
+    question, answer = tokenizer.tokenize([example.question_text, example.answer_text])
+    words = squad_reader.char_to_word_offsets(squad.contexts[example.paragraph_index])[1]
+    span = answer_spans.answer_token_span(contexts[example.paragraph_index], words,
+                                          example.answer_start, example.answer_text, answer.ids)
+    feature = features_lib.make_features(
+        index, index, question.ids, contexts[example.paragraph_index], tokenizer.cls_id,
+        tokenizer.sep_id,
+        features_lib.Featurization(max_seq_length=max_seq_length, doc_stride=64,
+                                   max_query_length=32), span)[0]
+    if feature.start_position > 0:
+      batch.append(feature)
+    if len(batch) == num_questions:
+      break
+  return {
+      "input_word_ids": tf.constant([f.input_ids for f in batch], tf.int32),
+      "input_mask": tf.constant([f.input_mask for f in batch], tf.int32),
+      "input_type_ids": tf.constant([f.segment_ids for f in batch], tf.int32),
+      "start_positions": tf.constant([f.start_position for f in batch], tf.int32),
+      "end_positions": tf.constant([f.end_position for f in batch], tf.int32),
+  }

@@ -12,53 +12,17 @@ import tf_keras
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import precision
 from squad_qa.model import span_model
-from squad_qa.preprocess import answer_spans
-from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import make_records_job
-from squad_qa.preprocess import squad_reader
-from squad_qa.preprocess import wordpiece
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import train_config
 from tests import testutil
-
-SEQ = 128
 
 
 @pytest.fixture
 def float32_policy_after():
   yield
   tf_keras.mixed_precision.set_global_policy("float32")
-
-
-def real_train_batch(num_questions, max_seq_length=SEQ):
-  """Features of the first real training questions whose answer lies in their first window."""
-  squad = squad_reader.read_squad(str(testutil.TRAIN_FILE), is_training=True,
-                                  max_examples=4 * num_questions)
-  tokenizer = wordpiece.WordPieceTokenizer(testutil.vocab_file())
-  contexts = tokenizer.tokenize(squad.contexts)
-  batch = []
-  for index, example in enumerate(squad.examples):
-    question, answer = tokenizer.tokenize([example.question_text, example.answer_text])
-    words = squad_reader.char_to_word_offsets(squad.contexts[example.paragraph_index])[1]
-    span = answer_spans.answer_token_span(contexts[example.paragraph_index], words,
-                                          example.answer_start, example.answer_text, answer.ids)
-    feature = features_lib.make_features(
-        index, index, question.ids, contexts[example.paragraph_index], tokenizer.cls_id,
-        tokenizer.sep_id,
-        features_lib.Featurization(max_seq_length=max_seq_length, doc_stride=64,
-                                   max_query_length=32), span)[0]
-    if feature.start_position > 0:
-      batch.append(feature)
-    if len(batch) == num_questions:
-      break
-  return {
-      "input_word_ids": tf.constant([f.input_ids for f in batch], tf.int32),
-      "input_mask": tf.constant([f.input_mask for f in batch], tf.int32),
-      "input_type_ids": tf.constant([f.segment_ids for f in batch], tf.int32),
-      "start_positions": tf.constant([f.start_position for f in batch], tf.int32),
-      "end_positions": tf.constant([f.end_position for f in batch], tf.int32),
-  }
 
 
 def test_span_loss_of_uniform_logits_is_log_seq():
@@ -79,7 +43,7 @@ def test_mixed_float16_path_on_cpu(float32_policy_after):
   model, encoder = span_model.build_span_model(
       bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
   assert encoder.dtype_policy.name == "mixed_float16"
-  batch = real_train_batch(4)
+  batch = testutil.real_train_batch(4)
   # The encoder's projections compute in half precision (tfm keeps its layer norms in float32).
   projections = [l for l in encoder.submodules if isinstance(l, tf_keras.layers.EinsumDense)]
   assert len(projections) >= 2 * 4  # q, k, v, attention output per layer
@@ -112,7 +76,7 @@ def test_mixed_bfloat16_gradients_match_float32(float32_policy_after):
   weight's within a few percent, and no loss scaling is involved."""
   config = bert_config_lib.BertConfig.from_dict(
       dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
-  batch = real_train_batch(8)
+  batch = testutil.real_train_batch(8)
   results = {}
   for dtype in ("float32", "bfloat16"):
     question_answering.set_precision_policy(dtype)
@@ -227,7 +191,7 @@ def test_tiny_model_memorizes_8_real_features():
   config = bert_config_lib.BertConfig.from_dict(
       dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
   model, _ = span_model.build_span_model(config)
-  batch = real_train_batch(8)
+  batch = testutil.real_train_batch(8)
   steps = 150
   optimizer = optimization.create_optimizer(2e-3, steps, 0.1, loss_scale=False)
   step = question_answering.make_train_step(model, optimizer)

@@ -1,0 +1,103 @@
+"""The encoder's layer norms and feed-forward activation compiled with XLA in the training step.
+
+TensorFlow runs a layer norm as about 8 elementwise ops and reductions over [batch, seq, hidden]
+float32 (forward and backward), and the exact GELU as about 10 over [batch, seq, intermediate]:
+each a pass through memory. XLA fuses each into a few passes. The matmuls stay TensorFlow's
+oneDNN kernels: under XLA the whole step runs slower on the CPU (XLA's dot does not use them).
+Measured in docs/benchmarks.md ("Layer norm and GELU under XLA").
+
+Only what is traced inside `training()` is compiled (the train step's forward and backward pass):
+prediction, scoring and export trace the same layers with TensorFlow's own ops, so their outputs
+do not depend on this. XLA compiles each function once per input shape (one per padded length,
+shared by all layers of that shape).
+"""
+
+import contextlib
+import threading
+
+from absl import logging
+import tensorflow as tf
+import tf_keras
+
+_STATE = threading.local()  # a MirroredStrategy traces its replicas in threads of their own
+_COMPILED_ACTIVATIONS = {}
+
+
+@contextlib.contextmanager
+def training():
+  """Layers switched by `use_xla_elementwise` trace their XLA functions inside this context."""
+  previous = getattr(_STATE, "on", False)
+  _STATE.on = True
+  try:
+    yield
+  finally:
+    _STATE.on = previous
+
+
+def _on():
+  return getattr(_STATE, "on", False)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def layer_norm(inputs, gamma, beta, epsilon):
+  """tf_keras LayerNormalization's unfused computation over the last axis, as one XLA function.
+
+  Args:
+    inputs: float32 [..., hidden].
+    gamma, beta: float32 [hidden].
+    epsilon: a Python float added to the variance.
+  Returns:
+    float32, the shape of `inputs`.
+  """
+  mean, variance = tf.nn.moments(inputs, [-1], keepdims=True)
+  return tf.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
+                                   variance_epsilon=epsilon)
+
+
+class XlaLayerNormalization(tf_keras.layers.LayerNormalization):
+  """tf_keras `LayerNormalization` that runs `layer_norm` inside `training()`; the same weights,
+  names and checkpoints. Other configurations (several axes, no gamma or beta, a compute dtype
+  other than float32) run the parent's call."""
+
+  def call(self, inputs):
+    if not (_on() and self.axis == [inputs.shape.rank - 1] and self.center and self.scale and
+            self.compute_dtype == "float32"):
+      return super().call(inputs)
+    return layer_norm(tf.cast(inputs, tf.float32), self.gamma, self.beta, self.epsilon)
+
+
+def xla_activation(function):
+  """`function` (a Keras activation) compiled by XLA inside `training()`, as it is outside."""
+  if function not in _COMPILED_ACTIVATIONS:  # one tf.function per activation: shared traces
+    _COMPILED_ACTIVATIONS[function] = tf.function(function, jit_compile=True, reduce_retracing=True)
+  compiled = _COMPILED_ACTIVATIONS[function]
+
+  def activation(inputs):
+    return compiled(inputs) if _on() else function(inputs)
+
+  activation.plain = function
+  return activation
+
+
+def use_xla_elementwise(model):
+  """Switches `model`'s tf_keras LayerNormalization layers to `XlaLayerNormalization` and its
+  Activation layers other than "linear" (the encoder's feed-forward GELU) to `xla_activation`;
+  call it before tracing. Switching twice changes nothing.
+
+  Returns:
+    How many layers run under XLA in the train step; 0 is logged as a warning (correct, only
+    slower).
+  """
+  switched = 0
+  for layer in model.submodules:
+    if type(layer) is tf_keras.layers.LayerNormalization:  # pylint: disable=unidiomatic-typecheck
+      layer.__class__ = XlaLayerNormalization
+    elif (type(layer) is tf_keras.layers.Activation and  # pylint: disable=unidiomatic-typecheck
+          layer.activation is not tf_keras.activations.linear
+          and not hasattr(layer.activation, "plain")):
+      layer.activation = xla_activation(layer.activation)
+    switched += isinstance(layer, XlaLayerNormalization) or hasattr(
+        getattr(layer, "activation", None), "plain")
+  if not switched:
+    logging.warning("No layer norm or activation layer in %s: nothing compiled by XLA.", model.name)
+  return switched

@@ -1,0 +1,105 @@
+"""model/xla_elementwise.py: the training step's layer norms and GELU under XLA equal TensorFlow's
+own ops within float32 rounding, forward and backward; everything outside the train step traces
+TensorFlow's own ops."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import dropout
+from squad_qa.model import span_model
+from squad_qa.model import xla_elementwise
+from squad_qa.tasks import optimization
+from squad_qa.tasks import question_answering
+from tests import testutil
+
+
+def xla_calls(concrete_function):
+  """Names of the calls in `concrete_function`'s graph, and in the functions it holds (loop
+  bodies, gradients), that XLA must compile."""
+  graph_def = concrete_function.graph.as_graph_def()
+  nodes = list(graph_def.node)
+  for function in graph_def.library.function:
+    nodes += function.node_def
+  return [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
+
+
+def test_layer_norm_and_its_gradients_equal_tf_keras():
+  plain = tf_keras.layers.LayerNormalization(epsilon=1e-12)
+  switched = tf_keras.layers.LayerNormalization(epsilon=1e-12)
+  for layer in (plain, switched):
+    layer.build([None, None, 48])
+  gamma, beta = np.linspace(0.5, 1.5, 48), np.linspace(-0.2, 0.3, 48)
+  plain.set_weights([gamma, beta])
+  switched.set_weights([gamma, beta])
+  switched.__class__ = xla_elementwise.XlaLayerNormalization
+  x = tf.random.stateless_normal([3, 37, 48], seed=[1, 2]) * 4.0 + 1.0
+  dy = tf.random.stateless_normal([3, 37, 48], seed=[3, 4])
+
+  def forward_backward(layer):
+    with tf.GradientTape() as tape, xla_elementwise.training():
+      tape.watch(x)
+      y = layer(x)
+    return [y] + tape.gradient(y, [x] + layer.trainable_variables, output_gradients=dy)
+
+  step = tf.function(forward_backward)
+  assert xla_calls(
+      step.get_concrete_function(switched)) and not xla_calls(step.get_concrete_function(plain))
+  for expected, got in zip(step(plain), step(switched)):
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=2e-5)
+
+
+def tiny_config():
+  return bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+
+def test_a_training_model_switches_every_layer_norm_and_the_gelu():
+  config = tiny_config()
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=config, max_seq_length=128)).build_model()
+  layer_norms = [l for l in model.submodules if isinstance(l, tf_keras.layers.LayerNormalization)]
+  # The embeddings' layer norm and two per layer (after the attention, after the feed-forward).
+  assert len(layer_norms) == 1 + 2 * config.num_hidden_layers
+  assert {type(l) for l in layer_norms} == {xla_elementwise.XlaLayerNormalization}
+  gelus = [
+      l for l in model.submodules
+      if isinstance(l, tf_keras.layers.Activation) and hasattr(l.activation, "plain")
+  ]
+  gelu = span_model.gelu_exact if config.exact_gelu else span_model.gelu_tanh
+  assert [l.activation.plain for l in gelus] == [gelu] * config.num_hidden_layers
+  assert xla_elementwise.use_xla_elementwise(model) == 1 + 3 * config.num_hidden_layers  # again
+
+
+@pytest.mark.parametrize("accumulation_steps", [1, 2])
+def test_train_step_gradients_equal_the_plain_model(accumulation_steps):
+  """The same weights and real batch (windows of up to 256 tokens, padded) through a switched
+  and a plain model: the loss and every gradient agree within float32 rounding, and only the
+  switched model's step compiles with XLA; its prediction does not."""
+  config = tiny_config()
+  batch = testutil.real_train_batch(8, max_seq_length=256)
+  assert len(set(np.sum(batch["input_mask"].numpy(), axis=1))) > 1  # padding varies
+  results, steps = [], []
+  for switch in (False, True):
+    tf_keras.utils.set_random_seed(3)
+    model, _ = span_model.build_span_model(config)
+    dropout.use_generator_dropout(model)
+    if switch:
+      xla_elementwise.use_xla_elementwise(model)
+    optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
+    step = tf.function(question_answering.make_gradient_fn(model, optimizer, accumulation_steps))
+    loss, grads = step(batch)
+    results.append((float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]))
+    steps.append(step.get_concrete_function(batch))
+    predict = tf.function(lambda inputs, m=model: m(inputs, training=False))
+    assert not xla_calls(predict.get_concrete_function(span_model.model_inputs(batch)))
+  assert not xla_calls(steps[0]) and xla_calls(steps[1])
+  (plain_loss, plain_grads), (loss, grads) = results
+  assert loss == pytest.approx(plain_loss, rel=1e-5)
+  assert len(grads) == len(plain_grads)
+  # Gradients that are 0 in exact arithmetic (e.g. the key biases) hold float32 rounding noise.
+  largest = max(np.abs(g).max() for g in plain_grads)
+  for expected, got in zip(plain_grads, grads):
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5 * largest)
