@@ -63,7 +63,10 @@ class XlaLayerNormalization(tf_keras.layers.LayerNormalization):
     if not (_on() and self.axis == [inputs.shape.rank - 1] and self.center and self.scale and
             self.compute_dtype == "float32"):
       return super().call(inputs)
-    return layer_norm(tf.cast(inputs, tf.float32), self.gamma, self.beta, self.epsilon)
+    # The weights go in as tensors: the tape takes a read of a distributed variable (a
+    # MirroredStrategy's) as its gradient source, not a variable captured by the function.
+    return layer_norm(tf.cast(inputs, tf.float32), tf.convert_to_tensor(self.gamma),
+                      tf.convert_to_tensor(self.beta), self.epsilon)
 
 
 def xla_activation(function):
