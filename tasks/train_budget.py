@@ -127,7 +127,7 @@ def plan_line(budget, costs, schedule, steps):
              f"~{progress_lib.format_seconds(costs.scoring)}" if scorings else "no scoring")
   scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
             if costs.width_ratio != 1 else "")
-  return (f"train_budget {settings.format_duration(budget)}: {costs.step:.3g} s/step measured over "
+  return (f"train_budget {settings.format_duration(budget)}: {costs.step:#.3g} s/step measured over "
           f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
           f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
           f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
@@ -285,8 +285,8 @@ class Replanner:
     if new != steps:
       self.learning_rate.set_num_train_steps(new)
       logging.info(
-          "train_budget %s: %d steps instead of %d, planned again at step %d: %.3g s/step so far "
-          "against %.3g measured (%s since the start)", settings.format_duration(self.budget), new,
+          "train_budget %s: %d steps instead of %d, planned again at step %d: %#.3g s/step so far "
+          "against %#.3g measured (%s since the start)", settings.format_duration(self.budget), new,
           steps, step, trained / step, self.costs.step,
           progress_lib.format_seconds(now - self.started))
       if self.on_replan:

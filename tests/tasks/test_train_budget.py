@@ -39,7 +39,7 @@ def test_the_plan_is_the_most_steps_that_fit():
   assert train_budget.planned_steps(1200, costs, unscored) == 573  # 1146 + 3 s
   assert train_budget.planned_steps(50, costs, unscored) == 0
   assert train_budget.plan_line(1200, costs, scored, 543) == (
-      "train_budget 20m: 2 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
+      "train_budget 20m: 2.00 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
       "59 s, scoring included: 6 scorings of ~10 s; measuring took 50 s since the start)")
 
 
@@ -88,8 +88,8 @@ def test_a_slower_run_is_planned_again_to_end_in_the_budget(caplog):
   assert replan.replan(134, 543) == 439
   assert int(replan.learning_rate.num_train_steps.numpy()) == 439
   assert float(replan.learning_rate(439)) == 0.0 and float(replan.learning_rate(438)) > 0.0
-  assert ("train_budget 20m: 439 steps instead of 543, planned again at step 134: 2.5 s/step so "
-          "far against 2 measured (6 min 35 s since the start)") in caplog.text
+  assert ("train_budget 20m: 439 steps instead of 543, planned again at step 134: 2.50 s/step so "
+          "far against 2.00 measured (6 min 35 s since the start)") in caplog.text
 
 
 def test_a_run_near_its_plan_keeps_it_and_a_faster_one_trains_longer():
@@ -202,8 +202,8 @@ def test_a_run_slower_than_measured_is_planned_again(records, tmp_path, caplog):
   train_and_evaluate.train_and_evaluate(
       config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
       clock=ScriptedClock(then=8.0))
-  assert ("train_budget 1m20s: 4 steps instead of 8, planned again at step 2: 4 s/step so far "
-          "against 2 measured (1 min 08 s since the start)") in caplog.text
+  assert ("train_budget 1m20s: 4 steps instead of 8, planned again at step 2: 4.00 s/step so far "
+          "against 2.00 measured (1 min 08 s since the start)") in caplog.text
   results = read_json(model_dir / "train_results.json")
   assert (results["end_step"], results["num_train_steps"]) == (4, 4)
   assert results["learning_rate"] == pytest.approx(5e-5 / 4)  # lr(3) of 4 steps, no warm-up
