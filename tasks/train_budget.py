@@ -127,10 +127,11 @@ def plan_line(budget, costs, schedule, steps):
              f"~{progress_lib.format_seconds(costs.scoring)}" if scorings else "no scoring")
   scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
             if costs.width_ratio != 1 else "")
-  return (f"train_budget {settings.format_duration(budget)}: {costs.step:#.3g} s/step measured over "
-          f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
-          f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
-          f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
+  return (
+      f"train_budget {settings.format_duration(budget)}: {costs.step:#.3g} s/step measured over "
+      f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
+      f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
+      f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
 
 
 def _time_steps(trainer, steps, clock):
