@@ -21,7 +21,8 @@ from squad_qa.flags import settings
 class VocabFile(settings.Settings):
   """The encoder's WordPiece vocabulary."""
   vocab_file: Optional[str] = settings.setting(
-      None, "WordPiece vocab.txt of the encoder. Default: vocab.txt beside --init_checkpoint.")
+      None, "WordPiece vocab.txt of the encoder: required to make records; training and export "
+      "default to the vocab.txt beside --init_checkpoint.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

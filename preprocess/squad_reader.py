@@ -60,7 +60,7 @@ class SquadFiles(SquadVersion):
       "train-v1.1.reconstructed.json there).")
   predict_file: Optional[str] = settings.setting(
       None, "SQuAD JSON for evaluation (its gold answers score the predictions). Default: "
-      "$SQUAD_DIR/dev-v1.1.json; for train.py, the file the eval records were made from "
+      "$SQUAD_DIR/dev-v1.1.json; in training, the file the eval records were made from "
       "(meta.json) while it exists.")
 
 

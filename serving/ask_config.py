@@ -23,7 +23,8 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     typed_flags: names of the fields whose flags were typed, or None (built in Python).
 
   Raises:
-    errors.UsageError: no question, or neither or both of a context and a context file.
+    errors.UsageError: no question, neither or both of a context and a context file, or a context
+      of only white space.
   """
   export_dir: str = settings.setting("export", "The folder export.py wrote.")
   question: Optional[Tuple[str, ...]] = settings.setting(
@@ -45,3 +46,6 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
       raise errors.UsageError("give --question and --context (or --context_file)")
     if self.context is not None and self.context_file:
       raise errors.UsageError("give --context or --context_file, not both (one passage per run)")
+    if self.context is not None and not self.context.strip():
+      raise errors.UsageError(f"--context={self.context!r} is empty: there is no passage to "
+                              f"answer from; give its text")

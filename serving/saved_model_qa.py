@@ -288,16 +288,21 @@ def read_context_file(path):
 
   Raises:
     errors.MissingFileError: no file at `path`.
-    errors.UsageError: the file is not UTF-8 (one line naming the byte and the fix).
+    errors.UsageError: the file is not UTF-8 (one line naming the byte and the fix), or holds only
+      white space.
   """
   if not os.path.isfile(path):
     raise errors.MissingFileError(f"--context_file={path}: no such file")
   try:
     with open(path, encoding="utf-8-sig") as f:
-      return f.read()
+      text = f.read()
   except UnicodeDecodeError as e:
     raise errors.UsageError(f"--context_file={path}: not UTF-8 text (byte {e.start}: "
                             f"{e.reason}); save it as UTF-8") from None
+  if not text.strip():
+    raise errors.UsageError(f"--context_file={path} is empty: there is no passage to answer from; "
+                            f"write the passage into it")
+  return text
 
 
 def answer_questions(config):

@@ -232,6 +232,16 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.UsageError) as error:
     saved_model_qa.AskConfig(question="q", context="c", context_file=str(tmp_path / "c.txt"))
   assert str(error.value) == "give --context or --context_file, not both (one passage per run)"
+  for context in ("", " \n\t"):  # nothing to answer from, as an empty question asks nothing
+    with pytest.raises(errors.UsageError) as error:
+      saved_model_qa.AskConfig(question="q", context=context)
+    assert str(error.value) == (f"--context={context!r} is empty: there is no passage to answer "
+                                f"from; give its text")
+    (tmp_path / "empty.txt").write_text(context)
+    with pytest.raises(errors.UsageError) as error:
+      saved_model_qa.read_context_file(str(tmp_path / "empty.txt"))
+    assert str(error.value) == (f"--context_file={tmp_path / 'empty.txt'} is empty: there is no "
+                                f"passage to answer from; write the passage into it")
 
 
 def test_a_context_file_is_utf8_text_without_its_byte_order_mark(tmp_path):
