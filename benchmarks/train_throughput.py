@@ -251,7 +251,7 @@ def one_run(args):
         for result in run_peer(args, precision, modes, steps):
           rows.append((f"{PEER_NAMES[result['mode']]}, {precision}", result["mode"],
                        result["examples_per_s"], result["mean_padded_len"], before))
-        print(f"  {rows[-1][0]}: {json.dumps(result)}", flush=True)
+          print(f"  {rows[-1][0]}: {json.dumps(result)}", flush=True)
   return rows
 
 
