@@ -142,11 +142,14 @@ def child(args):
     next(iterator)
   # The layer norms and GELU compile once per padded length (model/xla_elementwise.py): step once
   # at every bucket length first, so that the timed steps run as a long run's do.
-  sample, started = next(iterator), time.perf_counter()
-  for length in (buckets or ()) if not args.xla else ():
-    float(step(at_length(tf, sample, length)))
-    shapes.add(length)
-  compile_s = time.perf_counter() - started
+  warmup_lengths = buckets if buckets and not args.xla else ()
+  started = time.perf_counter()
+  if warmup_lengths:
+    sample = next(iterator)
+    for length in warmup_lengths:
+      float(step(at_length(tf, sample, length)))
+      shapes.add(length)
+  warmup_s = time.perf_counter() - started
   for i in range(args.warmup + args.steps):
     batch = next(iterator)
     length = int(batch["input_word_ids"].shape[1])
@@ -168,7 +171,7 @@ def child(args):
           "mean_padded_len": float(np.mean(lengths)),
           "shapes": sorted(shapes),
           "traces": step.experimental_get_tracing_count(),
-          "bucket_warmup_s": compile_s,
+          "bucket_warmup_s": warmup_s,
           "threads": [
               tf.config.threading.get_inter_op_parallelism_threads(),
               tf.config.threading.get_intra_op_parallelism_threads()
