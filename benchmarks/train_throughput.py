@@ -309,6 +309,9 @@ def main():
   parser.add_argument("--peer_modes", default="full,dynamic,grouped",
                       help="the peer's configurations, comma-separated: full, dynamic, grouped")
   args = parser.parse_args()
+  if args.peer_precisions is not None and not args.peer_python:
+    sys.exit("--peer_precisions needs --peer_python (the peer's virtualenv): without it only ours "
+             "runs")
   args.peer_modes = [m for m in args.peer_modes.split(",") if m]
   args.peer_precisions = [
       p for p in (args.peer_precisions or args.mixed_precision_dtype).split(",") if p
