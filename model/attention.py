@@ -1,6 +1,14 @@
-"""tfm's self-attention with the query-key einsum written query first: bit-identical scores and
-gradients, about 3x faster with TensorFlow's oneDNN einsum on the CPU (docs/serving.md "Attention
-operand order"). Weights, their names and checkpoints stay those of tfm's `BertEncoder`."""
+"""tfm's self-attention with the query-key einsum written query first, and the padding mask added
+by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEncoder`.
+
+- Query first: bit-identical scores and gradients, about 3x faster with TensorFlow's oneDNN einsum
+  on the CPU (docs/serving.md "Attention operand order").
+- The mask: tf_keras adds a [batch, 1, seq, seq] mask to the [batch, heads, seq, seq] scores, a
+  broadcast add as slow as the einsum itself. BertEncoder's mask is the same for every query
+  (tfm's `SelfAttentionMask` repeats `input_mask`), so it is one value per key: a feature of 1 on
+  every query and of 0 or -1e9 on every key makes the einsum add it (docs/serving.md "The padding
+  mask inside the score einsum").
+"""
 
 import math
 
@@ -22,15 +30,45 @@ def query_first_equation(dot_product_equation):
   return f"{query},{key}->{scores}"
 
 
-class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
-  """tf_keras `MultiHeadAttention` whose score einsum takes query [B, T, N, key_dim] first.
+def masked_out_score(dtype):
+  """What tf_keras's `Softmax` adds to a masked score: -1e9, or half float16's minimum in float16
+  (tf_keras/src/layers/activation/softmax.py)."""
+  return tf.float16.min / 2.0 if dtype == tf.float16 else -1e9
 
-  `_compute_attention` is tf_keras 2.20's but for that operand order: scores [B, N, T, S] equal
-  the parent's bit for bit.
+
+def with_key_mask_feature(query, key, attention_mask):
+  """(query, key) with one more feature, so that their dot product adds the key padding mask.
+
+  Args:
+    query: [B, T, N, H], already scaled.
+    key: [B, S, N, H], the dtype of `query`.
+    attention_mask: [B, T, S], 1 where a query attends to a key; every row the same.
+  Returns:
+    query [B, T, N, H + 1] with a last feature of 1, and key [B, S, N, H + 1] with a last feature
+    of 0 where attended and `masked_out_score` where masked.
+  """
+  keep = tf.cast(attention_mask[:, 0, :], query.dtype)  # [B, S]
+  added = (1.0 - keep) * masked_out_score(query.dtype)
+  # expand_dims, not [:, :, None, None]: LiteRT (int8 exports) has no StridedSlice new axes.
+  added = tf.expand_dims(tf.expand_dims(added, -1), -1)  # [B, S, 1, 1]
+  key_feature = tf.broadcast_to(added, tf.concat([tf.shape(key)[:-1], [1]], 0))
+  query_feature = tf.ones(tf.concat([tf.shape(query)[:-1], [1]], 0), query.dtype)
+  return tf.concat([query, query_feature], -1), tf.concat([key, key_feature], -1)
+
+
+class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
+  """tf_keras `MultiHeadAttention` whose score einsum takes query [B, T, N, key_dim] first and,
+  given a [B, T, S] mask whose rows are equal (BertEncoder's), adds the mask as it multiplies.
+
+  `_compute_attention` is tf_keras 2.20's but for those two changes: the scores [B, N, T, S]
+  equal the parent's (bit for bit without a mask).
   """
 
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
     query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
+    if attention_mask is not None and attention_mask.shape.rank == 3 and query.shape.rank == 4:
+      query, key = with_key_mask_feature(query, key, attention_mask)
+      attention_mask = None
     attention_scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
     attention_scores = self._masked_softmax(attention_scores, attention_mask)
     attention_scores_dropout = self._dropout_layer(attention_scores, training=training)

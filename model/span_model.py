@@ -12,6 +12,7 @@ from official.nlp.modeling import models
 from official.nlp.modeling import networks
 
 from squad_qa.model import attention
+from squad_qa.model import fused_feed_forward
 from squad_qa.model import precision
 
 # Input names of tfm's BertEncoder, used by the model and by the serving signatures.
@@ -48,7 +49,8 @@ def gelu_tanh(x):
 
 
 def build_encoder(config):
-  """A tfm `BertEncoder` for a `model.bert_config.BertConfig`, with query-first attention.
+  """A tfm `BertEncoder` for a `model.bert_config.BertConfig`, with query-first attention and,
+  outside the train step, the fused feed-forward (model/fused_feed_forward.py).
 
   Inputs int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`; `sequence_output`
   [batch, seq, hidden] in the global policy's compute dtype.
@@ -66,6 +68,7 @@ def build_encoder(config):
       max_sequence_length=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
       initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range))
   attention.use_query_first_attention(encoder)
+  fused_feed_forward.use_fused_feed_forward(encoder)
   return encoder
 
 

@@ -34,7 +34,8 @@ def training():
     _STATE.on = previous
 
 
-def _on():
+def in_train_step():
+  """Whether a train step is being traced (inside `training()`)."""
   return getattr(_STATE, "on", False)
 
 
@@ -60,8 +61,8 @@ class XlaLayerNormalization(tf_keras.layers.LayerNormalization):
   other than float32) run the parent's call."""
 
   def call(self, inputs):
-    if not (_on() and self.axis == [inputs.shape.rank - 1] and self.center and self.scale and
-            self.compute_dtype == "float32"):
+    if not (in_train_step() and self.axis == [inputs.shape.rank - 1] and self.center and
+            self.scale and self.compute_dtype == "float32"):
       return super().call(inputs)
     # The weights go in as tensors: the tape takes a read of a distributed variable (a
     # MirroredStrategy's) as its gradient source, not a variable captured by the function.
@@ -76,7 +77,7 @@ def xla_activation(function):
   compiled = _COMPILED_ACTIVATIONS[function]
 
   def activation(inputs):
-    return compiled(inputs) if _on() else function(inputs)
+    return compiled(inputs) if in_train_step() else function(inputs)
 
   activation.plain = function
   return activation

@@ -21,6 +21,29 @@ def test_query_first_equation_swaps_the_operands():
     attention.query_first_equation("abc->acb")
 
 
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16, tf.float16])
+def test_the_key_mask_feature_adds_tf_keras_mask_to_the_scores(dtype):
+  """The einsum of the extended query and key equals tf_keras's scores plus its mask adder, bit for
+  bit, with keys padded differently in each row."""
+  rng = np.random.default_rng(1)
+  query = tf.constant(rng.normal(size=(2, 5, 3, 8)), dtype)
+  key = tf.constant(rng.normal(size=(2, 6, 3, 8)), dtype)
+  keep = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]], np.int32)
+  mask = tf.constant(np.repeat(keep[:, None, :], 5, axis=1))  # [B, T, S], as SelfAttentionMask's
+  softmax = tf_keras.layers.Softmax(dtype=dtype)
+  scores = tf.einsum(QUERY_FIRST, query, key)
+  expected = softmax(scores, tf.expand_dims(mask, 1))
+  extended_query, extended_key = attention.with_key_mask_feature(query, key, mask)
+  assert extended_query.shape == (2, 5, 3, 9) and extended_key.shape == (2, 6, 3, 9)
+  folded = tf.einsum(QUERY_FIRST, extended_query, extended_key)
+  np.testing.assert_array_equal(folded.numpy()[..., keep[0] == 1][0],
+                                scores.numpy()[..., keep[0] == 1][0])
+  assert float(tf.reduce_max(folded[0, :, :, 4:])) <= attention.masked_out_score(dtype) / 2
+  np.testing.assert_array_equal(softmax(folded).numpy(), expected.numpy())
+  assert float(tf.reduce_max(expected[0, :, :, 4:])) == 0.0 < float(
+      tf.reduce_min(expected[0, :, :, :4]))
+
+
 def _score_equations(model, inputs):
   graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(inputs).graph
   return sorted({
