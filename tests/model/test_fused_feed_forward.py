@@ -7,6 +7,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import fused_feed_forward
@@ -24,7 +25,8 @@ CONFIGS = {  # google-research's tanh GELU and Hugging Face's exact one
 
 
 def plain_and_fused(config, encoder_policy=None):
-  """Two span models with the same weights: tfm's feed-forward, and the switched one."""
+  """Two span models with the same (seeded) weights: tfm's feed-forward, and the switched one."""
+  tf_keras.utils.set_random_seed(5)
   with mock.patch.object(fused_feed_forward, "use_fused_feed_forward", lambda network: 0):
     plain, _ = span_model.build_span_model(config, encoder_policy)
   fused, _ = span_model.build_span_model(config, encoder_policy)
@@ -56,12 +58,14 @@ def test_prediction_traces_matmul_and_equals_tfm(gelu):
     assert np.abs(expected.numpy()).max() > 0.05  # real logits were compared
 
 
-def test_bfloat16_prediction_is_as_close_to_float32_as_tfm():
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_16_bit_prediction_is_as_close_to_float32_as_tfm(policy):
   """Under mixed_bfloat16 the fused GELU runs in bfloat16 (or on oneDNN's float32 accumulator)
-  where tfm's runs in float32: its logits stay as close to float32's as tfm's, within 20 %."""
+  where tfm's runs in float32; under mixed_float16 both run it in float16 (the GPU's path). The
+  logits stay as close to float32's as tfm's, within 20 %."""
   config = bert_config_lib.BertConfig.from_dict(CONFIGS["exact"])
   reference, _ = plain_and_fused(config)
-  plain, fused = plain_and_fused(config, "mixed_bfloat16")
+  plain, fused = plain_and_fused(config, policy)
   plain.set_weights(reference.get_weights())
   fused.set_weights(reference.get_weights())
   batch = span_model.model_inputs(testutil.real_train_batch(8, max_seq_length=256))
