@@ -4,6 +4,7 @@ eval_results.json."""
 import collections
 import os
 import time
+import weakref
 
 import tensorflow as tf
 
@@ -18,6 +19,21 @@ from squad_qa.preprocess import squad_reader
 from squad_qa.preprocess import wordpiece
 from squad_qa.errors import UsageError
 
+# One traced prediction step per model, kept while the model lives: every later `predict` of that
+# model (train.py's evaluations, a benchmark's passes) reuses its traces. Tracing again would cost
+# seconds each time (a SavedModel signature's graph is instantiated anew per trace).
+_PREDICT_STEPS = weakref.WeakKeyDictionary()
+
+
+def predict_step(model):
+  """`model`'s prediction (training=False) as a tf.function that generalizes over batch shapes,
+  the same one for every call with this model."""
+  if model not in _PREDICT_STEPS:
+    held = weakref.ref(model)  # the step must not keep the model (its key) alive
+    _PREDICT_STEPS[model] = tf.function(lambda inputs: held()(inputs, training=False),
+                                        reduce_retracing=True)
+  return _PREDICT_STEPS[model]
+
 
 def predict(model, dataset, total_windows=None):
   """Runs the model over eval batches of any width, showing progress out of `total_windows`.
@@ -26,11 +42,11 @@ def predict(model, dataset, total_windows=None):
     {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
     order the batches came in).
   """
-  predict_step = tf.function(lambda inputs: model(inputs, training=False), reduce_retracing=True)
+  step = predict_step(model)
   windows = collections.defaultdict(list)
   progress = progress_lib.Progress("predicting", total_windows, "windows")
   for batch in dataset:
-    start_logits, end_logits = predict_step(span_model.model_inputs(batch))
+    start_logits, end_logits = step(span_model.model_inputs(batch))
     arrays = {k: v.numpy() for k, v in batch.items()}
     start_logits, end_logits = start_logits.numpy(), end_logits.numpy()
     for i, example_index in enumerate(arrays["example_index"]):
