@@ -20,18 +20,22 @@ from squad_qa.preprocess import wordpiece
 from squad_qa.errors import UsageError
 
 # One traced prediction step per model, kept while the model lives: every later `predict` of that
-# model (train.py's evaluations, a benchmark's passes) reuses its traces. Tracing again would cost
-# seconds each time (a SavedModel signature's graph is instantiated anew per trace).
+# model (train.py's evaluations, a benchmark's passes) reuses its one trace. Tracing again costs
+# seconds (a SavedModel signature's graph is instantiated anew per trace), so the step takes every
+# batch shape from the start: eval batches vary in width, and the last one in size.
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
+_PREDICT_INPUTS = {
+    name: tf.TensorSpec([None, None], tf.int32, name=name) for name in span_model.MODEL_INPUTS
+}
 
 
 def predict_step(model):
-  """`model`'s prediction (training=False) as a tf.function that generalizes over batch shapes,
-  the same one for every call with this model."""
+  """`model`'s prediction (training=False) as a tf.function of int32 [batch, seq] encoder inputs
+  of any shape, traced once: the same function for every call with this model."""
   if model not in _PREDICT_STEPS:
     held = weakref.ref(model)  # the step must not keep the model (its key) alive
     _PREDICT_STEPS[model] = tf.function(lambda inputs: held()(inputs, training=False),
-                                        reduce_retracing=True)
+                                        input_signature=[_PREDICT_INPUTS])
   return _PREDICT_STEPS[model]
 
 
