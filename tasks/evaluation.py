@@ -20,9 +20,9 @@ from squad_qa.preprocess import wordpiece
 from squad_qa.errors import UsageError
 
 # One traced prediction step per model, kept while the model lives: every later `predict` of that
-# model (train.py's evaluations, a benchmark's passes) reuses its one trace. Tracing again costs
-# seconds (a SavedModel signature's graph is instantiated anew per trace), so the step takes every
-# batch shape from the start: eval batches vary in width, and the last one in size.
+# model (train.py's evaluations, a benchmark's passes) reuses its one trace instead of building and
+# optimizing the model's graph again. The step takes every batch shape from the start: eval batches
+# vary in width, and the last one in size.
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
 _PREDICT_INPUTS = {
     name: tf.TensorSpec([None, None], tf.int32, name=name) for name in span_model.MODEL_INPUTS
