@@ -306,13 +306,20 @@ def main():
       "--peer_dir", default=None,
       help="the peer's scripts (bench_train_real.py); default $PEER_DIR, else "
       "../shared/peer beside the repository")
-  parser.add_argument("--peer_modes", default="full,dynamic,grouped",
-                      help="the peer's configurations, comma-separated: full, dynamic, grouped")
+  parser.add_argument(
+      "--peer_modes", default=None,
+      help="the peer's configurations, comma-separated: full, dynamic, grouped "
+      "(default all three)")
   args = parser.parse_args()
-  if args.peer_precisions is not None and not args.peer_python:
-    sys.exit("--peer_precisions needs --peer_python (the peer's virtualenv): without it only ours "
-             "runs")
-  args.peer_modes = [m for m in args.peer_modes.split(",") if m]
+  given = [
+      f"--{name}" for name in ("peer_precisions", "peer_modes", "peer_dir")
+      if getattr(args, name) is not None
+  ]
+  if given and not args.peer_python:
+    verb = "needs" if len(given) == 1 else "need"
+    sys.exit(f"{', '.join(given)} {verb} --peer_python (the peer's virtualenv): without it only "
+             "ours runs")
+  args.peer_modes = [m for m in (args.peer_modes or "full,dynamic,grouped").split(",") if m]
   args.peer_precisions = [
       p for p in (args.peer_precisions or args.mixed_precision_dtype).split(",") if p
   ]
