@@ -304,7 +304,7 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
     # Eval shards hold questions in order, so the wanted ones form a prefix.
     dataset = dataset.take_while(lambda x: x["example_index"] < max_examples)
   if not trim:
-    return dataset.batch(batch_size).map(_to_model_inputs).prefetch(tf.data.AUTOTUNE)
+    return _fixed_pipeline(dataset.batch(batch_size).map(_to_model_inputs))
 
   def sorted_by_length(pool):
     order = tf.argsort(tf.reduce_sum(pool["input_mask"], axis=1), stable=True)
@@ -323,7 +323,19 @@ def eval_dataset(paths, max_seq_length, batch_size, max_examples=None, trim=True
     return tf.data.Dataset.range((size + batch_size - 1) // batch_size).map(batch)
 
   dataset = dataset.batch(EVAL_POOL_BATCHES * batch_size).map(sorted_by_length)
-  return dataset.flat_map(batches).prefetch(tf.data.AUTOTUNE)
+  return _fixed_pipeline(dataset.flat_map(batches))
+
+
+def _fixed_pipeline(dataset):
+  """`dataset` prefetching 2 batches, with tf.data's autotuning off.
+
+  Eval passes are short and read to their end while the model keeps both cores busy; with
+  autotuning on (TF 2.20, CPU), reaching the end of the iterator took about 10 s more in roughly
+  half of the passes over 1,000 dev questions (20.6 s instead of 10.6 s), and never with it off.
+  """
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return dataset.prefetch(2).with_options(options)
 
 
 class DamagedShardError(errors.UserError, IOError):
