@@ -22,6 +22,7 @@ from squad_qa.preprocess import features as features_lib
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import answers
+from squad_qa.serving import constant_weights
 from squad_qa.serving import export_config
 from squad_qa.serving import signature_inputs
 from squad_qa.serving import tokenizer as tokenizer_lib
@@ -60,7 +61,9 @@ def validate_config(qa_config):
 class LogitsServingModule(tf.Module):
   """The model (weights loaded) and its vocab asset with serve_features alone (any length).
 
-  `qa_config`: FEATURIZATION_KEYS and DECODING_DEFAULTS' keys, baked into the graph.
+  `qa_config`: FEATURIZATION_KEYS and DECODING_DEFAULTS' keys, baked into the graph. A model that
+  computes in 16 bits is served with its weights as graph constants (serving/constant_weights.py),
+  taken when the module is made; otherwise the module holds the model and saves its variables.
 
   Raises:
     ValueError: from `validate_config` or `wordpiece.read_vocab`.
@@ -69,12 +72,18 @@ class LogitsServingModule(tf.Module):
   def __init__(self, model, vocab_file, qa_config):
     super().__init__()
     validate_config(qa_config)
-    self.model = model
+    if constant_weights.pays_off(model):
+      self._constant_logits = constant_weights.logits_function(model)
+    else:
+      self.model = model
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._config = dict(qa_config)
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
+    if hasattr(self, "_constant_logits"):
+      start_logits, end_logits = self._constant_logits(input_word_ids, input_mask, input_type_ids)
+      return start_logits, end_logits
     return self.model(
         {
             span_model.INPUT_WORD_IDS: input_word_ids,

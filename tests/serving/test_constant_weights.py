@@ -1,0 +1,89 @@
+"""serving/constant_weights.py: a 16-bit span model served with its weights as graph constants.
+
+The frozen logits must equal the model's own bit for bit (the same casts of the same values), on
+padded windows of several lengths, and a 16-bit export must carry no copy of the weights as
+variables while a float32 export keeps them.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
+from squad_qa.serving import constant_weights
+from squad_qa.serving import module as serving_module
+from tests import testutil
+
+QA_CONFIG = dict(max_seq_length=64, doc_stride=32, max_query_length=16, do_lower_case=True,
+                 **serving_module.DECODING_DEFAULTS)
+
+
+def _model(policy):
+  config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  model, _ = span_model.build_span_model(config, policy)
+  return model
+
+
+def _windows(lengths, width):
+  """int32 [len(lengths), width] ids, mask and type ids: real tokens then padding."""
+  rng = np.random.default_rng(0)
+  mask = (np.arange(width)[None] < np.array(lengths)[:, None]).astype(np.int32)
+  ids = rng.integers(1000, 20000, mask.shape).astype(np.int32) * mask
+  types = ((np.arange(width)[None] > 5) * mask).astype(np.int32)
+  return tuple(tf.constant(x) for x in (ids, mask, types))
+
+
+def _model_logits(model, windows):
+  return model(dict(zip(span_model.MODEL_INPUTS, windows)), training=False)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_constant_logits_equal_the_models_at_every_shape(policy):
+  model = _model(policy)
+  frozen = constant_weights.logits_function(model)
+  for lengths, width in (([37], 37), ([50, 12, 33], 50), ([9, 64, 64, 20], 64)):
+    windows = _windows(lengths, width)
+    got, want = frozen(*windows), _model_logits(model, windows)
+    for g, w in zip(got, want):
+      assert g.dtype == tf.float32 and g.shape == (len(lengths), width)
+      np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def test_the_constants_are_the_weights_when_frozen():
+  model = _model("mixed_bfloat16")
+  frozen = constant_weights.logits_function(model)
+  windows = _windows([30, 18], 30)
+  before = [x.numpy() for x in frozen(*windows)]
+  for variable in model.variables:
+    variable.assign(tf.zeros_like(variable))
+  np.testing.assert_array_equal(frozen(*windows)[0].numpy(), before[0])
+  assert not np.array_equal(_model_logits(model, windows)[0].numpy(), before[0])
+
+
+def test_only_a_model_cast_at_each_call_and_small_enough_is_frozen(monkeypatch):
+  bfloat16_model = _model("mixed_bfloat16")
+  assert constant_weights.pays_off(bfloat16_model)
+  assert not constant_weights.pays_off(_model("float32"))
+  weights = sum(int(np.prod(v.shape)) for v in bfloat16_model.variables)
+  assert constant_weights.weight_bytes(bfloat16_model) == 4 * weights  # float32 variables
+  monkeypatch.setattr(constant_weights, "MAX_CONSTANT_BYTES", 4 * weights - 1)
+  assert not constant_weights.pays_off(bfloat16_model)
+
+
+@pytest.mark.parametrize("policy,saves_weights", [("float32", True), ("mixed_bfloat16", False)])
+def test_an_export_keeps_variables_only_in_float32(policy, saves_weights, tmp_path):
+  model = _model(policy)
+  module = serving_module.LogitsServingModule(model, testutil.vocab_file(), QA_CONFIG)
+  tf.saved_model.save(module, str(tmp_path), signatures=module.signatures())
+  saved = sum(
+      int(np.prod(shape))
+      for name, shape in tf.train.list_variables(str(tmp_path / "variables" / "variables"))
+      if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+  loaded = tf.saved_model.load(str(tmp_path))
+  assert saved == (sum(int(np.prod(v.shape)) for v in model.variables) if saves_weights else 0)
+  windows = _windows([41, 7], 41)
+  outputs = loaded.signatures["serve_features"](**dict(zip(span_model.MODEL_INPUTS, windows)))
+  for name, want in zip(("start_logits", "end_logits"), _model_logits(model, windows)):
+    # The saved graph and the eager model may order float sums differently (grappler's fusions).
+    np.testing.assert_allclose(outputs[name].numpy(), want.numpy(), rtol=0, atol=1e-5)
