@@ -12,6 +12,7 @@ nothing there, so float32 exports keep their variables.
 one exists in TF2); this module alone imports it (BUILD.md, "Private APIs").
 """
 
+from absl import logging
 import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants  # pylint: disable=g-direct-tensorflow-import
 
@@ -35,8 +36,14 @@ def pays_off(model):
   stored = {v.dtype for v in getattr(model, "variables", ())}
   if not stored or not hasattr(model, "labeler"):
     return False
-  return (stored != {tf.as_dtype(span_model.encoder_compute_dtype(model))} and
-          weight_bytes(model) <= MAX_CONSTANT_BYTES)
+  if stored == {tf.as_dtype(span_model.encoder_compute_dtype(model))}:
+    return False
+  if weight_bytes(model) > MAX_CONSTANT_BYTES:
+    logging.info(
+        "the weights (%s MB) stay variables, cast on every call: a SavedModel's graph holds "
+        "at most 2 GiB", f"{weight_bytes(model) / 1e6:,.0f}")
+    return False
+  return True
 
 
 def logits_function(model):

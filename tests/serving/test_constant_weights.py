@@ -61,14 +61,16 @@ def test_the_constants_are_the_weights_when_frozen():
   assert not np.array_equal(_model_logits(model, windows)[0].numpy(), before[0])
 
 
-def test_only_a_model_cast_at_each_call_and_small_enough_is_frozen(monkeypatch):
+def test_only_a_model_cast_at_each_call_and_small_enough_is_frozen(monkeypatch, caplog):
   bfloat16_model = _model("mixed_bfloat16")
   assert constant_weights.pays_off(bfloat16_model)
   assert not constant_weights.pays_off(_model("float32"))
   weights = sum(int(np.prod(v.shape)) for v in bfloat16_model.variables)
   assert constant_weights.weight_bytes(bfloat16_model) == 4 * weights  # float32 variables
   monkeypatch.setattr(constant_weights, "MAX_CONSTANT_BYTES", 4 * weights - 1)
-  assert not constant_weights.pays_off(bfloat16_model)
+  with caplog.at_level("INFO"):
+    assert not constant_weights.pays_off(bfloat16_model)
+  assert f"the weights ({4 * weights / 1e6:,.0f} MB) stay variables" in caplog.text
 
 
 @pytest.mark.parametrize("policy,saves_weights", [("float32", True), ("mixed_bfloat16", False)])
@@ -76,10 +78,13 @@ def test_an_export_keeps_variables_only_in_float32(policy, saves_weights, tmp_pa
   model = _model(policy)
   module = serving_module.LogitsServingModule(model, testutil.vocab_file(), QA_CONFIG)
   tf.saved_model.save(module, str(tmp_path), signatures=module.signatures())
+  reader = tf.train.load_checkpoint(str(tmp_path / "variables" / "variables"))
+  shapes = reader.get_variable_to_shape_map()
+  # Float variables only: a dropout layer's random generator, when another test in the process
+  # turned tf_keras's tf.random generators on, saves an int64 state that is not a weight.
   saved = sum(
-      int(np.prod(shape))
-      for name, shape in tf.train.list_variables(str(tmp_path / "variables" / "variables"))
-      if name != "_CHECKPOINTABLE_OBJECT_GRAPH")
+      int(np.prod(shapes[name])) for name, dtype in reader.get_variable_to_dtype_map().items()
+      if dtype.is_floating)
   loaded = tf.saved_model.load(str(tmp_path))
   assert saved == (sum(int(np.prod(v.shape)) for v in model.variables) if saves_weights else 0)
   windows = _windows([41, 7], 41)
