@@ -5,8 +5,8 @@ A 16-bit model keeps float32 variables and casts every weight on every call. As 
 casts fold away when the graph is optimized, and oneDNN keeps its matmuls' weights in the blocked
 layout it chose once instead of reading them plain on each call. Side by side on a 2-core Xeon
 with AMX (MiniLM-L6, bfloat16, docs/serving.md "Weights as constants"): one 221-token window
-27 -> 19 ms, batched prediction over 1,000 dev windows 95-101 -> 134-141 windows/s; float32 gained
-nothing there, so float32 exports keep their variables. The cost: a signature's first call
+26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 144-147 windows/s; float32
+gained nothing there, so float32 exports keep their variables. The cost: a signature's first call
 optimizes a graph that holds the weights (serve_text's 7.2 s against 1.3 s with variables there).
 
 `tensorflow.python.framework.convert_to_constants` is TensorFlow's private freezing API (no public
@@ -15,7 +15,7 @@ one exists in TF2); this module alone imports it (BUILD.md, "Private APIs").
 
 from absl import logging
 import tensorflow as tf
-from tensorflow.python.framework import convert_to_constants  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.framework import convert_to_constants  # private API: BUILD.md
 
 from squad_qa.base import native_log
 from squad_qa.model import span_model
@@ -63,5 +63,5 @@ def logits_function(model):
                  training=False)
 
   concrete = logits.get_concrete_function()
-  with native_log.native_stderr_held_back():  # grappler's session lines
+  with native_log.native_stderr_held_back():  # the lines grappler prints as it starts
     return convert_to_constants.convert_variables_to_constants_v2(concrete)

@@ -72,16 +72,17 @@ class LogitsServingModule(tf.Module):
   def __init__(self, model, vocab_file, qa_config):
     super().__init__()
     validate_config(qa_config)
-    if constant_weights.pays_off(model):
-      self._constant_logits = constant_weights.logits_function(model)
-    else:
+    # A frozen function of the weights, or None: the model itself, whose variables are saved.
+    self._constant_logits = (constant_weights.logits_function(model)
+                             if constant_weights.pays_off(model) else None)
+    if self._constant_logits is None:
       self.model = model
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._config = dict(qa_config)
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
-    if hasattr(self, "_constant_logits"):
+    if self._constant_logits is not None:
       start_logits, end_logits = self._constant_logits(input_word_ids, input_mask, input_type_ids)
       return start_logits, end_logits
     return self.model(
