@@ -7,7 +7,7 @@ layout it chose once instead of reading them plain on each call. Side by side on
 with AMX (MiniLM-L6, bfloat16, docs/serving.md "Weights as constants"): one 221-token window
 26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 144-147 windows/s; float32
 gained nothing there, so float32 exports keep their variables. The cost: a signature's first call
-optimizes a graph that holds the weights (serve_text's 7.2 s against 1.3 s with variables there).
+optimizes a graph that holds the weights (serve_text's 5.5 s against 1.3 s with variables there).
 
 `tensorflow.python.framework.convert_to_constants` is TensorFlow's private freezing API (no public
 one exists in TF2); this module alone imports it (BUILD.md, "Private APIs").
@@ -64,4 +64,59 @@ def logits_function(model):
 
   concrete = logits.get_concrete_function()
   with native_log.native_stderr_held_back():  # the lines grappler prints as it starts
-    return convert_to_constants.convert_variables_to_constants_v2(concrete)
+    frozen = convert_to_constants.convert_variables_to_constants_v2(concrete)
+  graph_def = frozen.graph.as_graph_def()
+  if not _store_in_compute_dtype(graph_def):
+    return frozen
+  imported = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""),
+                                        [])
+  tensor = imported.graph.get_tensor_by_name
+  return imported.prune(feeds=[tensor(t.name) for t in frozen.inputs],
+                        fetches=[tensor(t.name) for t in frozen.outputs])
+
+
+def _store_in_compute_dtype(graph_def):
+  """Stores the float32 weights that the frozen `graph_def` casts to a 16-bit dtype on every call
+  in that dtype instead (in place): a weight read and cast (Const -> Identity -> Cast) becomes a
+  16-bit Const read as is, and so does an embedding table gathered then cast (Const -> GatherV2 ->
+  Cast). The values are the same (the cast moves to the export), the graph about half as large,
+  so its first call is optimized sooner.
+
+  Returns:
+    How many weights changed.
+  """
+  readers = {}  # node name -> the nodes that take its output as data
+  for node in graph_def.node:
+    for name in node.input:
+      if not name.startswith("^"):
+        readers.setdefault(name.split(":")[0], []).append(node)
+  float32 = tf.float32.as_datatype_enum
+  changed = 0
+  for node in graph_def.node:
+    if node.op != "Const" or node.attr["dtype"].type != float32:
+      continue
+    uses = readers.get(node.name, [])
+    if len(uses) != 1 or uses[0].op not in ("Identity", "GatherV2"):
+      continue
+    read = uses[0]
+    if read.op == "GatherV2" and read.input[0].split(":")[0] != node.name:
+      continue  # the constant is the indices or the axis, not the table
+    casts = readers.get(read.name, [])
+    targets = {c.attr["DstT"].type for c in casts if c.op == "Cast"}
+    if not casts or len(targets) != 1 or any(c.op != "Cast" for c in casts):
+      continue
+    dtype = tf.dtypes.as_dtype(targets.pop())
+    if dtype not in (tf.bfloat16, tf.float16):
+      continue
+    value = tf.make_ndarray(node.attr["value"].tensor)
+    node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(tf.cast(value, dtype).numpy(), dtype))
+    node.attr["dtype"].type = dtype.as_datatype_enum
+    read.attr["Tparams" if read.op == "GatherV2" else "T"].type = dtype.as_datatype_enum
+    for cast in casts:  # now a no-op: the value already has the dtype
+      cast.op = "Identity"
+      for name in ("SrcT", "DstT", "Truncate"):
+        if name in cast.attr:
+          del cast.attr[name]
+      cast.attr["T"].type = dtype.as_datatype_enum
+    changed += 1
+  return changed

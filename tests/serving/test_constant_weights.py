@@ -5,9 +5,12 @@ padded windows of several lengths, and a 16-bit export must carry no copy of the
 variables while a float32 export keeps them.
 """
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
@@ -48,6 +51,32 @@ def test_constant_logits_equal_the_models_at_every_shape(policy):
     for g, w in zip(got, want):
       assert g.dtype == tf.float32 and g.shape == (len(lengths), width)
       np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("policy,dtype", [("mixed_bfloat16", tf.bfloat16),
+                                          ("mixed_float16", tf.float16)])
+def test_weights_cast_on_every_call_are_stored_in_the_compute_dtype(policy, dtype):
+  """Every 16-bit dense kernel and the word-embedding table are 16-bit constants of the frozen
+  graph (not float32 constants cast on each call); the float32 span head stays float32."""
+  model = _model(policy)
+  graph_def = constant_weights.logits_function(model).graph.as_graph_def()
+  stored = collections.Counter((tf.dtypes.as_dtype(node.attr["dtype"].type),
+                                tuple(d.size for d in node.attr["value"].tensor.tensor_shape.dim))
+                               for node in graph_def.node if node.op == "Const")
+  dense = [layer for layer in model.submodules if isinstance(layer, tf_keras.layers.EinsumDense)]
+  kernels = collections.Counter(
+      tuple(layer.kernel.shape) for layer in dense if layer.compute_dtype == dtype.name)
+  assert sum(kernels.values()) >= 6 * testutil.TINY_BERT_CONFIG["num_hidden_layers"]
+  table = [v for v in model.variables if "word_embeddings" in v.name]
+  assert len(table) == 1
+  kernels[tuple(table[0].shape)] += 1
+  for shape, count in kernels.items():
+    assert stored[(dtype, shape)] >= count, shape
+  head = model.labeler.span_labeling  # computes in float32: its kernel is used as stored
+  assert head.compute_dtype == "float32"
+  head_kernel = [w for w in head.weights if w.shape.rank == 2]
+  assert len(head_kernel) == 1
+  assert stored[(tf.float32, tuple(head_kernel[0].shape))] >= 1
 
 
 def test_the_constants_are_the_weights_when_frozen():
