@@ -9,6 +9,8 @@ with AMX (MiniLM-L6, bfloat16, docs/serving.md "Weights as constants"): one 221-
 26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 144-147 windows/s; float32
 gained nothing there, so float32 exports keep their variables. The cost: a signature's first call
 optimizes a graph that holds the weights (serve_text's 5.5 s against 1.3 s with variables there).
+Its layer norms stay as tf_keras computes them: the optimizer's fused form of a layer norm with
+constant weights drops its epsilon (`_keep_layer_norms_unfused`).
 
 `tensorflow.python.framework.convert_to_constants` is TensorFlow's private freezing API (no public
 one exists in TF2); this module alone imports it (BUILD.md, "Private APIs").
@@ -63,17 +65,38 @@ def logits_function(model):
     return model(dict(zip(span_model.MODEL_INPUTS, (input_word_ids, input_mask, input_type_ids))),
                  training=False)
 
-  concrete = logits.get_concrete_function()
+  return frozen_function(logits.get_concrete_function())
+
+
+def frozen_function(concrete):
+  """`concrete` (a concrete function) with its variables as constants: those it casts to 16 bits
+  stored in that dtype, its layer norms computed as written (`_keep_layer_norms_unfused`).
+
+  Returns:
+    A concrete function of the same inputs, returning the same outputs flattened (a sequence).
+  """
   with native_log.native_stderr_held_back():  # the lines grappler prints as it starts
     frozen = convert_to_constants.convert_variables_to_constants_v2(concrete)
   graph_def = frozen.graph.as_graph_def()
-  if not _store_in_compute_dtype(graph_def):
+  changed = _store_in_compute_dtype(graph_def)
+  changed += _keep_layer_norms_unfused(graph_def)
+  if not changed:
     return frozen
   imported = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""),
                                         [])
   tensor = imported.graph.get_tensor_by_name
   return imported.prune(feeds=[tensor(t.name) for t in frozen.inputs],
                         fetches=[tensor(t.name) for t in frozen.outputs])
+
+
+def _readers(graph_def):
+  """{node name: the nodes of `graph_def` that take one of its outputs as data}."""
+  readers = {}
+  for node in graph_def.node:
+    for name in node.input:
+      if not name.startswith("^"):
+        readers.setdefault(name.split(":")[0], []).append(node)
+  return readers
 
 
 def _store_in_compute_dtype(graph_def):
@@ -86,11 +109,7 @@ def _store_in_compute_dtype(graph_def):
   Returns:
     How many weights changed.
   """
-  readers = {}  # node name -> the nodes that take its output as data
-  for node in graph_def.node:
-    for name in node.input:
-      if not name.startswith("^"):
-        readers.setdefault(name.split(":")[0], []).append(node)
+  readers = _readers(graph_def)
   float32 = tf.float32.as_datatype_enum
   changed = 0
   for node in graph_def.node:
@@ -120,5 +139,49 @@ def _store_in_compute_dtype(graph_def):
         if name in cast.attr:
           del cast.attr[name]
       cast.attr["T"].type = dtype.as_datatype_enum
+    changed += 1
+  return changed
+
+
+def _keep_layer_norms_unfused(graph_def):
+  """Keeps TensorFlow's graph optimizer from fusing the frozen graph's layer norms (in place).
+
+  With the weights as constants, oneDNN builds of TensorFlow 2.20 replace tf_keras's unfused layer
+  norm (tf.nn.moments, then tf.nn.batch_normalization) by one `_MklLayerNorm` that computes with
+  an epsilon of 1e-3 whatever the layer's (BERT's is 1e-12): measured, its outputs match
+  (x - mean) / sqrt(variance + 1e-3) to 1e-6, and differ from the layer's by 3e-3 at unit variance,
+  0.3 at variance 0.01. The fusion matches a mean taken with keep_dims feeding the squared
+  difference; the same mean taken without keep_dims, then expanded, gives the same values and no
+  match.
+
+  Returns:
+    How many means changed (one per layer norm).
+  """
+  readers = _readers(graph_def)
+  constants = {node.name: node for node in graph_def.node if node.op == "Const"}
+  changed = 0
+  for mean in list(graph_def.node):
+    if mean.op != "Mean" or not mean.attr["keep_dims"].b:
+      continue
+    uses = readers.get(mean.name, [])
+    # tf.nn.moments: the mean, through StopGradient, into the squared difference.
+    through = uses + [
+        n for use in uses if use.op == "StopGradient" for n in readers.get(use.name, [])
+    ]
+    axis = constants.get(mean.input[1].split(":")[0])
+    one_axis = axis is not None and tf.make_ndarray(axis.attr["value"].tensor).size == 1
+    if not one_axis or all(n.op != "SquaredDifference" for n in through):
+      continue
+    mean.attr["keep_dims"].b = False
+    expanded = graph_def.node.add()
+    expanded.name, expanded.op = f"{mean.name}/expanded", "ExpandDims"
+    expanded.input.extend([mean.name, mean.input[1]])
+    expanded.attr["T"].CopyFrom(mean.attr["T"])
+    expanded.attr["Tdim"].CopyFrom(mean.attr["Tidx"])
+    expanded.device = mean.device
+    for use in uses:
+      use.input[:] = [
+          expanded.name if name in (mean.name, f"{mean.name}:0") else name for name in use.input
+      ]
     changed += 1
   return changed

@@ -121,3 +121,21 @@ def test_an_export_keeps_variables_only_in_float32(policy, saves_weights, tmp_pa
   for name, want in zip(("start_logits", "end_logits"), _model_logits(model, windows)):
     # The saved graph and the eager model may order float sums differently (grappler's fusions).
     np.testing.assert_allclose(outputs[name].numpy(), want.numpy(), rtol=0, atol=1e-5)
+
+
+def test_frozen_layer_norms_keep_their_epsilon():
+  """A frozen tf_keras layer norm (epsilon 1e-12) on rows of variance 0.01 matches the float64
+  formula: fused by TensorFlow's oneDNN optimizer, it computed with epsilon 1e-3 (0.34 off)."""
+  layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
+  layer.build([None, None, 64])
+  rng = np.random.default_rng(0)
+  gamma, beta = (rng.normal(0, 1, 64).astype(np.float32) for _ in range(2))
+  layer.set_weights([gamma, beta])
+  concrete = tf.function(layer).get_concrete_function(tf.TensorSpec([None, None, 64]))
+  frozen = constant_weights.frozen_function(concrete)
+  x = rng.normal(10, 0.1, [2, 7, 64]).astype(np.float32)
+  (got,) = frozen(tf.constant(x))
+  np.testing.assert_array_equal(got.numpy(), layer(x).numpy())  # the layer's own ops, unfused
+  x = x.astype(np.float64)
+  want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
+  assert np.abs(got.numpy() - want).max() < 1e-3
