@@ -6,7 +6,7 @@ it casts are stored in its dtype (the cast done once, at export; the export half
 oneDNN keeps its matmuls' weights in the blocked layout it chose once instead of reading them
 plain on each call. Side by side on a 2-core Xeon
 with AMX (MiniLM-L6, bfloat16, docs/serving.md "Weights as constants"): one 221-token window
-26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 144-147 windows/s; float32
+26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 120-122 windows/s; float32
 gained nothing there, so float32 exports keep their variables. The cost: a signature's first call
 optimizes a graph that holds the weights (serve_text's 5.5 s against 1.3 s with variables there).
 Its layer norms stay as tf_keras computes them: the optimizer's fused form of a layer norm with
