@@ -58,9 +58,8 @@ def logits_function(model):
     (positional, any batch and seq) returning float32 [batch, seq] (start_logits, end_logits). It
     captures no variable: later changes to the model's weights do not reach it.
   """
-  spec = tf.TensorSpec([None, None], tf.int32)
 
-  @tf.function(input_signature=[spec, spec, spec])
+  @tf.function(input_signature=span_model.input_signature())
   def logits(input_word_ids, input_mask, input_type_ids):
     return model(dict(zip(span_model.MODEL_INPUTS, (input_word_ids, input_mask, input_type_ids))),
                  training=False)

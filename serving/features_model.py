@@ -33,9 +33,8 @@ FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of eve
 def _features_function(model):
   """A concrete function of `model`: int32 [batch, seq] ids, mask, type ids -> float32 [batch, seq]
   start and end logits, of fixed rank 2 so the converter can lower the einsums."""
-  spec = tf.TensorSpec([None, None], tf.int32)
 
-  @tf.function(input_signature=[spec, spec, spec])
+  @tf.function(input_signature=span_model.input_signature())
   def serve_features(input_word_ids, input_mask, input_type_ids):
     start_logits, end_logits = model(
         dict(zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))), training=False)

@@ -24,9 +24,7 @@ from squad_qa.errors import UsageError
 # optimizing the model's graph again. The step takes every batch shape from the start: eval batches
 # vary in width, and the last one in size.
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
-_PREDICT_INPUTS = {
-    name: tf.TensorSpec([None, None], tf.int32, name=name) for name in span_model.MODEL_INPUTS
-}
+_PREDICT_INPUTS = dict(zip(span_model.MODEL_INPUTS, span_model.input_signature()))
 
 
 def predict_step(model):
