@@ -9,8 +9,8 @@ with AMX (MiniLM-L6, bfloat16, docs/serving.md "Weights as constants"): one 221-
 26 -> 18 ms, batched prediction over 1,000 dev windows 101-105 -> 120-122 windows/s; float32
 gained nothing there, so float32 exports keep their variables. The cost: a signature's first call
 optimizes a graph that holds the weights (serve_text's 5.5 s against 1.3 s with variables there).
-Its layer norms stay as tf_keras computes them: the optimizer's fused form of a layer norm with
-constant weights drops its epsilon (`_keep_layer_norms_unfused`).
+Its layer norms keep their epsilon, which the optimizer's fused form of a layer norm with constant
+weights drops (`_exact_layer_norms`).
 
 `tensorflow.python.framework.convert_to_constants` is TensorFlow's private freezing API (no public
 one exists in TF2); this module alone imports it (BUILD.md, "Private APIs").
@@ -69,7 +69,7 @@ def logits_function(model):
 
 def frozen_function(concrete):
   """`concrete` (a concrete function) with its variables as constants: those it casts to 16 bits
-  stored in that dtype, its layer norms computed as written (`_keep_layer_norms_unfused`).
+  stored in that dtype, its layer norms computed with their own epsilon (`_exact_layer_norms`).
 
   Returns:
     A concrete function of the same inputs, returning the same outputs flattened (a sequence).
@@ -78,7 +78,7 @@ def frozen_function(concrete):
     frozen = convert_to_constants.convert_variables_to_constants_v2(concrete)
   graph_def = frozen.graph.as_graph_def()
   changed = _store_in_compute_dtype(graph_def)
-  changed += _keep_layer_norms_unfused(graph_def)
+  changed += _exact_layer_norms(graph_def)
   if not changed:
     return frozen
   imported = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""),
@@ -142,22 +142,25 @@ def _store_in_compute_dtype(graph_def):
   return changed
 
 
-def _keep_layer_norms_unfused(graph_def):
-  """Keeps TensorFlow's graph optimizer from fusing the frozen graph's layer norms (in place).
+def _exact_layer_norms(graph_def):
+  """Makes the frozen graph's layer norms compute with their own epsilon (in place).
 
   With the weights as constants, oneDNN builds of TensorFlow 2.20 replace tf_keras's unfused layer
   norm (tf.nn.moments, then tf.nn.batch_normalization) by one `_MklLayerNorm` that computes with
   an epsilon of 1e-3 whatever the layer's (BERT's is 1e-12): measured, its outputs match
   (x - mean) / sqrt(variance + 1e-3) to 1e-6, and differ from the layer's by 3e-3 at unit variance,
-  0.3 at variance 0.01. The fusion matches a mean taken with keep_dims feeding the squared
-  difference; the same mean taken without keep_dims, then expanded, gives the same values and no
-  match.
+  0.3 at variance 0.01. A layer norm is the same function of its input times any c > 0 with
+  epsilon times c^2, so a layer norm whose input is cast from bfloat16 gets that input times 2^16
+  (exact in bfloat16, before the cast: a multiply after it stops the fusion), and the fused op's
+  1e-3 acts as 1e-3 / 2^32 = 2.3e-13; unfused, 1e-12 / 2^32. Any other layer norm stays unfused: its
+  mean is taken without keep_dims, then expanded (the same values), which the fusion does not match.
 
   Returns:
-    How many means changed (one per layer norm).
+    How many layer norms changed.
   """
   readers = _readers(graph_def)
-  constants = {node.name: node for node in graph_def.node if node.op == "Const"}
+  nodes = {node.name: node for node in graph_def.node}
+  bfloat16 = tf.bfloat16.as_datatype_enum
   changed = 0
   for mean in list(graph_def.node):
     if mean.op != "Mean" or not mean.attr["keep_dims"].b:
@@ -167,20 +170,39 @@ def _keep_layer_norms_unfused(graph_def):
     through = uses + [
         n for use in uses if use.op == "StopGradient" for n in readers.get(use.name, [])
     ]
-    axis = constants.get(mean.input[1].split(":")[0])
-    one_axis = axis is not None and tf.make_ndarray(axis.attr["value"].tensor).size == 1
+    axis = nodes.get(mean.input[1].split(":")[0])
+    one_axis = (axis is not None and axis.op == "Const" and
+                tf.make_ndarray(axis.attr["value"].tensor).size == 1)
     if not one_axis or all(n.op != "SquaredDifference" for n in through):
       continue
+    changed += 1
+    source = nodes.get(mean.input[0].split(":")[0])
+    # The cast's only readers: the layer norm's mean, squared difference and normalizing multiply.
+    if (source is not None and source.op == "Cast" and source.attr["SrcT"].type == bfloat16 and
+        sorted(n.op for n in readers.get(source.name, [])) == ["Mean", "Mul", "SquaredDifference"]):
+      scale = _add_node(graph_def, f"{mean.name}/input_scale", "Const", [], source.device)
+      scale.attr["dtype"].type = bfloat16
+      scale.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(2.0**16, tf.bfloat16))
+      scaled = _add_node(graph_def, f"{mean.name}/scaled_input", "Mul",
+                         [source.input[0], scale.name], source.device)
+      scaled.attr["T"].type = bfloat16
+      source.input[0] = scaled.name
+      continue
     mean.attr["keep_dims"].b = False
-    expanded = graph_def.node.add()
-    expanded.name, expanded.op = f"{mean.name}/expanded", "ExpandDims"
-    expanded.input.extend([mean.name, mean.input[1]])
+    expanded = _add_node(graph_def, f"{mean.name}/expanded", "ExpandDims",
+                         [mean.name, mean.input[1]], mean.device)
     expanded.attr["T"].CopyFrom(mean.attr["T"])
     expanded.attr["Tdim"].CopyFrom(mean.attr["Tidx"])
-    expanded.device = mean.device
     for use in uses:
       use.input[:] = [
           expanded.name if name in (mean.name, f"{mean.name}:0") else name for name in use.input
       ]
-    changed += 1
   return changed
+
+
+def _add_node(graph_def, name, op, inputs, device):
+  """A new node of `graph_def` (its attributes to be set by the caller)."""
+  node = graph_def.node.add()
+  node.name, node.op, node.device = name, op, device
+  node.input.extend(inputs)
+  return node

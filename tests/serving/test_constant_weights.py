@@ -139,3 +139,23 @@ def test_frozen_layer_norms_keep_their_epsilon():
   x = x.astype(np.float64)
   want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
   assert np.abs(got.numpy() - want).max() < 1e-3
+
+
+def test_frozen_layer_norms_of_bfloat16_inputs_keep_their_epsilon():
+  """A layer norm of a bfloat16 input (the attention's and embeddings' under mixed_bfloat16) is
+  fused, on its input times 2^16: still within float32 rounding of the formula (epsilon 1e-12)."""
+  layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
+  layer.build([None, None, 64])
+  rng = np.random.default_rng(0)
+  gamma, beta = (rng.normal(0, 1, 64).astype(np.float32) for _ in range(2))
+  layer.set_weights([gamma, beta])
+  normalize = tf.function(lambda x: layer(tf.cast(x, tf.float32)))
+  frozen = constant_weights.frozen_function(
+      normalize.get_concrete_function(tf.TensorSpec([None, None, 64], tf.bfloat16)))
+  graph = frozen.graph.as_graph_def()
+  assert [node.op for node in graph.node if node.name.endswith("/scaled_input")] == ["Mul"]
+  x = tf.cast(rng.normal(10, 0.1, [2, 7, 64]), tf.bfloat16)
+  (got,) = frozen(x)
+  x = tf.cast(x, tf.float64).numpy()
+  want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
+  assert np.abs(got.numpy() - want).max() < 1e-3
