@@ -123,39 +123,45 @@ def test_an_export_keeps_variables_only_in_float32(policy, saves_weights, tmp_pa
     np.testing.assert_allclose(outputs[name].numpy(), want.numpy(), rtol=0, atol=1e-5)
 
 
-def test_frozen_layer_norms_keep_their_epsilon():
-  """A frozen tf_keras layer norm (epsilon 1e-12) on rows of variance 0.01 matches the float64
-  formula: fused by TensorFlow's oneDNN optimizer, it computed with epsilon 1e-3 (0.34 off)."""
+def _layer_norm():
+  """A tf_keras layer norm of epsilon 1e-12 over 64 features, random gamma and beta."""
   layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
   layer.build([None, None, 64])
   rng = np.random.default_rng(0)
-  gamma, beta = (rng.normal(0, 1, 64).astype(np.float32) for _ in range(2))
-  layer.set_weights([gamma, beta])
+  layer.set_weights([rng.normal(0, 1, 64).astype(np.float32) for _ in range(2)])
+  return layer
+
+
+def _formula(layer, x):
+  """The layer norm in float64 with the layer's epsilon."""
+  x = np.asarray(x, np.float64)
+  gamma, beta = layer.get_weights()
+  normalized = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + layer.epsilon)
+  return normalized * gamma + beta
+
+
+def test_frozen_layer_norms_keep_their_epsilon():
+  """A frozen layer norm on rows of variance 0.01 matches the float64 formula: fused by TensorFlow's
+  oneDNN optimizer, it computed with epsilon 1e-3 (0.34 off)."""
+  layer = _layer_norm()
   concrete = tf.function(layer).get_concrete_function(tf.TensorSpec([None, None, 64]))
   frozen = constant_weights.frozen_function(concrete)
-  x = rng.normal(10, 0.1, [2, 7, 64]).astype(np.float32)
+  x = np.random.default_rng(1).normal(10, 0.1, [2, 7, 64]).astype(np.float32)
   (got,) = frozen(tf.constant(x))
   np.testing.assert_array_equal(got.numpy(), layer(x).numpy())  # the layer's own ops, unfused
-  x = x.astype(np.float64)
-  want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
-  assert np.abs(got.numpy() - want).max() < 1e-3
+  assert np.abs(got.numpy() - _formula(layer, x)).max() < 1e-3
 
 
 def test_frozen_layer_norms_of_bfloat16_inputs_keep_their_epsilon():
-  """A layer norm of a bfloat16 input (the attention's and embeddings' under mixed_bfloat16) is
-  fused, on its input times 2^16: still within float32 rounding of the formula (epsilon 1e-12)."""
-  layer = tf_keras.layers.LayerNormalization(epsilon=1e-12)
-  layer.build([None, None, 64])
-  rng = np.random.default_rng(0)
-  gamma, beta = (rng.normal(0, 1, 64).astype(np.float32) for _ in range(2))
-  layer.set_weights([gamma, beta])
+  """A layer norm of a bfloat16 input (the attention's and embeddings' under mixed_bfloat16) gets
+  that input times 2^16, so that TensorFlow fuses it: still within float32 rounding of the
+  formula."""
+  layer = _layer_norm()
   normalize = tf.function(lambda x: layer(tf.cast(x, tf.float32)))
   frozen = constant_weights.frozen_function(
       normalize.get_concrete_function(tf.TensorSpec([None, None, 64], tf.bfloat16)))
   graph = frozen.graph.as_graph_def()
   assert [node.op for node in graph.node if node.name.endswith("/scaled_input")] == ["Mul"]
-  x = tf.cast(rng.normal(10, 0.1, [2, 7, 64]), tf.bfloat16)
+  x = tf.cast(np.random.default_rng(1).normal(10, 0.1, [2, 7, 64]), tf.bfloat16)
   (got,) = frozen(x)
-  x = tf.cast(x, tf.float64).numpy()
-  want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * gamma + beta
-  assert np.abs(got.numpy() - want).max() < 1e-3
+  assert np.abs(got.numpy() - _formula(layer, tf.cast(x, tf.float64).numpy())).max() < 1e-3
