@@ -16,6 +16,7 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
 from squad_qa.serving import constant_weights
 from squad_qa.serving import module as serving_module
+from tests import numpy_bert
 from tests import testutil
 
 QA_CONFIG = dict(max_seq_length=64, doc_stride=32, max_query_length=16, do_lower_case=True,
@@ -133,11 +134,9 @@ def _layer_norm():
 
 
 def _formula(layer, x):
-  """The layer norm in float64 with the layer's epsilon."""
-  x = np.asarray(x, np.float64)
-  gamma, beta = layer.get_weights()
-  normalized = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + layer.epsilon)
-  return normalized * gamma + beta
+  """The layer norm in float64 (tests/numpy_bert.py's, of the same epsilon)."""
+  assert layer.epsilon == numpy_bert.LAYER_NORM_EPSILON
+  return numpy_bert.layer_norm(np.asarray(x, np.float64), *layer.get_weights())
 
 
 def test_frozen_layer_norms_keep_their_epsilon():
