@@ -1,15 +1,17 @@
-"""The encoder's feed-forward up-projection, bias and GELU as one oneDNN matmul outside training.
+"""The encoder's feed-forward up-projection, bias and GELU as one kernel after the matmul.
 
 tfm's `TransformerEncoderBlock` runs them as an einsum, an add and an `Activation` layer (float32
 under mixed_bfloat16, with a cast on either side): four passes over [batch, seq, intermediate]
-after the matmul. Written as MatMul, BiasAdd and the activation on 2-D tensors, TensorFlow's
-grappler remapper fuses the three into one oneDNN matmul with bias and GELU post-ops, computed on
-the float32 accumulator before rounding to the compute dtype (docs/serving.md "The fused
-feed-forward"). Where grappler does not fuse (no oneDNN), the same ops run one by one, and under
-mixed_bfloat16 the GELU then runs in bfloat16.
-
-The train step (traced inside `xla_elementwise.training()`) keeps tfm's computation: the fused
-kernel would need the GELU's input for the gradient, and tfm keeps that GELU in float32.
+after the matmul, and as many again backward. `MatMulDense` applies the block's activation itself
+(the block's `Activation` layer becomes the identity):
+- Outside the train step, as MatMul, BiasAdd and the activation on 2-D tensors, which TensorFlow's
+  grappler remapper fuses into one oneDNN matmul with bias and GELU post-ops, computed on the
+  float32 accumulator before rounding to the compute dtype (docs/serving.md "The fused
+  feed-forward"). Where grappler does not fuse (no oneDNN), the same ops run one by one, and under
+  mixed_bfloat16 the GELU then runs in bfloat16.
+- In the train step, tfm's einsum, then the bias, the casts and the activation in tfm's dtype as
+  one XLA function (`xla_elementwise.bias_activation`) once `xla_elementwise.use_xla_elementwise`
+  has switched the model, else tfm's ops. (The oneDNN fusion has no gradient.)
 """
 
 from absl import logging
@@ -24,34 +26,33 @@ FEED_FORWARD_EQUATION = "abc,cd->abd"
 
 
 class MatMulDense(tf_keras.layers.EinsumDense):
-  """tf_keras `EinsumDense` for "abc,cd->abd" with a bias on "d" that, outside the train step,
-  applies `fused_activation` and computes as reshape to [batch * seq, in], MatMul, BiasAdd,
-  activation and reshape back: the form grappler fuses. The same weights, names and checkpoints.
+  """tf_keras `EinsumDense` for "abc,cd->abd" with a bias on "d" that applies `fused_activation`:
+  outside the train step as reshape to [batch * seq, in], MatMul, BiasAdd, activation and reshape
+  back (the form grappler fuses); in it as tfm's einsum and bias add with the activation in
+  `activation_dtype` (tfm's: float32 under mixed_bfloat16), the add and activation compiled by XLA
+  when `xla_train_step`. The same weights, names and checkpoints.
 
   Inputs [batch, seq, in]; outputs [batch, seq, out] in the compute dtype.
   """
 
-  fused_activation = None  # set by `use_fused_feed_forward`
+  fused_activation = None  # the three are set by `use_fused_feed_forward`
+  activation_dtype = None
+  xla_train_step = None  # False: TensorFlow's ops; set True by xla_elementwise.use_xla_elementwise
 
   def call(self, inputs):
-    if xla_elementwise.in_train_step() or self.fused_activation is None:
+    if self.fused_activation is None:
       return super().call(inputs)
+    if xla_elementwise.in_train_step():
+      if self.xla_train_step:
+        # The bias goes in as a tensor: the tape takes a read of a distributed variable (a
+        # MirroredStrategy's) as its gradient source, not a variable captured by the function.
+        return xla_elementwise.bias_activation(self.fused_activation, self.activation_dtype)(
+            tf.einsum(self.equation, inputs, self.kernel), tf.convert_to_tensor(self.bias))
+      outputs = self.fused_activation(tf.cast(super().call(inputs), self.activation_dtype))
+      return tf.cast(outputs, self.compute_dtype)
     flat = tf.reshape(inputs, [-1, self.kernel.shape[0]])
     outputs = self.fused_activation(tf.nn.bias_add(tf.matmul(flat, self.kernel), self.bias))
     return tf.reshape(outputs, tf.concat([tf.shape(inputs)[:-1], [self.kernel.shape[-1]]], 0))
-
-
-def _train_step_activation(activation, compute_dtype):
-  """The block's activation in the train step, in `compute_dtype` as before; the identity
-  elsewhere, where `MatMulDense` has applied it."""
-
-  def apply(inputs):
-    if not xla_elementwise.in_train_step():
-      return inputs
-    return activation(tf.cast(inputs, compute_dtype))
-
-  apply.activation = activation
-  return apply
 
 
 def _fusable(block):
@@ -64,10 +65,10 @@ def _fusable(block):
 
 
 def use_fused_feed_forward(network):
-  """Switches every tfm `TransformerEncoderBlock` of `network` so that, outside the train step,
-  its intermediate dense layer (now `MatMulDense`) applies the block's activation in its own
-  compute dtype, with no casts around it; call it before tracing, before or after
-  `xla_elementwise.use_xla_elementwise`. Switching twice changes nothing.
+  """Switches every tfm `TransformerEncoderBlock` of `network` so that its intermediate dense
+  layer (now `MatMulDense`) applies the block's activation, and the block's activation layer is
+  the identity; call it before tracing and before `xla_elementwise.use_xla_elementwise`.
+  Switching twice changes nothing.
 
   Returns:
     How many blocks were switched; 0 is logged as a warning (correct, only slower).
@@ -80,12 +81,13 @@ def use_fused_feed_forward(network):
     if _fusable(block):
       layer = block._intermediate_activation_layer
       plain = getattr(layer.activation, "plain", layer.activation)  # not the XLA-compiled one
-      block._intermediate_dense.__class__ = MatMulDense
-      block._intermediate_dense.fused_activation = plain
-      # autocast=False: outside the train step the layer passes its input through uncast.
+      dense = block._intermediate_dense
+      dense.__class__ = MatMulDense
+      dense.fused_activation, dense.activation_dtype = plain, layer.compute_dtype
+      dense.xla_train_step = False
+      # autocast=False: the layer passes its input through uncast.
       block._intermediate_activation_layer = tf_keras.layers.Activation(
-          _train_step_activation(layer.activation, layer.compute_dtype), name=layer.name,
-          dtype=layer.dtype_policy, autocast=False)
+          "linear", name=layer.name, dtype=layer.dtype_policy, autocast=False)
     switched += isinstance(block._intermediate_dense, MatMulDense)
     # pylint: enable=protected-access
   if not switched:

@@ -2,9 +2,10 @@
 
 TensorFlow runs a layer norm as about 8 elementwise ops and reductions over [batch, seq, hidden]
 float32 (forward and backward), and the exact GELU as about 10 over [batch, seq, intermediate]:
-each a pass through memory. XLA fuses each into a few passes. The matmuls stay TensorFlow's
-oneDNN kernels: under XLA the whole step runs slower on the CPU (XLA's dot does not use them).
-Measured in docs/benchmarks.md ("Layer norm and GELU under XLA").
+each a pass through memory. XLA fuses each into a few passes; the feed-forward's bias add and the
+casts around its float32 GELU (under mixed_bfloat16) go into the same kernels. The matmuls stay
+TensorFlow's oneDNN kernels: under XLA the whole step runs slower on the CPU (XLA's dot does not
+use them). Measured in docs/benchmarks.md ("Layer norm and GELU under XLA").
 
 Only what is traced inside `training()` is compiled (the train step's forward and backward pass):
 prediction, scoring and export trace the same layers with TensorFlow's own ops, so their outputs
@@ -21,6 +22,7 @@ import tf_keras
 
 _STATE = threading.local()  # a MirroredStrategy traces its replicas in threads of their own
 _COMPILED_ACTIVATIONS = {}
+_COMPILED_BIAS_ACTIVATIONS = {}
 
 
 @contextlib.contextmanager
@@ -83,10 +85,30 @@ def xla_activation(function):
   return activation
 
 
+def bias_activation(function, dtype):
+  """`function` (a Keras activation) of a dense layer's pre-activation plus its bias, computed in
+  `dtype`, as one XLA function (one per `function` and `dtype`, shared by the layers).
+
+  The returned function takes x [..., units] in the compute dtype and bias [units] (any float
+  dtype) and returns `function(x + bias)` [..., units] in x's dtype: the bias add, the casts and
+  the activation, forward and backward (the bias gradient's sum over tokens included), in a few
+  passes instead of TensorFlow's one per op.
+  """
+  key = (function, tf.as_dtype(dtype))
+  if key not in _COMPILED_BIAS_ACTIVATIONS:
+
+    def apply(x, bias):
+      return tf.cast(function(tf.cast(x, dtype) + tf.cast(bias, dtype)), x.dtype)
+
+    _COMPILED_BIAS_ACTIVATIONS[key] = tf.function(apply, jit_compile=True, reduce_retracing=True)
+  return _COMPILED_BIAS_ACTIVATIONS[key]
+
+
 def use_xla_elementwise(model):
-  """Switches `model`'s tf_keras LayerNormalization layers to `XlaLayerNormalization` and its
-  Activation layers other than "linear" (the encoder's feed-forward GELU) to `xla_activation`;
-  call it before tracing. Switching twice changes nothing.
+  """Switches `model`'s tf_keras LayerNormalization layers to `XlaLayerNormalization`, its
+  Activation layers other than "linear" to `xla_activation`, and sets `xla_train_step` on the
+  layers that have it (model/fused_feed_forward.py's `MatMulDense`, which then applies its bias
+  and GELU with `bias_activation`); call it before tracing. Switching twice changes nothing.
 
   Returns:
     How many layers run under XLA in the train step; 0 is logged as a warning (correct, only
@@ -100,8 +122,11 @@ def use_xla_elementwise(model):
           layer.activation is not tf_keras.activations.linear
           and not hasattr(layer.activation, "plain")):
       layer.activation = xla_activation(layer.activation)
-    switched += isinstance(layer, XlaLayerNormalization) or hasattr(
-        getattr(layer, "activation", None), "plain")
+    elif getattr(layer, "xla_train_step", None) is False:
+      layer.xla_train_step = True
+    switched += (isinstance(layer, XlaLayerNormalization) or
+                 hasattr(getattr(layer, "activation", None), "plain") or
+                 getattr(layer, "xla_train_step", False))
   if not switched:
     logging.warning("No layer norm or activation layer in %s: nothing compiled by XLA.", model.name)
   return switched
