@@ -29,8 +29,8 @@ class MatMulDense(tf_keras.layers.EinsumDense):
   """tf_keras `EinsumDense` for "abc,cd->abd" with a bias on "d" that applies `fused_activation`:
   outside the train step as reshape to [batch * seq, in], MatMul, BiasAdd, activation and reshape
   back (the form grappler fuses); in it as tfm's einsum and bias add with the activation in
-  `activation_dtype` (tfm's: float32 under mixed_bfloat16), the add and activation compiled by XLA
-  when `xla_train_step`. The same weights, names and checkpoints.
+  `activation_dtype` (tfm's: float32 under mixed_bfloat16), compiled by XLA when `xla_train_step`
+  (with the bias add but under mixed_float16). The same weights, names and checkpoints.
 
   Inputs [batch, seq, in]; outputs [batch, seq, out] in the compute dtype.
   """
@@ -43,12 +43,17 @@ class MatMulDense(tf_keras.layers.EinsumDense):
     if self.fused_activation is None:
       return super().call(inputs)
     if xla_elementwise.in_train_step():
-      if self.xla_train_step:
+      if self.xla_train_step and self.compute_dtype != "float16":
         # The bias goes in as a tensor: the tape takes a read of a distributed variable (a
         # MirroredStrategy's) as its gradient source, not a variable captured by the function.
         return xla_elementwise.bias_activation(self.fused_activation, self.activation_dtype)(
             tf.einsum(self.equation, inputs, self.kernel), tf.convert_to_tensor(self.bias))
-      outputs = self.fused_activation(tf.cast(super().call(inputs), self.activation_dtype))
+      # Under mixed_float16 the bias add stays an AddV2, which model/float32_gradients.py gives
+      # a float32 gradient; XLA would sum the bias gradient in float16.
+      activation = self.fused_activation
+      if self.xla_train_step:
+        activation = xla_elementwise.xla_activation(activation)
+      outputs = activation(tf.cast(super().call(inputs), self.activation_dtype))
       return tf.cast(outputs, self.compute_dtype)
     flat = tf.reshape(inputs, [-1, self.kernel.shape[0]])
     outputs = self.fused_activation(tf.nn.bias_add(tf.matmul(flat, self.kernel), self.bias))
