@@ -8,9 +8,12 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   (tfm's `SelfAttentionMask` repeats `input_mask`), so it is one value per key: a feature of 1 on
   every query and of 0 or -1e9 on every key makes the einsum add it (docs/serving.md "The padding
   mask inside the score einsum").
+- Dropout in training: the probabilities times the dropout layer's keep mask, and the values
+  product times 1 / (1 - rate): tf_keras's value with one pass over [batch, heads, seq, seq] less.
 """
 
 import math
+import numbers
 
 from absl import logging
 import tensorflow as tf
@@ -58,10 +61,12 @@ def with_key_mask_feature(query, key, attention_mask):
 
 class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   """tf_keras `MultiHeadAttention` whose score einsum takes query [B, T, N, key_dim] first and,
-  given a [B, T, S] mask whose rows are equal (BertEncoder's), adds the mask as it multiplies.
+  given a [B, T, S] mask whose rows are equal (BertEncoder's), adds the mask as it multiplies;
+  in training, with model/dropout.py's masks, it scales the values product by the dropout's
+  1 / (1 - rate) instead of the probabilities.
 
-  `_compute_attention` is tf_keras 2.20's but for those two changes: the scores [B, N, T, S]
-  equal the parent's (bit for bit without a mask).
+  `_compute_attention` is tf_keras 2.20's but for those changes: the scores [B, N, T, S]
+  equal the parent's (bit for bit without a mask), the output the parent's within rounding.
   """
 
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
@@ -71,9 +76,27 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       attention_mask = None
     attention_scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
     attention_scores = self._masked_softmax(attention_scores, attention_mask)
-    attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
-    attention_output = tf.einsum(self._combine_equation, attention_scores_dropout, value)
-    return attention_output, attention_scores
+    keep_mask = self._dropout_keep_mask(training)
+    if keep_mask is None:
+      attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
+      return tf.einsum(self._combine_equation, attention_scores_dropout, value), attention_scores
+    # The dropout's 1 / (1 - rate) scales the [B, T, N, H] product, not the [B, N, T, S]
+    # probabilities: the same value with a pass over a tensor seq / head_size times smaller.
+    rate = self._dropout_layer.rate
+    dropped = attention_scores * tf.cast(keep_mask(attention_scores, rate), attention_scores.dtype)
+    attention_output = tf.einsum(self._combine_equation, dropped, value)
+    return attention_output * tf.constant(1 / (1 - rate), attention_output.dtype), attention_scores
+
+  def _dropout_keep_mask(self, training):
+    """The dropout layer's `keep_mask(inputs, rate)` (model/dropout.py) when it drops in this call
+    (training is True, the rate above 0) and draws its masks with `generator_dropout`; else None.
+    Reads the private `Dropout._random_generator` (BUILD.md lists it)."""
+    layer = self._dropout_layer
+    if not (training is True and isinstance(layer.rate, numbers.Real) and layer.rate > 0 and
+            layer.noise_shape is None):
+      return None
+    return getattr(getattr(getattr(layer, "_random_generator", None), "dropout", None), "keep_mask",
+                   None)
 
 
 def use_query_first_attention(network):

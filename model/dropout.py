@@ -20,23 +20,30 @@ def drop_threshold(rate):
   return round(rate * 2**MASK_BITS)
 
 
+def keep_mask(generator, inputs, rate):
+  """bool, the shape of `inputs`: True where an entry is kept, its 16-bit draw from `generator` (a
+  tf.random.Generator; one uint32 draw serves two entries) at least `drop_threshold(rate)`."""
+  size = tf.size(inputs)
+  bits = generator.uniform_full_int([(size + 1) // 2], tf.uint32)
+  draws = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
+  return tf.reshape(draws >= tf.constant(drop_threshold(rate), tf.uint16), tf.shape(inputs))
+
+
 def generator_dropout(generator):
   """A tf_keras `RandomGenerator.dropout(inputs, rate, noise_shape=None)` drawing from
   `generator` (a tf.random.Generator): each entry of `inputs` (any shape and float dtype) is
-  kept, times 1 / (1 - rate), when its 16-bit draw is at least `drop_threshold(rate)`, else 0.
-  One uint32 draw from `generator` serves two entries. A `noise_shape` (unused by the BERT
-  layers) falls back to tf.nn.experimental.general_dropout on the same generator."""
+  kept, times 1 / (1 - rate), where `keep_mask` is True, else 0. A `noise_shape` (unused by the
+  BERT layers) falls back to tf.nn.experimental.general_dropout on the same generator. The
+  function's `keep_mask(inputs, rate)` draws a mask alone, for a caller that scales elsewhere."""
 
   def dropout(inputs, rate, noise_shape=None):
     if noise_shape is not None:
       return tf.nn.experimental.general_dropout(inputs, rate=rate, noise_shape=noise_shape,
                                                 uniform_sampler=generator.uniform)
-    size = tf.size(inputs)
-    bits = generator.uniform_full_int([(size + 1) // 2], tf.uint32)
-    draws = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-    keep = tf.reshape(draws >= tf.constant(drop_threshold(rate), tf.uint16), tf.shape(inputs))
+    keep = keep_mask(generator, inputs, rate)
     return inputs * (tf.cast(keep, inputs.dtype) * tf.constant(1 / (1 - rate), inputs.dtype))
 
+  dropout.keep_mask = lambda inputs, rate: keep_mask(generator, inputs, rate)
   return dropout
 
 

@@ -9,6 +9,8 @@ import tf_keras
 from squad_qa.model import attention
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
+from squad_qa.tasks import model_dir
+from squad_qa.tasks import question_answering
 from tests import testutil
 
 KEY_FIRST = "aecd,abcd->acbe"  # tf_keras 2.20's score equation for [B, seq, heads, size] inputs
@@ -95,3 +97,42 @@ def test_built_models_use_query_first_attention_with_the_same_results():
   for a, b in zip(ours, theirs):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
   assert np.abs(ours[0]).max() > 0.01 and np.abs(ours[-1]).max() > 0  # real values were compared
+
+
+def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypatch):
+  """A training step's attention drops with the dropout layer's own 16-bit masks and scales the
+  values product by 1 / (1 - rate): logits and every gradient equal tf_keras's dropout of the
+  probabilities from the same generator states within float32 rounding, and differ from no
+  dropout."""
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.2))
+  tf_keras.utils.set_random_seed(2)
+  model = question_answering.QuestionAnsweringTask(
+      question_answering.QATaskConfig(bert_config=config, max_seq_length=256)).build_model()
+  layers = [l for l in model.submodules if isinstance(l, attention.QueryFirstMultiHeadAttention)]
+  assert len(layers) == config.num_hidden_layers
+  assert all(l._dropout_keep_mask(True) is not None for l in layers)  # pylint: disable=protected-access
+  generators = model_dir.dropout_generators(model)
+  states = [np.array(g.state.numpy()) for g in generators]
+  batch = span_model.model_inputs(testutil.real_train_batch(6, max_seq_length=256))
+  positions = tf.constant([3, 7, 11, 2, 5, 9])
+
+  def run(training):
+    for generator, state in zip(generators, states):
+      generator.reset(state)
+    with tf.GradientTape() as tape:
+      start, end = model(batch, training=training)
+      loss = tf.reduce_sum(
+          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, start) +
+          tf.nn.sparse_softmax_cross_entropy_with_logits(positions, end))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return [start.numpy()] + [tf.convert_to_tensor(g).numpy() for g in gradients if g is not None]
+
+  scaled_product = run(True)
+  monkeypatch.setattr(attention.QueryFirstMultiHeadAttention, "_dropout_keep_mask",
+                      lambda self, training: None)
+  scaled_probabilities = run(True)
+  assert not np.allclose(run(False)[0], scaled_product[0], atol=1e-3)
+  largest = max(np.abs(g).max() for g in scaled_probabilities)
+  for expected, got in zip(scaled_probabilities, scaled_product):
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6 * largest)
