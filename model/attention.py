@@ -10,6 +10,8 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   mask inside the score einsum").
 - Dropout in training: the probabilities times the dropout layer's keep mask, and the values
   product times 1 / (1 - rate): tf_keras's value with one pass over [batch, heads, seq, seq] less.
+  Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step takes the
+  dropout's and the softmax's gradients together in one XLA function.
 """
 
 import math
@@ -18,6 +20,8 @@ import numbers
 from absl import logging
 import tensorflow as tf
 import tf_keras
+
+from squad_qa.model import xla_elementwise
 
 
 def query_first_equation(dot_product_equation):
@@ -69,13 +73,15 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   equal the parent's (bit for bit without a mask), the output the parent's within rounding.
   """
 
+  xla_train_step = None  # False: TensorFlow's ops; set True by xla_elementwise.use_xla_elementwise
+
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
     query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
     if attention_mask is not None and attention_mask.shape.rank == 3 and query.shape.rank == 4:
       query, key = with_key_mask_feature(query, key, attention_mask)
       attention_mask = None
-    attention_scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
-    attention_scores = self._masked_softmax(attention_scores, attention_mask)
+    scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
+    attention_scores = self._masked_softmax(scores, attention_mask)
     keep_mask = self._dropout_keep_mask(training)
     if keep_mask is None:
       attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
@@ -83,7 +89,12 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     # The dropout's 1 / (1 - rate) scales the [B, T, N, H] product, not the [B, N, T, S]
     # probabilities: the same value with a pass over a tensor seq / head_size times smaller.
     rate = self._dropout_layer.rate
-    dropped = attention_scores * tf.cast(keep_mask(attention_scores, rate), attention_scores.dtype)
+    keep = keep_mask(attention_scores, rate)
+    if (self.xla_train_step and xla_elementwise.in_train_step() and attention_mask is None and
+        len(self._attention_axes) == 1):  # the softmax is over the last axis
+      dropped = xla_elementwise.dropped_softmax(scores, attention_scores, keep)
+    else:
+      dropped = attention_scores * tf.cast(keep, attention_scores.dtype)
     attention_output = tf.einsum(self._combine_equation, dropped, value)
     return attention_output * tf.constant(1 / (1 - rate), attention_output.dtype), attention_scores
 
@@ -110,6 +121,7 @@ def use_query_first_attention(network):
   for layer in network.submodules:
     if type(layer) is tf_keras.layers.MultiHeadAttention:  # pylint: disable=unidiomatic-typecheck
       layer.__class__ = QueryFirstMultiHeadAttention
+      layer.xla_train_step = False
       switched += 1
   if not switched:
     logging.warning("No tf_keras MultiHeadAttention in %s: the attention keeps its own einsum.",

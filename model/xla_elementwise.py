@@ -104,11 +104,47 @@ def bias_activation(function, dtype):
   return _COMPILED_BIAS_ACTIVATIONS[key]
 
 
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _dropped_softmax_gradient(probabilities, keep, gradient):
+  """d loss / d scores of `probabilities * keep` where probabilities = softmax(scores) over the
+  last axis: (g - sum(g * p)) * p with g = gradient where kept, else 0; computed in float32,
+  returned in the probabilities' dtype."""
+  p = tf.cast(probabilities, tf.float32)
+  g = tf.where(keep, tf.cast(gradient, tf.float32), 0.0)
+  return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)
+
+
+def dropped_softmax(scores, probabilities, keep):
+  """`probabilities * keep` whose gradient to `scores` is one XLA function
+  (`_dropped_softmax_gradient`) instead of TensorFlow's five ops, each a pass over the tensor.
+
+  Args:
+    scores: [..., seq], the softmax's input.
+    probabilities: softmax(scores) over the last axis, the dtype of `scores`.
+    keep: bool, the shape of `scores`: the dropout's keep mask.
+  Returns:
+    probabilities * keep, in their dtype; no gradient flows to `probabilities` or `keep`.
+  """
+
+  @tf.custom_gradient
+  def dropped(scores):
+    del scores  # the gradient needs the probabilities alone
+
+    def gradient(upstream):
+      return _dropped_softmax_gradient(probabilities, keep, upstream)
+
+    return probabilities * tf.cast(keep, probabilities.dtype), gradient
+
+  return dropped(scores)
+
+
 def use_xla_elementwise(model):
   """Switches `model`'s tf_keras LayerNormalization layers to `XlaLayerNormalization`, its
   Activation layers other than "linear" to `xla_activation`, and sets `xla_train_step` on the
   layers that have it (model/fused_feed_forward.py's `MatMulDense`, which then applies its bias
-  and GELU with `bias_activation`); call it before tracing. Switching twice changes nothing.
+  and GELU with `bias_activation`; model/attention.py's attention, whose dropout then takes the
+  softmax's gradient with `dropped_softmax`); call it before tracing. Switching twice changes
+  nothing.
 
   Returns:
     How many layers run under XLA in the train step; 0 is logged as a warning (correct, only
