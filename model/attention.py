@@ -82,14 +82,14 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       attention_mask = None
     scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
     attention_scores = self._masked_softmax(scores, attention_mask)
-    keep_mask = self._dropout_keep_mask(training)
-    if keep_mask is None:
+    draw_keep_mask = self._dropout_keep_mask(training)
+    if draw_keep_mask is None:
       attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
       return tf.einsum(self._combine_equation, attention_scores_dropout, value), attention_scores
     # The dropout's 1 / (1 - rate) scales the [B, T, N, H] product, not the [B, N, T, S]
     # probabilities: the same value with a pass over a tensor seq / head_size times smaller.
     rate = self._dropout_layer.rate
-    keep = keep_mask(attention_scores, rate)
+    keep = draw_keep_mask(attention_scores, rate)
     if (self.xla_train_step and xla_elementwise.in_train_step() and attention_mask is None and
         len(self._attention_axes) == 1):  # the softmax is over the last axis
       dropped = xla_elementwise.dropped_softmax(scores, attention_scores, keep)

@@ -30,7 +30,7 @@ class MatMulDense(tf_keras.layers.EinsumDense):
   outside the train step as reshape to [batch * seq, in], MatMul, BiasAdd, activation and reshape
   back (the form grappler fuses); in it as tfm's einsum and bias add with the activation in
   `activation_dtype` (tfm's: float32 under mixed_bfloat16), compiled by XLA when `xla_train_step`
-  (with the bias add but under mixed_float16). The same weights, names and checkpoints.
+  (with the bias add, except under mixed_float16). The same weights, names and checkpoints.
 
   Inputs [batch, seq, in]; outputs [batch, seq, out] in the compute dtype.
   """

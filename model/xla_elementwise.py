@@ -107,8 +107,16 @@ def bias_activation(function, dtype):
 @tf.function(jit_compile=True, reduce_retracing=True)
 def _dropped_softmax_gradient(probabilities, keep, gradient):
   """d loss / d scores of `probabilities * keep` where probabilities = softmax(scores) over the
-  last axis: (g - sum(g * p)) * p with g = gradient where kept, else 0; computed in float32,
-  returned in the probabilities' dtype."""
+  last axis: (g - sum(g * p)) * p with g = gradient where kept, else 0 (the softmax's Jacobian
+  times the dropout's), computed in float32.
+
+  Args:
+    probabilities: [..., seq], any float dtype.
+    keep: bool, their shape.
+    gradient: d loss / d (probabilities * keep), their shape and dtype.
+  Returns:
+    [..., seq] in the probabilities' dtype.
+  """
   p = tf.cast(probabilities, tf.float32)
   g = tf.where(keep, tf.cast(gradient, tf.float32), 0.0)
   return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)

@@ -261,9 +261,19 @@ def _no_space_error(manager, step):
 def _out_of_memory_as_error(trainer, manager):
   """Within: an out-of-memory error of a step raises `OutOfMemoryError` naming the last checkpoint
   (`manager`'s); a full disk `errors.NoSpaceError`, the partial checkpoint removed; other errors
-  pass."""
+  pass.
+
+  Out of memory is TensorFlow's ResourceExhaustedError, oneDNN's status (an AbortedError), or a
+  MemoryError: a host allocation that failed outside TensorFlow's allocator, e.g. while TensorFlow
+  built the message of its own out-of-memory error.
+  """
   try:
     yield
+  except MemoryError as e:
+    raise OutOfMemoryError(
+        f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory (a host "
+        f"allocation failed: {e}); the last checkpoint is "
+        f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
   except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError, OSError) as e:
     if artifacts.is_no_space(e) and not isinstance(e, errors.UserError):
       raise _no_space_error(manager, int(trainer.optimizer.iterations.numpy())) from None

@@ -31,8 +31,8 @@ LAYER = "bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_3"
     ("bert_span_model/span_labeling/predictions/transform/logits/Tensordot/MatMul:_MklMatMul",
      "span head and loss"),
     ("AddN_3:AddN", step_profile.OTHER),
-    ("negate_add_fusion.clone", "layer norm and GELU (XLA kernels)"),
-    ("broadcast_multiply_fusion.1.clone", "layer norm and GELU (XLA kernels)"),
+    ("negate_add_fusion.clone", "XLA kernels (layer norm, GELU, softmax gradient)"),
+    ("broadcast_multiply_fusion.1.clone", "XLA kernels (layer norm, GELU, softmax gradient)"),
 ])
 def test_each_op_of_a_step_falls_in_its_kind_of_work(op, expected):
   assert step_profile.category(op) == expected
@@ -66,7 +66,8 @@ def test_the_profile_reader_finds_the_kernels_of_an_xla_function(tmp_path):
   tf.profiler.experimental.stop()
   kernels = [op for op in step_profile.profiled_ops(str(tmp_path)) if ":" not in op[0]]
   assert kernels and all(
-      step_profile.category(name) == "layer norm and GELU (XLA kernels)" for name, _, _ in kernels)
+      step_profile.category(name) == "XLA kernels (layer norm, GELU, softmax gradient)"
+      for name, _, _ in kernels)
 
 
 def test_busy_time_counts_overlapping_ops_once():

@@ -141,6 +141,19 @@ def test_a_full_disk_while_saving_a_checkpoint_keeps_the_last_one(tmp_path):
       raise OSError(errno.ENOSPC, "No space left on device")
 
 
+def test_a_host_allocation_failure_in_a_step_is_out_of_memory(tmp_path):
+  """A MemoryError (std::bad_alloc, e.g. while TensorFlow builds its own OOM error's message)
+  reads as the step's out-of-memory error naming the last checkpoint, as a ResourceExhaustedError
+  does."""
+  manager, _ = _save(str(tmp_path), 2)
+  with pytest.raises(trainer_lib.OutOfMemoryError) as raised:
+    with trainer_lib._out_of_memory_as_error(_Step(2), manager):
+      raise MemoryError("std::bad_alloc")
+  assert str(raised.value) == (
+      f"step 3 ran out of memory (a host allocation failed: std::bad_alloc); the last checkpoint "
+      f"is {tmp_path}/ckpt-2, unchanged")
+
+
 def test_a_full_disk_while_writing_json_leaves_no_temporary_file(tmp_path, monkeypatch):
 
   def full(*args, **kwargs):

@@ -137,9 +137,8 @@ def test_bfloat16_train_step_is_as_close_to_float32_as_the_plain_model(float32_p
     model.set_weights(weights)
     optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
     loss, grads = tf.function(question_answering.make_gradient_fn(model, optimizer))(batch)
-    results[policy,
-            switch] = np.concatenate([[float(loss)]] +
-                                     [tf.convert_to_tensor(g).numpy().ravel() for g in grads])
+    values = [[float(loss)]] + [tf.convert_to_tensor(g).numpy().ravel() for g in grads]
+    results[policy, switch] = np.concatenate(values)
   reference = results["float32", False]
   plain_error = np.linalg.norm(results["mixed_bfloat16", False] - reference)
   switched_error = np.linalg.norm(results["mixed_bfloat16", True] - reference)
