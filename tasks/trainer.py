@@ -98,12 +98,18 @@ _ONEDNN_OUT_OF_MEMORY = re.compile(r"Status: 1, message: ([^,\n]*)")
 
 
 def _out_of_memory_summary(error):
-  """What ran out of memory, in one line, if the tf.errors.OpError `error` is out-of-memory.
+  """What ran out of memory, in one line, if `error` (a tf.errors.OpError or a MemoryError) is
+  out-of-memory.
 
   Returns:
     A ResourceExhaustedError's "OOM when allocating tensor with shape[...]" line without device
-    and allocator; for oneDNN's status, "oneDNN out of memory (<its message>) in <op>"; else None.
+    and allocator; for oneDNN's status, "oneDNN out of memory (<its message>) in <op>"; for a
+    MemoryError (a host allocation that failed outside TensorFlow's allocator, e.g. while
+    TensorFlow built the message of its own out-of-memory error), "a host allocation failed:
+    <its message>"; else None.
   """
+  if isinstance(error, MemoryError):
+    return f"a host allocation failed: {error}"
   lines = [l.strip() for l in error.message.splitlines() if l.strip()]
   if isinstance(error, tf.errors.ResourceExhaustedError):
     line = next((l for l in lines if l.startswith("OOM when allocating")),
@@ -261,20 +267,10 @@ def _no_space_error(manager, step):
 def _out_of_memory_as_error(trainer, manager):
   """Within: an out-of-memory error of a step raises `OutOfMemoryError` naming the last checkpoint
   (`manager`'s); a full disk `errors.NoSpaceError`, the partial checkpoint removed; other errors
-  pass.
-
-  Out of memory is TensorFlow's ResourceExhaustedError, oneDNN's status (an AbortedError), or a
-  MemoryError: a host allocation that failed outside TensorFlow's allocator, e.g. while TensorFlow
-  built the message of its own out-of-memory error.
-  """
+  pass. Out of memory is what `_out_of_memory_summary` recognizes."""
   try:
     yield
-  except MemoryError as e:
-    raise OutOfMemoryError(
-        f"step {int(trainer.optimizer.iterations.numpy()) + 1} ran out of memory (a host "
-        f"allocation failed: {e}); the last checkpoint is "
-        f"{manager.latest_checkpoint or 'none (nothing saved yet)'}, unchanged") from None
-  except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError, OSError) as e:
+  except (tf.errors.ResourceExhaustedError, tf.errors.AbortedError, MemoryError, OSError) as e:
     if artifacts.is_no_space(e) and not isinstance(e, errors.UserError):
       raise _no_space_error(manager, int(trainer.optimizer.iterations.numpy())) from None
     if isinstance(e, OSError):
