@@ -10,8 +10,9 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   mask inside the score einsum").
 - Dropout in training: the probabilities times the dropout layer's keep mask, and the values
   product times 1 / (1 - rate): tf_keras's value with one pass over [batch, heads, seq, seq] less.
-  Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step takes the
-  dropout's and the softmax's gradients together in one XLA function.
+  Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step applies the
+  dropout's 16-bit draws to the probabilities in one XLA function and takes the dropout's and the
+  softmax's gradients together in another.
 """
 
 import math
@@ -21,6 +22,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from squad_qa.model import dropout as dropout_lib
 from squad_qa.model import xla_elementwise
 
 
@@ -82,32 +84,34 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       attention_mask = None
     scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
     attention_scores = self._masked_softmax(scores, attention_mask)
-    draw_keep_mask = self._dropout_keep_mask(training)
-    if draw_keep_mask is None:
+    dropout = self._generator_dropout(training)
+    if dropout is None:
       attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
       return tf.einsum(self._combine_equation, attention_scores_dropout, value), attention_scores
     # The dropout's 1 / (1 - rate) scales the [B, T, N, H] product, not the [B, N, T, S]
     # probabilities: the same value with a pass over a tensor seq / head_size times smaller.
     rate = self._dropout_layer.rate
-    keep = draw_keep_mask(attention_scores, rate)
     if (self.xla_train_step and xla_elementwise.in_train_step() and attention_mask is None and
         len(self._attention_axes) == 1):  # the softmax is over the last axis
-      dropped = xla_elementwise.dropped_softmax(scores, attention_scores, keep)
+      dropped = xla_elementwise.dropped_softmax(scores, attention_scores,
+                                                dropout.draws(attention_scores),
+                                                dropout_lib.drop_threshold(rate))
     else:
-      dropped = attention_scores * tf.cast(keep, attention_scores.dtype)
+      dropped = attention_scores * tf.cast(dropout.keep_mask(attention_scores, rate),
+                                           attention_scores.dtype)
     attention_output = tf.einsum(self._combine_equation, dropped, value)
     return attention_output * tf.constant(1 / (1 - rate), attention_output.dtype), attention_scores
 
-  def _dropout_keep_mask(self, training):
-    """The dropout layer's `keep_mask(inputs, rate)` (model/dropout.py) when it drops in this call
-    (training is True, the rate above 0) and draws its masks with `generator_dropout`; else None.
-    Reads the private `Dropout._random_generator` (BUILD.md lists it)."""
+  def _generator_dropout(self, training):
+    """The dropout layer's `generator_dropout` function (model/dropout.py), with its `keep_mask`
+    and `draws`, when it drops in this call (training is True, the rate above 0) and draws its
+    masks with it; else None. Reads the private `Dropout._random_generator` (BUILD.md lists it)."""
     layer = self._dropout_layer
     if not (training is True and isinstance(layer.rate, numbers.Real) and layer.rate > 0 and
             layer.noise_shape is None):
       return None
-    return getattr(getattr(getattr(layer, "_random_generator", None), "dropout", None), "keep_mask",
-                   None)
+    dropout = getattr(getattr(layer, "_random_generator", None), "dropout", None)
+    return dropout if hasattr(dropout, "draws") else None
 
 
 def use_query_first_attention(network):

@@ -20,13 +20,18 @@ def drop_threshold(rate):
   return round(rate * 2**MASK_BITS)
 
 
-def keep_mask(generator, inputs, rate):
-  """bool, the shape of `inputs`: True where an entry is kept, its 16-bit draw from `generator` (a
-  tf.random.Generator; one uint32 draw serves two entries) at least `drop_threshold(rate)`."""
+def draws(generator, inputs):
+  """uint16, the shape of `inputs`: one uniform 16-bit draw per entry from `generator` (a
+  tf.random.Generator; one uint32 draw serves two entries)."""
   size = tf.size(inputs)
   bits = generator.uniform_full_int([(size + 1) // 2], tf.uint32)
-  draws = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-  return tf.reshape(draws >= tf.constant(drop_threshold(rate), tf.uint16), tf.shape(inputs))
+  return tf.reshape(tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size], tf.shape(inputs))
+
+
+def keep_mask(generator, inputs, rate):
+  """bool, the shape of `inputs`: True where an entry is kept, its `draws` at least
+  `drop_threshold(rate)`."""
+  return draws(generator, inputs) >= tf.constant(drop_threshold(rate), tf.uint16)
 
 
 def generator_dropout(generator):
@@ -34,7 +39,8 @@ def generator_dropout(generator):
   `generator` (a tf.random.Generator): each entry of `inputs` (any shape and float dtype) is
   kept, times 1 / (1 - rate), where `keep_mask` is True, else 0. A `noise_shape` (unused by the
   BERT layers) falls back to tf.nn.experimental.general_dropout on the same generator. The
-  function's `keep_mask(inputs, rate)` draws a mask alone, for a caller that scales elsewhere."""
+  function's `keep_mask(inputs, rate)` draws a mask alone and its `draws(inputs)` the 16-bit draws
+  alone, for a caller that applies them elsewhere."""
 
   def dropout(inputs, rate, noise_shape=None):
     if noise_shape is not None:
@@ -44,6 +50,7 @@ def generator_dropout(generator):
     return inputs * (tf.cast(keep, inputs.dtype) * tf.constant(1 / (1 - rate), inputs.dtype))
 
   dropout.keep_mask = lambda inputs, rate: keep_mask(generator, inputs, rate)
+  dropout.draws = lambda inputs: draws(generator, inputs)
   return dropout
 
 

@@ -122,17 +122,37 @@ def _dropped_softmax_gradient(probabilities, keep, gradient):
   return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)
 
 
-def dropped_softmax(scores, probabilities, keep):
-  """`probabilities * keep` whose gradient to `scores` is one XLA function
-  (`_dropped_softmax_gradient`) instead of TensorFlow's five ops, each a pass over the tensor.
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _dropped_probabilities(probabilities, draws, threshold):
+  """(probabilities where draws >= threshold else 0, that keep mask) in one pass: TensorFlow
+  takes three (compare, cast, multiply).
+
+  Args:
+    probabilities: [..., seq], any float dtype.
+    draws: uint16, their shape: the dropout's 16-bit draws (model/dropout.py).
+    threshold: a Python int, `dropout.drop_threshold(rate)`.
+  Returns:
+    The dropped probabilities (their shape and dtype) and the bool keep mask (their shape).
+  """
+  keep = draws >= tf.constant(threshold, tf.uint16)
+  return tf.where(keep, probabilities, tf.zeros([], probabilities.dtype)), keep
+
+
+def dropped_softmax(scores, probabilities, draws, threshold):
+  """The attention dropout of softmax probabilities without its 1 / (1 - rate) scale, forward
+  (`_dropped_probabilities`) and gradient to `scores` (`_dropped_softmax_gradient`) each one XLA
+  function instead of TensorFlow's three and five ops, each a pass over the tensor.
 
   Args:
     scores: [..., seq], the softmax's input.
     probabilities: softmax(scores) over the last axis, the dtype of `scores`.
-    keep: bool, the shape of `scores`: the dropout's keep mask.
+    draws: uint16, the shape of `scores`: the dropout's 16-bit draws.
+    threshold: a Python int, the draws below which an entry is dropped.
   Returns:
-    probabilities * keep, in their dtype; no gradient flows to `probabilities` or `keep`.
+    The probabilities where kept, else 0, in their dtype; no gradient flows to `probabilities`
+    or `draws`. Only the bool keep mask is kept for the gradient, not the draws.
   """
+  dropped_probabilities, keep = _dropped_probabilities(probabilities, draws, threshold)
 
   @tf.custom_gradient
   def dropped(scores):
@@ -141,7 +161,7 @@ def dropped_softmax(scores, probabilities, keep):
     def gradient(upstream):
       return _dropped_softmax_gradient(probabilities, keep, upstream)
 
-    return probabilities * tf.cast(keep, probabilities.dtype), gradient
+    return dropped_probabilities, gradient
 
   return dropped(scores)
 

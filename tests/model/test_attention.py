@@ -112,7 +112,7 @@ def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypa
       question_answering.QATaskConfig(bert_config=config, max_seq_length=256)).build_model()
   layers = [l for l in model.submodules if isinstance(l, attention.QueryFirstMultiHeadAttention)]
   assert len(layers) == config.num_hidden_layers
-  assert all(l.xla_train_step and l._dropout_keep_mask(True) for l in layers)  # pylint: disable=protected-access
+  assert all(l.xla_train_step and l._generator_dropout(True) for l in layers)  # pylint: disable=protected-access
   generators = model_dir.dropout_generators(model)
   states = [np.array(g.state.numpy()) for g in generators]
   batch = testutil.real_train_batch(6, max_seq_length=256)
@@ -126,7 +126,7 @@ def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypa
     return [float(loss)] + [tf.convert_to_tensor(g).numpy() for g in gradients]
 
   fused = loss_and_gradients()
-  monkeypatch.setattr(attention.QueryFirstMultiHeadAttention, "_dropout_keep_mask",
+  monkeypatch.setattr(attention.QueryFirstMultiHeadAttention, "_generator_dropout",
                       lambda self, training: None)
   plain = loss_and_gradients()
   for layer in model.submodules:
