@@ -22,10 +22,10 @@ INPUT_TYPE_IDS = "input_type_ids"
 MODEL_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
 
 
-def input_signature():
-  """The encoder's inputs as a tf.function input_signature: an int32 [batch, seq] TensorSpec (any
-  batch and length) per name of MODEL_INPUTS, in that order and so named."""
-  return [tf.TensorSpec([None, None], tf.int32, name=name) for name in MODEL_INPUTS]
+def input_signature(shape=(None, None)):
+  """The encoder's inputs as a tf.function input_signature: an int32 [batch, seq] TensorSpec of
+  `shape` (default: any batch and length) per name of MODEL_INPUTS, in that order and so named."""
+  return [tf.TensorSpec(shape, tf.int32, name=name) for name in MODEL_INPUTS]
 
 
 def model_inputs(batch):

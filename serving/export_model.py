@@ -131,7 +131,8 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
     os.makedirs(os.path.join(temp_dir, os.path.dirname(features_model.VOCAB_ASSET)))
     shutil.copyfile(vocab_file, os.path.join(temp_dir, features_model.VOCAB_ASSET))
     size = features_model.write_int8_model(model,
-                                           os.path.join(temp_dir, features_model.INT8_MODEL_FILE))
+                                           os.path.join(temp_dir, features_model.INT8_MODEL_FILE),
+                                           qa_config["max_seq_length"])
     _write_qa_config(temp_dir, qa_config)
     check_export_dir(export_dir)
     export_folder.replace(export_dir)

@@ -5,6 +5,12 @@ LiteRT model (extra `int8`: ai-edge-litert). An int8 export has `assets/vocab.tx
 `assets.extra/qa_config.json` and `INT8_MODEL_FILE`, no SavedModel and no serve_text.
 `write_int8_model` quantizes dynamic-range: matmul weights int8 per output channel, activations
 per row at run time; embeddings, layer norms, softmax and the span head's output stay float32.
+
+The LiteRT model holds one signature of any [batch, seq] and, sharing its weights, one per
+single-window length ([1, 32], [1, 64], ... [1, max_seq_length]). With every shape known when it
+is converted, LiteRT runs the model without the shape computations a dynamic length leaves in it
+(docs/serving.md "Single-window signatures"): each window runs alone, padded to the next of those
+lengths, its padding masked as in a batch, and the logits of its own tokens are kept.
 """
 
 import os
@@ -28,34 +34,53 @@ LITERT_MODULE = "ai_edge_litert"
 LITERT_INSTALL = (f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` (or `pip install -e "
                   f"\".[{INT8_EXTRA}]\"` in a clone)")
 FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of every call here
+# The int8 model's signatures: any [batch, seq], and [1, length] for each single-window length.
+FEATURES_SIGNATURE, WINDOW_SIGNATURE_PREFIX = "serve_features", "serve_window_"
+# Tokens between single-window lengths: a window is padded by 16 on average. Each length adds about
+# 0.5 MB and 3 s of conversion for MiniLM-L6.
+WINDOW_LENGTH_STEP = 32
 
 
-def _features_function(model):
-  """A concrete function of `model`: int32 [batch, seq] ids, mask, type ids -> float32 [batch, seq]
-  start and end logits, of fixed rank 2 so the converter can lower the einsums."""
+def single_window_lengths(max_seq_length):
+  """The sequence lengths (tokens) of the single-window signatures: the multiples of
+  WINDOW_LENGTH_STEP below `max_seq_length`, then `max_seq_length`."""
+  return list(range(WINDOW_LENGTH_STEP, max_seq_length, WINDOW_LENGTH_STEP)) + [max_seq_length]
 
-  @tf.function(input_signature=span_model.input_signature())
-  def serve_features(input_word_ids, input_mask, input_type_ids):
+
+def _features_function(model, name, shape):
+  """A concrete function `name` of `model`: int32 ids, mask, type ids of `shape` ([batch, seq],
+  None where any) -> float32 start and end logits of that shape; rank 2 so the converter can lower
+  the einsums."""
+
+  def features(input_word_ids, input_mask, input_type_ids):
     start_logits, end_logits = model(
         dict(zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))), training=False)
     return {"start_logits": start_logits, "end_logits": end_logits}
 
-  return serve_features.get_concrete_function()
+  features.__name__ = name  # the LiteRT signature's key
+  return tf.function(features,
+                     input_signature=span_model.input_signature(shape)).get_concrete_function()
 
 
-def int8_flatbuffer(concrete_function, trackable):
-  """The LiteRT model (bytes) of a concrete function with dynamic-range int8 weights; `trackable`
-  holds its variables."""
-  converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete_function], trackable)
+def int8_flatbuffer(concrete_functions, trackable):
+  """The LiteRT model (bytes) of concrete functions, one signature each (keyed by their names when
+  more than one) sharing their weights, dynamic-range int8; `trackable` holds the variables."""
+  converter = tf.lite.TFLiteConverter.from_concrete_functions(list(concrete_functions), trackable)
   converter.optimizations = [tf.lite.Optimize.DEFAULT]
   with native_log.native_stderr_held_back():
     return converter.convert()
 
 
-def write_int8_model(model, path):
-  """Writes float32 `model`'s features function, int8-quantized, as a LiteRT model at `path`;
-  returns the file's size in bytes."""
-  flatbuffer = int8_flatbuffer(_features_function(model), model)
+def write_int8_model(model, path, max_seq_length):
+  """Writes float32 `model`'s features functions (FEATURES_SIGNATURE and the single-window ones up
+  to `max_seq_length` tokens), int8-quantized, as one LiteRT model at `path`; returns the file's
+  size in bytes."""
+  functions = [_features_function(model, FEATURES_SIGNATURE, [None, None])]
+  functions += [
+      _features_function(model, f"{WINDOW_SIGNATURE_PREFIX}{length}", [1, length])
+      for length in single_window_lengths(max_seq_length)
+  ]
+  flatbuffer = int8_flatbuffer(functions, model)
   with open(path, "wb") as f:
     f.write(flatbuffer)
   return len(flatbuffer)
@@ -96,8 +121,10 @@ class SavedModelFeatures:
 class LiteRTFeatures:
   """An int8 export's LiteRT model at `model_path` as a features model.
 
-  Runs on `num_threads` CPU threads (None: os.cpu_count()); a call of another [batch, seq] than the
-  previous one resizes the inputs, cheaper than running padding.
+  Runs on `num_threads` CPU threads (None: os.cpu_count()). Each window of a call runs alone on the
+  single-window signature of the next length at or above the call's (padded with [PAD] ids under a
+  0 mask); a longer call, and every call of a model without those signatures, runs on the
+  signature of any shape, which resizes its inputs when the [batch, seq] changes.
 
   Raises:
     errors.UsageError: ai-edge-litert is not installed.
@@ -114,19 +141,38 @@ class LiteRTFeatures:
     with native_log.native_stderr_held_back():
       self._interpreter = interpreter_module.Interpreter(model_path=model_path,
                                                          num_threads=self.num_threads)
-    self._runner = self._interpreter.get_signature_runner()
-    self._first_call = True
+    keys = list(self._interpreter.get_signature_list())
+    # An export written before the single-window signatures has one signature, of any shape.
+    self._any_shape = FEATURES_SIGNATURE if FEATURES_SIGNATURE in keys else keys[0]
+    self.window_lengths = sorted(
+        int(key[len(WINDOW_SIGNATURE_PREFIX):]) for key in keys
+        if key.startswith(WINDOW_SIGNATURE_PREFIX))
+    self._runners = {}
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
-    inputs = {
-        name: np.asarray(value, np.int32)
-        for name, value in zip(FEATURE_NAMES, (input_word_ids, input_mask, input_type_ids))
-    }
-    if self._first_call:  # the interpreter logs its XNNPACK delegate on the first run
+    arrays = [np.asarray(x, np.int32) for x in (input_word_ids, input_mask, input_type_ids)]
+    seq = arrays[0].shape[1]
+    length = next((n for n in self.window_lengths if n >= seq), None)
+    if length is None:
+      outputs = self._run(self._any_shape, dict(zip(FEATURE_NAMES, arrays)))
+      return outputs["start_logits"], outputs["end_logits"]
+    key = f"{WINDOW_SIGNATURE_PREFIX}{length}"
+    arrays = [np.pad(x, ((0, 0), (0, length - seq))) for x in arrays]  # 0: [PAD], masked
+    windows = [
+        self._run(key, {
+            name: x[i:i + 1] for name, x in zip(FEATURE_NAMES, arrays)
+        }) for i in range(len(arrays[0]))
+    ]
+    return tuple(
+        np.concatenate([w[name] for w in windows])[:, :seq]
+        for name in ("start_logits", "end_logits"))
+
+  def _run(self, key, inputs):
+    """Signature `key` on `inputs`: a dict of its outputs."""
+    runner = self._runners.get(key)
+    if runner is None:  # the interpreter logs its XNNPACK delegate on a signature's first run
+      runner = self._runners[key] = self._interpreter.get_signature_runner(key)
       with native_log.native_stderr_held_back():
-        outputs = self._runner(**inputs)
-      self._first_call = False
-    else:
-      outputs = self._runner(**inputs)
-    return outputs["start_logits"], outputs["end_logits"]
+        return runner(**inputs)
+    return runner(**inputs)

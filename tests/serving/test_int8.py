@@ -18,11 +18,15 @@ import tensorflow as tf
 from absl import logging as absl_logging
 
 from squad_qa import errors
+from squad_qa.model import span_model
 from squad_qa.serving import export_model
 from squad_qa.serving import features_model
 from squad_qa.serving import saved_model_qa
 from tests import testutil
+from tests.serving import taught_model
 from tests.serving import test_reduced_precision as reduced
+
+FEATURES = ("input_ids", "input_mask", "segment_ids")  # a window's ids, mask and type ids
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +98,89 @@ def test_int8_logits_are_within_quantization_error_of_float32(exports):
 
 
 @pytest.mark.slow  # exports the model twice
+def test_one_window_runs_padded_on_its_length_s_signature_within_quantization_error(exports):
+  """Each dev window alone (batch 1) runs on the single-window signature of the next length, padded
+  under a 0 mask: its logits are as close to float32's as the batch path's (a padding the mask did
+  not hide would move them by far more), for windows of many lengths."""
+  int8 = exports["int8"].features_model
+  assert int8.window_lengths == features_model.single_window_lengths(taught_model.SEQ)
+  assert int8.window_lengths == [32, 64, 96, 128]
+  features = _dev_features(exports["float32"])
+  float32_start, float32_end = exports["float32"].window_logits(features)
+  lengths, worst = set(), 0.0
+  for feature, want_start, want_end in zip(features, float32_start, float32_end):
+    n = sum(feature.input_mask)  # the window's own tokens: no padding of ours
+    lengths.add(n)
+    start, end = int8(*[[getattr(feature, name)[:n]] for name in FEATURES])
+    assert start.shape == end.shape == (1, n) and start.dtype == np.float32
+    for want, got in ((want_start[:n], start[0]), (want_end[:n], end[0])):
+      worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
+  assert len(lengths) >= 5 and min(lengths) < 96 and max(lengths) == taught_model.SEQ, lengths
+  assert 0 < worst < 0.08, worst  # the bound of the batch path's test above
+
+
+def test_litert_features_picks_the_single_window_signature_of_the_next_length(tmp_path):
+  """A stand-in model whose logits name the signature that ran: each window of a call goes alone,
+  padded (ids, mask and type ids 0), to the single-window signature of the next length at or above
+  the call's, and comes back cut to it; a longer call and a model without those signatures take the
+  signature of any shape."""
+
+  def signature(name, shape):
+    added = 0.0 if shape[1] is None else float(shape[1])
+
+    def logits(input_word_ids, input_mask, input_type_ids):
+      ids, mask, types = (
+          tf.cast(x, tf.float32) for x in (input_word_ids, input_mask, input_type_ids))
+      return {"start_logits": ids + added, "end_logits": 100.0 * mask + types}
+
+    logits.__name__ = name
+    return tf.function(logits, input_signature=span_model.input_signature(shape))
+
+  holder = tf.Module()
+  functions = [signature(features_model.FEATURES_SIGNATURE, [None, None])]
+  functions += [signature(f"{features_model.WINDOW_SIGNATURE_PREFIX}{n}", [1, n]) for n in (8, 16)]
+  path = str(tmp_path / "stand_in.tflite")
+  with open(path, "wb") as f:
+    f.write(features_model.int8_flatbuffer([fn.get_concrete_function() for fn in functions],
+                                           holder))
+  model = features_model.LiteRTFeatures(path)
+  assert model.window_lengths == [8, 16]
+
+  def call(ids):
+    ids = np.array(ids, np.int32)
+    return model(ids, np.ones_like(ids), np.ones_like(ids))
+
+  cases = [
+      ([[5, 6, 7]], 8),
+      ([[1] * 8], 8),
+      ([[1] * 9], 16),
+      ([[2] * 17], 0),  # longer than every single-window signature
+      ([[3, 4], [5, 6], [7, 8]], 8),
+      ([[1] * 12, [2] * 12], 16),
+      ([[3] * 17, [4] * 17], 0),
+  ]
+  for ids, added in cases:
+    start, end = call(ids)
+    np.testing.assert_array_equal(start, np.array(ids, np.float32) + added)
+    np.testing.assert_array_equal(end, np.full(np.shape(ids), 101.0, np.float32))
+
+  # A model of one signature (as exported before the single-window ones): every call runs on it.
+  path = str(tmp_path / "one_signature.tflite")
+  with open(path, "wb") as f:
+    f.write(features_model.int8_flatbuffer([functions[0].get_concrete_function()], holder))
+  model = features_model.LiteRTFeatures(path)
+  assert model.window_lengths == []
+  np.testing.assert_array_equal(call([[5, 6, 7]])[0], [[5.0, 6.0, 7.0]])
+
+
+@pytest.mark.slow  # exports the model twice
 def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   """The benchmarks' tensor path (tasks.evaluation.predict traces it) gives each export's own
   logits: the SavedModel's serve_features, and the LiteRT model through tf.numpy_function."""
   features = _dev_features(exports["float32"])[:8]
   width = max(sum(f.input_mask) for f in features)
   inputs = [
-      tf.constant([getattr(f, name)[:width] for f in features], tf.int32)
-      for name in ("input_ids", "input_mask", "segment_ids")
+      tf.constant([getattr(f, name)[:width] for f in features], tf.int32) for name in FEATURES
   ]
   for name in ("float32", "int8"):
     qa = exports[name]
