@@ -37,7 +37,7 @@ FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of eve
 # The int8 model's signatures: any [batch, seq], and [1, length] for each single-window length.
 FEATURES_SIGNATURE, WINDOW_SIGNATURE_PREFIX = "serve_features", "serve_window_"
 # Tokens between single-window lengths: a window is padded by 16 on average. Each length adds about
-# 0.5 MB and 3 s of conversion for MiniLM-L6.
+# 0.7 MB and 2-3 s of conversion for MiniLM-L6 (docs/serving.md "Single-window signatures").
 WINDOW_LENGTH_STEP = 32
 
 
