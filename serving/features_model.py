@@ -105,6 +105,8 @@ class SavedModelFeatures:
   """A SavedModel's `serve_features` signature (of `tf.saved_model.load`'s `loaded`) as a features
   model."""
 
+  runs_windows_alone = False  # a call's windows run as one batch
+
   def __init__(self, loaded):
     self._signature = loaded.signatures["serve_features"]
 
@@ -147,6 +149,8 @@ class LiteRTFeatures:
     self.window_lengths = sorted(
         int(key[len(WINDOW_SIGNATURE_PREFIX):]) for key in keys
         if key.startswith(WINDOW_SIGNATURE_PREFIX))
+    # Whether a call's windows run one at a time (each on a single-window signature).
+    self.runs_windows_alone = bool(self.window_lengths)
     self._runners = {}
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):

@@ -253,7 +253,8 @@ class SavedModelQA:
 
   def window_logits(self, features):
     """(start_logits, end_logits) float32 NumPy [len(features), max_seq_length] for a list of
-    Feature; positions beyond a call's longest window are 0."""
+    Feature; positions beyond a call's longest window are 0. A call takes `window_batch_size`
+    windows, or one where the features model runs windows alone (`runs_windows_alone`)."""
     if not features:
       return np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)
     inputs = [
@@ -262,8 +263,9 @@ class SavedModelQA:
     ]
     start_logits = np.zeros(inputs[0].shape, np.float32)
     end_logits = np.zeros(inputs[0].shape, np.float32)
-    chunk = self.config.get("window_batch_size",
-                            serving_module.DECODING_DEFAULTS["window_batch_size"])
+    # A model that runs windows alone runs each at its own length: nothing to share a width with.
+    chunk = 1 if self.features_model.runs_windows_alone else self.config.get(
+        "window_batch_size", serving_module.DECODING_DEFAULTS["window_batch_size"])
     for begin in range(0, len(features), chunk):
       rows = slice(begin, begin + chunk)
       width = int(inputs[1][rows].sum(axis=1).max())

@@ -101,19 +101,25 @@ def test_int8_logits_are_within_quantization_error_of_float32(exports):
 def test_one_window_runs_padded_on_its_length_s_signature_within_quantization_error(exports):
   """Each dev window alone (batch 1) runs on the single-window signature of the next length, padded
   under a 0 mask: its logits are as close to float32's as the batch path's (a padding the mask did
-  not hide would move them by far more), for windows of many lengths."""
-  int8 = exports["int8"].features_model
+  not hide would move them by far more), for windows of many lengths. `window_logits` calls the
+  model window by window at each one's own length: the same logits, 0 past each window."""
+  qa = exports["int8"]
+  int8 = qa.features_model
   assert int8.window_lengths == features_model.single_window_lengths(taught_model.SEQ)
-  assert int8.window_lengths == [32, 64, 96, 128]
+  assert int8.window_lengths == [32, 64, 96, 128] and int8.runs_windows_alone
+  assert not exports["float32"].features_model.runs_windows_alone
   features = _dev_features(exports["float32"])
   float32_start, float32_end = exports["float32"].window_logits(features)
+  int8_start, int8_end = qa.window_logits(features)
   lengths, worst = set(), 0.0
-  for feature, want_start, want_end in zip(features, float32_start, float32_end):
+  for i, feature in enumerate(features):
     n = sum(feature.input_mask)  # the window's own tokens: no padding of ours
     lengths.add(n)
     start, end = int8(*[[getattr(feature, name)[:n]] for name in FEATURES])
     assert start.shape == end.shape == (1, n) and start.dtype == np.float32
-    for want, got in ((want_start[:n], start[0]), (want_end[:n], end[0])):
+    np.testing.assert_array_equal(int8_start[i], np.pad(start[0], (0, taught_model.SEQ - n)))
+    np.testing.assert_array_equal(int8_end[i], np.pad(end[0], (0, taught_model.SEQ - n)))
+    for want, got in ((float32_start[i, :n], start[0]), (float32_end[i, :n], end[0])):
       worst = max(worst, float(np.abs(got - want).max() / np.ptp(want)))
   assert len(lengths) >= 5 and min(lengths) < 96 and max(lengths) == taught_model.SEQ, lengths
   assert 0 < worst < 0.08, worst  # the bound of the batch path's test above
@@ -176,19 +182,23 @@ def test_litert_features_picks_the_single_window_signature_of_the_next_length(tm
 @pytest.mark.slow  # exports the model twice
 def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   """The benchmarks' tensor path (tasks.evaluation.predict traces it) gives each export's own
-  logits: the SavedModel's serve_features, and the LiteRT model through tf.numpy_function."""
+  logits on every window's tokens: the SavedModel's serve_features, and the LiteRT model through
+  tf.numpy_function (there the batch's windows run at its width, in `window_logits` each at its
+  own, so only the tokens of each window compare)."""
   features = _dev_features(exports["float32"])[:8]
   width = max(sum(f.input_mask) for f in features)
   inputs = [
       tf.constant([getattr(f, name)[:width] for f in features], tf.int32) for name in FEATURES
   ]
+  tokens = np.array([f.input_mask[:width] for f in features], bool)
+  assert 0 < tokens.sum() < tokens.size  # windows of several lengths
   for name in ("float32", "int8"):
     qa = exports[name]
     start, end = tf.function(qa.features_logits)(*inputs)
     assert start.dtype == tf.float32 and start.shape == (8, width)
     want_start, want_end = qa.window_logits(features)
-    np.testing.assert_allclose(start.numpy(), want_start[:, :width], atol=1e-5)
-    np.testing.assert_allclose(end.numpy(), want_end[:, :width], atol=1e-5)
+    np.testing.assert_allclose(start.numpy()[tokens], want_start[:, :width][tokens], atol=1e-5)
+    np.testing.assert_allclose(end.numpy()[tokens], want_end[:, :width][tokens], atol=1e-5)
 
 
 @pytest.mark.slow  # exports the model twice
