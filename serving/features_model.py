@@ -128,6 +128,10 @@ class LiteRTFeatures:
   0 mask); a longer call, and every call of a model without those signatures, runs on the
   signature of any shape, which resizes its inputs when the [batch, seq] changes.
 
+  Attributes:
+    window_lengths: the single-window signatures' lengths in tokens, ascending ([] if none).
+    runs_windows_alone: whether there are any, so a caller can give windows at their own lengths.
+
   Raises:
     errors.UsageError: ai-edge-litert is not installed.
     errors.MissingFileError: no file at model_path.
@@ -149,7 +153,6 @@ class LiteRTFeatures:
     self.window_lengths = sorted(
         int(key[len(WINDOW_SIGNATURE_PREFIX):]) for key in keys
         if key.startswith(WINDOW_SIGNATURE_PREFIX))
-    # Whether a call's windows run one at a time (each on a single-window signature).
     self.runs_windows_alone = bool(self.window_lengths)
     self._runners = {}
 
