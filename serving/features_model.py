@@ -133,7 +133,8 @@ class LiteRTFeatures:
     runs_windows_alone: whether there are any, so a caller can give windows at their own lengths.
 
   Raises:
-    errors.UsageError: ai-edge-litert is not installed.
+    errors.UsageError: ai-edge-litert is not installed, or the file is not a LiteRT model with
+      signatures.
     errors.MissingFileError: no file at model_path.
   """
 
@@ -144,10 +145,17 @@ class LiteRTFeatures:
           f"{model_path}: not found; re-export with "
           f"`{commands.command('squad-qa-export')} --serving_precision=int8`")
     self.num_threads = num_threads or os.cpu_count() or 1
-    with native_log.native_stderr_held_back():
-      self._interpreter = interpreter_module.Interpreter(model_path=model_path,
-                                                         num_threads=self.num_threads)
+    reexport = f"re-export with `{commands.command('squad-qa-export')} --serving_precision=int8`"
+    try:
+      with native_log.native_stderr_held_back():
+        self._interpreter = interpreter_module.Interpreter(model_path=model_path,
+                                                           num_threads=self.num_threads)
+    except ValueError as error:  # LiteRT's answer to a file that is not a model
+      raise errors.UsageError(f"{model_path}: not a LiteRT model ({str(error).splitlines()[0]}); "
+                              f"{reexport}") from None
     keys = list(self._interpreter.get_signature_list())
+    if not keys:
+      raise errors.UsageError(f"{model_path}: a LiteRT model without signatures; {reexport}")
     # An export written before the single-window signatures has one signature, of any shape.
     self._any_shape = FEATURES_SIGNATURE if FEATURES_SIGNATURE in keys else keys[0]
     self.window_lengths = sorted(

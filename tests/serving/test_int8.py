@@ -179,6 +179,17 @@ def test_litert_features_picks_the_single_window_signature_of_the_next_length(tm
   np.testing.assert_array_equal(call([[5, 6, 7]])[0], [[5.0, 6.0, 7.0]])
 
 
+def test_a_file_that_is_not_a_litert_model_is_refused_in_one_line(tmp_path):
+  path = tmp_path / features_model.INT8_MODEL_FILE
+  path.write_bytes(b"not a model" * 100)
+  with pytest.raises(errors.UsageError) as error:
+    features_model.LiteRTFeatures(str(path))
+  message = str(error.value)
+  assert "\n" not in message
+  assert message.startswith(f"{path}: not a LiteRT model (")
+  assert message.endswith("; re-export with `squad-qa-export --serving_precision=int8`")
+
+
 @pytest.mark.slow  # exports the model twice
 def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   """The benchmarks' tensor path (tasks.evaluation.predict traces it) gives each export's own
