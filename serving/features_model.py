@@ -140,12 +140,10 @@ class LiteRTFeatures:
 
   def __init__(self, model_path, num_threads=None):
     interpreter_module = litert_interpreter_module()
-    if not os.path.exists(model_path):
-      raise errors.MissingFileError(
-          f"{model_path}: not found; re-export with "
-          f"`{commands.command('squad-qa-export')} --serving_precision=int8`")
-    self.num_threads = num_threads or os.cpu_count() or 1
     reexport = f"re-export with `{commands.command('squad-qa-export')} --serving_precision=int8`"
+    if not os.path.exists(model_path):
+      raise errors.MissingFileError(f"{model_path}: not found; {reexport}")
+    self.num_threads = num_threads or os.cpu_count() or 1
     try:
       with native_log.native_stderr_held_back():
         self._interpreter = interpreter_module.Interpreter(model_path=model_path,
