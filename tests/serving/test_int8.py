@@ -193,9 +193,9 @@ def test_a_file_that_is_not_a_litert_model_is_refused_in_one_line(tmp_path):
 @pytest.mark.slow  # exports the model twice
 def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   """The benchmarks' tensor path (tasks.evaluation.predict traces it) gives each export's own
-  logits on every window's tokens: the SavedModel's serve_features, and the LiteRT model through
-  tf.numpy_function (there the batch's windows run at its width, in `window_logits` each at its
-  own, so only the tokens of each window compare)."""
+  logits: the SavedModel's serve_features at every position, and the LiteRT model through
+  tf.numpy_function on every window's tokens (it runs the batch's windows at the batch's width,
+  `window_logits` each at its own and 0 past it)."""
   features = _dev_features(exports["float32"])[:8]
   width = max(sum(f.input_mask) for f in features)
   inputs = [
@@ -203,13 +203,13 @@ def test_features_logits_inside_a_tf_function_equal_the_python_calls(exports):
   ]
   tokens = np.array([f.input_mask[:width] for f in features], bool)
   assert 0 < tokens.sum() < tokens.size  # windows of several lengths
-  for name in ("float32", "int8"):
+  for name, compared in (("float32", np.ones_like(tokens)), ("int8", tokens)):
     qa = exports[name]
     start, end = tf.function(qa.features_logits)(*inputs)
     assert start.dtype == tf.float32 and start.shape == (8, width)
     want_start, want_end = qa.window_logits(features)
-    np.testing.assert_allclose(start.numpy()[tokens], want_start[:, :width][tokens], atol=1e-5)
-    np.testing.assert_allclose(end.numpy()[tokens], want_end[:, :width][tokens], atol=1e-5)
+    np.testing.assert_allclose(start.numpy()[compared], want_start[:, :width][compared], atol=1e-5)
+    np.testing.assert_allclose(end.numpy()[compared], want_end[:, :width][compared], atol=1e-5)
 
 
 @pytest.mark.slow  # exports the model twice
