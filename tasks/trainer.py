@@ -95,6 +95,10 @@ class QATrainer(orbit.StandardTrainer):
 # oneDNN's status 1 is dnnl_out_of_memory (dnnl_types.h); TensorFlow raises it as an AbortedError,
 # e.g. "Status: 1, message: could not create a primitive, in file .../mkl_softmax_op.cc:290".
 _ONEDNN_OUT_OF_MEMORY = re.compile(r"Status: 1, message: ([^,\n]*)")
+# How a ResourceExhaustedError's message names the allocation that failed: TensorFlow's allocator
+# ("OOM when allocating tensor with shape[...]"), XLA's inside a compiled function ("Out of memory
+# while trying to allocate N bytes.").
+_ALLOCATION_FAILED = ("OOM when allocating", "Out of memory while trying to allocate")
 
 
 def _out_of_memory_summary(error):
@@ -103,17 +107,16 @@ def _out_of_memory_summary(error):
 
   Returns:
     A ResourceExhaustedError's "OOM when allocating tensor with shape[...]" line without device
-    and allocator; for oneDNN's status, "oneDNN out of memory (<its message>) in <op>"; for a
-    MemoryError (a host allocation that failed outside TensorFlow's allocator, e.g. while
-    TensorFlow built the message of its own out-of-memory error), "a host allocation failed:
-    <its message>"; else None.
+    and allocator, or XLA's "Out of memory while trying to allocate N bytes."; for oneDNN's
+    status, "oneDNN out of memory (<its message>) in <op>"; for a MemoryError (a host allocation
+    that failed outside TensorFlow's allocator, e.g. while TensorFlow built the message of its own
+    out-of-memory error), "a host allocation failed: <its message>"; else None.
   """
   if isinstance(error, MemoryError):
     return f"a host allocation failed: {error}"
   lines = [l.strip() for l in error.message.splitlines() if l.strip()]
   if isinstance(error, tf.errors.ResourceExhaustedError):
-    line = next((l for l in lines if l.startswith("OOM when allocating")),
-                lines[0] if lines else "")
+    line = next((l for l in lines if l.startswith(_ALLOCATION_FAILED)), lines[0] if lines else "")
     return line.split(" on /job:")[0][:300]
   found = _ONEDNN_OUT_OF_MEMORY.search(error.message)
   if not found:

@@ -664,15 +664,23 @@ def check_real_out_of_memory(tiny_records, model_dir):
                         preexec_fn=cap_address_space, check=False)
   output = proc.stdout + proc.stderr
   assert proc.returncode == 1, output[-3000:]
-  # TensorFlow's allocator or, on a CPU, a oneDNN kernel's own allocation fails first. Which
-  # tensor crosses the cap depends on the graph's allocation order; it is one that grows with the
-  # batch of 8192 (e.g. [8192, 64, 128], or uint32 random bits [67108864] for a dropout mask).
+  # TensorFlow's allocator, XLA's (in a compiled attention function) or, on a CPU, a oneDNN
+  # kernel's own allocation fails first. Which tensor crosses the cap depends on the graph's
+  # allocation order; it is one that grows with the batch of 8192 (e.g. [8192, 64, 128], uint32
+  # random bits [67108864] for a dropout mask, or XLA's 536870912 bytes of attention scores).
   allocation = re.search(
       r"train\.py: step 3 ran out of memory \(OOM when allocating tensor with shape\[([\d,]+)\] "
       r"and type \w+\)", output)
+  xla_allocation = re.search(
+      r"train\.py: step 3 ran out of memory \(Out of memory while trying to allocate (\d+) "
+      r"bytes\.\)", output)
   # Or the host's allocator fails while TensorFlow builds its error's message (std::bad_alloc).
   if allocation:
     assert np.prod([int(d) for d in allocation.group(1).split(",")]) % 8192 == 0, allocation[0]
+  elif xla_allocation:
+    # At least one head's float32 scores [8192, 64, 64] (128 MiB); the tiny model's largest
+    # weight, its [30522, 64] word embeddings, is 7.5 MiB.
+    assert int(xla_allocation.group(1)) >= 8192 * 64 * 64 * 4, xla_allocation[0]
   else:
     assert ("train.py: step 3 ran out of memory (oneDNN out of memory (" in output or
             "train.py: step 3 ran out of memory (a host allocation failed: "

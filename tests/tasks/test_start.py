@@ -323,6 +323,34 @@ def test_onednn_out_of_memory_is_reported_as_out_of_memory(tiny_init, tmp_path, 
   assert not tf.train.latest_checkpoint(model_dir)
 
 
+# What TensorFlow raised when XLA's allocator failed inside a compiled attention function
+# (address space capped; the traceback's lines cut).
+XLA_OUT_OF_MEMORY = (
+    "Graph execution error:\n\nDetected at node bert_span_model/bert_span_labeler/bert_encoder/"
+    "transformer/layer_0/self_attention/PartitionedCall defined at (most recent call last):\n"
+    "  File \"train.py\", line 62, in <module>\n\nOut of memory while trying to allocate 536870912 "
+    "bytes.\n\t [[{{node bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_0/"
+    "self_attention/PartitionedCall}}]]\nHint: If you want to see a list of allocated tensors when "
+    "OOM happens, add report_tensor_allocations_upon_oom to RunOptions for current allocation "
+    "info. This isn't available when running in Eager mode.\n [Op:__inference_loop_fn_5679]")
+
+
+def test_xla_out_of_memory_is_reported_by_its_allocation(tiny_init, tmp_path):
+  config, init, _ = tiny_init
+  model_dir = str(tmp_path / "xla")
+
+  def failing_step(unused_batch):
+    raise tf.errors.ResourceExhaustedError(None, None, XLA_OUT_OF_MEMORY)
+
+  with pytest.raises(
+      trainer_lib.OutOfMemoryError,
+      match=r"^step 1 ran out of memory \(Out of memory while trying to allocate "
+      r"536870912 bytes\.\); the last checkpoint is none"):
+    run_trainer(config, model_dir, 2, model_dir_lib.decide_start(model_dir, init),
+                {"max_seq_length": SEQ}, replica_step=failing_step)
+  assert not tf.train.latest_checkpoint(model_dir)
+
+
 def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
   from squad_qa import export  # pylint: disable=g-import-not-at-top
   config = tiny_config()
