@@ -10,7 +10,9 @@ The LiteRT model holds one signature of any [batch, seq] and, sharing its weight
 single-window length ([1, 32], [1, 64], ... [1, max_seq_length]). With every shape known when it
 is converted, LiteRT runs the model without the shape computations a dynamic length leaves in it
 (docs/serving.md "Single-window signatures"): each window runs alone, padded to the next of those
-lengths, its padding masked as in a batch, and the logits of its own tokens are kept.
+lengths, its padding masked as in a batch, and the logits of its own tokens are kept. A window that
+fills [1, max_seq_length] (every window of a long context but the last) runs on a signature
+without a mask input, whose attention adds no mask.
 """
 
 import os
@@ -21,6 +23,7 @@ import tensorflow as tf
 from squad_qa import errors
 from squad_qa.base import commands
 from squad_qa.base import native_log
+from squad_qa.model import attention
 from squad_qa.model import span_model
 
 INT8 = "int8"  # the --serving_precision (and qa_config.json `serving_precision`) served here
@@ -36,6 +39,8 @@ LITERT_INSTALL = (f"`python -m pip install \"squad-qa[{INT8_EXTRA}]\"` (or `pip 
 FEATURE_NAMES = span_model.MODEL_INPUTS  # ids, mask, type ids: the order of every call here
 # The int8 model's signatures: any [batch, seq], and [1, length] for each single-window length.
 FEATURES_SIGNATURE, WINDOW_SIGNATURE_PREFIX = "serve_features", "serve_window_"
+# [1, max_seq_length] ids and type ids of a window without padding (its mask all ones).
+UNPADDED_WINDOW_SIGNATURE = "serve_unpadded_window"
 # Tokens between single-window lengths: a window is padded by 16 on average. Each length adds about
 # 0.7 MB and 2-3 s of conversion for MiniLM-L6 (docs/serving.md "Single-window signatures").
 WINDOW_LENGTH_STEP = 32
@@ -62,6 +67,22 @@ def _features_function(model, name, shape):
                      input_signature=span_model.input_signature(shape)).get_concrete_function()
 
 
+def _unpadded_window_function(model, length):
+  """UNPADDED_WINDOW_SIGNATURE of `model`: int32 [1, length] ids and type ids -> float32 [1, length]
+  start and end logits, every token attended (the attention traced without a mask)."""
+
+  def features(input_word_ids, input_type_ids):
+    start_logits, end_logits = model(
+        dict(zip(FEATURE_NAMES, (input_word_ids, tf.ones_like(input_word_ids), input_type_ids))),
+        training=False)
+    return {"start_logits": start_logits, "end_logits": end_logits}
+
+  features.__name__ = UNPADDED_WINDOW_SIGNATURE
+  ids, _, type_ids = span_model.input_signature([1, length])
+  with attention.unpadded_inputs():
+    return tf.function(features, input_signature=[ids, type_ids]).get_concrete_function()
+
+
 def int8_flatbuffer(concrete_functions, trackable):
   """The LiteRT model (bytes) of concrete functions, one signature each (keyed by their names when
   more than one) sharing their weights, dynamic-range int8; `trackable` holds the variables."""
@@ -72,14 +93,15 @@ def int8_flatbuffer(concrete_functions, trackable):
 
 
 def write_int8_model(model, path, max_seq_length):
-  """Writes float32 `model`'s features functions (FEATURES_SIGNATURE and the single-window ones up
-  to `max_seq_length` tokens), int8-quantized, as one LiteRT model at `path`; returns the file's
-  size in bytes."""
+  """Writes float32 `model`'s features functions (FEATURES_SIGNATURE, the single-window ones up
+  to `max_seq_length` tokens and UNPADDED_WINDOW_SIGNATURE), int8-quantized, as one LiteRT model at
+  `path`; returns the file's size in bytes."""
   functions = [_features_function(model, FEATURES_SIGNATURE, [None, None])]
   functions += [
       _features_function(model, f"{WINDOW_SIGNATURE_PREFIX}{length}", [1, length])
       for length in single_window_lengths(max_seq_length)
   ]
+  functions.append(_unpadded_window_function(model, max_seq_length))
   flatbuffer = int8_flatbuffer(functions, model)
   with open(path, "wb") as f:
     f.write(flatbuffer)
@@ -125,11 +147,13 @@ class LiteRTFeatures:
 
   Runs on `num_threads` CPU threads (None: os.cpu_count()). Each window of a call runs alone on the
   single-window signature of the next length at or above the call's (padded with [PAD] ids under a
-  0 mask); a longer call, and every call of a model without those signatures, runs on the
-  signature of any shape, which resizes its inputs when the [batch, seq] changes.
+  0 mask), or, if it fills the unpadded signature's length with no padding, on that one; a longer
+  call, and every call of a model without those signatures, runs on the signature of any shape,
+  which resizes its inputs when the [batch, seq] changes.
 
   Attributes:
     window_lengths: the single-window signatures' lengths in tokens, ascending ([] if none).
+    unpadded_length: the unpadded window signature's length in tokens (None if none).
     runs_windows_alone: whether there are any, so a caller can give windows at their own lengths.
 
   Raises:
@@ -160,7 +184,11 @@ class LiteRTFeatures:
         int(key[len(WINDOW_SIGNATURE_PREFIX):]) for key in keys
         if key.startswith(WINDOW_SIGNATURE_PREFIX))
     self.runs_windows_alone = bool(self.window_lengths)
-    self._runners = {}
+    self._runners, self._ran = {}, set()
+    self.unpadded_length = None
+    if UNPADDED_WINDOW_SIGNATURE in keys:
+      details = self._runner(UNPADDED_WINDOW_SIGNATURE).get_input_details()
+      self.unpadded_length = int(details[span_model.INPUT_WORD_IDS]["shape"][1])
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
@@ -172,20 +200,30 @@ class LiteRTFeatures:
       return outputs["start_logits"], outputs["end_logits"]
     key = f"{WINDOW_SIGNATURE_PREFIX}{length}"
     arrays = [np.pad(x, ((0, 0), (0, length - seq))) for x in arrays]  # 0: [PAD], masked
-    windows = [
-        self._run(key, {
-            name: x[i:i + 1] for name, x in zip(FEATURE_NAMES, arrays)
-        }) for i in range(len(arrays[0]))
-    ]
+    windows = []
+    for i in range(len(arrays[0])):
+      inputs = {name: x[i:i + 1] for name, x in zip(FEATURE_NAMES, arrays)}
+      if length == self.unpadded_length and inputs[span_model.INPUT_MASK].all():
+        del inputs[span_model.INPUT_MASK]  # every token attended
+        windows.append(self._run(UNPADDED_WINDOW_SIGNATURE, inputs))
+      else:
+        windows.append(self._run(key, inputs))
     return tuple(
         np.concatenate([w[name] for w in windows])[:, :seq]
         for name in ("start_logits", "end_logits"))
 
+  def _runner(self, key):
+    """The signature runner of `key`, made on first use."""
+    runner = self._runners.get(key)
+    if runner is None:
+      with native_log.native_stderr_held_back():
+        runner = self._runners[key] = self._interpreter.get_signature_runner(key)
+    return runner
+
   def _run(self, key, inputs):
     """Signature `key` on `inputs`: a dict of its outputs."""
-    runner = self._runners.get(key)
-    if runner is None:  # the interpreter logs its XNNPACK delegate on a signature's first run
-      runner = self._runners[key] = self._interpreter.get_signature_runner(key)
+    if key not in self._ran:  # the interpreter logs its XNNPACK delegate on a signature's first run
+      self._ran.add(key)
       with native_log.native_stderr_held_back():
-        return runner(**inputs)
-    return runner(**inputs)
+        return self._runner(key)(**inputs)
+    return self._runner(key)(**inputs)

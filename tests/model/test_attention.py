@@ -100,6 +100,38 @@ def test_built_models_use_query_first_attention_with_the_same_results():
   assert np.abs(ours[0]).max() > 0.01 and np.abs(ours[-1]).max() > 0  # real values were compared
 
 
+def test_a_model_traced_unpadded_adds_no_mask():
+  """Inside `unpadded_inputs()` the attention adds no mask: equal to the masked model where the
+  mask is all ones; where it is not, equal to a model that attends every token."""
+  config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  model, _ = span_model.build_span_model(config)
+  rng = np.random.default_rng(0)
+  ids = tf.constant(rng.integers(1000, 20000, (2, 48)), tf.int32)
+  types = tf.constant(np.repeat((np.arange(48) > 10)[None], 2, 0), tf.int32)
+  padded = tf.constant((np.arange(48)[None] < np.array([[48], [30]])).astype(np.int32))
+
+  def logits(mask, unpadded):
+
+    @tf.function
+    def run(ids, mask, types):
+      return model({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types})
+
+    if unpadded:
+      with attention.unpadded_inputs():
+        run = run.get_concrete_function(ids, mask, types)
+    return np.stack([x.numpy() for x in run(ids, mask, types)])
+
+  ones = tf.ones_like(ids)
+  np.testing.assert_allclose(logits(ones, True), logits(ones, False), rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(
+      logits(padded, True)[:, 1],
+      logits(ones, False)[:, 1], rtol=1e-6, atol=1e-6)
+  # The masked model's row 1 differs from the unmasked one's (by ~1e-3 on the untrained model,
+  # 1,000 times the tolerance) where the mask hides keys.
+  assert np.abs(logits(padded, False)[:, 1, :30] - logits(ones, False)[:, 1, :30]).max() > 1e-4
+  assert not getattr(attention._STATE, "unpadded", False)  # pylint: disable=protected-access
+
+
 def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypatch):
   """A train step's attention drops with the dropout layer's own 16-bit masks, scales the values
   product by 1 / (1 - rate) and takes the softmax's and the dropout's gradients in one XLA

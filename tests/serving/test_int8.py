@@ -107,6 +107,7 @@ def test_one_window_runs_padded_on_its_length_s_signature_within_quantization_er
   int8 = qa.features_model
   assert int8.window_lengths == features_model.single_window_lengths(taught_model.SEQ)
   assert int8.window_lengths == [32, 64, 96, 128] and int8.runs_windows_alone
+  assert int8.unpadded_length == taught_model.SEQ
   assert not exports["float32"].features_model.runs_windows_alone
   features = _dev_features(exports["float32"])
   float32_start, float32_end = exports["float32"].window_logits(features)
@@ -124,12 +125,23 @@ def test_one_window_runs_padded_on_its_length_s_signature_within_quantization_er
   assert len(lengths) >= 5 and min(lengths) < 96 and max(lengths) == taught_model.SEQ, lengths
   assert 0 < worst < 0.08, worst  # the bound of the batch path's test above
 
+  # The windows that fill SEQ ran on the unpadded signature: the same logits as on the masked one.
+  full = [f for f in features if sum(f.input_mask) == taught_model.SEQ]
+  masked = features_model.LiteRTFeatures(
+      os.path.join(exports["int8_dir"], features_model.INT8_MODEL_FILE))
+  masked.unpadded_length = None  # every window on the [1, SEQ] signature and its mask
+  inputs = [np.array([getattr(f, name) for f in full], np.int32) for name in FEATURES]
+  assert len(full) >= 2 and inputs[1].all()
+  for unpadded_logits, masked_logits in zip(int8(*inputs), masked(*inputs)):
+    np.testing.assert_allclose(unpadded_logits, masked_logits, rtol=1e-5, atol=1e-5)
+
 
 def test_litert_features_picks_the_single_window_signature_of_the_next_length(tmp_path):
   """A stand-in model whose logits name the signature that ran: each window of a call goes alone,
   padded (ids, mask and type ids 0), to the single-window signature of the next length at or above
-  the call's, and comes back cut to it; a longer call and a model without those signatures take the
-  signature of any shape."""
+  the call's, and comes back cut to it, or to the unpadded signature if it fills that one's length
+  under a mask of ones; a longer call and a model without those signatures take the signature of
+  any shape."""
 
   def signature(name, shape):
     added = 0.0 if shape[1] is None else float(shape[1])
@@ -142,15 +154,22 @@ def test_litert_features_picks_the_single_window_signature_of_the_next_length(tm
     logits.__name__ = name
     return tf.function(logits, input_signature=span_model.input_signature(shape))
 
+  def unpadded(input_word_ids, input_type_ids):
+    ids, types = (tf.cast(x, tf.float32) for x in (input_word_ids, input_type_ids))
+    return {"start_logits": ids + 1000.0, "end_logits": 100.0 + types}
+
+  ids_spec, _, types_spec = span_model.input_signature([1, 16])
+  unpadded.__name__ = features_model.UNPADDED_WINDOW_SIGNATURE
   holder = tf.Module()
   functions = [signature(features_model.FEATURES_SIGNATURE, [None, None])]
   functions += [signature(f"{features_model.WINDOW_SIGNATURE_PREFIX}{n}", [1, n]) for n in (8, 16)]
+  functions.append(tf.function(unpadded, input_signature=[ids_spec, types_spec]))
   path = str(tmp_path / "stand_in.tflite")
   with open(path, "wb") as f:
     f.write(features_model.int8_flatbuffer([fn.get_concrete_function() for fn in functions],
                                            holder))
   model = features_model.LiteRTFeatures(path)
-  assert model.window_lengths == [8, 16]
+  assert model.window_lengths == [8, 16] and model.unpadded_length == 16
 
   def call(ids):
     ids = np.array(ids, np.int32)
@@ -163,19 +182,27 @@ def test_litert_features_picks_the_single_window_signature_of_the_next_length(tm
       ([[2] * 17], 0),  # longer than every single-window signature
       ([[3, 4], [5, 6], [7, 8]], 8),
       ([[1] * 12, [2] * 12], 16),
+      ([[1] * 16, [2] * 16], 1000),  # no padding: the unpadded signature
       ([[3] * 17, [4] * 17], 0),
   ]
   for ids, added in cases:
     start, end = call(ids)
     np.testing.assert_array_equal(start, np.array(ids, np.float32) + added)
     np.testing.assert_array_equal(end, np.full(np.shape(ids), 101.0, np.float32))
+  # Of two windows at 16, the one whose mask hides a token runs masked, the full one unpadded.
+  ids = np.array([[1] * 16, [2] * 16], np.int32)
+  mask = np.ones_like(ids)
+  mask[0, 15] = 0
+  start, end = model(ids, mask, np.ones_like(ids))
+  np.testing.assert_array_equal(start, ids + np.array([[16.0], [1000.0]], np.float32))
+  np.testing.assert_array_equal(end[0], [101.0] * 15 + [1.0])
 
   # A model of one signature (as exported before the single-window ones): every call runs on it.
   path = str(tmp_path / "one_signature.tflite")
   with open(path, "wb") as f:
     f.write(features_model.int8_flatbuffer([functions[0].get_concrete_function()], holder))
   model = features_model.LiteRTFeatures(path)
-  assert model.window_lengths == []
+  assert model.window_lengths == [] and model.unpadded_length is None
   np.testing.assert_array_equal(call([[5, 6, 7]])[0], [[5.0, 6.0, 7.0]])
 
 
