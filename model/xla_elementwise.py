@@ -46,35 +46,51 @@ def in_train_step():
   return getattr(_STATE, "on", False)
 
 
+def _sum_rows(gradient):
+  """float32 [..., n] -> [n]: the sum over every axis but the last, as a matrix-vector product
+  (oneDNN's) outside XLA."""
+  rows = tf.reshape(gradient, [-1, tf.shape(gradient)[-1]])
+  return tf.linalg.matvec(rows, tf.ones([tf.shape(rows)[0]], rows.dtype), transpose_a=True)
+
+
 def recomputing_xla(function):
-  """`function` (of tensors, returning a tensor) as an XLA function whose gradient is a second XLA
-  function that runs `function` again under a tape, from the inputs alone.
+  """`function(inputs, *vectors)` as an XLA function whose gradient is a second XLA function that
+  runs `function` again under a tape, from the inputs alone.
+
+  `inputs` is a tensor [..., n], each of `vectors` a float32 [n] that `function` broadcasts along
+  the rows of `inputs` (a bias, a layer norm's gamma and beta); it returns a tensor.
 
   TensorFlow's gradient of an XLA function has the forward write every intermediate the gradient
   reads (float32 [batch, seq, 1536] ones for the feed-forward's GELU) for the backward to read
-  back; computing them again inside the backward is cheaper than that memory traffic. Bias and
-  GELU forward and backward at [16, 192, 1536], bfloat16 in: 15.9-17.0 ms against 21.3-23.7;
-  layer norm at [16, 192, 384]: 5.3-7.0 against 6.7-7.9 (Xeon with AMX; the same values, bit for
-  bit). The forward's outputs are all it keeps.
+  back; computing them again inside the backward is cheaper than that memory traffic. And XLA's
+  CPU sum over rows (a vector's gradient) is slower than handing the gradient out per element,
+  broadcast to [..., n], and summing it with a matrix-vector product. Bias and GELU forward and
+  backward at [16, 192, 1536], bfloat16 in: 14.8-15.0 ms against 21.3-23.7; layer norm at
+  [16, 192, 384]: 3.8-4.6 against 6.7-7.9 (Xeon with AMX; `inputs`' gradient bit for bit, the
+  vectors' within float32 rounding of the sum). The forward's output is all it keeps.
   """
   forward = tf.function(function, jit_compile=True, reduce_retracing=True)
 
   @tf.function(jit_compile=True, reduce_retracing=True)
-  def backward(upstream, *inputs):
+  def backward(upstream, inputs, *vectors):
+    broadcast = [tf.broadcast_to(v, tf.shape(inputs)) for v in vectors]
     with tf.GradientTape() as tape:
-      tape.watch(inputs)
-      outputs = function(*inputs)
-    return tape.gradient(outputs, inputs, output_gradients=upstream)
+      tape.watch([inputs] + broadcast)
+      outputs = function(inputs, *broadcast)
+    return tape.gradient(outputs, [inputs] + broadcast, output_gradients=upstream)
 
   @tf.custom_gradient
-  def compiled(*inputs):
+  def compiled(inputs, *vectors):
 
     def gradient(upstream):
-      return backward(upstream, *inputs)
+      input_gradient, *vector_gradients = backward(upstream, inputs, *vectors)
+      return [input_gradient] + [_sum_rows(g) for g in vector_gradients]
 
-    return forward(*inputs), gradient
+    return forward(inputs, *vectors), gradient
 
-  return compiled
+  # AutoGraph, converting a caller, would otherwise convert the undecorated function and lose the
+  # custom gradient.
+  return tf.autograph.experimental.do_not_convert(compiled)
 
 
 def layer_norm(inputs, gamma, beta, epsilon):

@@ -52,6 +52,35 @@ def test_layer_norm_and_its_gradients_equal_tf_keras():
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=2e-5)
 
 
+def test_recomputing_xla_gradients_equal_tensorflow_s():
+  """A function of a [2, 5, 6] tensor and two broadcast [6] vectors: forward and gradients (the
+  vectors' summed over the rows outside XLA) equal TensorFlow's plain ones, and both passes run
+  as XLA functions."""
+
+  def function(x, scale, shift):
+    return tf.math.erf(x * scale) * tf.exp(x) + shift
+
+  compiled = xla_elementwise.recomputing_xla(function)
+  x = tf.random.stateless_normal([2, 5, 6], seed=[5, 6])
+  scale, shift = tf.linspace(0.5, 1.5, 6), tf.linspace(-1.0, 1.0, 6)
+  dy = tf.random.stateless_normal([2, 5, 6], seed=[7, 8])
+
+  @tf.function
+  def forward_backward(f, x, scale, shift):
+    with tf.GradientTape() as tape:
+      tape.watch([x, scale, shift])
+      y = f(x, scale, shift)
+    return [y] + tape.gradient(y, [x, scale, shift], output_gradients=dy)
+
+  expected = forward_backward(function, x, scale, shift)
+  got = forward_backward(compiled, x, scale, shift)
+  assert [g.shape for g in got] == [(2, 5, 6), (2, 5, 6), (6,), (6,)]
+  for e, g in zip(expected, got):
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got[3].numpy(), tf.reduce_sum(dy, [0, 1]).numpy(), rtol=1e-5)
+  assert len(xla_calls(forward_backward.get_concrete_function(compiled, x, scale, shift))) == 2
+
+
 def tiny_config():
   return bert_config_lib.BertConfig.from_dict(
       dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
