@@ -32,9 +32,10 @@ import re
 import tempfile
 import time
 
-# XLA's kernels (model/xla_elementwise.py) show in the profile by their fused HLO names, e.g.
-# "negate_add_fusion.clone", without an op scope.
-XLA_KERNEL = r"^[a-z_]*fusion(\.\d+)*(\.clone)?$"
+# XLA's kernels (model/xla_elementwise.py) show in the profile by their HLO names, without an op
+# scope: fusions ("negate_add_fusion.clone") and unfused instructions ("reduce-window.clone",
+# "convert.3.clone", "copy.3"). Not the "call" events around some of them: counted once.
+XLA_KERNEL = r"^(?!call(\.\d+)*$)[a-z][a-z0-9_-]*(\.\d+)*(\.clone)?$"
 # (category, regular expression over "scope/op:OpType" with "gradient_tape/" removed), first match
 # wins; the encoder's dense layers are EinsumDense "<name>/einsum/Einsum".
 CATEGORIES = (
