@@ -17,32 +17,25 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   signature for a window that fills max_seq_length).
 """
 
-import contextlib
 import math
 import numbers
-import threading
 
 from absl import logging
 import tensorflow as tf
 import tf_keras
 
 from squad_qa.model import dropout as dropout_lib
+from squad_qa.model import trace_switch
 from squad_qa.model import xla_elementwise
 
-_STATE = threading.local()
+_UNPADDED = trace_switch.TraceSwitch()
 
 
-@contextlib.contextmanager
 def unpadded_inputs():
   """Within (while tracing a model whose `input_mask` is all ones): query-first attention ignores
   its mask. Adding a mask of zeros is a pass over the [batch, heads, seq, seq] scores for nothing:
-  15 % of an int8 window of 384 tokens on LiteRT (docs/serving.md "Single-window signatures")."""
-  previous = getattr(_STATE, "unpadded", False)
-  _STATE.unpadded = True
-  try:
-    yield
-  finally:
-    _STATE.unpadded = previous
+  15 % of an int8 window of 384 tokens on LiteRT (docs/serving.md "The unpadded window")."""
+  return _UNPADDED.on()
 
 
 def query_first_equation(dot_product_equation):
@@ -97,7 +90,7 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   xla_train_step = None  # False: TensorFlow's ops; set True by xla_elementwise.use_xla_elementwise
 
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
-    if getattr(_STATE, "unpadded", False):
+    if _UNPADDED:
       attention_mask = None  # all ones (`unpadded_inputs`)
     query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
     if attention_mask is not None and attention_mask.shape.rank == 3 and query.shape.rank == 4:

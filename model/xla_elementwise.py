@@ -17,33 +17,26 @@ do not depend on this. XLA compiles each function once per input shape (one per 
 shared by all layers of that shape).
 """
 
-import contextlib
-import threading
-
 from absl import logging
 import tensorflow as tf
 import tf_keras
 
-_STATE = threading.local()  # a MirroredStrategy traces its replicas in threads of their own
+from squad_qa.model import trace_switch
+
+_TRAINING = trace_switch.TraceSwitch()
 _COMPILED_ACTIVATIONS = {}
 _COMPILED_BIAS_ACTIVATIONS = {}
 _COMPILED_LAYER_NORMS = {}
 
 
-@contextlib.contextmanager
 def training():
   """Layers switched by `use_xla_elementwise` trace their XLA functions inside this context."""
-  previous = getattr(_STATE, "on", False)
-  _STATE.on = True
-  try:
-    yield
-  finally:
-    _STATE.on = previous
+  return _TRAINING.on()
 
 
 def in_train_step():
   """Whether a train step is being traced (inside `training()`)."""
-  return getattr(_STATE, "on", False)
+  return bool(_TRAINING)
 
 
 def _sum_rows(gradient):
@@ -65,8 +58,8 @@ def recomputing_xla(function):
   back; computing them again inside the backward is cheaper than that memory traffic. And XLA's
   CPU sum over rows (a vector's gradient) is slower than handing the gradient out per element,
   broadcast to [..., n], and summing it with a matrix-vector product. Bias and GELU forward and
-  backward at [16, 192, 1536], bfloat16 in: 14.8-15.0 ms against 21.3-23.7; layer norm at
-  [16, 192, 384]: 3.8-4.6 against 6.7-7.9 (Xeon with AMX; `inputs`' gradient bit for bit, the
+  backward at [16, 192, 1536], bfloat16 in: 13.9-14.5 ms against 21.3-23.7; layer norm at
+  [16, 192, 384]: 3.8-4.2 against 6.7-7.9 (Xeon with AMX; `inputs`' gradient bit for bit, the
   vectors' within float32 rounding of the sum). The forward's output is all it keeps.
   """
   forward = tf.function(function, jit_compile=True, reduce_retracing=True)

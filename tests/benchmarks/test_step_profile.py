@@ -36,7 +36,7 @@ LAYER = "bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_3"
     ("reduce-window.clone", "XLA kernels (layer norm, GELU, softmax gradient)"),
     ("convert.3.clone", "XLA kernels (layer norm, GELU, softmax gradient)"),
     ("copy.3", "XLA kernels (layer norm, GELU, softmax gradient)"),
-    ("call.2", step_profile.OTHER),  # around an XLA kernel: not read from the profile
+    ("call.2", step_profile.OTHER),
 ])
 def test_each_op_of_a_step_falls_in_its_kind_of_work(op, expected):
   assert step_profile.category(op) == expected

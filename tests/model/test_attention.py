@@ -129,7 +129,7 @@ def test_a_model_traced_unpadded_adds_no_mask():
   # The masked model's row 1 differs from the unmasked one's (by ~1e-3 on the untrained model,
   # 1,000 times the tolerance) where the mask hides keys.
   assert np.abs(logits(padded, False)[:, 1, :30] - logits(ones, False)[:, 1, :30]).max() > 1e-4
-  assert not getattr(attention._STATE, "unpadded", False)  # pylint: disable=protected-access
+  assert not attention._UNPADDED  # pylint: disable=protected-access
 
 
 def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypatch):
