@@ -184,11 +184,10 @@ class LiteRTFeatures:
         int(key[len(WINDOW_SIGNATURE_PREFIX):]) for key in keys
         if key.startswith(WINDOW_SIGNATURE_PREFIX))
     self.runs_windows_alone = bool(self.window_lengths)
-    self._runners, self._ran = {}, set()
-    self.unpadded_length = None
-    if UNPADDED_WINDOW_SIGNATURE in keys:
-      details = self._runner(UNPADDED_WINDOW_SIGNATURE).get_input_details()
-      self.unpadded_length = int(details[span_model.INPUT_WORD_IDS]["shape"][1])
+    # `write_int8_model` writes the unpadded signature at the longest single-window length.
+    self.unpadded_length = (self.window_lengths[-1]
+                            if UNPADDED_WINDOW_SIGNATURE in keys and self.window_lengths else None)
+    self._runners = {}
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
@@ -212,18 +211,11 @@ class LiteRTFeatures:
         np.concatenate([w[name] for w in windows])[:, :seq]
         for name in ("start_logits", "end_logits"))
 
-  def _runner(self, key):
-    """The signature runner of `key`, made on first use."""
-    runner = self._runners.get(key)
-    if runner is None:
-      with native_log.native_stderr_held_back():
-        runner = self._runners[key] = self._interpreter.get_signature_runner(key)
-    return runner
-
   def _run(self, key, inputs):
     """Signature `key` on `inputs`: a dict of its outputs."""
-    if key not in self._ran:  # the interpreter logs its XNNPACK delegate on a signature's first run
-      self._ran.add(key)
+    runner = self._runners.get(key)
+    if runner is None:  # the interpreter logs its XNNPACK delegate on a signature's first run
+      runner = self._runners[key] = self._interpreter.get_signature_runner(key)
       with native_log.native_stderr_held_back():
-        return self._runner(key)(**inputs)
-    return self._runner(key)(**inputs)
+        return runner(**inputs)
+    return runner(**inputs)
