@@ -87,8 +87,10 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   schedule = optimization.schedule_of(optimizer)
   replanner = None
   if not plan.num_train_steps:
+    final_model = final_copy(model, bert_config) if config.do_predict else None
     costs = train_budget.measure(trainer, checkpoint, task.build_inputs, model,
-                                 scorer if is_chief else None, *budget_clock)
+                                 scorer if is_chief else None, *budget_clock,
+                                 final_model=final_model)
     plan = dataclasses.replace(plan, num_train_steps=train_budget.plan(config, costs, strategy))
     schedule.set_num_train_steps(plan.num_train_steps)
 
@@ -155,6 +157,22 @@ def float32_model(model, bert_config):
   copy = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=bert_config, max_seq_length=0)).build_model()
   copy.set_weights(model.get_weights())
+  return copy
+
+
+def final_copy(model, bert_config):
+  """A function returning a new copy of `model` for its final prediction (`float32_model`, the
+  global policy left as it was), or None when that prediction runs `model` itself (float32)."""
+  if model.dtype_policy.compute_dtype == "float32":
+    return None
+
+  def copy():
+    policy = tf_keras.mixed_precision.global_policy()
+    try:
+      return float32_model(model, bert_config)
+    finally:
+      tf_keras.mixed_precision.set_global_policy(policy)
+
   return copy
 
 

@@ -10,11 +10,15 @@ What is measured, on this run's model, device and batches (`measure`):
   the timed ones (read from the input, not trained);
 - a checkpoint save: the time to write the state to a temporary checkpoint;
 - a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
-  predicted as a scoring does (the first batch traces: every scoring traces anew), and decoded;
-  a pass costs reading the eval records (timed), that first batch, the other batches' seconds per
-  padded token times the padded tokens of the windows scored, and the decoding per question times
-  the questions. A measured forward rate rather than a ratio to the training step: the scoring
-  pads to other lengths, and may run in another precision.
+  predicted twice as a scoring does, the first pass tracing the model's prediction step (once a
+  run: `evaluation.predict_step` keeps it for every scoring), the second timed; a scoring costs
+  reading the eval records (timed), the timed pass's seconds per padded token times the padded
+  tokens of the windows scored, and the decoding per question times the questions. A measured
+  forward rate rather than a ratio to the training step: the scoring pads to other lengths, and
+  may run in another precision;
+- the final prediction, when it runs another model (a float32 copy of a 16-bit model, what
+  export.py serves): building that copy, its tracing and its scoring, measured the same way on a
+  copy made for the probe.
 
 The plan (`planned_steps`) is the most steps whose training, checkpoints, --eval_every_steps
 scorings and final prediction (--do_predict) fit in what is left of the budget, counted from the
@@ -57,7 +61,7 @@ from squad_qa.tasks import question_answering
 MEASURE_STEPS = 8  # timed training steps, after the loop that traces
 REPLAN_TOLERANCE = 0.02  # of the budget: a projected end closer than this keeps the plan
 REPLAN_CHECKS = 8  # a check every 1/REPLAN_CHECKS of the planned steps, from twice that far in
-PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (the first traces)
+PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (predicted twice)
 SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
 
 
@@ -65,12 +69,19 @@ SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is 
 class Costs:
   """Measured seconds: `step` per training step (scaled by `width_ratio`, the run's mean padded
   length over the timed steps'), `save` per checkpoint, `scoring` per dev scoring (0: the run does
-  not score), and `elapsed` since the command started, once measured."""
+  not score), `final` for the final prediction when it runs another model (None: a `scoring`),
+  and `elapsed` since the command started, once measured."""
   step: float
   save: float = 0.0
   scoring: float = 0.0
   elapsed: float = 0.0
   width_ratio: float = 1.0
+  final: float | None = None
+
+  @property
+  def final_prediction(self):
+    """Seconds of the final prediction."""
+    return self.scoring if self.final is None else self.final
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,8 +113,10 @@ class Schedule:
   def seconds(self, steps, costs, done=0):
     """The seconds of a run of `steps` steps after the measuring (after step `done`, whose
     scorings and checkpoints are behind), under `costs`."""
+    final = int(self.do_predict)
     return ((steps - done) * costs.step + self.saves(steps) * costs.save +
-            self.scorings(steps) * costs.scoring - self.seconds_behind(done, costs))
+            (self.scorings(steps) - final) * costs.scoring + final * costs.final_prediction -
+            self.seconds_behind(done, costs))
 
 
 def planned_steps(budget, costs, schedule, done=0):
@@ -125,6 +138,8 @@ def plan_line(budget, costs, schedule, steps):
   scorings = schedule.scorings(steps)
   scoring = (f"scoring included: {scorings} scoring{'s' if scorings != 1 else ''} of "
              f"~{progress_lib.format_seconds(costs.scoring)}" if scorings else "no scoring")
+  if scorings and schedule.do_predict and costs.final is not None:
+    scoring += f" (the final prediction ~{progress_lib.format_seconds(costs.final)})"
   scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
             if costs.width_ratio != 1 else "")
   return (
@@ -142,31 +157,30 @@ def _time_steps(trainer, steps, clock):
 
 
 def _probe_scoring(scorer, model, strategy, clock):
-  """Seconds of one dev scoring of `model` by `scorer` (a `evaluation.DevScorer`), estimated from
-  its first PROBE_BATCHES batches (see the module docstring): `evaluation.predict` of the first
-  batch (a pass's tracing), then of all of them (the others' time is the difference)."""
+  """(seconds of one dev scoring of `model` by `scorer` (a `evaluation.DevScorer`), seconds its
+  first scoring spends tracing), estimated from its first PROBE_BATCHES batches (module
+  docstring): `evaluation.predict` of them twice, the first pass tracing, the second timed."""
   batches = list(scorer.dataset().take(PROBE_BATCHES))
   if not batches:
-    return 0.0
+    return 0.0, 0.0
   widths = [int(tf.size(b["input_word_ids"])) for b in batches]
   began = clock()
   tokens = sum(int(tf.size(b["input_word_ids"])) for b in scorer.dataset())
   read = clock() - began  # a pass reads the eval records too
 
-  def predict(count):  # evaluation.predict iterates the batches: a list of them serves
+  def predict():  # evaluation.predict iterates the batches: a list of them serves
     began = clock()
-    windows = evaluation.predict(model, batches[:count])
+    windows = evaluation.predict(model, batches)
     return windows, clock() - began
 
   with strategy.scope():
-    _, first = predict(1)
-    windows, probe = predict(len(batches))
+    _, first = predict()  # traces the model's prediction step
+    windows, timed = predict()
   decode_began = clock()
   scorer.score_windows(windows)
   decode = clock() - decode_began
-  per_token = (probe - first) / sum(widths[1:]) if len(widths) > 1 else first / widths[0]
-  return (read + first + max(0.0, per_token) * (tokens - widths[0]) +
-          decode / max(1, len(windows)) * len(scorer.ids))
+  scoring = read + timed / sum(widths) * tokens + decode / max(1, len(windows)) * len(scorer.ids)
+  return scoring, max(0.0, first - timed)
 
 
 def width_ratio(dataset_fn, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
@@ -198,8 +212,8 @@ def _chief_value(strategy, value):
   return float(strategy.experimental_local_results(strategy.run(replica_value))[0])
 
 
-def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.monotonic,
-            started=None):
+def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.monotonic, started=None,
+            final_model=None):
   """The `Costs` of this run (module docstring), leaving every variable of `checkpoint` (a
   `model_dir.make_checkpoint`) as it was.
 
@@ -210,6 +224,8 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
     scorer: the `evaluation.DevScorer` of the run's scorings (the chief's), or None.
     clock: a function returning seconds.
     started: `clock()` at the command's start (default: now).
+    final_model: with `scorer`, a function returning a new copy of `model` that the final
+      prediction runs (a float32 copy of a 16-bit model), or None: it runs `model`.
   """
   strategy = trainer.strategy
   started = clock() if started is None else started
@@ -226,13 +242,22 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
       passes.append(_time_steps(trainer, MEASURE_STEPS, clock))
     step = min(passes) / MEASURE_STEPS
     ratio = width_ratio(dataset_fn)
-    scoring = _probe_scoring(scorer, model, strategy, clock) if scorer else 0.0
+    scoring, final = 0.0, None
+    if scorer:
+      scoring, _ = _probe_scoring(scorer, model, strategy, clock)
+    if scorer and final_model:
+      began = clock()
+      with strategy.scope():
+        copy = final_model()
+      built = clock() - began
+      copy_scoring, tracing = _probe_scoring(scorer, copy, strategy, clock)
+      final = built + tracing + copy_scoring
     checkpoint.read(path).assert_consumed()
   finally:
     shutil.rmtree(folder, ignore_errors=True)
   trainer.train_dataset = None
   return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
-               width_ratio=ratio)
+               width_ratio=ratio, final=final)
 
 
 class Replanner:

@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 from absl import flags
 
 from squad_qa import errors
@@ -41,6 +42,60 @@ def test_the_plan_is_the_most_steps_that_fit():
   assert train_budget.plan_line(1200, costs, scored, 543) == (
       "train_budget 20m: 2.00 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
       "59 s, scoring included: 6 scorings of ~10 s; measuring took 50 s since the start)")
+
+
+def test_a_final_prediction_on_another_model_is_planned_at_its_own_cost():
+  """The same run as above with the final prediction on a float32 copy at 40 s instead of a
+  10 s scoring: 528 steps take 1056 + 3 + 5 x 10 + 40 = 1149 s of the 1150 left."""
+  costs = train_budget.Costs(step=2.0, save=1.0, scoring=10.0, elapsed=50.0, final=40.0)
+  scored = train_budget.Schedule(eval_every_steps=100, do_predict=True, save_checkpoints_steps=250)
+  assert train_budget.planned_steps(1200, costs, scored) == 528
+  assert scored.seconds(528, costs) == 1149.0 and scored.seconds(529, costs) == 1151.0
+  assert scored.seconds_behind(500, costs) == 2 * 1.0 + 5 * 10.0  # scorings during, not the final
+  assert train_budget.plan_line(1200, costs, scored, 528).endswith(
+      "scoring included: 6 scorings of ~10 s (the final prediction ~40 s); measuring took 50 s "
+      "since the start)")
+  unpredicted = train_budget.Schedule(eval_every_steps=100, do_predict=False,
+                                      save_checkpoints_steps=250)
+  assert unpredicted.seconds(500, costs) == 1000 + 2 + 5 * 10.0
+
+
+class FakeScorer:
+  """A `DevScorer` of 4 batches of 8 windows, 32, 64, 64 and 128 tokens wide, one question a
+  window; decoding takes 0.01 s a window on `clock`."""
+  WIDTHS = (32, 64, 64, 128)
+
+  def __init__(self, clock):
+    self.clock, self.ids = clock, [str(i) for i in range(32)]
+
+  def dataset(self):
+    return tf.data.Dataset.from_tensor_slices(list(self.WIDTHS)).map(
+        lambda width: {"input_word_ids": tf.zeros(tf.stack([8, width]), tf.int32)})
+
+  def score_windows(self, windows):
+    self.clock.now += 0.01 * len(windows)
+
+
+def test_a_scoring_is_timed_on_its_traced_prediction_step(monkeypatch):
+  """`evaluation.predict` on a fake clock: 5 s to trace the model's step (its first call), then
+  1 ms per padded token. The probe's 3 batches (1,280 tokens) time 1.28 s once traced; the dev set's
+  2,304 tokens then take 2.304 s and decoding its 32 questions 0.32 s: a scoring 2.624 s, the
+  tracing 5 s. Timing the first pass against the second took the tracing for a batch's cost."""
+  clock = Clock(0.0)
+  traced = set()
+
+  def predict(model, batches):
+    if model not in traced:
+      traced.add(model)
+      clock.now += 5.0
+    clock.now += sum(int(tf.size(b["input_word_ids"])) for b in batches) * 1e-3
+    return {i: [] for i in range(24)}
+
+  monkeypatch.setattr(train_budget.evaluation, "predict", predict)
+  scoring, tracing = train_budget._probe_scoring(  # pylint: disable=protected-access
+      FakeScorer(clock), "model", tf.distribute.get_strategy(), clock)
+  assert scoring == pytest.approx(2.304 + 0.32)
+  assert tracing == pytest.approx(5.0)
 
 
 def test_the_step_time_is_scaled_to_the_mean_padded_length():
@@ -109,10 +164,10 @@ def test_a_run_near_its_plan_keeps_it_and_a_faster_one_trains_longer():
 class ScriptedClock:
   """A clock giving `values` in turn: in train_and_evaluate's order, the command's start, a
   checkpoint write (1 s), the tracing loop, 8 timed steps, one step and the 8 timed again (16 s
-  each: 2 s a step), reading the eval records (0 s), the probe's first eval batch (1 s; the dev set
-  is one batch), its other batches (none) and decoding (1 s: a scoring is 2 s), then the time spent
+  each: 2 s a step), reading the eval records (0 s), the probe's pass that traces (3 s; the dev set
+  is one batch), its timed pass (1 s) and decoding (1 s: a scoring is 2 s), then the time spent
   once measured (60 s); after it, each call `then` seconds later."""
-  PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 38, 38, 54, 54, 54, 54, 55, 55, 55, 55, 56, 60)
+  PLAN = (0, 10, 11, 11, 20, 20, 36, 36, 38, 38, 54, 54, 54, 54, 57, 57, 58, 58, 59, 60)
 
   def __init__(self, values=PLAN, then=0.0):
     self.values = list(values)
@@ -140,6 +195,7 @@ def config_for(records, model_dir, **overrides):
   tmp, records_dir = records
   return train_config.TrainConfig(
       records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8, length_buckets=None,
+      mixed_precision_dtype=overrides.pop("mixed_precision_dtype", "float32"),
       bert_config_file=testutil.write_tiny_config(tmp / "bert_config.json"),
       predict_file=str(tmp / "dev.json"), **overrides)
 
@@ -189,6 +245,22 @@ def test_a_budgeted_run_trains_as_max_steps_of_its_plan(records, budget_run):
   for name in names:
     np.testing.assert_array_equal(budget.get_tensor(name), fixed.get_tensor(name), err_msg=name)
   assert (read_json(budget_run / "predictions.json") == read_json(model_dir / "predictions.json"))
+
+
+@pytest.mark.slow
+def test_a_bfloat16_run_plans_its_final_prediction_on_a_float32_copy(records, tmp_path, caplog):
+  """After the scoring's probe (2 s), the float32 copy the final prediction runs: built in 2 s,
+  its probe's tracing pass 3 s and timed pass 1 s, decoding 1 s: 2 s of tracing, 6 s in all.
+  Measured at 70 s, 1 step fits the 80 (2 s, a checkpoint, 6 s); as a 2 s scoring, 3 would."""
+  clock = ScriptedClock(ScriptedClock.PLAN[:-1] + (59, 61, 61, 61, 61, 64, 64, 65, 65, 66, 70))
+  caplog.set_level(std_logging.INFO)
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, tmp_path / "bfloat16", train_budget=BUDGET, save_checkpoints_steps=4,
+                 mixed_precision_dtype="bfloat16"), clock=clock)
+  assert ("-> 1 steps (planned to end at 1 min 19 s, scoring included: 1 scoring of ~2 s (the "
+          "final prediction ~6 s); measuring took 1 min 10 s since the start)") in caplog.text
+  assert read_json(tmp_path / "bfloat16" / "train_results.json")["end_step"] == 1
+  assert tf_keras.mixed_precision.global_policy().name == "float32"  # the final prediction's
 
 
 @pytest.mark.slow
