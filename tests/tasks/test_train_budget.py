@@ -80,7 +80,7 @@ def test_a_scoring_is_timed_on_its_traced_prediction_step(monkeypatch):
   """`evaluation.predict` on a fake clock: 5 s to trace the model's step (its first call), then
   1 ms per padded token. The probe's 3 batches (1,280 tokens) time 1.28 s once traced; the dev set's
   2,304 tokens then take 2.304 s and decoding its 32 questions 0.32 s: a scoring 2.624 s, the
-  tracing 5 s. Timing the first pass against the second took the tracing for a batch's cost."""
+  tracing 5 s. (A first pass timed as batches would count the tracing as their cost.)"""
   clock = Clock(0.0)
   traced = set()
 
