@@ -27,9 +27,11 @@ def test_query_first_equation_swaps_the_operands():
 @pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16, tf.float16])
 def test_the_key_mask_feature_adds_tf_keras_mask_to_the_scores(dtype):
   """The einsum of the extended query and key equals tf_keras's scores plus its mask adder, bit for
-  bit, with keys padded differently in each row. float16 einsums accumulate in float16 on some
-  CPUs (AVX-512 without AVX512-FP16): there a ninth term, even a zero, moves the partial sums'
-  rounding, and the scores agree within two float16 ulps, the softmax within 2^-10."""
+  bit, with keys padded differently in each row. On kept keys the feature adds an exact zero: the
+  scores equal, bit for bit in every dtype, those of the query and key widened by a zero feature.
+  float16 einsums accumulate in float16 on some CPUs (AVX-512 without AVX512-FP16): there the
+  ninth term, even a zero, moves the partial sums' rounding against the 8-wide einsum, and the
+  scores agree with tf_keras's within two float16 ulps, the softmax within 2^-10."""
   rng = np.random.default_rng(1)
   query = tf.constant(rng.normal(size=(2, 5, 3, 8)), dtype)
   key = tf.constant(rng.normal(size=(2, 6, 3, 8)), dtype)
@@ -41,6 +43,11 @@ def test_the_key_mask_feature_adds_tf_keras_mask_to_the_scores(dtype):
   extended_query, extended_key = attention.with_key_mask_feature(query, key, mask)
   assert extended_query.shape == (2, 5, 3, 9) and extended_key.shape == (2, 6, 3, 9)
   folded = tf.einsum(QUERY_FIRST, extended_query, extended_key)
+  widened = tf.einsum(QUERY_FIRST,
+                      *(tf.pad(t, [[0, 0], [0, 0], [0, 0], [0, 1]]) for t in (query, key)))
+  for row in (0, 1):
+    np.testing.assert_array_equal(folded.numpy()[row][..., keep[row] == 1],
+                                  widened.numpy()[row][..., keep[row] == 1])
   kept, kept_scores = folded.numpy()[..., keep[0] == 1][0], scores.numpy()[..., keep[0] == 1][0]
   if dtype == tf.float16:
     ulp = float(np.spacing(np.abs(kept_scores).max()))
