@@ -8,6 +8,13 @@ What is measured, on this run's model, device and batches (`measure`):
   the usual case (15.5 and 16.1 s). With length buckets a step's time follows its padded length,
   so the step time is scaled by the mean width of the first `SAMPLE_BATCHES` batches over that of
   the timed ones (read from the input, not trained);
+- a new padded length: a step at a length not met before compiles its kernels for it (XLA's layer
+  norms and GELU on the CPU, the whole step under --xla): ~0.3 s a length on MiniLM at batch 16,
+  41 lengths in the demo's first 2,000 steps, 37 of them in the first 300. Uncounted, the first
+  check below reads those seconds as a slower step. The first pass's timed steps compile the
+  lengths the tracing step did not meet, the second pass's none: their difference over those
+  lengths is the seconds a length costs, counted at the steps where the first
+  `LENGTH_SAMPLE_BATCHES` batches meet a length the measuring did not train;
 - a checkpoint save: the time to write the state to a temporary checkpoint;
 - a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
   predicted twice as a scoring does, the first pass tracing the model's prediction step (once a
@@ -20,17 +27,17 @@ What is measured, on this run's model, device and batches (`measure`):
   export.py serves): building that copy, its tracing and its scoring, measured the same way on a
   copy made for the probe.
 
-The plan (`planned_steps`) is the most steps whose training, checkpoints, --eval_every_steps
-scorings and final prediction (--do_predict) fit in what is left of the budget, counted from the
-command's start, after measuring.
+The plan (`planned_steps`) is the most steps whose training, new lengths, checkpoints,
+--eval_every_steps scorings and final prediction (--do_predict) fit in what is left of the budget,
+counted from the command's start, after measuring.
 
 A shared host's speed drifts: the same batches trained at 1.8 s and, another hour, at 2.1 s a
 step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
 the way in and every eighth of the plan after: the step time so far (the time since the plan, less
-its checkpoints' and scorings' measured costs, over the steps trained) plans what is left of the
-budget again, when the run would otherwise end more than REPLAN_TOLERANCE of the budget early or
-late. The decay then ends at the new last step: the learning rate of the next step moves by
-the ratio of the remaining steps (e.g. ~9 % up when 10 % more steps fit half way).
+the measured costs of its checkpoints, scorings and new lengths, over the steps trained) plans
+what is left of the budget again, when the run would otherwise end more than REPLAN_TOLERANCE of
+the budget early or late. The decay then ends at the new last step: the learning rate of the next
+step moves by the ratio of the remaining steps (e.g. ~9 % up when 10 % more steps fit half way).
 
 Design: the schedule's length is a variable (`optimization.LinearWarmupDecay`), so the traced step
 follows the planned length without tracing again. Before measuring, the model, the optimizer (its
@@ -41,6 +48,7 @@ a budgeted run trains bit for bit as --max_steps=<the planned steps> does. The p
 the checkpoints (`model_dir.make_checkpoint`): a resume keeps it (`model_dir.resumed_plan`).
 """
 
+import bisect
 import dataclasses
 import os
 import shutil
@@ -63,6 +71,7 @@ REPLAN_TOLERANCE = 0.02  # of the budget: a projected end closer than this keeps
 REPLAN_CHECKS = 8  # a check every 1/REPLAN_CHECKS of the planned steps, from twice that far in
 PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (predicted twice)
 SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
+LENGTH_SAMPLE_BATCHES = 2000  # train batches read for the steps where a new padded length comes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +79,7 @@ class Costs:
   """Measured seconds: `step` per training step (scaled by `width_ratio`, the run's mean padded
   length over the timed steps'), `save` per checkpoint, `scoring` per dev scoring (0: the run does
   not score), `final` for the final prediction when it runs another model (None: a `scoring`),
+  `compile` per padded length the run meets first at the steps `new_lengths` (0-based, increasing),
   and `elapsed` since the command started, once measured."""
   step: float
   save: float = 0.0
@@ -77,11 +87,17 @@ class Costs:
   elapsed: float = 0.0
   width_ratio: float = 1.0
   final: float | None = None
+  compile: float = 0.0
+  new_lengths: tuple = ()
 
   @property
   def final_prediction(self):
     """Seconds of the final prediction."""
     return self.scoring if self.final is None else self.final
+
+  def compiling(self, steps):
+    """Seconds the first `steps` steps spend compiling new padded lengths."""
+    return self.compile * bisect.bisect_left(self.new_lengths, steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +121,19 @@ class Schedule:
     return -(-steps // self.save_checkpoints_steps)
 
   def seconds_behind(self, done, costs):
-    """The seconds of the checkpoints and scorings a run has behind it at step `done` (its steps
-    aside), under `costs`."""
+    """The seconds of the checkpoints, scorings and compiled lengths a run has behind it at step
+    `done` (its steps aside), under `costs`."""
     during = done // self.eval_every_steps if self.eval_every_steps else 0
-    return done // self.save_checkpoints_steps * costs.save + during * costs.scoring
+    return (done // self.save_checkpoints_steps * costs.save + during * costs.scoring +
+            costs.compiling(done))
 
   def seconds(self, steps, costs, done=0):
     """The seconds of a run of `steps` steps after the measuring (after step `done`, whose
     scorings and checkpoints are behind), under `costs`."""
     final = int(self.do_predict)
     return ((steps - done) * costs.step + self.saves(steps) * costs.save +
-            (self.scorings(steps) - final) * costs.scoring + final * costs.final_prediction -
-            self.seconds_behind(done, costs))
+            (self.scorings(steps) - final) * costs.scoring + final * costs.final_prediction +
+            costs.compiling(steps) - self.seconds_behind(done, costs))
 
 
 def planned_steps(budget, costs, schedule, done=0):
@@ -142,6 +159,10 @@ def plan_line(budget, costs, schedule, steps):
     scoring += f" (the final prediction ~{progress_lib.format_seconds(costs.final)})"
   scaled = (f" x {costs.width_ratio:.2f} for the mean padded length"
             if costs.width_ratio != 1 else "")
+  lengths = bisect.bisect_left(costs.new_lengths, steps)
+  if costs.compile and lengths:
+    scaled += (f", {lengths} new padded length{'s' if lengths != 1 else ''} compiling "
+               f"~{costs.compile:.2g} s each")
   return (
       f"train_budget {settings.format_duration(budget)}: {costs.step:#.3g} s/step measured over "
       f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
@@ -183,14 +204,39 @@ def _probe_scoring(scorer, model, strategy, clock):
   return scoring, max(0.0, first - timed)
 
 
-def width_ratio(dataset_fn, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
-  """The mean padded length of the input's first `sample` batches over that of batches 2 to
-  `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
-  widths = [int(b["input_word_ids"].shape[1]) for b in dataset_fn(None, 0).take(sample)]
+def padded_widths(dataset_fn, batches):
+  """The padded lengths (tokens) of the input's first `batches` batches, read without training."""
+  return [int(b["input_word_ids"].shape[1]) for b in dataset_fn(None, 0).take(batches)]
+
+
+def width_ratio(widths, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
+  """The mean of the first `sample` of `widths` (the input's batches' padded lengths) over that
+  of batches 2 to `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
+  widths = widths[:sample]
   timed_widths = widths[1:1 + timed]
   if not timed_widths:
     return 1.0
   return (sum(widths) / len(widths)) / (sum(timed_widths) / len(timed_widths))
+
+
+def new_length_steps(widths, timed=MEASURE_STEPS):
+  """The steps (0-based) whose batch, of `widths` (the input's padded lengths), is the first at a
+  length that the measuring steps (the first `timed` + 1) did not train."""
+  seen = set(widths[:1 + timed])
+  steps = []
+  for step, width in enumerate(widths):
+    if width not in seen:
+      seen.add(width)
+      steps.append(step)
+  return tuple(steps)
+
+
+def compile_seconds(widths, first_pass, second_pass, timed=MEASURE_STEPS):
+  """Seconds a new padded length costs: the first timed pass over batches 2 to `timed` + 1 of
+  `widths` compiled the lengths the tracing step (batch 1) had not, the second pass none; their
+  difference over those lengths (0.0 without one, or when the first pass was not slower)."""
+  compiled = len(set(widths[1:1 + timed]) - {widths[0]}) if widths else 0
+  return max(0.0, first_pass - second_pass) / compiled if compiled else 0.0
 
 
 def _snapshot(checkpoint, folder, clock):
@@ -241,7 +287,8 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
       _time_steps(trainer, 1, clock)  # untimed: traces (the first time), fills the input's buffers
       passes.append(_time_steps(trainer, MEASURE_STEPS, clock))
     step = min(passes) / MEASURE_STEPS
-    ratio = width_ratio(dataset_fn)
+    widths = padded_widths(dataset_fn, max(SAMPLE_BATCHES, LENGTH_SAMPLE_BATCHES))
+    ratio = width_ratio(widths)
     scoring, final = 0.0, None
     if scorer:
       scoring, _ = _probe_scoring(scorer, model, strategy, clock)
@@ -257,7 +304,8 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
     shutil.rmtree(folder, ignore_errors=True)
   trainer.train_dataset = None
   return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
-               width_ratio=ratio, final=final)
+               width_ratio=ratio, final=final, compile=compile_seconds(widths, *passes),
+               new_lengths=new_length_steps(widths))
 
 
 class Replanner:

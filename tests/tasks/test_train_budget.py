@@ -1,6 +1,7 @@
 """--train_budget: the plan's arithmetic, a planned run on a fake clock (steps, schedule end, the
 plan saved and kept on resume, the same training as --max_steps), and the refusals' lines."""
 
+import dataclasses
 import json
 import logging as std_logging
 import shutil
@@ -103,11 +104,34 @@ def test_the_step_time_is_scaled_to_the_mean_padded_length():
 
   def dataset_fn(context, skip):
     del context, skip
-    return tf.data.Dataset.range(4).map(
+    return tf.data.Dataset.range(6).map(
         lambda i: {"input_word_ids": tf.zeros(tf.stack([2, 8 * (i + 1)]), tf.int32)})
 
-  assert train_budget.width_ratio(dataset_fn, timed=1, sample=4) == 1.25
-  assert train_budget.width_ratio(dataset_fn, timed=2, sample=4) == 1.0
+  widths = train_budget.padded_widths(dataset_fn, 4)
+  assert widths == [8, 16, 24, 32]
+  assert train_budget.width_ratio(widths, timed=1, sample=4) == 1.25
+  assert train_budget.width_ratio(widths, timed=2, sample=4) == 1.0
+  assert train_budget.width_ratio(widths + [40, 48], timed=1, sample=4) == 1.25
+
+
+def test_new_lengths_are_costed_where_the_run_first_meets_them():
+  """The tracing step at 64 and 3 timed steps at 32, 64, 96: the first pass (10 s) compiled 32 and
+  96, the second (8 s) nothing: 1 s a length. After them, 128 comes first at step 5 and 16 at 7."""
+  widths = [64, 32, 64, 96, 32, 128, 96, 16, 128]
+  assert train_budget.new_length_steps(widths, timed=3) == (5, 7)
+  assert train_budget.compile_seconds(widths, 10.0, 8.0, timed=3) == 1.0
+  assert train_budget.compile_seconds(widths, 8.0, 8.5, timed=3) == 0.0  # noise: not negative
+  assert train_budget.compile_seconds([64] * 9, 10.0, 8.0, timed=3) == 0.0  # one length: none
+  costs = train_budget.Costs(step=2.0, compile=1.0, new_lengths=(5, 7))
+  assert [costs.compiling(n) for n in (5, 6, 7, 8, 100)] == [0.0, 1.0, 1.0, 2.0, 2.0]
+  unscored = train_budget.Schedule(eval_every_steps=0, do_predict=False, save_checkpoints_steps=100)
+  assert unscored.seconds(8, costs) == 8 * 2.0 + 2 * 1.0
+  assert unscored.seconds(8, costs, done=6) == 2 * 2.0 + 1.0  # the length at step 5 is behind
+  assert unscored.seconds_behind(6, costs) == 1.0
+  assert train_budget.planned_steps(20.0, costs, unscored) == 9  # 18 + 2 s; 10 steps: 22 s
+  assert train_budget.plan_line(20.0, costs, unscored, 9) == (
+      "train_budget 20s: 2.00 s/step measured over 8 steps, 2 new padded lengths compiling ~1 s "
+      "each -> 9 steps (planned to end at 20 s, no scoring; measuring took 0 s since the start)")
 
 
 class Clock:
@@ -159,6 +183,22 @@ def test_a_run_near_its_plan_keeps_it_and_a_faster_one_trains_longer():
   assert replan.replan(134, 543) == 711
   clock.now = 50.0 + 134 * 0.1 + 10.0
   assert replan.replan(134, 543) == 1340
+
+
+def test_new_lengths_behind_a_check_are_not_read_as_slower_steps():
+  """The first test's plan with 40 new lengths at 0.3 s each in its first 134 steps (12 s), so
+  planned at 537 steps (12 s, 6 steps, fewer). At the check after step 134 the steps took their
+  measured 2 s: the plan stays; without counting the lengths, it would read 2.09 s a step."""
+  clock = Clock(50.0)
+  replan = replanner(clock, steps=537)
+  replan.costs = train_budget.Costs(step=2.0, save=1.0, scoring=10.0, elapsed=50.0, compile=0.3,
+                                    new_lengths=tuple(range(1, 121, 3)))
+  scored = train_budget.Schedule(eval_every_steps=100, do_predict=True, save_checkpoints_steps=250)
+  assert train_budget.planned_steps(1200, replan.costs, scored) == 537
+  clock.now = 50.0 + 134 * 2.0 + 10.0 + 40 * 0.3
+  assert replan.replan(134, 537) == 537
+  replan.costs = dataclasses.replace(replan.costs, compile=0.0)
+  assert replan.replan(134, 537) == 520
 
 
 class ScriptedClock:
