@@ -5,16 +5,18 @@ What is measured, on this run's model, device and batches (`measure`):
   then the input starts again and the same 1 + `MEASURE_STEPS` steps run once more, the same
   steps timed, and the faster pass counts. One pass alone once measured MiniLM's step at 3.76 s
   where the run then trained at 1.95 s a step, planning half the budget; two passes agreeing is
-  the usual case (15.5 and 16.1 s). With length buckets a step's time follows its padded length,
-  so the step time is scaled by the mean width of the first `SAMPLE_BATCHES` batches over that of
-  the timed ones (read from the input, not trained);
+  the usual case (15.5 and 16.1 s). With length buckets a step's time follows its padded length
+  (MiniLM at batch 16: 0.22 s at 80 tokens, 0.62 at 216, 1.19 at 384), and 25 steps' mean length
+  moves by a quarter about the run's. So the padded lengths of the run's first `SAMPLE_BATCHES`
+  batches are read from the input (not trained): the step time is scaled by their mean over the
+  timed steps', and each step of the plan counts at its own length over that mean (`Costs.work`);
 - a new padded length: a step at a length not met before compiles its kernels for it (XLA's layer
   norms and GELU on the CPU, the whole step under --xla): ~0.3 s a length on MiniLM at batch 16,
   41 lengths in the demo's first 2,000 steps, 37 of them in the first 300. Uncounted, the first
   check below reads those seconds as a slower step. The first pass's timed steps compile the
   lengths the tracing step did not meet, the second pass's none: their difference over those
-  lengths is the seconds a length costs, counted at the steps where the first
-  `LENGTH_SAMPLE_BATCHES` batches meet a length the measuring did not train;
+  lengths is the seconds a length costs, counted at the steps where the sampled batches meet a
+  length the measuring did not train;
 - a checkpoint save: the time to write the state to a temporary checkpoint;
 - a dev scoring (the chief, when the run scores): the first `PROBE_BATCHES` eval batches are
   predicted twice as a scoring does, the first pass tracing the model's prediction step (once a
@@ -34,7 +36,8 @@ counted from the command's start, after measuring.
 A shared host's speed drifts: the same batches trained at 1.8 s and, another hour, at 2.1 s a
 step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
 the way in and every eighth of the plan after: the step time so far (the time since the plan, less
-the measured costs of its checkpoints, scorings and new lengths, over the steps trained) plans
+the measured costs of its checkpoints, scorings and new lengths, over the steps trained, each at
+its padded length) plans
 what is left of the budget again, when the run would otherwise end more than REPLAN_TOLERANCE of
 the budget early or late. The decay then ends at the new last step: the learning rate of the next
 step moves by the ratio of the remaining steps (e.g. ~9 % up when 10 % more steps fit half way).
@@ -70,17 +73,17 @@ MEASURE_STEPS = 8  # timed training steps, after the loop that traces
 REPLAN_TOLERANCE = 0.02  # of the budget: a projected end closer than this keeps the plan
 REPLAN_CHECKS = 8  # a check every 1/REPLAN_CHECKS of the planned steps, from twice that far in
 PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (predicted twice)
-SAMPLE_BATCHES = 200  # train batches whose mean padded length the step time is scaled to
-LENGTH_SAMPLE_BATCHES = 2000  # train batches read for the steps where a new padded length comes
+SAMPLE_BATCHES = 2000  # train batches whose padded lengths weigh the steps (0.5 s to read)
 
 
 @dataclasses.dataclass(frozen=True)
 class Costs:
-  """Measured seconds: `step` per training step (scaled by `width_ratio`, the run's mean padded
-  length over the timed steps'), `save` per checkpoint, `scoring` per dev scoring (0: the run does
-  not score), `final` for the final prediction when it runs another model (None: a `scoring`),
-  `compile` per padded length the run meets first at the steps `new_lengths` (0-based, increasing),
-  and `elapsed` since the command started, once measured."""
+  """Measured seconds: `step` per training step at the mean padded length of `widths` (scaled by
+  `width_ratio`, that mean over the timed steps'), `save` per checkpoint, `scoring` per dev scoring
+  (0: the run does not score), `final` for the final prediction when it runs another model (None:
+  a `scoring`), `compile` per padded length the run meets first at the steps `new_lengths`
+  (0-based, increasing), and `elapsed` since the command started, once measured. `widths`: the
+  padded lengths (tokens) of the run's first batches, step by step (empty: all one length)."""
   step: float
   save: float = 0.0
   scoring: float = 0.0
@@ -89,6 +92,16 @@ class Costs:
   final: float | None = None
   compile: float = 0.0
   new_lengths: tuple = ()
+  widths: tuple = ()
+
+  def work(self, start, end):
+    """Steps `start` to `end` (0-based, end excluded) in steps of the mean padded length: each
+    sampled step at its length over the mean, one after the sample."""
+    if not self.widths:
+      return float(end - start)
+    mean = sum(self.widths) / len(self.widths)
+    inside = self.widths[start:end]
+    return sum(inside) / mean + max(0, end - max(start, len(self.widths)))
 
   @property
   def final_prediction(self):
@@ -131,7 +144,7 @@ class Schedule:
     """The seconds of a run of `steps` steps after the measuring (after step `done`, whose
     scorings and checkpoints are behind), under `costs`."""
     final = int(self.do_predict)
-    return ((steps - done) * costs.step + self.saves(steps) * costs.save +
+    return (costs.work(done, steps) * costs.step + self.saves(steps) * costs.save +
             (self.scorings(steps) - final) * costs.scoring + final * costs.final_prediction +
             costs.compiling(steps) - self.seconds_behind(done, costs))
 
@@ -140,8 +153,10 @@ def planned_steps(budget, costs, schedule, done=0):
   """The most steps whose run (`Schedule.seconds` after step `done`) fits in `budget` seconds
   minus `costs.elapsed` (`done` if none does)."""
   left = budget - costs.elapsed
-  low, high = done, done + max(0, int(left / costs.step)) + 1
-  while high - low > 1:  # schedule.seconds grows with the steps
+  low, high = done, done + 1
+  while schedule.seconds(high, costs, done) <= left:  # schedule.seconds grows with the steps
+    low, high = high, done + 2 * (high - done)
+  while high - low > 1:
     middle = (low + high) // 2
     fits = schedule.seconds(middle, costs, done) <= left
     low, high = (middle, high) if fits else (low, middle)
@@ -209,10 +224,9 @@ def padded_widths(dataset_fn, batches):
   return [int(b["input_word_ids"].shape[1]) for b in dataset_fn(None, 0).take(batches)]
 
 
-def width_ratio(widths, timed=MEASURE_STEPS, sample=SAMPLE_BATCHES):
-  """The mean of the first `sample` of `widths` (the input's batches' padded lengths) over that
-  of batches 2 to `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
-  widths = widths[:sample]
+def width_ratio(widths, timed=MEASURE_STEPS):
+  """The mean of `widths` (the input's batches' padded lengths) over that of batches 2 to
+  `timed` + 1 (the timed steps'): 1.0 when every batch has one length."""
   timed_widths = widths[1:1 + timed]
   if not timed_widths:
     return 1.0
@@ -287,7 +301,7 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
       _time_steps(trainer, 1, clock)  # untimed: traces (the first time), fills the input's buffers
       passes.append(_time_steps(trainer, MEASURE_STEPS, clock))
     step = min(passes) / MEASURE_STEPS
-    widths = padded_widths(dataset_fn, max(SAMPLE_BATCHES, LENGTH_SAMPLE_BATCHES))
+    widths = padded_widths(dataset_fn, SAMPLE_BATCHES)
     ratio = width_ratio(widths)
     scoring, final = 0.0, None
     if scorer:
@@ -305,7 +319,8 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
   trainer.train_dataset = None
   return Costs(step=step * ratio, save=save, scoring=scoring, elapsed=clock() - started,
                width_ratio=ratio, final=final, compile=compile_seconds(widths, *passes),
-               new_lengths=new_length_steps(widths))
+               new_lengths=new_length_steps(widths),
+               widths=tuple(widths) if len(set(widths)) > 1 else ())
 
 
 class Replanner:
@@ -346,8 +361,9 @@ class Replanner:
     schedule = self.schedule
     trained = now - self.planned_at - schedule.seconds_behind(step, self.costs)
     new = steps
+    so_far = self.costs.work(0, step)
     if step > 0 and trained > 0:
-      costs = dataclasses.replace(self.costs, step=trained / step, elapsed=now - self.started)
+      costs = dataclasses.replace(self.costs, step=trained / so_far, elapsed=now - self.started)
       end = costs.elapsed + schedule.seconds(steps, costs, step)
       if abs(end - self.budget) > REPLAN_TOLERANCE * self.budget:
         new = max(step + 1, planned_steps(self.budget, costs, schedule, step))
@@ -361,7 +377,7 @@ class Replanner:
       logging.info(
           "train_budget %s: %d steps instead of %d, planned again at step %d: %#.3g s/step so far "
           "against %#.3g measured (%s since the start)", settings.format_duration(self.budget), new,
-          steps, step, trained / step, self.costs.step,
+          steps, step, trained / so_far, self.costs.step,
           progress_lib.format_seconds(now - self.started))
       if self.on_replan:
         self.on_replan(new)

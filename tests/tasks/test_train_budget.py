@@ -109,9 +109,24 @@ def test_the_step_time_is_scaled_to_the_mean_padded_length():
 
   widths = train_budget.padded_widths(dataset_fn, 4)
   assert widths == [8, 16, 24, 32]
-  assert train_budget.width_ratio(widths, timed=1, sample=4) == 1.25
-  assert train_budget.width_ratio(widths, timed=2, sample=4) == 1.0
-  assert train_budget.width_ratio(widths + [40, 48], timed=1, sample=4) == 1.25
+  assert train_budget.width_ratio(widths, timed=1) == 1.25
+  assert train_budget.width_ratio(widths, timed=2) == 1.0
+
+
+def test_each_step_counts_at_its_padded_length():
+  """Sampled steps 8, 16, 24 and 32 tokens wide (mean 20) at 2 s a step of 20 tokens: the first
+  two take 0.4 + 0.8 of a mean step, the last two 1.2 + 1.6, steps after the sample 1 each; a run
+  of 4 unscored steps 8 s, of 6 steps 12 s; 10 s fit 5 steps (the short ones first)."""
+  costs = train_budget.Costs(step=2.0, widths=(8, 16, 24, 32))
+  works = [costs.work(0, 2), costs.work(2, 4), costs.work(3, 6), costs.work(0, 0)]
+  assert works == pytest.approx([1.2, 2.8, 3.6, 0.0])
+  unscored = train_budget.Schedule(eval_every_steps=0, do_predict=False, save_checkpoints_steps=100)
+  assert unscored.seconds(4, costs) == pytest.approx(8.0)
+  assert unscored.seconds(6, costs) == pytest.approx(12.0)
+  assert unscored.seconds(4, costs, done=2) == pytest.approx(5.6)
+  assert train_budget.planned_steps(10.0, costs, unscored) == 5
+  assert train_budget.planned_steps(2.5, costs, unscored) == 2  # 0.8 + 1.6 s; 3 steps: 4.8 s
+  assert train_budget.planned_steps(1000.0, costs, unscored) == 500
 
 
 def test_new_lengths_are_costed_where_the_run_first_meets_them():
@@ -199,6 +214,22 @@ def test_new_lengths_behind_a_check_are_not_read_as_slower_steps():
   assert replan.replan(134, 537) == 537
   replan.costs = dataclasses.replace(replan.costs, compile=0.0)
   assert replan.replan(134, 537) == 520
+
+
+def test_a_check_weighs_the_steps_behind_it_by_their_padded_lengths():
+  """The first test's costs, the run's first 134 steps at 90 tokens and the next 866 sampled at
+  101.5 (mean 99.96): 550 steps fit the 20 minutes, 7 more than at one length. At the check after
+  134 steps they took 1.8 s each, 2.0 s at the mean length as measured: the plan stays. Without
+  the lengths they read as steps 10 % faster, and 600 are planned."""
+  clock = Clock(50.0)
+  replan = replanner(clock, steps=550)
+  replan.costs = dataclasses.replace(replan.costs, widths=(90,) * 134 + (101.5,) * 866)
+  scored = train_budget.Schedule(eval_every_steps=100, do_predict=True, save_checkpoints_steps=250)
+  assert train_budget.planned_steps(1200, replan.costs, scored) == 550
+  clock.now = 50.0 + 134 * 1.8 + 10.0
+  assert replan.replan(134, 550) == 550
+  replan.costs = dataclasses.replace(replan.costs, widths=())
+  assert replan.replan(134, 550) == 600
 
 
 class ScriptedClock:
