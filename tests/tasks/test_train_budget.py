@@ -265,7 +265,8 @@ def records(tmp_path_factory):
 def config_for(records, model_dir, **overrides):
   tmp, records_dir = records
   return train_config.TrainConfig(
-      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8, length_buckets=None,
+      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8,
+      length_buckets=overrides.pop("length_buckets", None),
       mixed_precision_dtype=overrides.pop("mixed_precision_dtype", "float32"),
       bert_config_file=testutil.write_tiny_config(tmp / "bert_config.json"),
       predict_file=str(tmp / "dev.json"), **overrides)
@@ -332,6 +333,46 @@ def test_a_bfloat16_run_plans_its_final_prediction_on_a_float32_copy(records, tm
           "final prediction ~6 s); measuring took 1 min 10 s since the start)") in caplog.text
   assert read_json(tmp_path / "bfloat16" / "train_results.json")["end_step"] == 1
   assert tf_keras.mixed_precision.global_policy().name == "float32"  # the final prediction's
+
+
+@pytest.mark.slow
+def test_a_bucketed_run_costs_each_step_at_its_length_and_each_new_length(tmp_path, monkeypatch):
+  """Windows of 256 tokens (real lengths vary) in length buckets: `measure` reads the widths of the
+  run's first 2,000 batches, and the first timed pass, 4 s slower than the second, gives each
+  length its 8 timed steps met beyond the tracing step's 4 s over their number; the lengths met
+  after measuring are costed where each first comes."""
+  records_dir = testutil.make_train_records(tmp_path, 24, lengths=(256, 128, 64), dev_questions=8)
+  read, planned = [], {}
+  padded_widths = train_budget.padded_widths
+
+  def reading(dataset_fn, batches):
+    read.extend(padded_widths(dataset_fn, batches))
+    return list(read)
+
+  def plan(config, costs, strategy):
+    del config, strategy
+    planned["costs"] = costs
+    return 1
+
+  monkeypatch.setattr(train_budget, "padded_widths", reading)
+  monkeypatch.setattr(train_budget, "plan", plan)
+  clock = ScriptedClock((0, 10, 11, 11, 20, 20, 40, 40, 42, 42, 58, 58, 58, 58, 61, 61, 62, 62, 63,
+                         64))
+  train_and_evaluate.train_and_evaluate(
+      config_for((tmp_path, records_dir), tmp_path / "bucketed", train_budget=BUDGET,
+                 length_buckets="auto"), clock=clock)
+  compiled = len(set(read[1:9]) - {read[0]})
+  first_seen = {}
+  for step, width in enumerate(read):
+    first_seen.setdefault(width, step)
+  later = tuple(sorted(step for step in first_seen.values() if step > 8))
+  assert len(read) == 2000 and compiled and later  # lengths compiled in each pass and after
+  costs = planned["costs"]
+  assert costs.widths == tuple(read)
+  assert costs.compile == pytest.approx(4.0 / compiled)
+  assert costs.new_lengths == later
+  assert costs.width_ratio == pytest.approx(np.mean(read) / np.mean(read[1:9]))
+  assert costs.step == pytest.approx(2.0 * costs.width_ratio)
 
 
 @pytest.mark.slow
