@@ -356,8 +356,8 @@ def test_a_bucketed_run_costs_each_step_at_its_length_and_each_new_length(tmp_pa
 
   monkeypatch.setattr(train_budget, "padded_widths", reading)
   monkeypatch.setattr(train_budget, "plan", plan)
-  clock = ScriptedClock((0, 10, 11, 11, 20, 20, 40, 40, 42, 42, 58, 58, 58, 58, 61, 61, 62, 62, 63,
-                         64))
+  clock = ScriptedClock(
+      (0, 10, 11, 11, 20, 20, 40, 40, 42, 42, 58, 58, 58, 58, 61, 61, 62, 62, 63, 64))
   train_and_evaluate.train_and_evaluate(
       config_for((tmp_path, records_dir), tmp_path / "bucketed", train_budget=BUDGET,
                  length_buckets="auto"), clock=clock)
