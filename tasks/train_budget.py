@@ -12,7 +12,7 @@ What is measured, on this run's model, device and batches (`measure`):
   timed steps', and each step of the plan counts at its own length over that mean (`Costs.work`);
 - a new padded length: a step at a length not met before compiles its kernels for it (XLA's layer
   norms and GELU on the CPU, the whole step under --xla): ~0.3 s a length on MiniLM at batch 16,
-  41 lengths in the demo's first 2,000 steps, 37 of them in the first 300. Uncounted, the first
+  about 40 lengths in the demo's first 2,000 steps, most in the first 300. Uncounted, the first
   check below reads those seconds as a slower step. The first pass's timed steps compile the
   lengths the tracing step did not meet, the second pass's none: their difference over those
   lengths is the seconds a length costs, counted at the steps where the sampled batches meet a
@@ -37,10 +37,10 @@ A shared host's speed drifts: the same batches trained at 1.8 s and, another hou
 step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
 the way in and every eighth of the plan after: the step time so far (the time since the plan, less
 the measured costs of its checkpoints, scorings and new lengths, over the steps trained, each at
-its padded length) plans
-what is left of the budget again, when the run would otherwise end more than REPLAN_TOLERANCE of
-the budget early or late. The decay then ends at the new last step: the learning rate of the next
-step moves by the ratio of the remaining steps (e.g. ~9 % up when 10 % more steps fit half way).
+its padded length) plans what is left of the budget again, when the run would otherwise end more
+than REPLAN_TOLERANCE of the budget early or late. The decay then ends at the new last step: the
+learning rate of the next step moves by the ratio of the remaining steps (e.g. ~9 % up when 10 %
+more steps fit half way).
 
 Design: the schedule's length is a variable (`optimization.LinearWarmupDecay`), so the traced step
 follows the planned length without tracing again. Before measuring, the model, the optimizer (its
@@ -53,6 +53,7 @@ the checkpoints (`model_dir.make_checkpoint`): a resume keeps it (`model_dir.res
 
 import bisect
 import dataclasses
+import functools
 import os
 import shutil
 import tempfile
@@ -94,14 +95,21 @@ class Costs:
   new_lengths: tuple = ()
   widths: tuple = ()
 
+  @functools.cached_property
+  def _mean_width(self):
+    return sum(self.widths) / len(self.widths) if self.widths else 1.0
+
   def work(self, start, end):
     """Steps `start` to `end` (0-based, end excluded) in steps of the mean padded length: each
     sampled step at its length over the mean, one after the sample."""
     if not self.widths:
       return float(end - start)
-    mean = sum(self.widths) / len(self.widths)
     inside = self.widths[start:end]
-    return sum(inside) / mean + max(0, end - max(start, len(self.widths)))
+    return sum(inside) / self._mean_width + max(0, end - max(start, len(self.widths)))
+
+  def cheapest_step(self):
+    """Seconds of the shortest step: at the narrowest sampled length."""
+    return self.step * (min(self.widths) / self._mean_width if self.widths else 1.0)
 
   @property
   def final_prediction(self):
@@ -153,10 +161,8 @@ def planned_steps(budget, costs, schedule, done=0):
   """The most steps whose run (`Schedule.seconds` after step `done`) fits in `budget` seconds
   minus `costs.elapsed` (`done` if none does)."""
   left = budget - costs.elapsed
-  low, high = done, done + 1
-  while schedule.seconds(high, costs, done) <= left:  # schedule.seconds grows with the steps
-    low, high = high, done + 2 * (high - done)
-  while high - low > 1:
+  low, high = done, done + max(0, int(left / costs.cheapest_step())) + 1
+  while high - low > 1:  # schedule.seconds grows with the steps
     middle = (low + high) // 2
     fits = schedule.seconds(middle, costs, done) <= left
     low, high = (middle, high) if fits else (low, middle)
