@@ -105,6 +105,22 @@ def is_multi_worker(strategy):
   return sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) > 1
 
 
+def distribute_inputs(strategy, dataset_fn):
+  """The training input of `dataset_fn` ((input_context, ) -> per-pipeline dataset) for
+  `strategy`: under a `OneDeviceStrategy` the dataset itself, else
+  `strategy.distribute_datasets_from_function`.
+
+  Why not always the latter: its iterator feeds each device through TensorFlow's
+  `MultiDeviceIterator`, whose device-side pipeline runs tf.data's autotuning on TensorFlow's
+  default options (the records' pipeline turns it off, records.py); destroying that iterator then
+  waits for the autotuning thread's next wake-up, up to 60 s (TF 2.20). A budgeted 16-minute run
+  ended ~45 s after printing its last line. On one device there is nothing to distribute.
+  """
+  if isinstance(strategy, tf.distribute.OneDeviceStrategy):
+    return dataset_fn(tf.distribute.InputContext())
+  return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def per_replica_batch_size(global_batch_size, num_replicas):
   """`global_batch_size` / `num_replicas`.
 

@@ -302,8 +302,8 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
     path, save = _snapshot(checkpoint, folder, clock)
     passes = []
     for _ in range(2):  # the same batches twice; the faster pass counts
-      trainer.train_dataset = strategy.distribute_datasets_from_function(
-          lambda context: dataset_fn(context, 0))
+      trainer.train_dataset = distribution.distribute_inputs(strategy,
+                                                             lambda context: dataset_fn(context, 0))
       _time_steps(trainer, 1, clock)  # untimed: traces (the first time), fills the input's buffers
       passes.append(_time_steps(trainer, MEASURE_STEPS, clock))
     step = min(passes) / MEASURE_STEPS

@@ -350,8 +350,8 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
           steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,
           summary_dir=os.path.join(write_dir, "train") if is_chief else None,
           summary_interval=plan.steps_per_loop if is_chief else None)
-      trainer.train_dataset = strategy.distribute_datasets_from_function(
-          lambda context: dataset_fn(context, start_step))
+      trainer.train_dataset = distribution.distribute_inputs(
+          strategy, lambda context: dataset_fn(context, start_step))
       step = start_step
       while step < num_train_steps:
         stop = replanner.next_check(step, num_train_steps) if replanner else num_train_steps

@@ -106,6 +106,29 @@ def test_checkpoints_hold_the_dropout_state(tmp_path):
   assert not model_dir_lib.has_dropout_state(earlier)
 
 
+def test_one_device_trains_on_the_input_pipeline_itself():
+  """On one device the training input is `dataset_fn`'s dataset, with its options (the records'
+  pipeline turns tf.data's autotuning off), built for one pipeline of one replica; on several
+  devices the strategy's distributed dataset."""
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  dataset = tf.data.Dataset.range(4).with_options(options)
+  contexts = []
+
+  def dataset_fn(context):
+    contexts.append(context)
+    return dataset
+
+  one = distribution.distribute_inputs(tf.distribute.OneDeviceStrategy("/cpu:0"), dataset_fn)
+  assert one is dataset and one.options().autotune.enabled is False
+  assert (contexts[0].num_input_pipelines, contexts[0].input_pipeline_id,
+          contexts[0].num_replicas_in_sync) == (1, 0, 1)
+  mirrored = distribution.distribute_inputs(tf.distribute.MirroredStrategy(["/cpu:0"]),
+                                            dataset_fn)
+  assert isinstance(mirrored, tf.distribute.DistributedDataset)
+  assert [int(x) for x in mirrored] == [0, 1, 2, 3]
+
+
 def test_float32_override_covers_every_weight_read_in_float16(float32_policy_after):
   """The override's coverage, pinned: every kernel and bias of the encoder and the head, and the
   position and type embeddings; not the layer norms (float32 in tfm) nor the word embeddings (a
