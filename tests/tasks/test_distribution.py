@@ -123,8 +123,7 @@ def test_one_device_trains_on_the_input_pipeline_itself():
   assert one is dataset and one.options().autotune.enabled is False
   assert (contexts[0].num_input_pipelines, contexts[0].input_pipeline_id,
           contexts[0].num_replicas_in_sync) == (1, 0, 1)
-  mirrored = distribution.distribute_inputs(tf.distribute.MirroredStrategy(["/cpu:0"]),
-                                            dataset_fn)
+  mirrored = distribution.distribute_inputs(tf.distribute.MirroredStrategy(["/cpu:0"]), dataset_fn)
   assert isinstance(mirrored, tf.distribute.DistributedDataset)
   assert [int(x) for x in mirrored] == [0, 1, 2, 3]
 
