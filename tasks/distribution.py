@@ -1,5 +1,6 @@
 """The tf.distribute strategy from tfm's flags (built by tfm's `get_distribution_strategy`;
-multi-worker membership from `TF_CONFIG`), the chief, and splitting the global batch.
+multi-worker membership from `TF_CONFIG`), the chief, splitting the global batch, and the training
+input for the strategy.
 `--num_cpu_devices=N` splits the CPU into N logical devices for `mirrored`: a multi-GPU run's
 arithmetic without GPUs.
 """
@@ -106,9 +107,9 @@ def is_multi_worker(strategy):
 
 
 def distribute_inputs(strategy, dataset_fn):
-  """The training input of `dataset_fn` ((input_context, ) -> per-pipeline dataset) for
-  `strategy`: under a `OneDeviceStrategy` the dataset itself, else
-  `strategy.distribute_datasets_from_function`.
+  """The training input of `dataset_fn` (a `tf.distribute.InputContext` -> that pipeline's
+  dataset) for `strategy`: under a `OneDeviceStrategy` the dataset of one pipeline of one
+  replica itself, else `strategy.distribute_datasets_from_function(dataset_fn)`.
 
   Why not always the latter: its iterator feeds each device through TensorFlow's
   `MultiDeviceIterator`, whose device-side pipeline runs tf.data's autotuning on TensorFlow's
