@@ -9,14 +9,13 @@ import weakref
 import tensorflow as tf
 
 from squad_qa.base import artifacts
-from squad_qa.base import commands
 from squad_qa.base import progress as progress_lib
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
-from squad_qa.preprocess import wordpiece
+from squad_qa.tasks import run_inputs
 from squad_qa.errors import UsageError
 
 # One traced prediction step per model, kept while the model lives: every later `predict` of that
@@ -77,22 +76,15 @@ class DevScorer:
     max_eval_examples: score only the first N questions (None: all).
 
   Raises:
-    UsageError: no eval records; --predict_file is not the file the eval records were made from;
-      it has unanswerable questions without --version_2_with_negative.
+    UsageError: `run_inputs.check_predict_file`'s (no eval records, not the file they were made
+      from); the file has unanswerable questions without --version_2_with_negative.
   """
 
   def __init__(self, records_dir, meta, predict_file, predict_batch_size, decoding,
                max_eval_examples=None):
     version_2_with_negative = decoding.version_2_with_negative
-    eval_meta = meta["splits"].get(records.EVAL_SPLIT)
-    if not eval_meta:
-      raise UsageError(
-          f"{records_dir}: no eval records; run {commands.command('squad-qa-records')} with "
-          f"--predict_file")
-    if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
-      raise UsageError(f"--predict_file={predict_file} is not the file the eval records were made "
-                       f"from ({eval_meta['input_file']}); pass that file or rerun "
-                       f"{commands.command('squad-qa-records')}")
+    run_inputs.check_predict_file(predict_file, meta, records_dir)
+    eval_meta = meta["splits"][records.EVAL_SPLIT]
     dataset_json = squad_reader.load_json(predict_file)
     if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
       raise UsageError(f"--predict_file={predict_file} has "

@@ -85,18 +85,37 @@ def default_predict_file(meta):
   return squad_reader.default_squad_file(squad_reader.PREDICT_FILE_NAMES)
 
 
-def check_predict_file(predict_file, meta, records_dir):
+def check_predict_file(predict_file, meta, records_dir, typed=True):
   """Checks what scoring needs: eval records in `records_dir` (its meta.json: `meta`) and the
-  SQuAD file `predict_file` that holds their answers.
+  SQuAD file `predict_file` that holds their answers, the very file they were made from (its
+  SHA-256), so that a wrong file stops the command before training rather than after it.
+
+  Args:
+    typed: whether the user passed `predict_file` (else it is `default_predict_file`'s).
 
   Raises:
-    errors.UsageError: (one line) records made without an eval split, or no `predict_file`.
+    errors.UsageError: (one line) records made without an eval split, no `predict_file`, or
+      another file than the records' (or, `typed` False, their file gone or changed).
   """
-  if records.EVAL_SPLIT not in meta["splits"]:
+  eval_meta = meta["splits"].get(records.EVAL_SPLIT)
+  if not eval_meta:
     raise errors.UsageError(
         f"the records in {records_dir} hold no eval split "
         f"({commands.command('squad-qa-records')} was given no "
         f"--predict_file): pass --do_predict=false to train only, or make the records again "
         f"with a --predict_file")
+  made_from, remake = eval_meta["input_file"], commands.command("squad-qa-records")
+  if not typed and not os.path.exists(made_from):
+    raise errors.UsageError(
+        f"the eval records in {records_dir} were made from {made_from}, which is no longer there: "
+        f"pass --predict_file=<that file> or make the records again with {remake}")
   if not os.path.exists(predict_file):
     raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
+  if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
+    if not typed:
+      raise errors.UsageError(
+          f"{made_from} changed since the eval records in {records_dir} were made from it: make "
+          f"the records again with {remake}, or pass --predict_file=<the file as it was>")
+    raise errors.UsageError(f"--predict_file={predict_file} is not the file the eval records were "
+                            f"made from ({made_from}); pass that file or make the records again "
+                            f"with {remake}")

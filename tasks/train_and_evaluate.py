@@ -308,7 +308,8 @@ def _train_and_score(config, strategy, inputs, started, budget_clock):
   is_chief = distribution.is_chief(strategy)
   if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
     # Now, not after training.
-    run_inputs.check_predict_file(predict_file, meta, config.records_dir)
+    typed = config.predict_file is not None
+    run_inputs.check_predict_file(predict_file, meta, config.records_dir, typed)
   logging.info("strategy: %s, %d replicas%s",
                type(strategy).__name__, strategy.num_replicas_in_sync,
                "" if is_chief else " (not the chief)")

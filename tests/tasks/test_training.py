@@ -9,12 +9,16 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import precision
 from squad_qa.model import span_model
 from squad_qa.preprocess import make_records_job
+from squad_qa.preprocess import records
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
+from squad_qa.tasks import run_inputs
 from squad_qa.tasks import train_config
 from tests import testutil
 
@@ -222,6 +226,45 @@ def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
   assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
 
 
+def test_a_predict_file_other_than_the_records_stops_train_py_before_training(tmp_path):
+  """A dev file other than the one the eval records were made from is refused before the first
+  step (its SHA-256 against meta.json's), not after the training it would score."""
+  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None, dev_questions=4)
+  model_dir = tmp_path / "model"
+  other = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "other.json", 6)
+  code, log = testutil.run_cli(
+      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--max_steps=2", "--train_batch_size=8", f"--predict_file={other}", expect_ok=False)
+  assert code != 0 and "Traceback" not in log
+  assert log.strip().splitlines()[-1] == (
+      f"train.py: --predict_file={other} is not the file the eval records were made from "
+      f"({tmp_path / 'dev.json'}); pass that file or make the records again with python "
+      f"preprocess/make_records.py")
+  assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
+
+
+def test_the_default_predict_file_names_the_records_source_when_it_is_gone_or_changed(tmp_path):
+  """Without --predict_file, a source gone or edited since the records is named, with the fix."""
+  records_dir = testutil.make_train_records(tmp_path, 4, dev_questions=3)
+  meta, source = records.read_meta(records_dir), tmp_path / "dev.json"
+  remake = commands.command("squad-qa-records")
+  run_inputs.check_predict_file(str(source), meta, records_dir, typed=False)  # as made: no error
+  source.write_text(source.read_text() + " ")
+  with pytest.raises(errors.UsageError) as changed:
+    run_inputs.check_predict_file(str(source), meta, records_dir, typed=False)
+  assert str(changed.value) == (
+      f"{source} changed since the eval records in {records_dir} were made from it: make the "
+      f"records again with {remake}, or pass --predict_file=<the file as it was>")
+  source.unlink()
+  with pytest.raises(errors.UsageError) as gone:
+    run_inputs.check_predict_file(str(tmp_path / "squad" / "dev-v1.1.json"), meta, records_dir,
+                                  typed=False)
+  assert str(gone.value) == (
+      f"the eval records in {records_dir} were made from {source}, which is no longer there: "
+      f"pass --predict_file=<that file> or make the records again with {remake}")
+
+
 def test_records_without_a_train_split_say_to_only_predict(tmp_path):
   """Records made from a dev file alone cannot train: train.py's default --do_train says to pass
   --do_train=false in one line, not a KeyError traceback."""
@@ -260,7 +303,6 @@ def test_records_without_an_eval_split_say_to_train_only(tmp_path):
 
 def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_path, monkeypatch):
   """No --predict_file: the eval records' own source while it exists, else $SQUAD_DIR's dev file."""
-  from squad_qa.tasks import run_inputs  # pylint: disable=g-import-not-at-top
   monkeypatch.setenv("SQUAD_DIR", str(tmp_path / "squad"))
   source = tmp_path / "dev_slice.json"
   source.write_text("{}")
