@@ -21,6 +21,12 @@ def _length_buckets(name, value):
     raise errors.UsageError(f"--{name}={value}: expected increasing positive token counts")
 
 
+# Settings of training alone: typed with --do_train=false, they are refused, not ignored.
+TRAINING_ONLY = ("train_batch_size", "effective_batch_size", "gradient_accumulation_steps",
+                 "length_buckets", "learning_rate", "num_train_epochs", "max_steps",
+                 "warmup_proportion", "save_checkpoints_steps", "steps_per_loop")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.SquadFiles,
                   span_decoding.DecodingSettings, settings.GivenFields):
@@ -147,11 +153,15 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       raise errors.UsageError(
           f"--train_file={self.train_file} applies to making the records: training reads the "
           f"train records in --records_dir; drop it")
+    if not self.do_train and not self.do_predict:
+      raise errors.UsageError("--do_train=false and --do_predict=false leave nothing to do: drop "
+                              "one of the two")
     if not self.do_train:  # these shape training only: refuse rather than ignore them
-      for name in ("eval_every_steps", "log_steps", "train_budget"):
-        if getattr(self, name):
-          raise errors.UsageError(f"--{name}={self.flag_text(name)} applies to training; "
-                                  f"--do_train=false only predicts: drop one of the two")
+      refused = [n for n in ("eval_every_steps", "log_steps", "train_budget") if getattr(self, n)]
+      refused += [n for n in TRAINING_ONLY if self.given(n)]
+      if refused:
+        raise errors.UsageError(f"--{refused[0]}={self.flag_text(refused[0])} applies to training; "
+                                f"--do_train=false only predicts: drop one of the two")
     if self.train_budget:
       for name in ("max_steps", "num_train_epochs"):
         if self.given(name) and getattr(self, name) is not None:

@@ -40,6 +40,20 @@ from tests import testutil
         "log_steps": 5
     }, "--log_steps=5 applies to training; --do_train=false only predicts: drop one of the two"),
     ({
+        "do_train": False,
+        "max_steps": 3
+    }, "--max_steps=3 applies to training; --do_train=false only predicts: drop one of the two"),
+    ({
+        "do_train": False,
+        "learning_rate": 1.0,
+        "typed_flags": ("do_train", "learning_rate")
+    }, "--learning_rate=1.0 applies to training; --do_train=false only predicts: drop one of the "
+     "two"),
+    ({
+        "do_train": False,
+        "do_predict": False
+    }, "--do_train=false and --do_predict=false leave nothing to do: drop one of the two"),
+    ({
         "length_buckets": (128, 64)
     }, "--length_buckets=(128, 64): expected increasing positive token counts"),
     ({
@@ -63,6 +77,14 @@ def test_a_value_no_run_can_use_is_one_line(values, message):
   with pytest.raises(errors.UsageError) as error:
     train_config.TrainConfig(**values)
   assert str(error.value) == message
+
+
+def test_predicting_alone_accepts_the_settings_it_uses():
+  """--do_train=false with prediction's own settings typed is a valid run."""
+  config = train_config.TrainConfig(
+      do_train=False, predict_batch_size=8, max_eval_examples=5,
+      typed_flags=("do_train", "predict_batch_size", "max_eval_examples"))
+  assert (config.do_train, config.predict_batch_size, config.max_eval_examples) == (False, 8, 5)
 
 
 @pytest.mark.parametrize("native, expected, reason", [
