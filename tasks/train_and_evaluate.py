@@ -196,7 +196,7 @@ def summary_line(seconds, stats, results, model_dir):
     seconds: the whole command's wall time.
     stats: `train`'s figures (None without training).
     results: the eval results (None without prediction).
-    model_dir: the --model_dir.
+    model_dir: the --model_dir; its outputs are named when they are there.
   """
   parts = [f"done in {progress_lib.format_seconds(seconds)}"]
   if stats and stats["steps"]:
@@ -215,9 +215,18 @@ def summary_line(seconds, stats, results, model_dir):
     outputs += [artifacts.PREDICTIONS_FILE, artifacts.EVAL_RESULTS_FILE]
   if stats and stats.get("learning_curve"):
     outputs.append(artifacts.LEARNING_CURVE_FILE)
+  # Only what is there: predicting from --init_checkpoint writes no checkpoint, a finished run
+  # started again no learning curve.
+  on_disk = {"checkpoints": "checkpoint"}  # the checkpoints' state file
+  outputs = [
+      name for name in outputs
+      if tf.io.gfile.exists(os.path.join(model_dir, on_disk.get(name, name)))
+  ]
   if stats:
     outputs.append(f"TensorBoard logs (tensorboard --logdir={model_dir})")
-  return "; ".join(parts) + f"; in {model_dir}: " + ", ".join(outputs)
+  if outputs:
+    parts.append(f"in {model_dir}: " + ", ".join(outputs))
+  return "; ".join(parts)
 
 
 def decoding_settings(config, meta):

@@ -14,7 +14,15 @@ def test_padded_lengths_in_a_few_words():
   ]
 
 
-def test_the_summary_names_time_steps_rate_scores_and_outputs():
+def _model_dir(folder, *names):
+  """`folder` holding the files `names` (empty), as a str."""
+  folder.mkdir()
+  for name in names:
+    (folder / name).write_text("")
+  return str(folder)
+
+
+def test_the_summary_names_time_steps_rate_scores_and_outputs(tmp_path):
   stats = {
       "steps": 320,
       "start_step": 0,
@@ -24,16 +32,31 @@ def test_the_summary_names_time_steps_rate_scores_and_outputs():
       "loss": 1.23456
   }
   results = {"exact_match": 51.7, "f1": 61.1825, "num_questions": 1000}
-  assert train_and_evaluate.summary_line(512.4, stats, results, "out/model") == (
-      "done in 8 min 32 s; trained steps 0..320 in 6 min 40 s (12.8 examples/s, final loss "
-      "1.2346); EM 51.70 / F1 61.18 on 1,000 questions; in out/model: checkpoints, "
-      "qa_config.json, predictions.json, eval_results.json, TensorBoard logs "
-      "(tensorboard --logdir=out/model)")
+  model = _model_dir(tmp_path / "model", "checkpoint", "qa_config.json", "predictions.json",
+                     "eval_results.json")
+  assert train_and_evaluate.summary_line(512.4, stats, results, model) == (
+      f"done in 8 min 32 s; trained steps 0..320 in 6 min 40 s (12.8 examples/s, final loss "
+      f"1.2346); EM 51.70 / F1 61.18 on 1,000 questions; in {model}: checkpoints, "
+      f"qa_config.json, predictions.json, eval_results.json, TensorBoard logs "
+      f"(tensorboard --logdir={model})")
   v2 = {"exact": 50.0, "f1": 52.5, "total": 11873}
+  assert train_and_evaluate.summary_line(3.0, None, v2, model) == (
+      f"done in 3 s; exact 50.00 / F1 52.50 on 11,873 questions; in {model}: checkpoints, "
+      f"qa_config.json, predictions.json, eval_results.json")
+  nothing_left = {"steps": 0, "start_step": 320, "end_step": 320, "learning_curve": True}
   assert train_and_evaluate.summary_line(
-      3.0, None, v2,
-      "m") == ("done in 3 s; exact 50.00 / F1 52.50 on 11,873 questions; in m: checkpoints, "
-               "qa_config.json, predictions.json, eval_results.json")
-  nothing_left = {"steps": 0, "start_step": 320, "end_step": 320}
-  assert train_and_evaluate.summary_line(2.0, nothing_left, None, "m") == (
-      "done in 2 s; in m: checkpoints, qa_config.json, TensorBoard logs (tensorboard --logdir=m)")
+      2.0, nothing_left, None,
+      model) == (f"done in 2 s; in {model}: checkpoints, qa_config.json, TensorBoard logs "
+                 f"(tensorboard --logdir={model})")
+
+
+def test_the_summary_names_only_the_outputs_that_are_there(tmp_path):
+  """Predicting from --init_checkpoint writes no checkpoint and no qa_config.json; a learning
+  curve that scored nothing writes no file: neither is named."""
+  results = {"exact_match": 50.0, "f1": 60.0, "num_questions": 5}
+  model = _model_dir(tmp_path / "model", "predictions.json", "eval_results.json")
+  assert train_and_evaluate.summary_line(
+      3.0, None, results,
+      model) == (f"done in 3 s; EM 50.00 / F1 60.00 on 5 questions; in {model}: predictions.json, "
+                 f"eval_results.json")
+  assert train_and_evaluate.summary_line(3.0, None, None, str(tmp_path / "none")) == "done in 3 s"
