@@ -321,5 +321,12 @@ class OptionalValueFlag(flags.Flag):
   def _serialize(self, value):
     if value is None:
       return f"--no{self.name}"
-    text = value if isinstance(value, str) else ",".join(str(v) for v in value)
-    return f"--{self.name}={text}"
+    return f"--{self.name}={self._text(value)}"
+
+  def _get_parsed_value_as_string(self, value):
+    """The default as --help shows it: its text ('auto', '64,128'), not a boolean's 'true'."""
+    return None if value is None else repr(self._text(value))
+
+  @staticmethod
+  def _text(value):
+    return value if isinstance(value, str) else ",".join(str(v) for v in value)

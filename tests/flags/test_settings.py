@@ -80,6 +80,8 @@ def test_a_field_becomes_a_flag_with_its_name_type_default_and_help(flag_values)
       "buckets": ("'auto' or int list", "auto", "Buckets."),
   }
   assert flag_values["buckets"].boolean and not flag_values["batch"].boolean  # --nobuckets
+  # --help shows the default's text, not the 'true' absl gives a boolean flag.
+  assert [flag_values[name].default_as_str for name in ("buckets", "fast")] == ["'auto'", "'true'"]
   assert "typed_flags" not in flag_values and "doc_stride" not in flag_values  # no help: no flag
   assert settings.defaults(_Config) == {
       "steps": None,
