@@ -96,11 +96,24 @@ def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths
           if seq <= config.max_position_embeddings]
 
 
-def format_table(rows, header):
-  """`table_rows`' rows as aligned text under a "model  seq  <header>" line."""
+def format_table(rows, header, extra_column=None):
+  """`table_rows`' rows as aligned text under a "model  seq  <header>" line.
+
+  `extra_column`: (its header, one cell per row) printed right of the max batch, e.g. the verdict
+  of the user's --train_batch_size at each length.
+  """
   width = max([len("model")] + [len(name) for name, _, _ in rows])
-  lines = [f"{'model':<{width}}  {'seq':>4}  {header}"]
-  lines += [f"{name:<{width}}  {seq:>4}  {batch}" for name, seq, batch in rows]
+  if extra_column is None:
+    lines = [f"{'model':<{width}}  {'seq':>4}  {header}"]
+    lines += [f"{name:<{width}}  {seq:>4}  {batch}" for name, seq, batch in rows]
+    return "\n".join(lines)
+  extra_header, cells = extra_column
+  batch_width = max([len(header)] + [len(str(batch)) for _, _, batch in rows])
+  lines = [f"{'model':<{width}}  {'seq':>4}  {header:<{batch_width}}  {extra_header}"]
+  lines += [
+      f"{name:<{width}}  {seq:>4}  {batch:<{batch_width}}  {cell}"
+      for (name, seq, batch), cell in zip(rows, cells)
+  ]
   return "\n".join(lines)
 
 
@@ -141,7 +154,8 @@ class PlannerConfig(settings.Settings):
     bert_config_file: a google-research or HF BERT JSON config; None: `estimate.presets`.
     max_seq_length: tokens per feature (at most the model's positions); None: the table over
       `TABLE_SEQ_LENGTHS`.
-    train_batch_size: with `max_seq_length`, an int adds that batch's breakdown.
+    train_batch_size: an int adds that batch's breakdown with `max_seq_length`, else its peak and
+      fit verdict at each length of the table; "auto" is the largest batch, printed anyway.
     dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`; None: train.py's
       for `gpu` (`policy_and_reason`).
     gpu: train.py's --gpu (mixed_float16 unless `dtype` says otherwise).
@@ -214,8 +228,9 @@ def report(config):
   """What `python -m model.memory` prints for a `PlannerConfig` (text, or a JSON document).
 
   With `max_seq_length`: per model, the largest batch at that length, after the breakdown of an int
-  `train_batch_size`. Without: the max-batch table and, for the presets, the flattened Dense head
-  next to the span head.
+  `train_batch_size`. Without: the max-batch table (with a column of an int `train_batch_size`'s
+  peak and whether it fits at each length, so the flag is never ignored) and, for the presets, the
+  flattened Dense head next to the span head.
 
   Raises:
     errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config,
@@ -270,7 +285,21 @@ def report(config):
             memory_device.format_bytes(device.usable_bytes) + " usable")
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
-    text.append(format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})"))
+    extra_column = None
+    if isinstance(config.train_batch_size, int):  # "auto" is the max batch of each row
+      batch = config.train_batch_size
+      cells = []
+      for entry in output["table"]:
+        est = estimate.estimate(configs[entry["model"]], entry["max_seq_length"], batch, dtype,
+                                device.kind, program=program)
+        entry["estimate"] = est.to_dict()
+        entry["fits"] = est.total <= device.usable_bytes
+        verdict = "fits" if entry["fits"] else "does NOT fit"
+        cells.append(f"{verdict} (peak {memory_device.format_bytes(est.total)})")
+      extra_column = (f"batch {batch}", cells)
+    text.append(
+        format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})",
+                     extra_column))
     if not config.bert_config_file:
       text += [
           "", f"output heads (the span head is what {commands.command('squad-qa-train')} uses):"

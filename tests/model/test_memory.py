@@ -357,6 +357,38 @@ def test_cli_table_and_breakdown(tmp_path):
   assert result["device"]["usable_bytes"] == memory_device.usable_gpu_bytes(GIB)
 
 
+@pytest.mark.parametrize("output_format", ["text", "json"])
+def test_the_table_answers_for_a_batch_without_a_length(output_format):
+  """--train_batch_size without --max_seq_length: the table gets that batch's peak and verdict at
+  each of its lengths (text column, JSON "estimate" and "fits"), not the bare table."""
+  config = memory_plan.PlannerConfig(device_memory_gb=12, gpu=True, dtype="float32",
+                                     train_batch_size=8, format=output_format)
+  report = memory_plan.report(config)
+  usable = memory_device.usable_gpu_bytes(12 * GIB)
+  presets = estimate.presets()
+  expected = {
+      (n, s): estimate.estimate(presets[n], s, 8, "float32", "gpu") for n, s in PLANNER_TABLE
+  }
+  if output_format == "json":
+    rows = json.loads(report)["table"]
+    assert [(r["model"], r["max_seq_length"]) for r in rows] == list(PLANNER_TABLE)
+    for row in rows:
+      est = expected[(row["model"], row["max_seq_length"])]
+      assert row["estimate"] == est.to_dict()
+      assert row["fits"] == (est.total <= usable) == (row["max_batch_size"] >= 8)
+    assert [r["fits"] for r in rows].count(False) == 4  # BERT-Large at 256 tokens and beyond
+    return
+  lines = report.splitlines()
+  assert lines[1] == "model        seq  max batch (12 GB, fp32)  batch 8"
+  assert lines[2] == "BERT-Base     64  121                      fits (peak 2.22 GiB)"
+  assert lines[10] == "BERT-Large   256  6                        does NOT fit (peak 12.90 GiB)"
+  for line, ((name, seq), batch) in zip(lines[2:14], PLANNER_TABLE.items()):
+    verdict = "fits" if batch >= 8 else "does NOT fit"
+    peak = memory_device.format_bytes(expected[(name, seq)].total)
+    assert line.split(None, 3) == [name, str(seq), str(batch), f"{verdict} (peak {peak})"]
+  assert lines[14] == ""
+
+
 def synthetic_batch(config, batch_size, seq, seed=0):
   rng = np.random.default_rng(seed)
   return {
