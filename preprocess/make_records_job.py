@@ -4,6 +4,10 @@ meta.json.
 Shards are written under temporary names; only when all are complete are the old meta.json and
 shards removed, the new shards renamed into place and meta.json written. Killed at any moment, the
 output holds the previous complete output or no meta.json, never a half-written shard.
+
+A run that makes one split keeps the other split's records already in the folder when they share
+its featurization (the new meta.json lists both), and refuses when they do not: replacing the
+folder's output would delete records the user did not ask to remake.
 """
 
 import collections
@@ -53,7 +57,7 @@ def _resolve_inputs(config):
   for split, path in explicit.items():
     if not path:
       continue
-    flag = "train_file" if split == records.TRAIN_SPLIT else "predict_file"
+    flag = _input_flag(split)
     if not os.path.exists(path):
       raise errors.MissingFileError(squad_reader.missing_squad_file_message(flag, path))
     inputs[split] = path
@@ -76,9 +80,73 @@ def _prepare_output_dir(output_dir):
                          f"folder you can write to")
 
 
-def _commit(output_dir, new_shards, meta):
-  """Replaces the previous output by the new one (see the module docstring for the order)."""
+def _read_old_meta(output_dir):
+  """The dict of the meta.json already in `output_dir` (of this records format), else None (none,
+  unreadable, or of another format: nothing a reader could use)."""
   meta_path = os.path.join(output_dir, records.META_FILE)
+  if not os.path.isfile(meta_path):
+    return None
+  try:
+    with open(meta_path, encoding="utf-8") as f:
+      meta = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(meta, dict) or meta.get("format_version") != records.FORMAT_VERSION:
+    return None
+  return meta
+
+
+def _kept_splits(config, inputs):
+  """{split: meta.json entry} of the records in --output_dir of the splits this run does not make,
+  to keep beside the new ones.
+
+  Raises:
+    errors.OutputExistsError: they were made with other featurization flags or another vocab; one
+      line naming the differences and the fixes (the commit would otherwise delete them).
+  """
+  old_meta = _read_old_meta(config.output_dir)
+  splits = old_meta.get("splits") if old_meta else None
+  if not isinstance(splits, dict):
+    return {}
+  others = {
+      s: info for s, info in splits.items()
+      if s in (records.TRAIN_SPLIT, records.EVAL_SPLIT) and s not in inputs
+  }
+  if not others:
+    return {}
+  old_flags = old_meta.get("flags") or {}
+  differences = [
+      f"{name}={old_flags.get(name)} (this run: {getattr(config, name)})"
+      for name in FEATURIZATION_FIELDS
+      if name != "vocab_file" and old_flags.get(name) != getattr(config, name)
+  ]
+  vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
+  if old_meta.get("vocab_sha256") != vocab_sha256:
+    differences.append(f"the vocab {old_flags.get('vocab_file')} (this run's {config.vocab_file} "
+                       f"differs)")
+  if differences:
+    flags = " and ".join(f"--{_input_flag(s)}" for s in sorted(others))
+    raise errors.OutputExistsError(
+        f"--output_dir={config.output_dir}: holds {' and '.join(sorted(others))} records made "
+        f"with {', '.join(differences)}, which this run would delete; pass the same flags to add "
+        f"the new records beside them, pass {flags} too to remake all, or pass another "
+        f"--output_dir")
+  for split, info in sorted(others.items()):
+    logging.info("%s: kept the records already in %s (from %s; same featurization)", split,
+                 config.output_dir, info.get("input_file"))
+  return others
+
+
+def _input_flag(split):
+  """The flag naming the SQuAD file of `split`."""
+  return "train_file" if split == records.TRAIN_SPLIT else "predict_file"
+
+
+def _commit(output_dir, new_shards, meta):
+  """Replaces the previous output by the new one (see the module docstring for the order); shards
+  that `meta` lists (a kept split's) stay."""
+  meta_path = os.path.join(output_dir, records.META_FILE)
+  listed = {n for info in meta["splits"].values() for n in info["shards"]}
   old_shards = []
   if tf.io.gfile.exists(meta_path):
     try:
@@ -91,7 +159,7 @@ def _commit(output_dir, new_shards, meta):
       pass
     tf.io.gfile.remove(meta_path)
   for name in old_shards:
-    if name not in new_shards and os.path.basename(name) == name:
+    if name not in listed and os.path.basename(name) == name:
       path = os.path.join(output_dir, name)
       if tf.io.gfile.exists(path):
         tf.io.gfile.remove(path)
@@ -193,6 +261,8 @@ def make_records(config):
   Raises:
     errors.MissingFileError: an input file is missing; nothing is written.
     errors.UsageError: `do_lower_case` contradicts the vocab's casing; nothing is written.
+    errors.OutputExistsError: the output_dir holds records of the split this run does not make,
+      with other featurization flags (`_kept_splits`); nothing is written.
     squad_reader.SquadInputError: bad input (one line); nothing is written.
     OutputDirError: --output_dir cannot be made or written.
     shard_writer.WorkerError: a worker failed; nothing is written.
@@ -211,6 +281,7 @@ def _make_records(config):
   vocab = wordpiece.read_vocab(config.vocab_file)
   wordpiece.check_casing(vocab, config.vocab_file, config.do_lower_case)
   inputs = _resolve_inputs(config)
+  kept = _kept_splits(config, inputs)
   output_dir = config.output_dir
   started = time.time()
   started_cpu = _cpu_seconds()
@@ -235,6 +306,10 @@ def _make_records(config):
       if os.path.exists(path):
         os.remove(path)
     raise
+  made = {
+      split: _split_meta(split, squad, totals[split], config.num_shards) for split, squad in splits
+  }
+  made.update(kept)
   meta = {
       "format_version": records.FORMAT_VERSION,
       "flags": {
@@ -242,9 +317,9 @@ def _make_records(config):
       },
       "vocab_sha256": wordpiece.file_sha256(config.vocab_file),
       "vocab_size": len(vocab),  # token ids are below it
-      "splits": {
-          split: _split_meta(split, squad, totals[split], config.num_shards)
-          for split, squad in splits
+      "splits": {  # train first, as a run making both writes them
+          split: made[split]
+          for split in sorted(made, key=(records.TRAIN_SPLIT, records.EVAL_SPLIT).index)
       },
   }
   _commit(output_dir, new_shards, meta)

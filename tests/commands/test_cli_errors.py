@@ -50,6 +50,33 @@ def test_records_output_dir_in_the_way_is_one_line(tmp_path):
 
 
 @pytest.mark.slow
+def test_records_of_one_split_never_delete_the_other_split_s(tmp_path):
+  """--predict_file alone into a folder of train records made with other flags: one line with the
+  fix, and the train records stay."""
+  from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
+  train_file = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 5)
+  dev_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 5)
+  out = tmp_path / "rec_x"
+  make_records_job.make_records(
+      make_records_job.RecordsConfig(train_file=train_file, vocab_file=testutil.vocab_file(),
+                                     max_seq_length=64, doc_stride=16, max_query_length=16,
+                                     num_shards=1, num_workers=1, output_dir=str(out)))
+  meta_bytes = (out / "meta.json").read_bytes()
+  returncode, output = run_with_env([
+      "preprocess/make_records.py", f"--vocab_file={testutil.vocab_file()}",
+      f"--predict_file={dev_file}", f"--output_dir={out}", "--num_shards=1", "--num_workers=1"
+  ])
+  assert returncode == 1 and "Traceback" not in output
+  assert output.strip().splitlines()[-1] == (
+      f"make_records.py: --output_dir={out}: holds train records made with max_seq_length=64 "
+      f"(this run: 384), doc_stride=16 (this run: 128), max_query_length=16 (this run: 64), which "
+      f"this run would delete; pass the same flags to add the new records beside them, pass "
+      f"--train_file too to remake all, or pass another --output_dir")
+  assert (out / "meta.json").read_bytes() == meta_bytes
+  assert sorted(os.listdir(out)) == ["meta.json", "train-00000-of-00001.tfrecord"]
+
+
+@pytest.mark.slow
 def test_train_without_records_says_to_preprocess(tmp_path):
   returncode, output = run_with_env([
       "train.py", f"--records_dir={tmp_path}/none", f"--model_dir={tmp_path}/model",

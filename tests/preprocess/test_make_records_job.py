@@ -127,3 +127,49 @@ def test_system_errors_are_one_line_user_errors(tmp_path, train_file, monkeypatc
 
 def test_worker_errors_are_user_errors():
   assert issubclass(shard_writer.WorkerError, errors.UserError)
+
+
+def shard_bytes(output_dir, meta, split):
+  return {name: (output_dir / name).read_bytes() for name in meta["splits"][split]["shards"]}
+
+
+@pytest.mark.parametrize("first, second", [("train", "eval"), ("eval", "train")])
+def test_a_run_of_one_split_keeps_the_other_split_s_records(tmp_path, train_file, first, second):
+  """A folder of train records and a run with --predict_file alone (or the reverse) with the same
+  featurization: both splits stay, the earlier one byte for byte."""
+  out = tmp_path / "records"
+  flag = {"train": "train_file", "eval": "predict_file"}
+  before = make_records_job.make_records(config(**{flag[first]: train_file}, output_dir=str(out)))
+  kept = shard_bytes(out, before, first)
+  after = make_records_job.make_records(config(**{flag[second]: train_file}, output_dir=str(out)))
+  assert list(after["splits"]) == ["train", "eval"]
+  assert after["splits"][first] == before["splits"][first]
+  assert shard_bytes(out, after, first) == kept
+  assert json.loads((out / "meta.json").read_text()) == after
+  assert sorted(p.name for p in out.iterdir()) == sorted(
+      ["meta.json", "train-00000-of-00001.tfrecord", "eval-00000-of-00001.tfrecord"])
+
+
+def test_a_run_of_one_split_refuses_to_delete_other_records(tmp_path, train_file):
+  """The other split's records, made with other flags, would be deleted by the commit: one line
+  naming the differences and the fixes; the folder is left as it was."""
+  out = tmp_path / "records"
+  before = make_records_job.make_records(config(train_file=train_file, output_dir=str(out)))
+  meta_bytes = (out / "meta.json").read_bytes()
+  kept = shard_bytes(out, before, "train")
+  with pytest.raises(errors.OutputExistsError) as raised:
+    make_records_job.make_records(
+        config(predict_file=train_file, output_dir=str(out), max_seq_length=128, num_shards=2))
+  assert str(raised.value) == (
+      f"--output_dir={out}: holds train records made with max_seq_length=64 (this run: 128), "
+      f"num_shards=1 (this run: 2), which this run would delete; pass the same flags to add the "
+      f"new records beside them, pass --train_file too to remake all, or pass another "
+      f"--output_dir")
+  assert (out / "meta.json").read_bytes() == meta_bytes
+  assert shard_bytes(out, before, "train") == kept
+  assert sorted(p.name for p in out.iterdir()) == ["meta.json", "train-00000-of-00001.tfrecord"]
+  # Both splits named: the whole folder is remade, as asked.
+  both = make_records_job.make_records(
+      config(train_file=train_file, predict_file=train_file, output_dir=str(out),
+             max_seq_length=128))
+  assert both["flags"]["max_seq_length"] == 128 and list(both["splits"]) == ["train", "eval"]
