@@ -161,6 +161,27 @@ def decoding_config(config, saved_config):
   }
 
 
+def check_version_2(config, recorded, source):
+  """Refuses --version_2_with_negative for a model trained on SQuAD 1.1 records (its qa_config.json
+  says version_2_with_negative=false, train.py's flag or its records'): it never learned the null
+  answer. A model without a qa_config.json (an outside --init_checkpoint) is served as asked.
+
+  Args:
+    config: the ExportConfig.
+    recorded: the model's qa_config.json ({} without one).
+    source: the flag naming the model, e.g. "--model_dir=model_out".
+
+  Raises:
+    errors.UsageError: the flag is given for such a model (one line with the fix).
+  """
+  if config.version_2_with_negative and recorded.get("version_2_with_negative") is False:
+    raise errors.UsageError(
+        f"--version_2_with_negative: {source} was trained on SQuAD 1.1 records (its "
+        f"{artifacts.QA_CONFIG_FILE}: version_2_with_negative=false) and never learned to answer "
+        f"nothing; drop the flag, or export a model trained on records made with "
+        f"`{commands.command('squad-qa-records')} --version_2_with_negative`")
+
+
 def setting_sources(config, served, recorded):
   """One log line: every setting of `served` with its source (--flag, training or default)."""
 
@@ -275,8 +296,9 @@ def export_model(config):
   Raises:
     errors.UserError: (one line each) a start `tasks.model_dir.decide_start` refuses, an
       --export_dir that is not an earlier export, in use by another export.py or not writable,
-      missing files, an unusable setting or vocab, checkpoint errors of `model.checkpoints`, a
-      full disk.
+      missing files, an unusable setting or vocab, --version_2_with_negative for a model trained
+      on SQuAD 1.1 records (`check_version_2`), checkpoint errors of `model.checkpoints`, a full
+      disk.
   """
   started = time.time()
   with export_folder.writing(config.export_dir):
@@ -298,6 +320,9 @@ def _export(config):
         config.model_dir)
   start, pinned = export_folder.pinned_start(model_dir, config.init_checkpoint, config.export_dir)
   bert_config, vocab_file, qa_config, recorded = model_settings(config, start, model_dir)
+  check_version_2(
+      config, recorded,
+      f"--model_dir={model_dir}" if start.resume else f"--init_checkpoint={start.init_checkpoint}")
   model, _ = span_model.build_span_model(bert_config, SERVING_POLICIES[config.serving_precision])
   if start.resume:
     try:
