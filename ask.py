@@ -8,7 +8,7 @@ tokenization, windowing and span decoding run inside the graph. With --use_serve
 automatically for SavedModels exported without serve_text) it tokenizes and windows the question and
 passage in Python exactly as preprocessing does (vocab and settings come from the SavedModel), calls
 `serve_features` and decodes the best span over all windows. Prints each answer with its character
-offsets, score (start + end logit) and time.
+offsets, score (start + end logit) and time, or "no answer" with why (a SQuAD 2.0 null answer).
 """
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
@@ -30,8 +30,7 @@ def main(argv):
   answers, load_seconds = saved_model_qa.answer_questions(config)
   for question, answer, seconds in answers:
     print(f"Q: {question}")
-    print(f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
-          f"score {answer.score:.2f}, {1000 * seconds:.0f} ms)")
+    print(saved_model_qa.answer_line(answer, seconds))
   print(f"answered {len(answers)} question{'s' if len(answers) > 1 else ''} in "
         f"{sum(seconds for _, _, seconds in answers):.2f} s (the export loaded in "
         f"{load_seconds:.2f} s)")

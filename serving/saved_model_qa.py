@@ -290,9 +290,11 @@ def read_context_file(path):
 
   Raises:
     errors.MissingFileError: no file at `path`.
-    errors.UsageError: the file is not UTF-8 (one line naming the byte and the fix), or holds only
-      white space.
+    errors.UsageError: `path` is a folder, or the file is not UTF-8 (one line naming the byte and
+      the fix), or holds only white space.
   """
+  if os.path.isdir(path):
+    raise errors.UsageError(f"--context_file={path} is a folder; pass the file holding the passage")
   if not os.path.isfile(path):
     raise errors.MissingFileError(f"--context_file={path}: no such file")
   try:
@@ -305,6 +307,19 @@ def read_context_file(path):
     raise errors.UsageError(f"--context_file={path} is empty: there is no passage to answer from; "
                             f"write the passage into it")
   return text
+
+
+def answer_line(answer, seconds):
+  """ask.py's line for one answer (a span_decoding.Answer found in `seconds`): the span with its
+  character offsets and score; "no answer" when the null answer won (SQuAD 2.0, its score) or
+  the context has no span."""
+  took = f"{1000 * seconds:.0f} ms"
+  if answer.text:
+    return (f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
+            f"score {answer.score:.2f}, {took})")
+  if answer.score == float("-inf"):
+    return f"A: no answer (no span in the context, {took})"
+  return f"A: no answer (the null answer won, score {answer.score:.2f}; {took})"
 
 
 def answer_questions(config):

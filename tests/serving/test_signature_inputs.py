@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.postprocess import span_decoding
 from squad_qa.serving import saved_model_qa
 from tests.serving import taught_model
 
@@ -242,6 +243,27 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
       saved_model_qa.read_context_file(str(tmp_path / "empty.txt"))
     assert str(error.value) == (f"--context_file={tmp_path / 'empty.txt'} is empty: there is no "
                                 f"passage to answer from; write the passage into it")
+
+
+def test_a_folder_as_context_file_is_named_a_folder(tmp_path):
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.read_context_file(str(tmp_path))
+  assert str(error.value) == (f"--context_file={tmp_path} is a folder; pass the file holding the "
+                              f"passage")
+
+
+def test_ask_prints_a_span_with_offsets_and_no_answer_in_words():
+  """A span, the SQuAD 2.0 null answer (scored by the null score) and a context without a span."""
+  answer = span_decoding.Answer
+  assert [
+      saved_model_qa.answer_line(a, 0.0123)
+      for a in (answer("Paris", 88, 93, 7.4678), answer("", 0, 0, 3.25, 3.25),
+                answer("", 0, 0, float("-inf")))
+  ] == [
+      "A: 'Paris' (characters 88..93, score 7.47, 12 ms)",
+      "A: no answer (the null answer won, score 3.25; 12 ms)",
+      "A: no answer (no span in the context, 12 ms)",
+  ]
 
 
 def test_a_context_file_is_utf8_text_without_its_byte_order_mark(tmp_path):
