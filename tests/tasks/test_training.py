@@ -210,37 +210,30 @@ def test_tiny_model_memorizes_8_real_features():
   assert start_accuracy >= 0.9 and end_accuracy >= 0.9
 
 
-def test_a_missing_predict_file_stops_train_py_before_training(tmp_path):
-  """The dev file is checked before the first step, not after the training it would score."""
-  records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None, dev_questions=4)
-  model_dir, missing = tmp_path / "model", tmp_path / "nowhere" / "dev-v1.1.json"
-  code, log = testutil.run_cli(
-      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
-      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
-      "--max_steps=2", "--train_batch_size=8", f"--predict_file={missing}", expect_ok=False)
-  assert code != 0 and "Traceback" not in log
-  assert log.strip().splitlines()[-1] == (
-      f"train.py: --predict_file: no file at '{missing}'. SQuAD v1.1 is published at "
-      f"https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json); download it "
-      f"and set SQUAD_DIR=<folder holding it> or pass --predict_file=<path>.")
-  assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
-
-
-def test_a_predict_file_other_than_the_records_stops_train_py_before_training(tmp_path):
-  """A dev file other than the one the eval records were made from is refused before the first
-  step (its SHA-256 against meta.json's), not after the training it would score."""
+@pytest.mark.parametrize("case", ["missing", "other"])
+def test_a_predict_file_that_cannot_score_stops_train_py_before_training(tmp_path, case):
+  """The dev file is checked before the first step, not after the training it would score: that
+  it is there, and that it is the file the eval records were made from (its SHA-256 against
+  meta.json's)."""
   records_dir = testutil.make_train_records(tmp_path, 24, num_shards=None, dev_questions=4)
   model_dir = tmp_path / "model"
-  other = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "other.json", 6)
+  if case == "missing":
+    predict_file = tmp_path / "nowhere" / "dev-v1.1.json"
+    expected = (f"--predict_file: no file at '{predict_file}'. SQuAD v1.1 is published at "
+                f"https://rajpurkar.github.io/SQuAD-explorer/ (train-v1.1.json, dev-v1.1.json); "
+                f"download it and set SQUAD_DIR=<folder holding it> or pass "
+                f"--predict_file=<path>.")
+  else:
+    predict_file = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "other.json", 6)
+    expected = (f"--predict_file={predict_file} is not the file the eval records were made from "
+                f"({tmp_path / 'dev.json'}); pass that file or make the records again with python "
+                f"preprocess/make_records.py")
   code, log = testutil.run_cli(
       "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
       f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
-      "--max_steps=2", "--train_batch_size=8", f"--predict_file={other}", expect_ok=False)
+      "--max_steps=2", "--train_batch_size=8", f"--predict_file={predict_file}", expect_ok=False)
   assert code != 0 and "Traceback" not in log
-  assert log.strip().splitlines()[-1] == (
-      f"train.py: --predict_file={other} is not the file the eval records were made from "
-      f"({tmp_path / 'dev.json'}); pass that file or make the records again with python "
-      f"preprocess/make_records.py")
+  assert log.strip().splitlines()[-1] == f"train.py: {expected}"
   assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
 
 
