@@ -160,8 +160,11 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       refused = [n for n in ("eval_every_steps", "log_steps", "train_budget") if getattr(self, n)]
       refused += [n for n in TRAINING_ONLY if self.given(n)]
       if refused:
-        raise errors.UsageError(f"--{refused[0]}={self.flag_text(refused[0])} applies to training; "
-                                f"--do_train=false only predicts: drop one of the two")
+        name = refused[0]
+        typed = (f"--no{name}"
+                 if getattr(self, name) is None else f"--{name}={self.flag_text(name)}")
+        raise errors.UsageError(f"{typed} applies to training; --do_train=false only predicts: "
+                                f"drop one of the two")
     if self.train_budget:
       for name in ("max_steps", "num_train_epochs"):
         if self.given(name) and getattr(self, name) is not None:

@@ -51,6 +51,11 @@ from tests import testutil
      "two"),
     ({
         "do_train": False,
+        "length_buckets": None
+    }, "--nolength_buckets applies to training; --do_train=false only predicts: drop one of the "
+     "two"),
+    ({
+        "do_train": False,
         "do_predict": False
     }, "--do_train=false and --do_predict=false leave nothing to do: drop one of the two"),
     ({
