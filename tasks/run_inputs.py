@@ -94,8 +94,8 @@ def check_predict_file(predict_file, meta, records_dir, typed=True):
     typed: whether the user passed `predict_file` (else it is `default_predict_file`'s).
 
   Raises:
-    errors.UsageError: (one line) records made without an eval split, no `predict_file`, or
-      another file than the records' (or, `typed` False, their file gone or changed).
+    errors.UsageError: (one line) records made without an eval split, no `predict_file`, another
+      file than the records', their file changed since (or, `typed` False, gone).
   """
   eval_meta = meta["splits"].get(records.EVAL_SPLIT)
   if not eval_meta:
@@ -112,7 +112,7 @@ def check_predict_file(predict_file, meta, records_dir, typed=True):
   if not os.path.exists(predict_file):
     raise errors.UsageError(squad_reader.missing_squad_file_message("predict_file", predict_file))
   if wordpiece.file_sha256(predict_file) != eval_meta["input_sha256"]:
-    if not typed:
+    if not typed or os.path.abspath(predict_file) == os.path.abspath(made_from):
       raise errors.UsageError(
           f"{made_from} changed since the eval records in {records_dir} were made from it: make "
           f"the records again with {remake}, or pass --predict_file=<the file as it was>")

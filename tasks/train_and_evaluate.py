@@ -296,29 +296,29 @@ def train_and_evaluate(config, clock=time.monotonic):
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "
         "a CUDA build of TensorFlow or drop --gpu to train on the CPU")
   bert_config, config_file, meta = run_inputs.bert_config_and_meta(config)
+  predict_file = config.predict_file or run_inputs.default_predict_file(meta)
   # Before any other TensorFlow work: multi-worker collectives are set up here.
   strategy = distribution.make_strategy(config.distribution_strategy, config.num_gpus,
                                         config.all_reduce_alg, config.tpu, config.num_cpu_devices)
   is_chief = distribution.is_chief(strategy)
+  if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
+    # Now, not after training, and before --model_dir is made.
+    typed = config.predict_file is not None
+    run_inputs.check_predict_file(predict_file, meta, config.records_dir, typed)
   lock = (artifacts.folder_lock("model_dir", config.model_dir, commands.command("squad-qa-train"))
           if is_chief else contextlib.nullcontext())
   with lock, _output_errors(config, meta):
-    return _train_and_score(config, strategy, (bert_config, config_file, meta), started,
-                            (clock, budget_started))
+    return _train_and_score(config, strategy, (bert_config, config_file, meta, predict_file),
+                            started, (clock, budget_started))
 
 
 def _train_and_score(config, strategy, inputs, started, budget_clock):
   """`train_and_evaluate` once the strategy is made and --model_dir locked; `inputs` is
-  (BertConfig, its file, the records' meta), `started` the command's start time (time.time()),
-  `budget_clock` (the clock --train_budget plans on, its reading at the start)."""
-  bert_config, config_file, meta = inputs
-  predict_file = config.predict_file or run_inputs.default_predict_file(meta)
+  (BertConfig, its file, the records' meta, the dev file), `started` the command's start time
+  (time.time()), `budget_clock` (the clock --train_budget plans on, its reading at the start)."""
+  bert_config, config_file, meta, predict_file = inputs
   decoding = decoding_settings(config, meta)
   is_chief = distribution.is_chief(strategy)
-  if (config.do_predict and is_chief) or (config.do_train and config.eval_every_steps):
-    # Now, not after training.
-    typed = config.predict_file is not None
-    run_inputs.check_predict_file(predict_file, meta, config.records_dir, typed)
   logging.info("strategy: %s, %d replicas%s",
                type(strategy).__name__, strategy.num_replicas_in_sync,
                "" if is_chief else " (not the chief)")

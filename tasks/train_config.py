@@ -25,6 +25,8 @@ def _length_buckets(name, value):
 TRAINING_ONLY = ("train_batch_size", "effective_batch_size", "gradient_accumulation_steps",
                  "length_buckets", "learning_rate", "num_train_epochs", "max_steps",
                  "warmup_proportion", "save_checkpoints_steps", "steps_per_loop")
+# Settings of scoring alone (the final prediction and --eval_every_steps' scorings).
+PREDICTION_ONLY = ("predict_file", "predict_batch_size", "max_eval_examples")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -165,6 +167,12 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
                  if getattr(self, name) is None else f"--{name}={self.flag_text(name)}")
         raise errors.UsageError(f"{typed} applies to training; --do_train=false only predicts: "
                                 f"drop one of the two")
+    if not self.do_predict and not self.eval_every_steps:  # nothing scores: refuse these too
+      for name in PREDICTION_ONLY:
+        if self.given(name):
+          raise errors.UsageError(f"--{name}={self.flag_text(name)} applies to scoring; "
+                                  f"--do_predict=false without --eval_every_steps scores nothing: "
+                                  f"drop one of the two")
     if self.train_budget:
       for name in ("max_steps", "num_train_epochs"):
         if self.given(name) and getattr(self, name) is not None:

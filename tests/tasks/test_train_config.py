@@ -55,6 +55,11 @@ from tests import testutil
     }, "--nolength_buckets applies to training; --do_train=false only predicts: drop one of the "
      "two"),
     ({
+        "do_predict": False,
+        "max_eval_examples": 5
+    }, "--max_eval_examples=5 applies to scoring; --do_predict=false without --eval_every_steps "
+     "scores nothing: drop one of the two"),
+    ({
         "do_train": False,
         "do_predict": False
     }, "--do_train=false and --do_predict=false leave nothing to do: drop one of the two"),
@@ -85,11 +90,14 @@ def test_a_value_no_run_can_use_is_one_line(values, message):
 
 
 def test_predicting_alone_accepts_the_settings_it_uses():
-  """--do_train=false with prediction's own settings typed is a valid run."""
+  """--do_train=false with prediction's own settings typed is a valid run, and so is a scoring
+  setting with --do_predict=false when --eval_every_steps scores."""
   config = train_config.TrainConfig(
       do_train=False, predict_batch_size=8, max_eval_examples=5,
       typed_flags=("do_train", "predict_batch_size", "max_eval_examples"))
   assert (config.do_train, config.predict_batch_size, config.max_eval_examples) == (False, 8, 5)
+  curve = train_config.TrainConfig(do_predict=False, eval_every_steps=100, max_eval_examples=5)
+  assert curve.max_eval_examples == 5  # the learning curve's scorings use it
 
 
 @pytest.mark.parametrize("native, expected, reason", [

@@ -234,11 +234,12 @@ def test_a_predict_file_that_cannot_score_stops_train_py_before_training(tmp_pat
       "--max_steps=2", "--train_batch_size=8", f"--predict_file={predict_file}", expect_ok=False)
   assert code != 0 and "Traceback" not in log
   assert log.strip().splitlines()[-1] == f"train.py: {expected}"
-  assert "training steps" not in log and not tf.train.latest_checkpoint(str(model_dir))
+  assert "training steps" not in log and not model_dir.exists()  # refused before it is made
 
 
 def test_the_default_predict_file_names_the_records_source_when_it_is_gone_or_changed(tmp_path):
-  """Without --predict_file, a source gone or edited since the records is named, with the fix."""
+  """A source edited since the records is named as changed (typed or not); without --predict_file,
+  a source gone is named, with the fix."""
   records_dir = testutil.make_train_records(tmp_path, 4, dev_questions=3)
   meta, source = records.read_meta(records_dir), tmp_path / "dev.json"
   remake = commands.command("squad-qa-records")
@@ -249,6 +250,9 @@ def test_the_default_predict_file_names_the_records_source_when_it_is_gone_or_ch
   assert str(changed.value) == (
       f"{source} changed since the eval records in {records_dir} were made from it: make the "
       f"records again with {remake}, or pass --predict_file=<the file as it was>")
+  with pytest.raises(errors.UsageError) as typed:  # the same path typed: still "changed"
+    run_inputs.check_predict_file(str(source), meta, records_dir, typed=True)
+  assert str(typed.value) == str(changed.value)
   source.unlink()
   with pytest.raises(errors.UsageError) as gone:
     run_inputs.check_predict_file(str(tmp_path / "squad" / "dev-v1.1.json"), meta, records_dir,
