@@ -281,7 +281,7 @@ def report(config):
       text.append(f"{name}: largest batch that fits at seq {seq}: {limit}")
       output["estimates"].append(entry)
   else:
-    size = (f"{config.device_memory_gb:g} GB" if config.device_memory_gb else
+    size = (f"{config.device_memory_gb:g} GiB" if config.device_memory_gb else
             memory_device.format_bytes(device.usable_bytes) + " usable")
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]

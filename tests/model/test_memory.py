@@ -327,7 +327,7 @@ def test_cli_table_and_breakdown(tmp_path):
   lines = output.strip().splitlines()
   assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32 (--dtype); AdamW; "
                              "allocator overhead x1.04")
-  assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GB,", "fp32)"]
+  assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GiB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
   _, tf1_output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--gpu",
@@ -379,9 +379,9 @@ def test_the_table_answers_for_a_batch_without_a_length(output_format):
     assert [r["fits"] for r in rows].count(False) == 4  # BERT-Large at 256 tokens and beyond
     return
   lines = report.splitlines()
-  assert lines[1] == "model        seq  max batch (12 GB, fp32)  batch 8"
-  assert lines[2] == "BERT-Base     64  121                      fits (peak 2.22 GiB)"
-  assert lines[10] == "BERT-Large   256  6                        does NOT fit (peak 12.90 GiB)"
+  assert lines[1] == "model        seq  max batch (12 GiB, fp32)  batch 8"
+  assert lines[2] == "BERT-Base     64  121                       fits (peak 2.22 GiB)"
+  assert lines[10] == "BERT-Large   256  6                         does NOT fit (peak 12.90 GiB)"
   for line, ((name, seq), batch) in zip(lines[2:14], PLANNER_TABLE.items()):
     verdict = "fits" if batch >= 8 else "does NOT fit"
     peak = memory_device.format_bytes(expected[(name, seq)].total)
