@@ -81,24 +81,17 @@ def _prepare_output_dir(output_dir):
 
 
 def _read_old_meta(output_dir):
-  """The dict of the meta.json already in `output_dir` (of this records format), else None (none,
-  unreadable, or of another format: nothing a reader could use)."""
-  meta_path = os.path.join(output_dir, records.META_FILE)
-  if not os.path.isfile(meta_path):
-    return None
+  """`records.read_meta` of `output_dir`, else None (none, damaged, or of another format: nothing a
+  reader could use)."""
   try:
-    with open(meta_path, encoding="utf-8") as f:
-      meta = json.load(f)
-  except (OSError, ValueError):
+    return records.read_meta(output_dir)
+  except (errors.UserError, tf.errors.OpError, AttributeError):  # AttributeError: not a dict
     return None
-  if not isinstance(meta, dict) or meta.get("format_version") != records.FORMAT_VERSION:
-    return None
-  return meta
 
 
-def _kept_splits(config, inputs):
+def _kept_splits(config, inputs, vocab_sha256):
   """{split: meta.json entry} of the records in --output_dir of the splits this run does not make,
-  to keep beside the new ones.
+  to keep beside the new ones; `vocab_sha256` is this run's vocab's.
 
   Raises:
     errors.OutputExistsError: they were made with other featurization flags or another vocab; one
@@ -120,7 +113,6 @@ def _kept_splits(config, inputs):
       for name in FEATURIZATION_FIELDS
       if name != "vocab_file" and old_flags.get(name) != getattr(config, name)
   ]
-  vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
   if old_meta.get("vocab_sha256") != vocab_sha256:
     differences.append(f"the vocab {old_flags.get('vocab_file')} (this run's {config.vocab_file} "
                        f"differs)")
@@ -281,7 +273,8 @@ def _make_records(config):
   vocab = wordpiece.read_vocab(config.vocab_file)
   wordpiece.check_casing(vocab, config.vocab_file, config.do_lower_case)
   inputs = _resolve_inputs(config)
-  kept = _kept_splits(config, inputs)
+  vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
+  kept = _kept_splits(config, inputs, vocab_sha256)
   output_dir = config.output_dir
   started = time.time()
   started_cpu = _cpu_seconds()
@@ -315,7 +308,7 @@ def _make_records(config):
       "flags": {
           name: getattr(config, name) for name in FEATURIZATION_FIELDS
       },
-      "vocab_sha256": wordpiece.file_sha256(config.vocab_file),
+      "vocab_sha256": vocab_sha256,
       "vocab_size": len(vocab),  # token ids are below it
       "splits": {  # train first, as a run making both writes them
           split: made[split]
