@@ -103,17 +103,13 @@ def format_table(rows, header, extra_column=None):
   of the user's --train_batch_size at each length.
   """
   width = max([len("model")] + [len(name) for name, _, _ in rows])
-  if extra_column is None:
-    lines = [f"{'model':<{width}}  {'seq':>4}  {header}"]
-    lines += [f"{name:<{width}}  {seq:>4}  {batch}" for name, seq, batch in rows]
-    return "\n".join(lines)
-  extra_header, cells = extra_column
-  batch_width = max([len(header)] + [len(str(batch)) for _, _, batch in rows])
-  lines = [f"{'model':<{width}}  {'seq':>4}  {header:<{batch_width}}  {extra_header}"]
-  lines += [
-      f"{name:<{width}}  {seq:>4}  {batch:<{batch_width}}  {cell}"
-      for (name, seq, batch), cell in zip(rows, cells)
-  ]
+  cells = [header] + [str(batch) for _, _, batch in rows]  # the max-batch column, header first
+  if extra_column is not None:
+    extra_header, extra = extra_column
+    column = max(len(cell) for cell in cells)
+    cells = [f"{cell:<{column}}  {more}" for cell, more in zip(cells, [extra_header, *extra])]
+  lines = [f"{'model':<{width}}  {'seq':>4}  {cells[0]}"]
+  lines += [f"{name:<{width}}  {seq:>4}  {cell}" for (name, seq, _), cell in zip(rows, cells[1:])]
   return "\n".join(lines)
 
 
