@@ -58,6 +58,7 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
 from squad_qa.tasks import evaluation
+from squad_qa.tasks import run_inputs
 
 settings.define_flags(squad_reader.SquadFiles)
 flags.DEFINE_string("records_dir", None, "make_records.py output with eval records.")
@@ -121,6 +122,7 @@ def compare_precisions(meta):
   exports = peer.load_exports(FLAGS.export_dirs)
   eval_meta = meta["splits"][records.EVAL_SPLIT]
   predict_file = FLAGS.predict_file or eval_meta["input_file"]
+  run_inputs.check_predict_file(predict_file, meta, FLAGS.records_dir)
   first = next(iter(exports.values())).qa.config
   scorer = evaluation.DevScorer(
       FLAGS.records_dir, meta, predict_file, FLAGS.predict_batch_size,

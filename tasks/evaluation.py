@@ -15,7 +15,6 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import records
 from squad_qa.preprocess import squad_reader
-from squad_qa.tasks import run_inputs
 from squad_qa.errors import UsageError
 
 # One traced prediction step per model, kept while the model lives: every later `predict` of that
@@ -70,20 +69,19 @@ class DevScorer:
 
   Args:
     records_dir, meta: the records folder and its meta.json (dict).
-    predict_file: the SQuAD JSON the eval records were made from.
+    predict_file: the SQuAD JSON the eval records were made from, checked by
+      `run_inputs.check_predict_file` (train.py before training).
     predict_batch_size: windows per prediction batch.
     decoding: the `span_decoding.DecodingSettings`.
     max_eval_examples: score only the first N questions (None: all).
 
   Raises:
-    UsageError: `run_inputs.check_predict_file`'s (no eval records, not the file they were made
-      from); the file has unanswerable questions without --version_2_with_negative.
+    UsageError: the file has unanswerable questions without --version_2_with_negative.
   """
 
   def __init__(self, records_dir, meta, predict_file, predict_batch_size, decoding,
                max_eval_examples=None):
     version_2_with_negative = decoding.version_2_with_negative
-    run_inputs.check_predict_file(predict_file, meta, records_dir)
     eval_meta = meta["splits"][records.EVAL_SPLIT]
     dataset_json = squad_reader.load_json(predict_file)
     if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
