@@ -10,6 +10,7 @@ has both sides, so its top level imports the standard library alone:
   <peer python> benchmarks/peer.py run --precision=bfloat16 <peer script> [its arguments...]
   <peer python> benchmarks/peer.py predict --model DIR --peer_dir DIR --predict_file dev-v1.1.json \
       --orders padded sorted --json out.json [--precisions float32 int8] [--max_questions N]
+  <peer python> benchmarks/peer.py serve --model DIR [--precision int8] [--threads 2]
 
 Ours (imported by the benchmarks, the project imported inside the functions):
   hf_folder: a --model_dir's latest checkpoint as a transformers `BertForQuestionAnswering` folder
@@ -19,6 +20,7 @@ Ours (imported by the benchmarks, the project imported inside the functions):
       the peer's --peer_precisions, and one Markdown table with a column per precision of each side
       and ours best / the peer's best per row.
   pick_cases: the serving inputs, chosen from a SQuAD file as bench_serve.py chooses them.
+  PeerServer: the peer's `serve` as a subprocess, so that its calls and ours alternate.
 
 The peer's side (run by --peer_python; torch and transformers imported inside the functions):
   run: a peer script at a precision. float32: as it is. bfloat16: as HF's Trainer runs
@@ -31,6 +33,10 @@ The peer's side (run by --peer_python; torch and transformers imported inside th
       padded to each batch's longest ("sorted"), only the forward passes timed; then n-best decoding
       and v1.1 EM/F1 of the last order. Writes {"runs": {precision: {order: {windows, seconds,
       windows_per_s, width}, exact_match, f1, predictions}}} and the versions to --json.
+  serve: transformers' `question-answering` pipeline at a precision, built and called as
+      bench_serve.py builds and calls it (defaults: 384 tokens, step 128), kept loaded to time the
+      calls asked on stdin (`serve_requests`), so that they alternate with ours in the same minutes
+      of a shared machine rather than in minutes of their own.
 """
 
 import argparse
@@ -45,6 +51,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 PRECISIONS = ("float32", "bfloat16", "int8")
@@ -151,6 +158,52 @@ def run_peer(argv):
                         check=False)
   if proc.returncode:
     sys.exit(f"the peer failed ({' '.join(argv)}):\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+
+
+class PeerServer:
+  """The peer's `serve` at `precision` in `peer_python`, on the folder `model`, as a subprocess.
+
+  `versions`: {"torch", "transformers", "threads"} as it reported them. `request(**fields)` sends
+  one of `serve_requests`' requests and returns its reply (a dict).
+
+  Raises:
+    SystemExit: the subprocess ended or answered nothing (the last lines of its stderr).
+  """
+
+  def __init__(self, peer_python, model, precision, threads=2):
+    self.precision = precision
+    self._stderr = tempfile.TemporaryFile("w+")
+    self._proc = subprocess.Popen([
+        peer_python, SCRIPT, "serve", f"--model={model}", f"--precision={precision}",
+        f"--threads={threads}"
+    ], env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+    self.versions = self._reply()
+
+  def _reply(self):
+    line = self._proc.stdout.readline()
+    if not line:
+      self._proc.wait()
+      self._stderr.seek(0)
+      sys.exit(f"the peer's serve at {self.precision} failed:\n" +
+               "\n".join(self._stderr.read().splitlines()[-15:]))
+    return json.loads(line)
+
+  def request(self, **fields):
+    self._proc.stdin.write(json.dumps(fields) + "\n")
+    self._proc.stdin.flush()
+    return self._reply()
+
+  def close(self):
+    self._proc.stdin.close()
+    self._proc.wait()
+    self._stderr.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused):
+    self.close()
 
 
 def best(values, higher_is_better):
@@ -536,6 +589,64 @@ def predict(argv):
     json.dump(result, f, indent=1)
 
 
+def serve_requests(lines, out, pipe, windows):
+  """Answers `serve`'s requests, one JSON object a line of `lines`, one JSON line each on `out`.
+
+  {"question", "context", "calls"}: `calls` calls of `pipe(question=, context=)`, one at a time;
+      the reply {"ms": wall-clock milliseconds of each, "answer": the last call's answer text,
+      "windows": windows(question, context)}.
+  {"questions", "contexts", "batch_size"}: one `pipe` call over all of them at `batch_size`; the
+      reply {"seconds": its wall-clock seconds}.
+  """
+  for line in lines:
+    request = json.loads(line)
+    if "calls" in request:
+      question, context, times = request["question"], request["context"], []
+      for _ in range(request["calls"]):
+        started = time.perf_counter()
+        answer = pipe(question=question, context=context)
+        times.append(1000 * (time.perf_counter() - started))
+      reply = {"ms": times, "answer": answer["answer"], "windows": windows(question, context)}
+    else:
+      started = time.perf_counter()
+      pipe(question=request["questions"], context=request["contexts"],
+           batch_size=request["batch_size"])
+      reply = {"seconds": time.perf_counter() - started}
+    out.write(json.dumps(reply) + "\n")
+    out.flush()
+
+
+def serve(argv):
+  """`serve --model DIR [--precision P] [--threads N]`: the pipeline (the module docstring)."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  parser = argparse.ArgumentParser(prog="peer.py serve")
+  parser.add_argument("--model", required=True, help="BertForQuestionAnswering folder.")
+  parser.add_argument("--precision", choices=PRECISIONS, default=REFERENCE)
+  parser.add_argument("--threads", type=int, default=2)
+  args = parser.parse_args(argv)
+  apply_precision(args.precision)  # as `run` applies it to bench_serve.py
+  torch.set_num_threads(args.threads)
+  tokenizer = transformers.AutoTokenizer.from_pretrained(args.model)
+  pipe = transformers.pipeline(
+      "question-answering",
+      model=transformers.AutoModelForQuestionAnswering.from_pretrained(args.model),
+      tokenizer=tokenizer, device="cpu")
+
+  def windows(question, context):  # bench_serve.py's count, at the pipeline's defaults
+    return len(
+        tokenizer(question, context, truncation="only_second", max_length=384, stride=128,
+                  return_overflowing_tokens=True)["input_ids"])
+
+  print(
+      json.dumps({
+          "torch": torch.__version__,
+          "transformers": transformers.__version__,
+          "threads": torch.get_num_threads()
+      }), flush=True)
+  serve_requests(sys.stdin, sys.stdout, pipe, windows)
+
+
 def hf_folder(argv):
   """`hf_folder --model_dir=... --output_dir=...`: our weights as the peer's model folder."""
   parser = argparse.ArgumentParser(prog="python -m benchmarks.peer hf_folder")
@@ -548,7 +659,7 @@ def hf_folder(argv):
   print(f"wrote {count} tensors of {args.model_dir} to {args.output_dir}")
 
 
-COMMANDS = {"hf_folder": hf_folder, "run": run_at_precision, "predict": predict}
+COMMANDS = {"hf_folder": hf_folder, "run": run_at_precision, "predict": predict, "serve": serve}
 
 
 def main():

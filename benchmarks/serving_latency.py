@@ -12,14 +12,16 @@ r"""Where one serving call's time goes, and serve_text against the Hugging Face 
 Every time is wall-clock milliseconds from time.perf_counter, after warm-up calls; the load average
 is printed, since on a shared machine the figures move with it.
 
-peer: ours and the peer alternate, one precision each per round, --runs times, on the inputs the
-  peer's bench_serve.py picks (peer.pick_cases, checked against the lengths it reports): one
-  question on ~100, ~1,000 and >= 10,000 characters (3 warm-up calls, then --repeats calls: p50 and
-  p95), then 32 questions on ~1,000-character paragraphs (ours one call, median of 3; the peer's
-  pipeline at batch_size 1, 8 and 32, its best compared). Ours: each of --export_dirs at its
+peer: ours and the peer on the inputs the peer's bench_serve.py picks (peer.pick_cases): one
+  question on ~100, ~1,000 and >= 10,000 characters (3 warm-up calls each side, then --repeats
+  calls each: p50 and p95), then 32 questions on ~1,000-character paragraphs (ours one call; the
+  peer's pipeline at batch_size 1, 8 and 32, its best compared; medians of 3 passes). Every export
+  and peer precision takes its turn within the same minutes: TURN_CALLS calls each in turn, the
+  order reversed every other round (`alternate`). Ours: each of --export_dirs at its
   serving_precision through `SavedModelQA.answers` (serve_text; the Python path with the LiteRT
-  features model for int8). The peer: bench_serve.py at each of --peer_precisions. One table per
-  run: a column per precision of each side, ours best / the peer's best per row.
+  features model for int8). The peer: transformers' pipeline as bench_serve.py builds and calls
+  it, one loaded `peer.py serve` process per --peer_precisions. --runs tables: a column per
+  precision of each side, ours best / the peer's best per row.
 stages: serving/module.py's QAServingModule (the tiny test config, or the packaged MiniLM with an
   untrained head: the time does not depend on the weights) at --max_seq_length, doc_stride 128,
   max_query_length 64, its stages as separate tf.functions on the same inputs at 100, 1,000 and
@@ -47,6 +49,9 @@ attention: the packaged MiniLM span model with its attention layers switched bet
   16 x 192, random token ids without padding.
 """
 
+import collections
+import contextlib
+import functools
 import os
 import sys
 import tempfile
@@ -68,8 +73,7 @@ MODES = ("peer", "stages", "precision", "attention")
 REPEATS = {"peer": 20, "stages": 30, "precision": 20, "attention": 5}
 # The flags each mode reads besides --mode and --repeats (the others are refused).
 MODE_FLAGS = {
-    "peer": ("predict_file", "export_dirs", "peer_precisions", "peer_python", "peer_model",
-             "peer_dir", "runs"),
+    "peer": ("predict_file", "export_dirs", "peer_precisions", "peer_python", "peer_model", "runs"),
     "stages": ("predict_file", "model", "max_seq_length"),
     "precision": ("predict_file", "export_dirs", "bert_config_file"),
     "attention": (),
@@ -128,41 +132,51 @@ def minilm_config_file():
 
 # --mode=peer
 
+# Calls each side makes in its turn when they alternate: short turns, so both meet the shared
+# machine's same minutes (its speed drifts by a fifth within an invocation).
+TURN_CALLS = 2
+WARMUP_CALLS = 3
 
-def measure_ours(qa, cases, questions, contexts, repeats):
-  """{case: (p50 ms, p95 ms, windows)}, questions/s of the batch in one call (median of 3)."""
-  result = {}
-  for name in peer.CASES:
-    question, context = cases[name]
-    for _ in range(3):
-      qa.answers([question], [context])
+
+def alternate(sides, repeats):
+  """{side: [its ms]}: `repeats` timings of each side, taken in turns of TURN_CALLS, in the order of
+  `sides` on even rounds and reversed on odd ones (neither side always follows the other).
+
+  Args:
+    sides: {name: fn(calls) -> list of `calls` wall-clock milliseconds}, in order.
+  """
+  times = {name: [] for name in sides}
+  names = list(sides)
+  for turn, begin in enumerate(range(0, repeats, TURN_CALLS)):
+    calls = min(TURN_CALLS, repeats - begin)
+    for name in (names if turn % 2 == 0 else names[::-1]):
+      times[name] += sides[name](calls)
+  return times
+
+
+def ours_calls(qa, question, context):
+  """fn(calls) -> wall-clock ms of each of `calls` calls of `qa.answers` on one question."""
+
+  def timed(calls):
     times = []
-    for _ in range(repeats):
+    for _ in range(calls):
       started = time.perf_counter()
       qa.answers([question], [context])
       times.append(1000 * (time.perf_counter() - started))
-    result[name] = (np.percentile(times, 50), np.percentile(times,
-                                                            95), len(qa.features(question,
-                                                                                 context)))
-  qa.answers(questions[:4], contexts[:4])
-  reps = []
-  for _ in range(3):
-    started = time.perf_counter()
-    qa.answers(questions, contexts)
-    reps.append(time.perf_counter() - started)
-  return result, len(questions) / float(np.median(reps))
+    return times
+
+  return timed
 
 
-def measure_peer(script, precision, repeats):
-  """bench_serve.py's JSON results at `precision`."""
-  import json  # pylint: disable=g-import-not-at-top
-  with tempfile.TemporaryDirectory() as tmp:
-    out = os.path.join(tmp, "peer.json")
-    peer.run_peer(
-        peer.peer_command(FLAGS.peer_python, precision, script, "--model", FLAGS.peer_model,
-                          "--calls", str(repeats), "--json", out))
-    with open(out) as f:
-      return json.load(f)
+def peer_calls(server, question, context, replies):
+  """fn(calls) -> wall-clock ms of each of `calls` pipeline calls of a peer.PeerServer on one
+  question; its replies are appended to `replies`."""
+
+  def timed(calls):
+    replies.append(server.request(question=question, context=context, calls=calls))
+    return replies[-1]["ms"]
+
+  return timed
 
 
 def against_peer(repeats):
@@ -170,7 +184,6 @@ def against_peer(repeats):
     sys.exit("serving_latency.py: --mode=peer needs --peer_python (the peer venv's interpreter) "
              "and --peer_model (a BertForQuestionAnswering folder)")
   peer_precisions = peer.check_peer_precisions(FLAGS.peer_precisions)
-  script = peer.peer_script(FLAGS.peer_dir, "bench_serve.py")
   cases, questions, contexts = peer.pick_cases(predict_file())
   exports = peer.load_exports(FLAGS.export_dirs)
   for precision, (export_dir, qa) in exports.items():
@@ -179,50 +192,84 @@ def against_peer(repeats):
           f"{qa.config['max_seq_length']}, doc_stride {qa.config['doc_stride']}; windows at " +
           ", ".join(f"{len(cases[n][1]):,} chars: {len(qa.features(*cases[n]))}"
                     for n in peer.CASES) + ")")
-  print(f"peer: {script} with {FLAGS.peer_python} at {', '.join(peer_precisions)}; "
-        f"{repeats} calls per length; {os.cpu_count()} CPUs")
-  ours_names, rounds = list(exports), max(len(exports), len(peer_precisions))
-  for run in range(FLAGS.runs):
-    ours, ours_qps, theirs, loads = {}, {}, {}, []
-    for i in range(rounds):
-      if i < len(ours_names):
-        loads.append(f"{os.getloadavg()[0]:.1f} before ours {ours_names[i]}")
-        ours[ours_names[i]], ours_qps[ours_names[i]] = measure_ours(exports[ours_names[i]].qa,
-                                                                    cases, questions, contexts,
-                                                                    repeats)
-      if i < len(peer_precisions):
-        loads.append(f"{os.getloadavg()[0]:.1f} before HF {peer_precisions[i]}")
-        theirs[peer_precisions[i]] = measure_peer(script, peer_precisions[i], repeats)
-    loads.append(f"{os.getloadavg()[0]:.1f} after")
-    some = theirs[peer_precisions[0]]
-    print(f"\nrun {run + 1}: load average (1 min) {', '.join(loads)} (torch {some['torch']}, "
-          f"transformers {some['transformers']}, {some['threads']} threads)")
-    for found in theirs.values():
+  with contextlib.ExitStack() as stack:
+    servers = {
+        p: stack.enter_context(peer.PeerServer(FLAGS.peer_python, FLAGS.peer_model, p))
+        for p in peer_precisions
+    }
+    versions = servers[peer_precisions[0]].versions
+    print(f"peer: transformers' question-answering pipeline (peer.py serve) with "
+          f"{FLAGS.peer_python} at {', '.join(peer_precisions)} (torch {versions['torch']}, "
+          f"transformers {versions['transformers']}, {versions['threads']} threads); "
+          f"{repeats} calls per length on each side, alternating {TURN_CALLS} at a time; "
+          f"{os.cpu_count()} CPUs")
+    for run in range(FLAGS.runs):
+      load_before, rows, windows = os.getloadavg()[0], [], {}
       for name in peer.CASES:
         question, context = cases[name]
-        reported = found["latency"][name]
-        if reported["context_chars"] != len(context) or reported["question"] != question:
-          sys.exit(f"serving_latency.py: the peer's {name} input is not ours "
-                   f"({reported['context_chars']} vs {len(context)} characters)")
-    rows = []
-    for name in peer.CASES:
-      chars = len(cases[name][1])
-      windows = theirs[peer_precisions[0]]["latency"][name]["windows_384_128"]
-      for stat, index in (("p50", 0), ("p95", 1)):
-        rows.append((f"{stat} ms, {chars:,} chars (HF {windows} windows)", {
-            p: ours[p][name][index] for p in ours
-        }, {
-            p: theirs[p]["latency"][name][stat + "_ms"] for p in theirs
-        }, ".1f", False))
-    batch = {
-        p: max(t["batch"].values(), key=lambda r: r["questions_per_s"]) for p, t in theirs.items()
-    }
-    best_sizes = ", ".join(f"{p} {b['batch_size']}" for p, b in batch.items())
-    rows.append((f"questions/s, {peer.BATCH} questions on ~1,000 chars (ours one call, "
-                 f"HF best batch_size: {best_sizes})", ours_qps, {
-                     p: b["questions_per_s"] for p, b in batch.items()
-                 }, ".1f", True))
-    peer.print_table("measure", ours_names, peer_precisions, rows)
+        replies = []
+        sides = {("ours", p): ours_calls(e.qa, question, context) for p, e in exports.items()}
+        sides.update({
+            ("HF", p): peer_calls(s, question, context, replies) for p, s in servers.items()
+        })
+        for timed in sides.values():
+          timed(WARMUP_CALLS)
+        times = alternate(sides, repeats)
+        windows[name] = replies[0]["windows"]
+        for stat, q in (("p50", 50), ("p95", 95)):
+          rows.append((f"{stat} ms, {len(context):,} chars (HF {windows[name]} windows)", {
+              p: float(np.percentile(times["ours", p], q)) for p in exports
+          }, {
+              p: float(np.percentile(times["HF", p], q)) for p in servers
+          }, ".1f", False))
+      ours_qps, peer_qps = batch_throughput(exports, servers, questions, contexts)
+      best_sizes = ", ".join(f"{p} {size}" for p, (size, _) in peer_qps.items())
+      rows.append((f"questions/s, {peer.BATCH} questions on ~1,000 chars (ours one call, "
+                   f"HF best batch_size: {best_sizes})", ours_qps, {
+                       p: qps for p, (_, qps) in peer_qps.items()
+                   }, ".1f", True))
+      print(f"\nrun {run + 1}: load average (1 min) {load_before:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after")
+      peer.print_table("measure", list(exports), peer_precisions, rows)
+
+
+PEER_BATCH_SIZES = (1, 8, 32)  # bench_serve.py's
+BATCH_PASSES = 3
+
+
+def batch_throughput(exports, servers, questions, contexts):
+  """({ours precision: questions/s}, {peer precision: (best batch_size, questions/s)}) of one call
+  over all `questions`, medians of BATCH_PASSES passes; each pass times every export and every peer
+  precision at each of PEER_BATCH_SIZES in turn (ours first, reversed every other pass)."""
+  for export in exports.values():
+    export.qa.answers(questions[:4], contexts[:4])
+  for server in servers.values():
+    for size in PEER_BATCH_SIZES:  # bench_serve.py's warm-up
+      server.request(questions=questions[:4], contexts=contexts[:4], batch_size=size)
+  seconds = collections.defaultdict(list)
+
+  def ours(precision):
+    started = time.perf_counter()
+    exports[precision].qa.answers(questions, contexts)
+    seconds["ours", precision].append(time.perf_counter() - started)
+
+  def theirs(precision):
+    for size in PEER_BATCH_SIZES:
+      reply = servers[precision].request(questions=questions, contexts=contexts, batch_size=size)
+      seconds[precision, size].append(reply["seconds"])
+
+  turns = [functools.partial(ours, p) for p in exports]
+  turns += [functools.partial(theirs, p) for p in servers]
+  for passed in range(BATCH_PASSES):
+    for turn in (turns if passed % 2 == 0 else turns[::-1]):
+      turn()
+  rate = {key: len(questions) / float(np.median(values)) for key, values in seconds.items()}
+  return ({
+      p: rate["ours", p] for p in exports
+  }, {
+      p: max(((size, rate[p, size]) for size in PEER_BATCH_SIZES), key=lambda x: x[1])
+      for p in servers
+  })
 
 
 # --mode=stages

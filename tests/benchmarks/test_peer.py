@@ -1,6 +1,7 @@
 """benchmarks/peer.py: the precision axis (the best of each side, the ratio, identical answers, flag
 checks), and our trained weights as an HF folder that reads back to the same weights."""
 
+import io
 import json
 import subprocess
 import sys
@@ -83,6 +84,44 @@ def test_the_peer_command_runs_its_script_at_a_precision_through_this_file():
   ]
 
 
+def test_serve_answers_each_request_with_one_json_line():
+  asked = []
+
+  def pipe(question, context, batch_size=None):
+    asked.append((question, context, batch_size))
+    return {"answer": context[:5]}
+
+  requests = [
+      json.dumps({
+          "question": "Who?",
+          "context": "Denver won.",
+          "calls": 3
+      }),
+      json.dumps({
+          "questions": ["Q1", "Q2"],
+          "contexts": ["C1", "C2"],
+          "batch_size": 8
+      }),
+  ]
+  out = io.StringIO()
+  peer.serve_requests(requests, out, pipe, lambda q, c: len(q) + len(c))
+  first, second = [json.loads(line) for line in out.getvalue().splitlines()]
+  assert asked == [("Who?", "Denver won.", None)] * 3 + [(["Q1", "Q2"], ["C1", "C2"], 8)]
+  assert sorted(first) == ["answer", "ms", "windows"]
+  assert len(first["ms"]) == 3 and all(ms >= 0 for ms in first["ms"])
+  assert first["answer"] == "Denve" and first["windows"] == 15
+  assert list(second) == ["seconds"] and second["seconds"] >= 0
+
+
+def test_a_peer_server_that_cannot_start_ends_the_benchmark_with_its_error(tmp_path):
+  # No torch in this interpreter, or no model folder: either way the subprocess ends at once.
+  with pytest.raises(SystemExit) as raised:
+    peer.PeerServer(sys.executable, str(tmp_path / "no_model"), "int8")
+  message = str(raised.value)
+  assert message.startswith("the peer's serve at int8 failed:\n")
+  assert "Error" in message.splitlines()[-1]
+
+
 def test_the_hf_folder_reads_back_to_the_same_weights(tmp_path):
   # An HF config: "gelu" there is the exact form, as the model was built.
   config = bert_config_lib.BertConfig.from_dict(dict(testutil.TINY_BERT_CONFIG, model_type="bert"))
@@ -134,4 +173,5 @@ def test_the_peer_side_needs_nothing_but_the_standard_library():
   proc = subprocess.run([sys.executable, "-I", "-S", peer.SCRIPT], capture_output=True, text=True,
                         check=False)
   assert proc.returncode == 1
-  assert proc.stderr.strip() == "usage: peer.py {hf_folder,run,predict} ... (see its docstring)"
+  assert proc.stderr.strip() == ("usage: peer.py {hf_folder,run,predict,serve} ... (see its "
+                                 "docstring)")

@@ -1,4 +1,4 @@
-"""benchmarks/serving_latency.py --mode=precision: the encoder's matmuls and their FLOP."""
+"""benchmarks/serving_latency.py: --mode=precision's matmuls and their FLOP; --mode=peer's turns."""
 
 import os
 
@@ -19,3 +19,20 @@ def test_the_matmuls_count_minilms_forward_flop():
   assert [(a, b) for name, a, b, _, _ in shapes if name.startswith("attention")
          ] == [((12, n, 32), (12, 32, n)), ((12, n, n), (12, n, 32))]
   assert [has_weights for *_, has_weights in shapes] == [True, True, True, False, False]
+
+
+def test_the_sides_alternate_in_short_turns_in_both_orders():
+  calls = []
+
+  def side(name):
+
+    def timed(n):
+      calls.append((name, n))
+      return [float(len(calls))] * n
+
+    return timed
+
+  times = serving_latency.alternate({"ours": side("ours"), "HF": side("HF")}, repeats=5)
+  assert serving_latency.TURN_CALLS == 2
+  assert calls == [("ours", 2), ("HF", 2), ("HF", 2), ("ours", 2), ("ours", 1), ("HF", 1)]
+  assert times == {"ours": [1.0, 1.0, 4.0, 4.0, 5.0], "HF": [2.0, 2.0, 3.0, 3.0, 6.0]}
