@@ -138,21 +138,31 @@ def best_indexes(logits, n_best_size):
 
 def decode_answer(windows, context, n_best_size=SpanLimits.n_best_size,
                   max_answer_length=SpanLimits.max_answer_length):
-  """The best Answer of one question over its WindowLogits (window order) into `context`."""
+  """The best Answer of one question over its WindowLogits (window order) into `context`.
+
+  Each window's n_best_size x n_best_size pairs are scored at once, as float64 sums (the reference
+  adds Python floats), in the reference's loop order (start rank, then end rank): the first best
+  pair of a window is the one its loop keeps, and a later window wins only with a higher score.
+  """
   best = Answer("", 0, 0, float("-inf"))
   null_score = float("inf")
   for w in windows:
     null_score = min(null_score, float(w.start_logits[0]) + float(w.end_logits[0]))
-    for s in best_indexes(w.start_logits, n_best_size):
-      if w.token_start_char[s] < 0 or not w.token_is_max_context[s]:
-        continue
-      for e in best_indexes(w.end_logits, n_best_size):
-        if w.token_start_char[e] < 0 or e < s or e - s + 1 > max_answer_length:
-          continue
-        score = float(w.start_logits[s]) + float(w.end_logits[e])
-        if score > best.score:
-          start_char, end_char = int(w.token_start_char[s]), int(w.token_end_char[e])
-          best = Answer(context[start_char:end_char], start_char, end_char, score)
+    starts = best_indexes(w.start_logits, n_best_size)
+    ends = best_indexes(w.end_logits, n_best_size)
+    length = ends[None, :] - starts[:, None] + 1
+    valid = (((w.token_start_char[starts] >= 0) & (w.token_is_max_context[starts] != 0))[:, None] &
+             (w.token_start_char[ends] >= 0)[None, :] & (length >= 1) &
+             (length <= max_answer_length))
+    scores = (w.start_logits[starts].astype(np.float64)[:, None] +
+              w.end_logits[ends].astype(np.float64)[None, :])
+    scores[~valid | np.isnan(scores)] = -np.inf  # a NaN pair never wins, as under ">"
+    pair = int(np.argmax(scores))  # the first of equal maxima in row-major (loop) order
+    score = float(scores.flat[pair])
+    if score > best.score:
+      s, e = starts[pair // len(ends)], ends[pair % len(ends)]
+      start_char, end_char = int(w.token_start_char[s]), int(w.token_end_char[e])
+      best = Answer(context[start_char:end_char], start_char, end_char, score)
   best.null_score = null_score
   return best
 

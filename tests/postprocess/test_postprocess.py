@@ -198,6 +198,49 @@ def test_later_window_with_higher_score_wins():
   assert decode_answer(windows, CONTEXT) == Answer("Łódź.", 30, 35, 3.0)
 
 
+def _loop_decode(windows, context, n_best_size, max_answer_length):
+  """run_squad.py's `write_predictions` loop, pair by pair: the oracle of `decode_answer`."""
+  best = Answer("", 0, 0, float("-inf"))
+  for w in windows:
+    for s in best_indexes(w.start_logits, n_best_size):
+      if w.token_start_char[s] < 0 or not w.token_is_max_context[s]:
+        continue
+      for e in best_indexes(w.end_logits, n_best_size):
+        if w.token_start_char[e] < 0 or e < s or e - s + 1 > max_answer_length:
+          continue
+        score = float(w.start_logits[s]) + float(w.end_logits[e])
+        if score > best.score:
+          start, end = int(w.token_start_char[s]), int(w.token_end_char[e])
+          best = Answer(context[start:end], start, end, score)
+  return best
+
+
+def test_decoding_all_pairs_at_once_keeps_the_loops_answer_ties_and_nan():
+  rng = np.random.default_rng(7)
+  context = "x" * 400
+  checked = 0
+  for trial in range(300):
+    windows = []
+    for _ in range(rng.integers(1, 4)):
+      n = int(rng.integers(5, 60))
+      # Few distinct logits, so that ties within and across windows are common.
+      start_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+      end_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+      if trial % 10 == 0:
+        start_logits[rng.integers(0, n)] = np.nan
+      offsets = np.sort(rng.choice(399, n, replace=False)).astype(np.int32)
+      offsets[rng.random(n) < 0.2] = -1
+      windows.append(
+          WindowLogits(start_logits, end_logits, offsets, offsets + 1, (rng.random(n)
+                                                                        < 0.7).astype(np.int32)))
+    for n_best_size, max_answer_length in ((20, 30), (3, 2), (1, 1)):
+      expected = _loop_decode(windows, context, n_best_size, max_answer_length)
+      got = decode_answer(windows, context, n_best_size, max_answer_length)
+      assert got == expected, (trial, n_best_size, max_answer_length)
+      checked += expected.score > float("-inf")
+  assert checked > 400  # of 900 cases: most have a span to find
+
+
 def test_no_valid_span_gives_empty_answer():
   # The best start is a question token (offset -1) and no context token is max-context, so every
   # start is rejected.
