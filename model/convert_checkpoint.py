@@ -25,16 +25,11 @@ import os
 from typing import Optional
 
 from absl import logging
-import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
-from squad_qa.model import bert_config as bert_config_lib
-from squad_qa.model import checkpoints
-from squad_qa.model import hf_checkpoint
 from squad_qa.model import model_files
-from squad_qa.model import span_model
 from squad_qa.preprocess import features
 
 CONVERSION_FILE = "conversion.json"
@@ -67,14 +62,6 @@ class ConvertConfig(model_files.ModelFiles, features.Tokenization):
 settings.define_flags(ConvertConfig)
 
 
-def _config_name(config_file):
-  """`config.json` for an HF config (it has model_type/architectures), else `bert_config.json`."""
-  with tf.io.gfile.GFile(config_file) as f:
-    values = json.load(f)
-  is_hf = "model_type" in values or "architectures" in values
-  return hf_checkpoint.CONFIG_FILE if is_hf else checkpoints.BERT_CONFIG_FILE
-
-
 def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   """Converts `init_checkpoint` into a new TF2 checkpoint folder `output`; returns the
   `checkpoints.LoadReport` of the source. `bert_config_file`, `vocab_file` override those found
@@ -85,6 +72,12 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     FileNotFoundError: no config, or nothing usable at `init_checkpoint`.
     checkpoints.CheckpointError: the checkpoint does not fit the config.
   """
+  # TensorFlow loads here, not at the top: --help and flag errors answer before it.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import hf_checkpoint  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.exists(output):
     raise errors.OutputExistsError(f"--output={output} exists; remove it or choose another folder")
   config_file, vocab_file = checkpoints.resolve_model_files(init_checkpoint, bert_config_file,
@@ -103,7 +96,12 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     tf.io.gfile.rmtree(temp)
   tf.io.gfile.makedirs(temp)
   saved = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), temp, max_to_keep=1).save()
-  tf.io.gfile.copy(config_file, os.path.join(temp, _config_name(config_file)))
+  with tf.io.gfile.GFile(config_file) as f:
+    values = json.load(f)
+  # An HF config (model_type/architectures) keeps its name, config.json; else bert_config.json.
+  is_hf = "model_type" in values or "architectures" in values
+  config_name = hf_checkpoint.CONFIG_FILE if is_hf else checkpoints.BERT_CONFIG_FILE
+  tf.io.gfile.copy(config_file, os.path.join(temp, config_name))
   if vocab_file:
     tf.io.gfile.copy(vocab_file, os.path.join(temp, hf_checkpoint.VOCAB_FILE))
   else:

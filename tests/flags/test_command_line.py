@@ -225,6 +225,8 @@ finally:
     ("squad_qa.preprocess.make_records", ["make_records.py", "--max_seq_length=abc"],
      "make_records.py: flag --max_seq_length=abc: invalid literal for int() with base 10: 'abc' "
      "(--helpfull lists the flags)"),
+    ("squad_qa.model.convert_checkpoint", ["convert_checkpoint.py", "--output=bert_tf2"],
+     "convert_checkpoint.py: --init_checkpoint and --output are required"),
 ])
 def test_a_flag_error_answers_before_tensorflow_loads(command, argv, line):
   """A mistyped flag costs the user no TensorFlow start (~5-10 s): the drivers import the library
