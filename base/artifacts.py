@@ -137,9 +137,11 @@ def _is_local(folder):
 @contextlib.contextmanager
 def folder_lock(flag, folder, holder, beside=False):
   """Within: this process alone writes `--flag=folder`, through an exclusive `fcntl.flock` on
-  LOCK_FILE in it (`beside`: `<folder>.in_use.lock` next to it, removed on exit). The OS drops
-  the lock when the process ends, killed or not. Creates `folder` (not when `beside`). Remote
-  (gs://...) folders are not locked.
+  LOCK_FILE in it (`beside`: `<folder>.in_use.lock` next to it). The OS drops the lock when the
+  process ends, killed or not; on exit the lock file is removed, and so is `folder` when this call
+  made it (not when `beside`) and nothing was written into it: a run refused inside leaves no
+  trace. A process that locked a removed lock file locks again. Remote (gs://...) folders are not
+  locked.
 
   Args:
     flag: the flag naming the folder, e.g. "model_dir".
@@ -156,13 +158,20 @@ def folder_lock(flag, folder, holder, beside=False):
   import fcntl  # pylint: disable=g-import-not-at-top  (POSIX only, as the locks are)
   folder = folder.rstrip("/") or "/"
   path = folder + "." + LOCK_FILE if beside else os.path.join(folder, LOCK_FILE)
+  makes_folder = not beside and not os.path.lexists(folder)
+  attempts = 0
   while True:
+    attempts += 1
     try:
       os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileExistsError:  # a file where a folder of the path should be
       raise not_writable(flag, folder, NotADirectoryError(errno.ENOTDIR,
                                                           os.strerror(errno.ENOTDIR))) from None
+    except FileNotFoundError as e:  # the folder's last holder removed it after makedirs
+      if attempts < 3:
+        continue
+      raise not_writable(flag, folder, e) from None
     except OSError as e:
       raise not_writable(flag, folder, e) from None
     try:
@@ -186,5 +195,8 @@ def folder_lock(flag, folder, holder, beside=False):
     yield
   finally:
     with contextlib.suppress(OSError):
-      os.unlink(path) if beside else os.ftruncate(fd, 0)
+      os.unlink(path)  # before the unlock: a process waiting on it then finds it gone
     os.close(fd)
+    if makes_folder:
+      with contextlib.suppress(OSError):  # not empty: something was written
+        os.rmdir(folder)

@@ -40,8 +40,20 @@ def test_a_second_writer_of_a_model_dir_is_refused_naming_the_first(tmp_path):
       f"--model_dir={model_dir} is in use by python train.py (pid {os.getpid()}); wait for it to "
       f"finish or pass another --model_dir")
   with artifacts.folder_lock("model_dir", model_dir, "python train.py"):  # released on exit
+    assert os.listdir(model_dir) == [artifacts.LOCK_FILE]
+  assert not os.path.exists(model_dir)  # made by the lock, nothing written: removed with it
+
+
+def test_a_lock_leaves_a_folder_it_did_not_make_or_wrote_into_without_its_lock_file(tmp_path):
+  existing = tmp_path / "existing"
+  existing.mkdir()
+  with artifacts.folder_lock("model_dir", str(existing), "python train.py"):
     pass
-  assert os.listdir(model_dir) == [artifacts.LOCK_FILE]
+  assert existing.is_dir() and os.listdir(existing) == []
+  written = tmp_path / "written"
+  with artifacts.folder_lock("model_dir", str(written), "python train.py"):
+    (written / "ckpt-1.index").write_text("x")
+  assert os.listdir(written) == ["ckpt-1.index"]
 
 
 def test_an_export_dir_lock_is_beside_the_folder_and_removed_after(tmp_path):
