@@ -21,8 +21,10 @@ LIBRARY_PACKAGES = ("base", "flags", "model", "model.memory", "postprocess", "pr
                     "serving", "tasks")
 # Console scripts: each runs the same main() as the file command of a clone (`python train.py`).
 # Read from the file itself: the package's dependencies are not installed while it builds.
-COMMANDS = runpy.run_path(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "base", "commands.py"))["COMMANDS"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMMANDS = runpy.run_path(os.path.join(HERE, "base", "commands.py"))["COMMANDS"]
+with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+  README = f.read()  # the package's page: `pip show`, an index
 
 
 class BuildPy(build_py.build_py):
@@ -38,6 +40,8 @@ setuptools.setup(
     name="squad-qa",
     version="0.1.0",
     description="Extractive question answering on SQuAD with a BERT encoder (TensorFlow)",
+    long_description=README,
+    long_description_content_type="text/markdown",
     # The dependencies' wheels set the range: TensorFlow 2.20, tensorflow-text 2.20 and the rest
     # ship them for 3.10 to 3.12, and tensorflow-text has none for 3.13.
     python_requires=">=3.10,<3.13",
