@@ -89,7 +89,7 @@ def test_serve_answers_each_request_with_one_json_line():
 
   def pipe(question, context, batch_size=None):
     asked.append((question, context, batch_size))
-    return {"answer": context[:5]}
+    return {"answer": context[:6]}
 
   requests = [
       json.dumps({
@@ -107,9 +107,9 @@ def test_serve_answers_each_request_with_one_json_line():
   peer.serve_requests(requests, out, pipe, lambda q, c: len(q) + len(c))
   first, second = [json.loads(line) for line in out.getvalue().splitlines()]
   assert asked == [("Who?", "Denver won.", None)] * 3 + [(["Q1", "Q2"], ["C1", "C2"], 8)]
-  assert sorted(first) == ["answer", "ms", "windows"]
+  assert sorted(first) == ["ms", "windows"]
   assert len(first["ms"]) == 3 and all(ms >= 0 for ms in first["ms"])
-  assert first["answer"] == "Denve" and first["windows"] == 15
+  assert first["windows"] == 15
   assert list(second) == ["seconds"] and second["seconds"] >= 0
 
 
