@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import time
 
 from squad_qa import errors
 from squad_qa.base import commands
@@ -138,10 +139,10 @@ def _is_local(folder):
 def folder_lock(flag, folder, holder, beside=False):
   """Within: this process alone writes `--flag=folder`, through an exclusive `fcntl.flock` on
   LOCK_FILE in it (`beside`: `<folder>.in_use.lock` next to it). The OS drops the lock when the
-  process ends, killed or not; on exit the lock file is removed, and so is `folder` when this call
-  made it (not when `beside`) and nothing was written into it: a run refused inside leaves no
-  trace. A process that locked a removed lock file locks again. Remote (gs://...) folders are not
-  locked.
+  process ends, killed or not; on exit the lock file is removed, and so are the folders this call
+  made for it (`folder`, or its parent when `beside`, and their missing parents) while nothing was
+  written into them: a run refused inside leaves no trace. A process that locked a removed lock
+  file locks again. Remote (gs://...) folders are not locked.
 
   Args:
     flag: the flag naming the folder, e.g. "model_dir".
@@ -158,12 +159,14 @@ def folder_lock(flag, folder, holder, beside=False):
   import fcntl  # pylint: disable=g-import-not-at-top  (POSIX only, as the locks are)
   folder = folder.rstrip("/") or "/"
   path = folder + "." + LOCK_FILE if beside else os.path.join(folder, LOCK_FILE)
-  makes_folder = not beside and not os.path.lexists(folder)
+  made = set()  # folders made for the lock file, removed on exit if still empty
   attempts = 0
   while True:
     attempts += 1
     try:
-      os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+      lock_folder = os.path.dirname(os.path.abspath(path))
+      made.update(_missing_folders(lock_folder))
+      os.makedirs(lock_folder, exist_ok=True)
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileExistsError:  # a file where a folder of the path should be
       raise not_writable(flag, folder, NotADirectoryError(errno.ENOTDIR,
@@ -177,7 +180,7 @@ def folder_lock(flag, folder, holder, beside=False):
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-      owner = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+      owner = _holder(fd) or "another process"
       os.close(fd)
       raise errors.FolderInUseError(
           f"--{flag}={folder} is in use by {owner}; wait for it to finish or pass another "
@@ -197,6 +200,28 @@ def folder_lock(flag, folder, holder, beside=False):
     with contextlib.suppress(OSError):
       os.unlink(path)  # before the unlock: a process waiting on it then finds it gone
     os.close(fd)
-    if makes_folder:
-      with contextlib.suppress(OSError):  # not empty: something was written
-        os.rmdir(folder)
+    for made_folder in sorted(made, key=len, reverse=True):  # deepest first
+      try:
+        os.rmdir(made_folder)
+      except OSError:  # not empty: written into, or another process's lock file is in it
+        break
+
+
+def _missing_folders(folder):
+  """`folder` (absolute) and those of its parents that do not exist."""
+  missing = []
+  while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
+    missing.append(folder)
+    folder = os.path.dirname(folder)
+  return missing
+
+
+def _holder(fd):
+  """The holder a lock file names; its holder writes that just after locking it, so an empty file
+  is read again once shortly after."""
+  for wait in (0, 0.05):
+    time.sleep(wait)
+    owner = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    if owner:
+      return owner
+  return None

@@ -31,6 +31,15 @@ def _beside(export_dir, suffix):
   return export_dir.rstrip("/") + suffix
 
 
+def followed(export_dir):
+  """`export_dir`, or the folder it names when it is a symbolic link: the export then replaces that
+  folder, which the link keeps naming, and locks it there, as an export through any other path to
+  it does (replacing the link itself would leave the old link aside and lock another path)."""
+  if "://" in export_dir or not os.path.islink(export_dir.rstrip("/")):
+    return export_dir
+  return os.path.realpath(export_dir)
+
+
 @contextlib.contextmanager
 def writing(export_dir):
   """Within: this process alone writes `export_dir` (`artifacts.folder_lock`), an export a kill

@@ -5,6 +5,7 @@ vocab and qa_config that go with it, builds the span model in the --serving_prec
 weights and writes the export.
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -301,12 +302,16 @@ def export_model(config):
       disk.
   """
   started = time.time()
+  typed = config.export_dir
+  if export_folder.followed(typed) != typed:
+    config = dataclasses.replace(config, export_dir=export_folder.followed(typed))
+    logging.info("--export_dir=%s links to %s: exporting there", typed, config.export_dir)
   with export_folder.writing(config.export_dir):
     check_export_dir(config.export_dir)
     _export(config)
   logging.info("done in %s; ask it: %s --export_dir=%s --question=... --context=...",
                progress.format_seconds(time.time() - started), commands.command("squad-qa-ask"),
-               config.export_dir)
+               typed)
 
 
 def _export(config):

@@ -54,6 +54,16 @@ def test_a_lock_leaves_a_folder_it_did_not_make_or_wrote_into_without_its_lock_f
   with artifacts.folder_lock("model_dir", str(written), "python train.py"):
     (written / "ckpt-1.index").write_text("x")
   assert os.listdir(written) == ["ckpt-1.index"]
+  # Missing parents made for the folder (or, beside it, for its lock) go too; not existing ones.
+  with artifacts.folder_lock("model_dir", str(existing / "a" / "b" / "run"), "python train.py"):
+    assert os.path.isdir(existing / "a" / "b" / "run")
+  with artifacts.folder_lock("export_dir", str(existing / "c" / "export"), "export.py",
+                             beside=True):
+    assert os.listdir(existing / "c") == ["export." + artifacts.LOCK_FILE]
+  assert existing.is_dir() and os.listdir(existing) == []
+  with artifacts.folder_lock("model_dir", str(existing / "a" / "run"), "python train.py"):
+    (existing / "a" / "notes.txt").write_text("x")
+  assert sorted(os.listdir(existing)) == ["a"] and os.listdir(existing / "a") == ["notes.txt"]
 
 
 def test_an_export_dir_lock_is_beside_the_folder_and_removed_after(tmp_path):

@@ -64,3 +64,22 @@ def test_a_checkpoint_deleted_while_read_names_the_export_command_as_started():
   assert str(export_folder.deleted_while_read("model_out")) == (
       "--model_dir=model_out: a training run saving into it deleted the checkpoint squad-qa-export "
       "was reading; wait for it to finish, or pass --init_checkpoint=<a checkpoint it keeps>")
+
+
+def test_an_export_dir_that_is_a_link_replaces_the_folder_it_names_and_keeps_the_link(tmp_path):
+  target = tmp_path / "exports" / "v1"
+  target.mkdir(parents=True)
+  (target / "saved_model.pb").write_text("earlier")
+  link = tmp_path / "export"
+  link.symlink_to(target)
+  export_dir = export_folder.followed(str(link) + "/")
+  assert export_dir == str(target) and export_folder.followed(str(target)) == str(target)
+  for text in ("new", "newer"):  # twice: nothing left aside from the first
+    with export_folder.writing(export_dir):
+      os.makedirs(export_folder.temp_dir(export_dir))
+      with open(os.path.join(export_folder.temp_dir(export_dir), "saved_model.pb"), "w") as f:
+        f.write(text)
+      export_folder.replace(export_dir)
+  assert link.is_symlink() and (link / "saved_model.pb").read_text() == "newer"
+  assert sorted(os.listdir(tmp_path)) == ["export", "exports"]
+  assert os.listdir(tmp_path / "exports") == ["v1"]
