@@ -198,7 +198,7 @@ def folder_lock(flag, folder, holder, beside=False):
     yield
   finally:
     with contextlib.suppress(OSError):
-      os.unlink(path)  # before the unlock: a process waiting on it then finds it gone
+      os.unlink(path)  # before the unlock: a process that opened it meanwhile sees it gone
     os.close(fd)
     for made_folder in sorted(made, key=len, reverse=True):  # deepest first
       try:

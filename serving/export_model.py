@@ -303,9 +303,10 @@ def export_model(config):
   """
   started = time.time()
   typed = config.export_dir
-  if export_folder.followed(typed) != typed:
-    config = dataclasses.replace(config, export_dir=export_folder.followed(typed))
-    logging.info("--export_dir=%s links to %s: exporting there", typed, config.export_dir)
+  export_dir = export_folder.followed(typed)
+  if export_dir != typed:
+    config = dataclasses.replace(config, export_dir=export_dir)
+    logging.info("--export_dir=%s links to %s: exporting there", typed, export_dir)
   with export_folder.writing(config.export_dir):
     check_export_dir(config.export_dir)
     _export(config)
