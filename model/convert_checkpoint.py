@@ -36,13 +36,12 @@ CONVERSION_FILE = "conversion.json"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertConfig(model_files.ModelFiles, features.Tokenization):
-  """The flags of `python -m model.convert_checkpoint`: the model files, the vocab and `output`
-  (the groups' `model_dir` and `do_lower_case` are refused when set: the conversion reads
-  `init_checkpoint` and copies the vocab as it is).
+class ConvertConfig(model_files.EncoderFiles, features.VocabFile):
+  """The flags of `python -m model.convert_checkpoint`: the encoder's files, the vocab (copied as
+  it is) and `output`.
 
   Raises (on construction):
-    errors.UsageError: no `init_checkpoint` or no `output`, or `model_dir` / `do_lower_case` set.
+    errors.UsageError: no `init_checkpoint` or no `output`.
   """
   output: Optional[str] = settings.setting(
       None, "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
@@ -51,12 +50,6 @@ class ConvertConfig(model_files.ModelFiles, features.Tokenization):
   def check(self):
     if not self.init_checkpoint or not self.output:
       raise errors.UsageError("--init_checkpoint and --output are required")
-    if self.model_dir != settings.defaults(model_files.ModelFiles)["model_dir"]:
-      raise errors.UsageError(f"--model_dir={self.model_dir}: the conversion reads "
-                              f"--init_checkpoint (which may be a --model_dir); drop it")
-    if not self.do_lower_case:
-      raise errors.UsageError("--do_lower_case=false: the conversion copies the vocab and does "
-                              "not tokenize; drop it")
 
 
 settings.define_flags(ConvertConfig)

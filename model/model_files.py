@@ -7,10 +7,9 @@ from squad_qa.flags import settings
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelFiles(settings.Settings):
-  """Where the encoder comes from and where training writes: train.py's, export.py's and
-  model/convert_checkpoint.py's flags (`model.checkpoints` reads every kind of
-  `init_checkpoint`)."""
+class EncoderFiles(settings.Settings):
+  """Where the encoder comes from: train.py's, export.py's and model/convert_checkpoint.py's flags
+  (`model.checkpoints` reads every kind of `init_checkpoint`)."""
   bert_config_file: Optional[str] = settings.setting(
       None, "BERT JSON config (google-research bert_config.json or an HF config.json). "
       "Default: the one beside --init_checkpoint.")
@@ -19,4 +18,9 @@ class ModelFiles(settings.Settings):
       "vocab.txt), a google-research/bert TF1 checkpoint (folder or prefix, e.g. "
       "uncased_L-12_H-768_A-12/bert_model.ckpt), a tf-models-official TF2 encoder checkpoint, or "
       "a --model_dir of this tool. Without it the encoder starts from random weights.")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelFiles(EncoderFiles):
+  """Where the encoder comes from and where training writes: train.py's and export.py's flags."""
   model_dir: str = settings.setting("model_out", "Checkpoints, predictions and eval results.")
