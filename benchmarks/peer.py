@@ -146,6 +146,16 @@ def peer_command(peer_python, precision, script, *args):
   return [peer_python, SCRIPT, "run", f"--precision={precision}", script, *args]
 
 
+def _offline_env():
+  """This process's environment with the Hugging Face hub off: the peer never downloads."""
+  return dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+
+
+def _failed(headline, stderr):
+  """Ends the benchmark with `headline` and the last lines of a failed peer process's stderr."""
+  sys.exit(f"{headline}:\n" + "\n".join(stderr.splitlines()[-15:]))
+
+
 def run_peer(argv):
   """Runs a peer command offline, stdout dropped.
 
@@ -153,11 +163,10 @@ def run_peer(argv):
     SystemExit: it failed; the message holds the last lines of its stderr (its warnings are dropped
       when it succeeds).
   """
-  env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-  proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                        check=False)
+  proc = subprocess.run(argv, env=_offline_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                        text=True, check=False)
   if proc.returncode:
-    sys.exit(f"the peer failed ({' '.join(argv)}):\n" + "\n".join(proc.stderr.splitlines()[-15:]))
+    _failed(f"the peer failed ({' '.join(argv)})", proc.stderr)
 
 
 class PeerServer:
@@ -176,8 +185,8 @@ class PeerServer:
     self._proc = subprocess.Popen([
         peer_python, SCRIPT, "serve", f"--model={model}", f"--precision={precision}",
         f"--threads={threads}"
-    ], env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"), stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+    ], env=_offline_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                  text=True)
     self.versions = self._reply()
 
   def _reply(self):
@@ -185,8 +194,7 @@ class PeerServer:
     if not line:
       self._proc.wait()
       self._stderr.seek(0)
-      sys.exit(f"the peer's serve at {self.precision} failed:\n" +
-               "\n".join(self._stderr.read().splitlines()[-15:]))
+      _failed(f"the peer's serve at {self.precision} failed", self._stderr.read())
     return json.loads(line)
 
   def request(self, **fields):
