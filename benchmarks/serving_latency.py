@@ -71,7 +71,7 @@ from squad_qa.preprocess import squad_reader
 
 MODES = ("peer", "stages", "precision", "attention")
 REPEATS = {"peer": 20, "stages": 30, "precision": 20, "attention": 5}
-# The flags each mode reads besides --mode and --repeats (the others are refused).
+# The flags each mode reads besides --mode and --repeats (the command's others are refused).
 MODE_FLAGS = {
     "peer": ("predict_file", "export_dirs", "peer_precisions", "peer_python", "peer_model", "runs"),
     "stages": ("predict_file", "model", "max_seq_length"),
@@ -85,7 +85,9 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """The command's flags, defined when run as a script (importing the module defines none)."""
+  """Defines the command's flags when run as a script (importing the module defines none); returns
+  their names."""
+  before = set(FLAGS)
   flags.DEFINE_enum("mode", None, MODES, "What to time (the module docstring).")
   flags.DEFINE_integer(
       "repeats", None, "Timed calls per cell (median or p50/p95); default: " +
@@ -98,6 +100,7 @@ def define_flags():
   flags.DEFINE_string(
       "bert_config_file", None, "precision: the exported encoder's config (sizes "
       "for the floor); default: the packaged all-MiniLM-L6-v2's config.json.")
+  return sorted(set(FLAGS) - before)
 
 
 def median_ms(fn, repeats, warmup=2):
@@ -563,13 +566,15 @@ def attention_order(repeats):
   print(f"load average at the end: {os.getloadavg()}")
 
 
-def main(argv):
+def main(argv, command_flags=()):
+  """Runs --mode; `command_flags`: the names `define_flags` defined (one not read by the mode is
+  refused when typed)."""
   if len(argv) > 1:
     sys.exit(f"serving_latency.py: unexpected arguments {argv[1:]}")
   if not FLAGS.mode:
     sys.exit(f"serving_latency.py: give --mode, one of {', '.join(MODES)}")
-  unused = sorted(f"--{name}" for mode, names in MODE_FLAGS.items() if mode != FLAGS.mode
-                  for name in names if name not in MODE_FLAGS[FLAGS.mode] and FLAGS[name].present)
+  read = ("mode", "repeats", *MODE_FLAGS[FLAGS.mode])
+  unused = sorted(f"--{name}" for name in command_flags if name not in read and FLAGS[name].present)
   if unused:
     sys.exit(f"serving_latency.py: --mode={FLAGS.mode} does not read {', '.join(unused)}")
   repeats = FLAGS.repeats or REPEATS[FLAGS.mode]
@@ -582,5 +587,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  define_flags()
-  command_line.run(main)
+  command_line.run(functools.partial(main, command_flags=define_flags()))

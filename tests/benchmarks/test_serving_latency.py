@@ -1,6 +1,9 @@
-"""benchmarks/serving_latency.py: --mode=precision's matmuls and their FLOP; --mode=peer's turns."""
+"""benchmarks/serving_latency.py: --mode=precision's matmuls and their FLOP, --mode=peer's turns,
+and the flags a mode does not read refused."""
 
 import os
+
+import pytest
 
 from benchmarks import serving_latency
 from squad_qa.model import bert_config as bert_config_lib
@@ -36,3 +39,14 @@ def test_the_sides_alternate_in_short_turns_in_both_orders():
   assert serving_latency.TURN_CALLS == 2
   assert calls == [("ours", 2), ("HF", 2), ("HF", 2), ("ours", 2), ("ours", 1), ("HF", 1)]
   assert times == {"ours": [1.0, 1.0, 4.0, 4.0, 5.0], "HF": [2.0, 2.0, 3.0, 3.0, 6.0]}
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--mode=peer", "--peer_dir=peer"
+     ], "serving_latency.py: --mode=peer does not read --peer_dir"),
+    (["--mode=stages", "--train_file=train.json", "--runs=3"
+     ], "serving_latency.py: --mode=stages does not read --runs, --train_file"),
+])
+def test_a_flag_the_mode_does_not_read_is_refused(args, line):
+  code, output = testutil.run_cli("-m benchmarks.serving_latency", *args, expect_ok=False)
+  assert code == 1 and output.strip().splitlines()[-1] == line
