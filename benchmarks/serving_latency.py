@@ -83,10 +83,13 @@ PRECISION_STAGES = ("tokenize", "windows", "encoder", "decode", "Python path", "
 
 FLAGS = flags.FLAGS
 
+# The names `define_flags` defined: main refuses those its --mode does not read.
+COMMAND_FLAGS = []
+
 
 def define_flags():
-  """Defines the command's flags when run as a script (importing the module defines none); returns
-  their names."""
+  """Defines the command's flags when run as a script (importing the module defines none) and
+  lists them in COMMAND_FLAGS."""
   before = set(FLAGS)
   flags.DEFINE_enum("mode", None, MODES, "What to time (the module docstring).")
   flags.DEFINE_integer(
@@ -100,7 +103,7 @@ def define_flags():
   flags.DEFINE_string(
       "bert_config_file", None, "precision: the exported encoder's config (sizes "
       "for the floor); default: the packaged all-MiniLM-L6-v2's config.json.")
-  return sorted(set(FLAGS) - before)
+  COMMAND_FLAGS[:] = sorted(set(FLAGS) - before)
 
 
 def median_ms(fn, repeats, warmup=2):
@@ -566,15 +569,13 @@ def attention_order(repeats):
   print(f"load average at the end: {os.getloadavg()}")
 
 
-def main(argv, command_flags=()):
-  """Runs --mode; `command_flags`: the names `define_flags` defined (one not read by the mode is
-  refused when typed)."""
+def main(argv):
   if len(argv) > 1:
     sys.exit(f"serving_latency.py: unexpected arguments {argv[1:]}")
   if not FLAGS.mode:
     sys.exit(f"serving_latency.py: give --mode, one of {', '.join(MODES)}")
   read = ("mode", "repeats", *MODE_FLAGS[FLAGS.mode])
-  unused = sorted(f"--{name}" for name in command_flags if name not in read and FLAGS[name].present)
+  unused = sorted(f"--{name}" for name in COMMAND_FLAGS if name not in read and FLAGS[name].present)
   if unused:
     sys.exit(f"serving_latency.py: --mode={FLAGS.mode} does not read {', '.join(unused)}")
   repeats = FLAGS.repeats or REPEATS[FLAGS.mode]
@@ -587,4 +588,5 @@ def main(argv, command_flags=()):
 
 
 if __name__ == "__main__":
-  command_line.run(functools.partial(main, command_flags=define_flags()))
+  define_flags()
+  command_line.run(main)
