@@ -17,11 +17,11 @@ peer: ours and the peer on the inputs the peer's bench_serve.py picks (peer.pick
   calls each: p50 and p95), then 32 questions on ~1,000-character paragraphs (ours one call; the
   peer's pipeline at batch_size 1, 8 and 32, its best compared; medians of 3 passes). Every export
   and peer precision takes its turn within the same minutes: TURN_CALLS calls each in turn, the
-  order reversed every other round (`alternate`). Ours: each of --export_dirs at its
-  serving_precision through `SavedModelQA.answers` (serve_text; the Python path with the LiteRT
-  features model for int8). The peer: transformers' pipeline as bench_serve.py builds and calls
-  it, one loaded `peer.py serve` process per --peer_precisions. --runs tables: a column per
-  precision of each side, ours best / the peer's best per row.
+  order reversed every other round, SETTLE_SECONDS apart (`alternate`). Ours: each of
+  --export_dirs at its serving_precision through `SavedModelQA.answers` (serve_text; the Python
+  path with the LiteRT features model for int8). The peer: transformers' pipeline as
+  bench_serve.py builds and calls it, one loaded `peer.py serve` process per --peer_precisions.
+  --runs tables: a column per precision of each side, ours best / the peer's best per row.
 stages: serving/module.py's QAServingModule (the tiny test config, or the packaged MiniLM with an
   untrained head: the time does not depend on the weights) at --max_seq_length, doc_stride 128,
   max_query_length 64, its stages as separate tf.functions on the same inputs at 100, 1,000 and
@@ -142,11 +142,22 @@ def minilm_config_file():
 # machine's same minutes (its speed drifts by a fifth within an invocation).
 TURN_CALLS = 2
 WARMUP_CALLS = 3
+# Pause before each turn, seconds: after a call returns its runtime's worker threads spin on a core
+# for a while (measured after 2 calls at ~1,000 characters: the peer's OpenMP threads 5-7 ms of CPU
+# in the next 50 ms, ours' XNNPACK threads 1-4 ms), which slowed the other side's first call of a
+# turn by up to 5 ms. A server runs one runtime; the pause keeps each side off the other's spin.
+SETTLE_SECONDS = 0.01
 
 
-def alternate(sides, repeats):
+def settle():
+  """Sleeps SETTLE_SECONDS, until the other side's worker threads have stopped spinning."""
+  time.sleep(SETTLE_SECONDS)
+
+
+def alternate(sides, repeats, pause=settle):
   """{side: [its ms]}: `repeats` timings of each side, taken in turns of TURN_CALLS, in the order of
-  `sides` on even rounds and reversed on odd ones (neither side always follows the other).
+  `sides` on even rounds and reversed on odd ones (neither side always follows the other), `pause()`
+  before each turn.
 
   Args:
     sides: {name: fn(calls) -> list of `calls` wall-clock milliseconds}, in order.
@@ -156,6 +167,7 @@ def alternate(sides, repeats):
   for turn, begin in enumerate(range(0, repeats, TURN_CALLS)):
     calls = min(TURN_CALLS, repeats - begin)
     for name in (names if turn % 2 == 0 else names[::-1]):
+      pause()
       times[name] += sides[name](calls)
   return times
 
@@ -246,7 +258,8 @@ BATCH_PASSES = 3
 def batch_throughput(exports, servers, questions, contexts):
   """({ours precision: questions/s}, {peer precision: (best batch_size, questions/s)}) of one call
   over all `questions`, medians of BATCH_PASSES passes; each pass times every export and every peer
-  precision at each of PEER_BATCH_SIZES in turn (ours first, reversed every other pass)."""
+  precision at each of PEER_BATCH_SIZES in turn (ours first, reversed every other pass), `settle()`
+  before each turn."""
   for export in exports.values():
     export.qa.answers(questions[:4], contexts[:4])
   for server in servers.values():
@@ -268,6 +281,7 @@ def batch_throughput(exports, servers, questions, contexts):
   turns += [functools.partial(theirs, p) for p in servers]
   for passed in range(BATCH_PASSES):
     for turn in (turns if passed % 2 == 0 else turns[::-1]):
+      settle()
       turn()
   rate = {key: len(questions) / float(np.median(values)) for key, values in seconds.items()}
   return ({

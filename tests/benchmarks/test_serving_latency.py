@@ -24,7 +24,7 @@ def test_the_matmuls_count_minilms_forward_flop():
   assert [has_weights for *_, has_weights in shapes] == [True, True, True, False, False]
 
 
-def test_the_sides_alternate_in_short_turns_in_both_orders():
+def test_the_sides_alternate_in_short_turns_in_both_orders_each_after_a_pause():
   calls = []
 
   def side(name):
@@ -35,10 +35,14 @@ def test_the_sides_alternate_in_short_turns_in_both_orders():
 
     return timed
 
-  times = serving_latency.alternate({"ours": side("ours"), "HF": side("HF")}, repeats=5)
+  sides = {"ours": side("ours"), "HF": side("HF")}
+  times = serving_latency.alternate(sides, repeats=5, pause=lambda: calls.append("pause"))
   assert serving_latency.TURN_CALLS == 2
-  assert calls == [("ours", 2), ("HF", 2), ("HF", 2), ("ours", 2), ("ours", 1), ("HF", 1)]
-  assert times == {"ours": [1.0, 1.0, 4.0, 4.0, 5.0], "HF": [2.0, 2.0, 3.0, 3.0, 6.0]}
+  assert calls == [
+      "pause", ("ours", 2), "pause", ("HF", 2), "pause", ("HF", 2), "pause", ("ours", 2), "pause",
+      ("ours", 1), "pause", ("HF", 1)
+  ]
+  assert times == {"ours": [2.0, 2.0, 8.0, 8.0, 10.0], "HF": [4.0, 4.0, 6.0, 6.0, 12.0]}
 
 
 @pytest.mark.parametrize("args, line", [
