@@ -45,6 +45,7 @@ from absl import flags
 
 from benchmarks import peer
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.tasks import learning_curve
 
@@ -117,15 +118,15 @@ def run_ours(run_dir):
     sys.exit(f"demo.sh failed (exit {result.returncode}); its output is in {run_dir}/demo.log")
   seconds, install = demo_seconds(result.stdout)
   model_dir = os.path.join(demo_out, "model")
-  with open(os.path.join(model_dir, "train_results.json"), encoding="utf-8") as f:
+  with open(os.path.join(model_dir, artifacts.TRAIN_RESULTS_FILE), encoding="utf-8") as f:
     trained = json.load(f)
-  with open(os.path.join(model_dir, "train_config.json"), encoding="utf-8") as f:
+  with open(os.path.join(model_dir, artifacts.TRAIN_CONFIG_FILE), encoding="utf-8") as f:
     config = json.load(f)
-  with open(os.path.join(model_dir, "eval_results.json"), encoding="utf-8") as f:
+  with open(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), encoding="utf-8") as f:
     scored = json.load(f)
-  curve = os.path.join(model_dir, "learning_curve.csv")
+  curve = os.path.join(model_dir, artifacts.LEARNING_CURVE_FILE)
   if os.path.exists(curve):
-    shutil.copy(curve, os.path.join(run_dir, "learning_curve.csv"))
+    shutil.copy(curve, os.path.join(run_dir, artifacts.LEARNING_CURVE_FILE))
   return {
       "side": "ours (demo.sh)",
       "budget_seconds": seconds,

@@ -49,6 +49,9 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks import peer
+from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
@@ -81,11 +84,14 @@ PEER = ("peer_padded", "peer_sorted")
 def load_model():
   """The span model from --model_dir's latest checkpoint or --init_checkpoint."""
   if FLAGS.model_dir:
-    with open(os.path.join(FLAGS.model_dir, "qa_config.json")) as f:
-      config = bert_config_lib.BertConfig(**json.load(f)["bert_config"])
-    model, _ = span_model.build_span_model(config)
-    tf.train.Checkpoint(model=model).read(tf.train.latest_checkpoint(
-        FLAGS.model_dir)).expect_partial()
+    qa_config = artifacts.read_qa_config(FLAGS.model_dir)
+    checkpoint = tf.train.latest_checkpoint(FLAGS.model_dir)
+    if not qa_config or not checkpoint:
+      raise errors.MissingFileError(
+          f"--model_dir={FLAGS.model_dir} holds no trained checkpoint with its "
+          f"{artifacts.QA_CONFIG_FILE}; train one with {commands.command('squad-qa-train')} first")
+    model, _ = span_model.build_span_model(bert_config_lib.BertConfig(**qa_config["bert_config"]))
+    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
     return model
   config_file, _ = checkpoints.resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
                                                    None)
