@@ -71,7 +71,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "--distribution_strategy=tpu (TPUs compile static shapes). "
       "--nolength_buckets pads every batch to max_seq_length.", parser=settings.TokenCountsParser(),
       flag_class=settings.OptionalValueFlag, check=_length_buckets)
-  predict_batch_size: int = settings.setting(64, "Features per prediction step.")
+  predict_batch_size: int = settings.setting(64, "Features per prediction step.", lower_bound=1)
   learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.", above=0)
   num_train_epochs: float = settings.setting(2.0, "Passes over the train features (above 0).",
                                              above=0)
@@ -92,7 +92,8 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   save_checkpoints_steps: int = settings.setting(1000, "Steps between checkpoints.",
                                                  check=settings.at_least(1))
   max_eval_examples: Optional[int] = settings.setting(
-      None, "Score only the first N questions of --predict_file (a budget for CPU runs).")
+      None, "Score only the first N questions of --predict_file (a budget for CPU runs).",
+      lower_bound=1)
   gpu: bool = settings.variant(plan.PlannerConfig, "gpu")
   mixed_precision_dtype: str = settings.setting(
       AUTO,

@@ -94,8 +94,12 @@ def test_train_without_records_says_to_preprocess(tmp_path):
     [("--max_steps=0", "train.py: flag --max_steps=0: 0 is not a positive integer"),
      ("--max_steps=-5", "train.py: flag --max_steps=-5: -5 is not a positive integer"),
      ("--num_train_epochs=0", "train.py: flag --num_train_epochs=0.0: --num_train_epochs must be "
-      "above 0")])
+      "above 0"),
+     ("--max_eval_examples=0", "train.py: flag --max_eval_examples=0: 0 is not a positive integer"),
+     ("--predict_batch_size=-2",
+      "train.py: flag --predict_batch_size=-2: -2 is not a positive integer")])
 def test_train_refuses_a_budget_of_no_steps(flag, line):
-  """A budget of no steps is one line before any work (not a default budget, not 1 step)."""
+  """A budget of no steps or no scoring is one line before any work (not a traceback after
+  training)."""
   returncode, output = run_with_env(["train.py", flag])
   assert returncode == 1 and line in output and "Traceback" not in output

@@ -22,6 +22,12 @@ from tests import testutil
         "train_batch_size": 0
     }, "--train_batch_size=0: expected a positive integer or 'auto'"),
     ({
+        "predict_batch_size": 0
+    }, "--predict_batch_size=0: must be at least 1"),
+    ({
+        "max_eval_examples": -1
+    }, "--max_eval_examples=-1: must be at least 1"),
+    ({
         "mixed_precision_dtype": "int8"
     }, "--mixed_precision_dtype=int8: expected one of auto, float32, float16, bfloat16"),
     ({
