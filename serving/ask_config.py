@@ -18,7 +18,7 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     context: the passage holding the answer, unless `context_file` (UTF-8) is given.
     context_file: a UTF-8 file holding the passage.
     n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
-      export's); serve_text ignores another value with a warning.
+      export's); another value than the export's is refused on the serve_text path.
     use_serve_features: answer through serve_features even when the export has serve_text.
     typed_flags: names of the fields whose flags were typed, or None (built in Python).
 

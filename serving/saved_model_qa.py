@@ -330,7 +330,8 @@ def answer_questions(config):
 
   Raises:
     errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.
-    errors.UsageError: a `config.context_file` that is not UTF-8.
+    errors.UsageError: a `config.context_file` that is not UTF-8, or an --n_best_size or
+      --max_answer_length other than serve_text's.
   """
   context = read_context_file(config.context_file) if config.context_file else config.context
   started = time.perf_counter()
@@ -345,9 +346,9 @@ def answer_questions(config):
     for name in ("n_best_size", "max_answer_length"):
       value = getattr(config, name)
       if config.given(name) and value != qa.config.get(name):
-        logging.warning(
-            "--%s=%s is ignored: serve_text was exported with %s (re-export, or use "
-            "--use_serve_features)", name, value, qa.config.get(name))
+        raise errors.UsageError(
+            f"--{name}={value}: serve_text was exported with {name}={qa.config.get(name)}, which "
+            f"it applies; add --use_serve_features, or re-export with --{name}={value}")
 
     def answer(question):
       return qa.answer(question, context)

@@ -337,3 +337,21 @@ def test_an_int8_export_gives_no_speed_warning_even_without_int8_dot_products(ca
     assert warn("bfloat16", cpuinfo=reduced.ZEN3, has_gpu=False)  # the same CPU, a slow export
   assert [r.getMessage().split(",")[0] for r in caplog.records
          ] == ["this SavedModel computes in bfloat16"]
+
+
+@pytest.mark.slow  # exports the model twice
+def test_ask_refuses_a_decoding_setting_serve_text_would_not_apply(exports):
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  asked = dict(export_dir=exports["float32_dir"], question=questions[0], context=contexts[0],
+               max_answer_length=1)
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.answer_questions(saved_model_qa.AskConfig(**asked))
+  assert str(error.value) == (
+      "--max_answer_length=1: serve_text was exported with max_answer_length=30, which it "
+      "applies; add --use_serve_features, or re-export with --max_answer_length=1")
+  # On the Python path the setting applies: a span of one token.
+  [(_, answer, _)
+  ] = saved_model_qa.answer_questions(saved_model_qa.AskConfig(**asked, use_serve_features=True))[0]
+  assert answer == exports["float32"].answer_with_serve_features(questions[0], contexts[0],
+                                                                 max_answer_length=1)
+  assert len(exports["float32"].tokenizer.tokenize([answer.text])[0].ids) == 1
