@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Optional
 
+from squad_qa import errors
 from squad_qa.flags import settings
 from squad_qa.model import model_files
 from squad_qa.postprocess import span_decoding
@@ -43,6 +44,9 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
     serving_precision: what the encoder computes in, a key of SERVING_POLICIES.
     typed_flags: names of the fields whose flags were typed, or None.
+
+  Raises:
+    errors.UsageError: --serve_text given with --serving_precision=int8 (no SavedModel to hold it).
   """
   export_dir: str = settings.setting("export", "Where the SavedModel is written.")
   doc_stride: Optional[int] = settings.variant(
@@ -72,3 +76,11 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       "install \"squad-qa[int8]\" where it is served); no SavedModel and no serve_text: ask.py "
       "and SavedModelQA tokenize and decode in Python.", choices=SERVING_POLICIES)
   typed_flags: Optional[tuple] = None
+
+  def check(self):
+    super().check()
+    if self.serving_precision == "int8" and self.serve_text and self.given("serve_text"):
+      raise errors.UsageError(
+          "--serve_text with --serving_precision=int8: an int8 export has no serve_text (LiteRT "
+          "has no tensorflow-text ops; ask.py and SavedModelQA tokenize and decode in Python); "
+          "drop --serve_text, or export float32 or bfloat16 for it")

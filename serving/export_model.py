@@ -245,8 +245,8 @@ def serving_config(config, saved_config):
       raise errors.UsageError(f"--doc_stride={config.doc_stride}: the window step must be a "
                               f"positive number of tokens (training used "
                               f"{featurization['doc_stride']})")
-    logging.info("serve_text steps windows by %d tokens (training's records: %d)",
-                 config.doc_stride, featurization["doc_stride"])
+    logging.info("serving steps windows by %d tokens (training's records: %d)", config.doc_stride,
+                 featurization["doc_stride"])
     featurization["doc_stride"] = config.doc_stride
   return dict(featurization, **decoding_config(config, saved_config))
 
