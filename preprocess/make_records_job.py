@@ -20,6 +20,8 @@ from absl import logging
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.base.wording import counted
 from squad_qa.preprocess import records
 from squad_qa.preprocess import records_config
@@ -257,6 +259,7 @@ def make_records(config):
       with other featurization flags (`_kept_splits`); nothing is written.
     squad_reader.SquadInputError: bad input (one line); nothing is written.
     OutputDirError: --output_dir cannot be made or written.
+    errors.FolderInUseError: another run is writing --output_dir; nothing is written.
     shard_writer.WorkerError: a worker failed; nothing is written.
     FileAccessError: reading an input or writing the output failed at the system level.
   """
@@ -274,7 +277,6 @@ def _make_records(config):
   wordpiece.check_casing(vocab, config.vocab_file, config.do_lower_case)
   inputs = _resolve_inputs(config)
   vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
-  kept = _kept_splits(config, inputs, vocab_sha256)
   output_dir = config.output_dir
   started = time.time()
   started_cpu = _cpu_seconds()
@@ -284,6 +286,27 @@ def _make_records(config):
                ", ".join(f"{s}: {counted(len(q.examples), 'question')}" for s, q in splits),
                time.time() - started)
   _prepare_output_dir(output_dir)
+  # One run at a time writes the folder: two would each commit, the last one's meta.json and
+  # shards silently replacing the other's.
+  with artifacts.folder_lock("output_dir", output_dir, commands.command("squad-qa-records")):
+    kept = _kept_splits(config, inputs, vocab_sha256)  # read under the lock: what stays is decided
+    meta, totals = _write_splits(config, splits, kept, len(vocab), vocab_sha256)
+  elapsed = time.time() - started
+  num_questions = sum(len(squad.examples) for _, squad in splits)
+  logging.info(
+      "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
+      "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
+      _cpu_seconds() - started_cpu,
+      ", ".join(f"{split}: {counted(totals[split].num_examples, 'question')} -> "
+                f"{counted(totals[split].num_features, 'window')}{_skipped_count(meta, split)}"
+                for split, _ in splits), records.META_FILE, output_dir)
+  return meta
+
+
+def _write_splits(config, splits, kept, vocab_size, vocab_sha256):
+  """Featurizes `splits` into temporary shards, then commits them and meta.json (with the `kept`
+  splits' entries) into config.output_dir; returns (meta, {split: featurization totals})."""
+  output_dir = config.output_dir
   shard_writer.remove_stale_temp_files(output_dir)
   new_shards = [
       records.shard_name(split, i, config.num_shards) for split, _ in splits
@@ -309,23 +332,14 @@ def _make_records(config):
           name: getattr(config, name) for name in FEATURIZATION_FIELDS
       },
       "vocab_sha256": vocab_sha256,
-      "vocab_size": len(vocab),  # token ids are below it
+      "vocab_size": vocab_size,  # token ids are below it
       "splits": {  # train first, as a run making both writes them
           split: made[split]
           for split in sorted(made, key=(records.TRAIN_SPLIT, records.EVAL_SPLIT).index)
       },
   }
   _commit(output_dir, new_shards, meta)
-  elapsed = time.time() - started
-  num_questions = sum(len(squad.examples) for _, squad in splits)
-  logging.info(
-      "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
-      "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
-      _cpu_seconds() - started_cpu,
-      ", ".join(f"{split}: {counted(totals[split].num_examples, 'question')} -> "
-                f"{counted(totals[split].num_features, 'window')}{_skipped_count(meta, split)}"
-                for split, _ in splits), records.META_FILE, output_dir)
-  return meta
+  return meta, totals
 
 
 def _skipped_count(meta, split):

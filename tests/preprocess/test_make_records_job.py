@@ -2,10 +2,12 @@
 
 import dataclasses
 import json
+import os
 
 import pytest
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import shard_writer
 from squad_qa.preprocess import squad_reader
@@ -101,6 +103,20 @@ def test_output_dir_in_the_way_is_one_line_with_the_fix(tmp_path, train_file):
       make_records_job.make_records(config(train_file=train_file, output_dir=output_dir))
     assert str(raised.value).startswith(f"--output_dir={output_dir}: cannot make that folder (")
     assert "pass a folder you can write to" in str(raised.value)
+
+
+def test_an_output_dir_another_run_is_writing_is_refused_and_left_as_it_was(tmp_path, train_file):
+  output_dir = tmp_path / "records"
+  make_records_job.make_records(config(train_file=train_file, output_dir=str(output_dir)))
+  before = {path.name: path.read_bytes() for path in output_dir.iterdir()}
+  with artifacts.folder_lock("output_dir", str(output_dir), "python preprocess/make_records.py"):
+    with pytest.raises(errors.FolderInUseError) as raised:
+      make_records_job.make_records(
+          config(train_file=train_file, output_dir=str(output_dir), doc_stride=8))
+  assert str(raised.value) == (
+      f"--output_dir={output_dir} is in use by python preprocess/make_records.py (pid "
+      f"{os.getpid()}); wait for it to finish or pass another --output_dir")
+  assert {path.name: path.read_bytes() for path in output_dir.iterdir()} == before
 
 
 def test_unwritable_output_dir_is_one_line_with_the_fix(tmp_path, train_file, monkeypatch):
