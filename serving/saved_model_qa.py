@@ -322,6 +322,18 @@ def answer_line(answer, seconds):
   return f"A: no answer (the null answer won, score {answer.score:.2f}; {took})"
 
 
+def _warn_if_truncated(qa, question):
+  """Logs a warning when `question` has more WordPiece tokens than the export reads (its
+  max_query_length): the windows hold only the first ones, as in training's records."""
+  limit = qa.config["max_query_length"]
+  if len(question) <= limit:  # a token holds at least one character
+    return
+  tokens = len(qa.tokenizer.tokenize([question])[0].ids)
+  if tokens > limit:
+    logging.warning("question %r has %d tokens; the export reads the first %d (max_query_length)",
+                    question if len(question) <= 60 else question[:57] + "...", tokens, limit)
+
+
 def answer_questions(config):
   """ask.py's job: (answers, load_seconds) for `config` (an AskConfig).
 
@@ -355,6 +367,7 @@ def answer_questions(config):
 
   answers = []
   for question in config.question:
+    _warn_if_truncated(qa, question)
     started = time.perf_counter()
     result = answer(question)
     answers.append((question, result, time.perf_counter() - started))

@@ -355,3 +355,23 @@ def test_ask_refuses_a_decoding_setting_serve_text_would_not_apply(exports):
   assert answer == exports["float32"].answer_with_serve_features(questions[0], contexts[0],
                                                                  max_answer_length=1)
   assert len(exports["float32"].tokenizer.tokenize([answer.text])[0].ids) == 1
+
+
+@pytest.mark.slow  # exports the model twice
+def test_ask_warns_that_a_question_past_max_query_length_is_cut(exports, monkeypatch):
+  warned = []
+  monkeypatch.setattr(saved_model_qa.logging, "warning",
+                      lambda *args: warned.append(args[0] % args[1:]))
+  long_question = "please tell me, " * 30 + "who won?"  # 123 tokens
+  context = "The Broncos won the game in Santa Clara."
+  for precision in ("float32", "int8"):
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=exports[precision + "_dir"],
+                                 question=(long_question, "Who won?"), context=context))
+  assert warned == [
+      "question 'please tell me, please tell me, please tell me, please te...' has 123 tokens; "
+      f"the export reads the first {exports['float32'].config['max_query_length']} "
+      "(max_query_length)"
+  ] * 2
+  assert exports["int8"].config["max_query_length"] == exports["float32"].config[
+      "max_query_length"] == 32
