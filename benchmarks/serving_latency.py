@@ -146,6 +146,8 @@ WARMUP_CALLS = 3
 # for a while (measured after 2 calls at ~1,000 characters: the peer's OpenMP threads 5-7 ms of CPU
 # in the next 50 ms, ours' XNNPACK threads 1-4 ms), which slowed the other side's first call of a
 # turn by up to 5 ms. A server runs one runtime; the pause keeps each side off the other's spin.
+# Not longer: idleness slows our int8 call more than the peer's (docs/benchmarks.md "A pause
+# between turns" gives both).
 SETTLE_SECONDS = 0.01
 
 

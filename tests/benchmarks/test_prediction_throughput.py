@@ -1,9 +1,12 @@
 """benchmarks/prediction_throughput.py: a --model_dir without a trained model is refused in one
 line."""
 
+import pytest
+
 from tests import testutil
 
 
+@pytest.mark.slow  # starts the command
 def test_a_model_dir_without_a_trained_model_is_refused(tmp_path):
   records = testutil.make_train_records(tmp_path, 4, dev_questions=4)
   (tmp_path / "model").mkdir()
