@@ -11,6 +11,7 @@ folder's output would delete records the user did not ask to remake.
 """
 
 import collections
+import contextlib
 import json
 import os
 import resource
@@ -285,12 +286,19 @@ def _make_records(config):
   logging.info("read %s in %.1f s",
                ", ".join(f"{s}: {counted(len(q.examples), 'question')}" for s, q in splits),
                time.time() - started)
+  made_output_dir = not os.path.isdir(output_dir)
   _prepare_output_dir(output_dir)
-  # One run at a time writes the folder: two would each commit, the last one's meta.json and
-  # shards silently replacing the other's.
-  with artifacts.folder_lock("output_dir", output_dir, commands.command("squad-qa-records")):
-    kept = _kept_splits(config, inputs, vocab_sha256)  # read under the lock: what stays is decided
-    meta, totals = _write_splits(config, splits, kept, len(vocab), vocab_sha256)
+  try:
+    # One run at a time writes the folder: two would each commit, the last one's meta.json and
+    # shards silently replacing the other's.
+    with artifacts.folder_lock("output_dir", output_dir, commands.command("squad-qa-records")):
+      kept = _kept_splits(config, inputs, vocab_sha256)  # under the lock: what stays is decided
+      meta, totals = _write_splits(config, splits, kept, len(vocab), vocab_sha256)
+  except BaseException:  # refused, failed or interrupted: a folder this run made goes if empty
+    if made_output_dir:
+      with contextlib.suppress(OSError):  # not empty: another run is writing into it
+        os.rmdir(output_dir)
+    raise
   elapsed = time.time() - started
   num_questions = sum(len(squad.examples) for _, squad in splits)
   logging.info(
