@@ -166,6 +166,8 @@ def check_version_2(config, recorded, source):
   """Refuses --version_2_with_negative for a model trained on SQuAD 1.1 records (its qa_config.json
   says version_2_with_negative=false, train.py's flag or its records'): it never learned the null
   answer. A model without a qa_config.json (an outside --init_checkpoint) is served as asked.
+  Refuses --null_score_diff_threshold for an export that would answer as SQuAD 1.1 (every question
+  gets a span), where it would go unused.
 
   Args:
     config: the ExportConfig.
@@ -173,7 +175,7 @@ def check_version_2(config, recorded, source):
     source: the flag naming the model, e.g. "--model_dir=model_out".
 
   Raises:
-    errors.UsageError: the flag is given for such a model (one line with the fix).
+    errors.UsageError: a flag is given for such a model (one line with the fix).
   """
   if config.version_2_with_negative and recorded.get("version_2_with_negative") is False:
     raise errors.UsageError(
@@ -181,6 +183,13 @@ def check_version_2(config, recorded, source):
         f"{artifacts.QA_CONFIG_FILE}: version_2_with_negative=false) and never learned to answer "
         f"nothing; drop the flag, or export a model trained on records made with "
         f"`{commands.command('squad-qa-records')} --version_2_with_negative`")
+  if (config.given("null_score_diff_threshold") and not config.version_2_with_negative and
+      not recorded.get("version_2_with_negative")):
+    trained = ("was trained on SQuAD 1.1 records" if "version_2_with_negative" in recorded else
+               "is served as SQuAD 1.1 without --version_2_with_negative")
+    raise errors.UsageError(
+        f"--null_score_diff_threshold={config.null_score_diff_threshold}: {source} {trained}: "
+        f"every question gets a span, and no null answer is weighed; drop the flag")
 
 
 def setting_sources(config, served, recorded):

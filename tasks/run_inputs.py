@@ -36,12 +36,7 @@ def bert_config_and_meta(config):
         f"--do_lower_case={str(config.do_lower_case).lower()}: the records in "
         f"{config.records_dir} were made with do_lower_case={str(made_lower_case).lower()}, and "
         f"training tokenizes as they were made; drop the flag, or make the records again with it")
-  made_version_2 = meta["flags"].get("version_2_with_negative", False)
-  if config.version_2_with_negative is False and made_version_2:
-    raise errors.UsageError(
-        f"--noversion_2_with_negative: the records in {config.records_dir} were made with "
-        f"version_2_with_negative=true (SQuAD 2.0), and the records decide; drop the flag, or "
-        f"make the records again from a SQuAD 1.1 file")
+  check_squad_version(config, meta)
   config_file, vocab_file = checkpoints.resolve_model_files(config.init_checkpoint,
                                                             config.bert_config_file,
                                                             config.vocab_file)
@@ -119,3 +114,30 @@ def check_predict_file(predict_file, meta, records_dir, typed=True):
     raise errors.UsageError(f"--predict_file={predict_file} is not the file the eval records were "
                             f"made from ({made_from}); pass that file or make the records again "
                             f"with {remake}")
+
+
+def check_squad_version(config, meta):
+  """Refuses SQuAD version flags the records (`meta`, meta.json as a dict) contradict: the records
+  decide the version, and SQuAD 1.1 records hold no unanswerable question, so a model trained on
+  them never learns the null answer and its threshold would go unused.
+
+  Raises:
+    errors.UsageError: --noversion_2_with_negative on SQuAD 2.0 records, or
+      --version_2_with_negative / --null_score_diff_threshold on SQuAD 1.1 records.
+  """
+  if meta["flags"].get("version_2_with_negative", False):
+    if config.version_2_with_negative is False:
+      raise errors.UsageError(
+          f"--noversion_2_with_negative: the records in {config.records_dir} were made with "
+          f"version_2_with_negative=true (SQuAD 2.0), and the records decide; drop the flag, or "
+          f"make the records again from a SQuAD 1.1 file")
+    return
+  typed = ("--version_2_with_negative" if config.version_2_with_negative else
+           f"--null_score_diff_threshold={config.null_score_diff_threshold}"
+           if config.given("null_score_diff_threshold") else None)
+  if typed:
+    raise errors.UsageError(
+        f"{typed}: the records in {config.records_dir} were made with "
+        f"version_2_with_negative=false (SQuAD 1.1: no question without an answer, no null answer "
+        f"to weigh); drop the flag, or make the records with "
+        f"`{commands.command('squad-qa-records')} --version_2_with_negative` from a SQuAD 2.0 file")

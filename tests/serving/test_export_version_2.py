@@ -2,6 +2,7 @@
 model trained on SQuAD 1.1 records (its qa_config.json says version_2_with_negative=false), as
 train.py refuses --noversion_2_with_negative on SQuAD 2.0 records."""
 
+import dataclasses
 import os
 
 import pytest
@@ -53,6 +54,30 @@ def test_null_answers_are_served_when_the_run_learned_them_or_records_nothing(gi
   config = export_model.ExportConfig(export_dir="export", version_2_with_negative=given)
   assert export_model.check_version_2(config, recorded, "--model_dir=model_out") is None
   assert export_model.decoding_config(config, recorded)["version_2_with_negative"] is given
+
+
+@pytest.mark.parametrize("recorded, trained", [
+    ({
+        "version_2_with_negative": False
+    }, "was trained on SQuAD 1.1 records"),
+    ({}, "is served as SQuAD 1.1 without --version_2_with_negative"),
+])
+def test_a_threshold_for_answers_as_squad_1_1_is_refused(recorded, trained):
+  config = export_model.ExportConfig(export_dir="export", null_score_diff_threshold=-2.0,
+                                     typed_flags=("null_score_diff_threshold",))
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.check_version_2(config, recorded, "--model_dir=model_out")
+  assert str(
+      raised.value) == (f"--null_score_diff_threshold=-2.0: --model_dir=model_out {trained}: "
+                        f"every question gets a span, and no null answer is weighed; drop "
+                        f"the flag")
+  untyped = dataclasses.replace(config, typed_flags=())
+  assert export_model.check_version_2(untyped, recorded, "--model_dir=model_out") is None
+  if not recorded:  # an outside checkpoint served as SQuAD 2.0 weighs the null answer
+    served_2 = dataclasses.replace(config, version_2_with_negative=True)
+    assert export_model.check_version_2(served_2, recorded, "--model_dir=model_out") is None
+  assert export_model.check_version_2(config, {"version_2_with_negative": True},
+                                      "--model_dir=model_out") is None
 
 
 @pytest.mark.slow

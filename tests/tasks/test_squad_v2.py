@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import make_records_job
@@ -120,6 +121,29 @@ def test_the_records_decide_the_version_for_training(tmp_path, v2_file):
   for given in (None, True):  # unset, or as the records
     config = train_config.TrainConfig(version_2_with_negative=given, **settings)
     assert run_inputs.bert_config_and_meta(config)[2]["flags"]["version_2_with_negative"]
+
+
+def test_squad_1_1_records_refuse_the_null_answer_flags(tmp_path):
+  records_dir = testutil.make_train_records(tmp_path, 3)
+  settings = dict(records_dir=records_dir, model_dir=str(tmp_path / "model"), do_predict=False,
+                  bert_config_file=testutil.write_tiny_config(tmp_path / "bert_config.json"))
+  reason = (
+      f"the records in {records_dir} were made with version_2_with_negative=false (SQuAD "
+      f"1.1: no question without an answer, no null answer to weigh); drop the flag, or make "
+      f"the records with `{commands.command('squad-qa-records')} --version_2_with_negative` from "
+      f"a SQuAD 2.0 file")
+  for given, typed in (({
+      "version_2_with_negative": True
+  }, "--version_2_with_negative"), ({
+      "null_score_diff_threshold": -1.5,
+      "typed_flags": ("null_score_diff_threshold",)
+  }, "--null_score_diff_threshold=-1.5")):
+    with pytest.raises(errors.UsageError) as error:
+      run_inputs.bert_config_and_meta(train_config.TrainConfig(**given, **settings))
+    assert str(error.value) == f"{typed}: {reason}"
+  for given in ({}, {"version_2_with_negative": False}, {"typed_flags": ("model_dir",)}):
+    config = train_config.TrainConfig(**given, **settings)
+    assert not run_inputs.bert_config_and_meta(config)[2]["flags"]["version_2_with_negative"]
 
 
 @pytest.mark.parametrize("split", ["train", "eval"])
