@@ -165,7 +165,7 @@ def folder_lock(flag, folder, holder, beside=False):
     attempts += 1
     try:
       lock_folder = os.path.dirname(os.path.abspath(path))
-      made.update(_missing_folders(lock_folder))
+      made.update(missing_folders(lock_folder))
       os.makedirs(lock_folder, exist_ok=True)
       fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except FileExistsError:  # a file where a folder of the path should be
@@ -207,8 +207,8 @@ def folder_lock(flag, folder, holder, beside=False):
         break
 
 
-def _missing_folders(folder):
-  """`folder` (absolute) and those of its parents that do not exist."""
+def missing_folders(folder):
+  """`folder` (absolute) and those of its parents that do not exist, deepest first."""
   missing = []
   while not os.path.lexists(folder) and os.path.dirname(folder) != folder:
     missing.append(folder)

@@ -11,7 +11,6 @@ folder's output would delete records the user did not ask to remake.
 """
 
 import collections
-import contextlib
 import json
 import os
 import resource
@@ -286,7 +285,7 @@ def _make_records(config):
   logging.info("read %s in %.1f s",
                ", ".join(f"{s}: {counted(len(q.examples), 'question')}" for s, q in splits),
                time.time() - started)
-  made_output_dir = not os.path.isdir(output_dir)
+  made = artifacts.missing_folders(os.path.abspath(output_dir))  # deepest first
   _prepare_output_dir(output_dir)
   try:
     # One run at a time writes the folder: two would each commit, the last one's meta.json and
@@ -294,10 +293,12 @@ def _make_records(config):
     with artifacts.folder_lock("output_dir", output_dir, commands.command("squad-qa-records")):
       kept = _kept_splits(config, inputs, vocab_sha256)  # under the lock: what stays is decided
       meta, totals = _write_splits(config, splits, kept, len(vocab), vocab_sha256)
-  except BaseException:  # refused, failed or interrupted: a folder this run made goes if empty
-    if made_output_dir:
-      with contextlib.suppress(OSError):  # not empty: another run is writing into it
-        os.rmdir(output_dir)
+  except BaseException:  # refused, failed or interrupted: the folders this run made go if empty
+    for folder in made:
+      try:
+        os.rmdir(folder)
+      except OSError:  # not empty: another run is writing into it
+        break
     raise
   elapsed = time.time() - started
   num_questions = sum(len(squad.examples) for _, squad in splits)

@@ -119,6 +119,21 @@ def test_an_output_dir_another_run_is_writing_is_refused_and_left_as_it_was(tmp_
   assert {path.name: path.read_bytes() for path in output_dir.iterdir()} == before
 
 
+def test_an_interrupted_run_removes_the_folders_it_made(tmp_path, train_file, monkeypatch):
+  (tmp_path / "kept").mkdir()
+  (tmp_path / "kept" / "other.txt").write_text("not the run's")
+
+  def interrupted(*args):
+    assert (tmp_path / "kept" / "new" / "records").is_dir()  # made, and locked
+    raise KeyboardInterrupt
+
+  monkeypatch.setattr(make_records_job, "_write_splits", interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    make_records_job.make_records(
+        config(train_file=train_file, output_dir=str(tmp_path / "kept" / "new" / "records")))
+  assert os.listdir(tmp_path / "kept") == ["other.txt"]  # "new" and "new/records" are gone
+
+
 def test_unwritable_output_dir_is_one_line_with_the_fix(tmp_path, train_file, monkeypatch):
   monkeypatch.setattr(make_records_job.os, "access", lambda path, mode: False)
   with pytest.raises(make_records_job.OutputDirError) as raised:
