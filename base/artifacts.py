@@ -73,7 +73,8 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
     model_dir: the training run's folder.
     bert_config_file: path of the encoder's config (stored absolute).
     bert_config: its `model.bert_config.BertConfig`.
-    records_meta: the records' meta.json (its "flags", "vocab_sha256", "vocab_size").
+    records_meta: the records' meta.json (its "flags", "vocab_sha256", "vocab_size", and the train
+      split's "input_file" and "input_sha256", recorded as train_file and train_file_sha256).
     decoding: {name: value} of the `DecodingSettings` export.py serves by default.
     recorded: where the --model_dir started (`tasks.model_dir.Start.recorded`), or None.
   """
@@ -90,9 +91,20 @@ def write_qa_config(model_dir, bert_config_file, bert_config, records_meta, deco
           **{
               k: flags[k] for k in FEATURIZATION_KEYS
           },
+          **_train_file(records_meta),
           **decoding,
           **(recorded or {})
       })
+
+
+def _train_file(records_meta):
+  """{"train_file": path, "train_file_sha256": hex} of the SQuAD file the train records were made
+  from ({} for records without a train split)."""
+  train = records_meta.get("splits", {}).get("train")
+  return {
+      "train_file": train["input_file"],
+      "train_file_sha256": train["input_sha256"]
+  } if train else {}
 
 
 def read_qa_config(folder):

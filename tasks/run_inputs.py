@@ -3,6 +3,8 @@ against them and against the --model_dir, and the dev file it will score against
 
 import os
 
+from absl import logging
+
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import commands
@@ -68,7 +70,27 @@ def bert_config_and_meta(config):
         f"(SHA-256 {meta['vocab_sha256'][:12]}…) but --model_dir={config.model_dir} was trained "
         f"with {trained['vocab_file']} (SHA-256 {trained['vocab_sha256'][:12]}…); make the records "
         f"with that vocab, or pass a new --model_dir")
+  if config.do_train:
+    _warn_if_other_records(config, meta, trained)
   return bert_config, config_file, meta
+
+
+def _warn_if_other_records(config, meta, trained):
+  """Logs one warning when --records_dir holds records made otherwise, or from another train file,
+  than those the --model_dir's qa_config.json (`trained`) says it trained on: a resume goes on with
+  the new ones (a moved folder of the same records passes)."""
+  changed = [
+      f"{key} {trained[key]} -> {meta['flags'][key]}" for key in artifacts.FEATURIZATION_KEYS
+      if key in trained and trained[key] != meta["flags"][key]
+  ]
+  train = meta["splits"].get(records.TRAIN_SPLIT, {})
+  if "train_file_sha256" in trained and trained["train_file_sha256"] != train.get("input_sha256"):
+    changed.append(f"train file {trained['train_file']} -> {train.get('input_file')}"
+                   f"{'' if trained['train_file'] != train.get('input_file') else ' (changed)'}")
+  if changed:
+    logging.warning(
+        "--records_dir=%s holds other records than --model_dir=%s trained on (%s): training goes "
+        "on with them", config.records_dir, config.model_dir, "; ".join(changed))
 
 
 def default_predict_file(meta):

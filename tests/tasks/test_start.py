@@ -416,3 +416,36 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
       export.main(["export.py"])
   assert sorted(os.listdir(tmp_path / "model_out")) == kept and "qa_config.json" in kept
   assert not os.path.exists(tmp_path / "model_out.tmp-export")
+
+
+def test_a_resume_on_other_records_warns_once_and_goes_on(tmp_path, caplog):
+  """A moved folder of the same records resumes without a word; records made otherwise, or from
+  another train file, are named in one warning."""
+  from squad_qa.tasks import run_inputs  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
+  (tmp_path / "a").mkdir()
+  (tmp_path / "b").mkdir()
+  made = testutil.make_train_records(tmp_path / "a", 3, lengths=(64, 32, 16))
+  other = testutil.make_train_records(tmp_path / "b", 4, lengths=(128, 32, 16))
+  moved = shutil.copytree(made, tmp_path / "moved")
+  config_file = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  artifacts.write_qa_config(str(model_dir), config_file, tiny_config(),
+                            artifacts.read_json(os.path.join(made, "meta.json")), {})
+
+  def warnings(records_dir):
+    caplog.clear()
+    with caplog.at_level(std_logging.WARNING, logger="absl"):
+      run_inputs.bert_config_and_meta(
+          train_config.TrainConfig(records_dir=str(records_dir), model_dir=str(model_dir),
+                                   bert_config_file=config_file, do_predict=False))
+    return [r.getMessage() for r in caplog.records if r.levelno >= std_logging.WARNING]
+
+  assert warnings(moved) == []
+  train_file = str(tmp_path / "a" / "train.json")
+  assert warnings(other) == [
+      f"--records_dir={other} holds other records than --model_dir={model_dir} trained on "
+      f"(max_seq_length 64 -> 128; train file {train_file} -> {tmp_path / 'b' / 'train.json'}): "
+      f"training goes on with them"
+  ]
