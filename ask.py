@@ -25,9 +25,11 @@ def main(argv):
   """Prints each answer of the flags' questions with its score and time, then a summary line."""
   del argv
   config = command_line.config_from_flags(ask_config.AskConfig)
-  # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
+  context = ask_config.passage(config)
+  # Imported after the flags parse and the passage is read, so --help, flag errors and a bad
+  # --context_file do not wait for TensorFlow.
   from squad_qa.serving import saved_model_qa  # pylint: disable=g-import-not-at-top
-  answers, load_seconds = saved_model_qa.answer_questions(config)
+  answers, load_seconds = saved_model_qa.answer_questions(config, context)
   for question, answer, seconds in answers:
     print(f"Q: {question}")
     print(saved_model_qa.answer_line(answer, seconds))

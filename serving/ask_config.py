@@ -1,6 +1,7 @@
 """ask.py's settings as one frozen config, without TensorFlow (its flags parse first)."""
 
 import dataclasses
+import os
 from typing import Optional, Tuple
 
 from squad_qa import errors
@@ -17,8 +18,9 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     question: the questions, a tuple of str (a str is one question).
     context: the passage holding the answer, unless `context_file` (UTF-8) is given.
     context_file: a UTF-8 file holding the passage.
-    n_best_size, max_answer_length: decoding settings of the serve_features path (None: the
-      export's); another value than the export's is refused on the serve_text path.
+    n_best_size, max_answer_length, null_score_diff_threshold: decoding settings of the
+      serve_features path (None: the export's); another value than the export's is refused on the
+      serve_text path, and a threshold for an export that answers as SQuAD 1.1.
     use_serve_features: answer through serve_features even when the export has serve_text.
     typed_flags: names of the fields whose flags were typed, or None (built in Python).
 
@@ -32,6 +34,11 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
   context: Optional[str] = settings.setting(None, "The passage holding the answer.")
   context_file: Optional[str] = settings.setting(None,
                                                  "Read the passage from this UTF-8 file instead.")
+  null_score_diff_threshold: Optional[float] = settings.setting(
+      None, "SQuAD 2.0 exports: answer \"no answer\" when the null score beats the best span by "
+      "more than this many logits (unset: the export's, as its evaluation's best_f1_thresh "
+      "suggests).",
+      check=lambda name, value: span_decoding.check_decoding_settings(**{name: value}))
   use_serve_features: bool = settings.setting(
       False, "Tokenize and window in Python and call the serve_features signature instead of the "
       "raw-text serving_default (automatic for SavedModels without serve_text).")
@@ -49,3 +56,34 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     if self.context is not None and not self.context.strip():
       raise errors.UsageError(f"--context={self.context!r} is empty: there is no passage to "
                               f"answer from; give its text")
+
+
+def passage(config):
+  """The passage `config` (an AskConfig) names: --context, or --context_file's text (read before
+  TensorFlow loads, so a bad file is reported at once)."""
+  return read_context_file(config.context_file) if config.context_file else config.context
+
+
+def read_context_file(path):
+  """The text of a UTF-8 file (a leading byte-order mark is not part of it, so it shifts no
+  character offset).
+
+  Raises:
+    errors.MissingFileError: no file at `path`.
+    errors.UsageError: `path` is a folder, or the file is not UTF-8 (one line naming the byte and
+      the fix), or holds only white space.
+  """
+  if os.path.isdir(path):
+    raise errors.UsageError(f"--context_file={path} is a folder; pass the file holding the passage")
+  if not os.path.isfile(path):
+    raise errors.MissingFileError(f"--context_file={path}: no such file")
+  try:
+    with open(path, encoding="utf-8-sig") as f:
+      text = f.read()
+  except UnicodeDecodeError as e:
+    raise errors.UsageError(f"--context_file={path}: not UTF-8 text (byte {e.start}: "
+                            f"{e.reason}); save it as UTF-8") from None
+  if not text.strip():
+    raise errors.UsageError(f"--context_file={path} is empty: there is no passage to answer from; "
+                            f"write the passage into it")
+  return text

@@ -38,8 +38,9 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
     do_lower_case: the casing of an `init_checkpoint` that records none.
     doc_stride: serve_text's window step in tokens; not given: the trained one.
     n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text.
-    version_2_with_negative: SQuAD 2.0 null answers (also on when the run's qa_config.json says so;
-      refused when it says the run trained on SQuAD 1.1 records).
+    version_2_with_negative: SQuAD 2.0 null answers; not given: as the run's qa_config.json says
+      (refused when it says the run trained on SQuAD 1.1 records; false serves a SQuAD 2.0 run
+      always answering with a span).
     null_score_diff_threshold: SQuAD 2.0 threshold (logits); not given: the run's, else 0.0.
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
     serving_precision: what the encoder computes in, a key of SERVING_POLICIES.

@@ -145,10 +145,19 @@ def write_int8_export(model, vocab_file, qa_config, export_dir):
       commands.command("squad-qa-ask"), needs)
 
 
+def served_version_2(config, saved_config):
+  """Whether the export answers as SQuAD 2.0: --[no]version_2_with_negative when typed, else the
+  run's qa_config.json (`saved_config`; False without one). A SQuAD 2.0 run served with
+  --noversion_2_with_negative always answers with a span."""
+  if config.given("version_2_with_negative"):
+    return bool(config.version_2_with_negative)
+  return bool(saved_config.get("version_2_with_negative"))
+
+
 def decoding_config(config, saved_config):
-  """The decoding settings to bake in: `config`'s, SQuAD 2.0 also switched on and its threshold
-  taken from the run's qa_config.json unless given."""
-  version_2 = bool(config.version_2_with_negative or saved_config.get("version_2_with_negative"))
+  """The decoding settings to bake in: `config`'s, the version (`served_version_2`) and the other
+  settings taken from the run's qa_config.json unless given."""
+  version_2 = served_version_2(config, saved_config)
   settings = {}
   for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
     use_saved = not config.given(name) and name in saved_config
@@ -183,9 +192,10 @@ def check_version_2(config, recorded, source):
         f"{artifacts.QA_CONFIG_FILE}: version_2_with_negative=false) and never learned to answer "
         f"nothing; drop the flag, or export a model trained on records made with "
         f"`{commands.command('squad-qa-records')} --version_2_with_negative`")
-  if (config.given("null_score_diff_threshold") and not config.version_2_with_negative and
-      not recorded.get("version_2_with_negative")):
-    trained = ("was trained on SQuAD 1.1 records" if "version_2_with_negative" in recorded else
+  if config.given("null_score_diff_threshold") and not served_version_2(config, recorded):
+    trained = ("is served as SQuAD 1.1 (--noversion_2_with_negative)"
+               if config.given("version_2_with_negative") else
+               "was trained on SQuAD 1.1 records" if "version_2_with_negative" in recorded else
                "is served as SQuAD 1.1 without --version_2_with_negative")
     raise errors.UsageError(
         f"--null_score_diff_threshold={config.null_score_diff_threshold}: {source} {trained}: "

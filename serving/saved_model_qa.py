@@ -21,6 +21,7 @@ from squad_qa.model import checkpoints
 from squad_qa.model import precision
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
+from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import ask_config
 from squad_qa.serving import features_model
@@ -65,8 +66,15 @@ def _no_export(export_dir):
     return (f"--export_dir={export_dir} is a --model_dir of {commands.command('squad-qa-train')}, "
             f"not an export; export it with `{commands.command('squad-qa-export')} "
             f"--model_dir={export_dir} --export_dir=<a new folder>`")
+  if os.path.exists(os.path.join(export_dir, records.META_FILE)):
+    return (f"--export_dir={export_dir} holds records of {commands.command('squad-qa-records')}, "
+            f"not an export; train on them, then export into a new folder with "
+            f"`{commands.command('squad-qa-export')} --export_dir=<a new folder>`")
+  # export.py refuses a folder holding other files: name one it can write.
+  target = export_dir if not os.path.isdir(export_dir) or not os.listdir(export_dir) else (
+      "<a new folder>")
   return (f"--export_dir={export_dir}: no SavedModel there; make one with "
-          f"`{commands.command('squad-qa-export')} --export_dir={export_dir}`")
+          f"`{commands.command('squad-qa-export')} --export_dir={target}`")
 
 
 class DamagedExportError(errors.UserError, IOError):
@@ -207,10 +215,11 @@ class SavedModelQA:
     return start_logits, end_logits
 
   def answers_with_serve_features(self, questions, contexts, n_best_size=None,
-                                  max_answer_length=None):
+                                  max_answer_length=None, null_score_diff_threshold=None):
     """A list of span_decoding.Answer through Python tokenization, the features model and Python
     decoding: the path without tensorflow-text ops, for int8, and serve_text's reference (windows
-    `window_batch_size` at a time, cut to the longest; defaults and the null rule the export's).
+    `window_batch_size` at a time, cut to the longest; the settings left None and the null rule
+    the export's).
 
     Raises:
       errors.UsageError: a question has no token.
@@ -219,18 +228,21 @@ class SavedModelQA:
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
-                       max_answer_length)
+                       max_answer_length, null_score_diff_threshold)
 
   def decode(self, contexts, per_question, start_logits, end_logits, n_best_size=None,
-             max_answer_length=None):
+             max_answer_length=None, null_score_diff_threshold=None):
     """One span_decoding.Answer per context from window logits.
 
     Args:
       contexts: the questions' contexts (str).
       per_question: for each question, its list of Feature.
       start_logits, end_logits: float32 [windows, max_seq_length], all questions' windows in order.
-      n_best_size, max_answer_length: as `answers_with_serve_features`.
+      n_best_size, max_answer_length, null_score_diff_threshold: as
+        `answers_with_serve_features`.
     """
+    if null_score_diff_threshold is None:
+      null_score_diff_threshold = self.config.get("null_score_diff_threshold", 0.0)
     n_best_size = n_best_size or self.config.get("n_best_size",
                                                  span_decoding.SpanLimits.n_best_size)
     max_answer_length = max_answer_length or self.config.get(
@@ -248,7 +260,7 @@ class SavedModelQA:
       # A SQuAD 2.0 export's null rule, as serve_text applies it.
       result.append(
           span_decoding.answer_as_served(answer, self.config.get("version_2_with_negative", False),
-                                         self.config.get("null_score_diff_threshold", 0.0)))
+                                         null_score_diff_threshold))
     return result
 
   def window_logits(self, features):
@@ -274,39 +286,15 @@ class SavedModelQA:
       end_logits[rows, :width] = end
     return start_logits, end_logits
 
-  def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None):
+  def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None,
+                                 null_score_diff_threshold=None):
     """One question through `answers_with_serve_features` (an Answer)."""
-    return self.answers_with_serve_features([question], [context], n_best_size,
-                                            max_answer_length)[0]
+    return self.answers_with_serve_features([question], [context], n_best_size, max_answer_length,
+                                            null_score_diff_threshold)[0]
 
 
 # ask.py's config (its own module loads without TensorFlow, so the flags parse first).
 AskConfig = ask_config.AskConfig
-
-
-def read_context_file(path):
-  """The text of a UTF-8 file (a leading byte-order mark is not part of it, so it shifts no
-  character offset).
-
-  Raises:
-    errors.MissingFileError: no file at `path`.
-    errors.UsageError: `path` is a folder, or the file is not UTF-8 (one line naming the byte and
-      the fix), or holds only white space.
-  """
-  if os.path.isdir(path):
-    raise errors.UsageError(f"--context_file={path} is a folder; pass the file holding the passage")
-  if not os.path.isfile(path):
-    raise errors.MissingFileError(f"--context_file={path}: no such file")
-  try:
-    with open(path, encoding="utf-8-sig") as f:
-      text = f.read()
-  except UnicodeDecodeError as e:
-    raise errors.UsageError(f"--context_file={path}: not UTF-8 text (byte {e.start}: "
-                            f"{e.reason}); save it as UTF-8") from None
-  if not text.strip():
-    raise errors.UsageError(f"--context_file={path} is empty: there is no passage to answer from; "
-                            f"write the passage into it")
-  return text
 
 
 def answer_line(answer, seconds):
@@ -334,28 +322,39 @@ def _warn_if_truncated(qa, question):
                     question if len(question) <= 60 else question[:57] + "...", tokens, limit)
 
 
-def answer_questions(config):
+def answer_questions(config, context=None):
   """ask.py's job: (answers, load_seconds) for `config` (an AskConfig).
 
   `answers`: [(question, span_decoding.Answer, seconds of its call)] in order, through serve_text
   unless `config.use_serve_features` or the export has none.
 
+  Args:
+    config: an AskConfig.
+    context: its passage (str), when already read (None: `ask_config.passage(config)`).
+
   Raises:
     errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.
-    errors.UsageError: a `config.context_file` that is not UTF-8, or an --n_best_size or
-      --max_answer_length other than serve_text's.
+    errors.UsageError: a `config.context_file` that is not UTF-8, an --n_best_size,
+      --max_answer_length or --null_score_diff_threshold other than serve_text's, or a threshold
+      for an export that answers as SQuAD 1.1.
   """
-  context = read_context_file(config.context_file) if config.context_file else config.context
+  context = ask_config.passage(config) if context is None else context
   started = time.perf_counter()
   qa = SavedModelQA(config.export_dir)
   load_seconds = time.perf_counter() - started
+  threshold = config.null_score_diff_threshold
+  if threshold is not None and not qa.config.get("version_2_with_negative"):
+    raise errors.UsageError(
+        f"--null_score_diff_threshold={threshold}: {config.export_dir} answers as SQuAD 1.1 "
+        f"(version_2_with_negative=false): every question gets a span, and no null answer is "
+        f"weighed; drop the flag")
   if config.use_serve_features or not qa.has_serve_text:
 
     def answer(question):
       return qa.answer_with_serve_features(question, context, config.n_best_size,
-                                           config.max_answer_length)
+                                           config.max_answer_length, threshold)
   else:
-    for name in ("n_best_size", "max_answer_length"):
+    for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
       value = getattr(config, name)
       if config.given(name) and value != qa.config.get(name):
         raise errors.UsageError(

@@ -74,10 +74,31 @@ def test_a_threshold_for_answers_as_squad_1_1_is_refused(recorded, trained):
   untyped = dataclasses.replace(config, typed_flags=())
   assert export_model.check_version_2(untyped, recorded, "--model_dir=model_out") is None
   if not recorded:  # an outside checkpoint served as SQuAD 2.0 weighs the null answer
-    served_2 = dataclasses.replace(config, version_2_with_negative=True)
+    served_2 = dataclasses.replace(
+        config, version_2_with_negative=True,
+        typed_flags=("null_score_diff_threshold", "version_2_with_negative"))
     assert export_model.check_version_2(served_2, recorded, "--model_dir=model_out") is None
   assert export_model.check_version_2(config, {"version_2_with_negative": True},
                                       "--model_dir=model_out") is None
+
+
+def test_noversion_2_serves_a_squad_2_0_run_always_answering_with_a_span():
+  recorded = {"version_2_with_negative": True}
+  typed = export_model.ExportConfig(export_dir="export", version_2_with_negative=False,
+                                    typed_flags=("version_2_with_negative",))
+  assert export_model.check_version_2(typed, recorded, "--model_dir=model_out") is None
+  assert export_model.decoding_config(typed, recorded)["version_2_with_negative"] is False
+  untyped = dataclasses.replace(typed, typed_flags=())  # the run decides
+  assert export_model.decoding_config(untyped, recorded)["version_2_with_negative"] is True
+  with_threshold = dataclasses.replace(
+      typed, null_score_diff_threshold=1.0,
+      typed_flags=("version_2_with_negative", "null_score_diff_threshold"))
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.check_version_2(with_threshold, recorded, "--model_dir=model_out")
+  assert str(raised.value) == (
+      "--null_score_diff_threshold=1.0: --model_dir=model_out is served as SQuAD 1.1 "
+      "(--noversion_2_with_negative): every question gets a span, and no null answer is weighed; "
+      "drop the flag")
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from squad_qa import errors
 from squad_qa.model import span_model
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features as features_lib
@@ -493,6 +494,38 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
       assert p.score == (float("-inf") if d == float("inf") else pytest.approx(p.null_score))
     else:
       assert p.text != ""
+
+
+def test_ask_takes_a_null_score_diff_threshold_where_it_decodes(served, tmp_path):
+  """ask.py's --null_score_diff_threshold: applied on the Python decoding path of a SQuAD 2.0
+  export, refused where serve_text applies another one or the export answers as SQuAD 1.1."""
+  question, context, answer = TAUGHT[0]
+  config = dict(served["qa_config"], version_2_with_negative=True, null_score_diff_threshold=0.0)
+  v2_dir = str(tmp_path / "v2")
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config, v2_dir)
+
+  def ask(export_dir, **flags):
+    asked = saved_model_qa.AskConfig(export_dir=export_dir, question=question, context=context,
+                                     **flags)
+    return saved_model_qa.answer_questions(asked)[0][0][1]
+
+  null_first = ask(v2_dir, use_serve_features=True, null_score_diff_threshold=-1e9)
+  span_first = ask(v2_dir, use_serve_features=True, null_score_diff_threshold=1e9)
+  assert (null_first.text, span_first.text) == ("", answer)
+  assert null_first.score == pytest.approx(span_first.null_score)  # the null answer's score
+  assert ask(v2_dir, null_score_diff_threshold=0.0) == ask(v2_dir)  # serve_text's own value
+  with pytest.raises(errors.UsageError) as raised:
+    ask(v2_dir, null_score_diff_threshold=2.5)
+  assert str(raised.value) == (
+      "--null_score_diff_threshold=2.5: serve_text was exported with "
+      "null_score_diff_threshold=0.0, which it applies; add --use_serve_features, or re-export "
+      "with --null_score_diff_threshold=2.5")
+  with pytest.raises(errors.UsageError) as raised:
+    ask(served["export_dir"], use_serve_features=True, null_score_diff_threshold=2.5)
+  assert str(raised.value) == (
+      f"--null_score_diff_threshold=2.5: {served['export_dir']} answers as SQuAD 1.1 "
+      f"(version_2_with_negative=false): every question gets a span, and no null answer is "
+      f"weighed; drop the flag")
 
 
 @pytest.mark.slow

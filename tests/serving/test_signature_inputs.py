@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.postprocess import span_decoding
+from squad_qa.serving import ask_config
 from squad_qa.serving import saved_model_qa
 from tests.serving import taught_model
 
@@ -226,6 +227,21 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   assert str(error.value) == (
       f"--export_dir={model_dir} is a --model_dir of squad-qa-train, not an export; export it "
       f"with `squad-qa-export --model_dir={model_dir} --export_dir=<a new folder>`")
+  records_dir = tmp_path / "records"  # make_records' folder: export into a new one
+  records_dir.mkdir()
+  (records_dir / "meta.json").write_text("{}")
+  with pytest.raises(errors.MissingFileError) as error:
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(records_dir), question="q", context="c"))
+  assert str(error.value) == (
+      f"--export_dir={records_dir} holds records of squad-qa-records, not an export; train on "
+      f"them, then export into a new folder with `squad-qa-export --export_dir=<a new folder>`")
+  (records_dir / "meta.json").rename(records_dir / "notes.txt")  # other files: a new folder too
+  with pytest.raises(errors.MissingFileError) as error:
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(records_dir), question="q", context="c"))
+  assert str(error.value) == (f"--export_dir={records_dir}: no SavedModel there; make one with "
+                              f"`squad-qa-export --export_dir=<a new folder>`")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q",
@@ -240,14 +256,14 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
                                 f"from; give its text")
     (tmp_path / "empty.txt").write_text(context)
     with pytest.raises(errors.UsageError) as error:
-      saved_model_qa.read_context_file(str(tmp_path / "empty.txt"))
+      ask_config.read_context_file(str(tmp_path / "empty.txt"))
     assert str(error.value) == (f"--context_file={tmp_path / 'empty.txt'} is empty: there is no "
                                 f"passage to answer from; write the passage into it")
 
 
 def test_a_folder_as_context_file_is_named_a_folder(tmp_path):
   with pytest.raises(errors.UsageError) as error:
-    saved_model_qa.read_context_file(str(tmp_path))
+    ask_config.read_context_file(str(tmp_path))
   assert str(error.value) == (f"--context_file={tmp_path} is a folder; pass the file holding the "
                               f"passage")
 
@@ -269,10 +285,10 @@ def test_ask_prints_a_span_with_offsets_and_no_answer_in_words():
 def test_a_context_file_is_utf8_text_without_its_byte_order_mark(tmp_path):
   path = tmp_path / "context.txt"
   path.write_bytes("\ufeffThe caf\u00e9 opened in 1932.".encode("utf-8"))
-  text = saved_model_qa.read_context_file(str(path))
+  text = ask_config.read_context_file(str(path))
   assert text == "The caf\u00e9 opened in 1932." and text.index("1932") == 19
   path.write_bytes("The caf\u00e9 opened in 1932.".encode("latin-1"))
   with pytest.raises(errors.UsageError) as error:
-    saved_model_qa.read_context_file(str(path))
+    ask_config.read_context_file(str(path))
   assert str(error.value) == (f"--context_file={path}: not UTF-8 text (byte 7: invalid "
                               f"continuation byte); save it as UTF-8")
