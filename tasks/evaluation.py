@@ -159,11 +159,15 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
 
 def score_and_write(scorer, model, model_dir):
   """`scorer.score(model)`, written to `model_dir` as predictions.json, eval_results.json (and
-  null_odds.json for SQuAD 2.0: each question's null score minus best span score); returns the
-  results."""
+  null_odds.json for SQuAD 2.0: each question's null score minus best span score; an earlier
+  SQuAD 2.0 scoring's null_odds.json is removed by a SQuAD 1.1 one, so the files are of one run);
+  returns the results."""
   results, final = scorer.score(model)
+  null_odds_file = os.path.join(model_dir, artifacts.NULL_ODDS_FILE)
   if scorer.decoding.version_2_with_negative:
-    artifacts.write_json(os.path.join(model_dir, artifacts.NULL_ODDS_FILE), final.null_odds)
+    artifacts.write_json(null_odds_file, final.null_odds)
+  elif os.path.exists(null_odds_file):
+    os.remove(null_odds_file)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
   return results

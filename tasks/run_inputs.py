@@ -23,7 +23,8 @@ def bert_config_and_meta(config):
 
   Raises:
     errors.UsageError: no config, a vocab or casing other than the records', SQuAD 1.1 asked of
-      SQuAD 2.0 records, too few positions, or records without the train split `do_train` needs.
+      SQuAD 2.0 records (or the reverse), too few positions, records without the train split
+      `do_train` needs, or a model trained on SQuAD 1.1 to score on SQuAD 2.0 records.
   """
   meta = records.read_meta(config.records_dir)
   if config.do_train and records.TRAIN_SPLIT not in meta["splits"]:
@@ -72,6 +73,13 @@ def bert_config_and_meta(config):
         f"with that vocab, or pass a new --model_dir")
   if config.do_train:
     _warn_if_other_records(config, meta, trained)
+  elif (meta["flags"].get("version_2_with_negative", False) and
+        trained.get("version_2_with_negative") is False):
+    raise errors.UsageError(
+        f"the records in {config.records_dir} are SQuAD 2.0, but --model_dir={config.model_dir} "
+        f"was trained on SQuAD 1.1 records (its {artifacts.QA_CONFIG_FILE}: "
+        f"version_2_with_negative=false) and never learned to answer nothing; score it on records "
+        f"made from a SQuAD 1.1 file, or train it on these")
   return bert_config, config_file, meta
 
 
@@ -80,8 +88,9 @@ def _warn_if_other_records(config, meta, trained):
   than those the --model_dir's qa_config.json (`trained`) says it trained on: a resume goes on with
   the new ones (a moved folder of the same records passes)."""
   changed = [
-      f"{key} {trained[key]} -> {meta['flags'][key]}" for key in artifacts.FEATURIZATION_KEYS
-      if key in trained and trained[key] != meta["flags"][key]
+      f"{key} {trained[key]} -> {meta['flags'].get(key, False)}"
+      for key in artifacts.FEATURIZATION_KEYS + ("version_2_with_negative",)
+      if key in trained and trained[key] != meta["flags"].get(key, False)
   ]
   train = meta["splits"].get(records.TRAIN_SPLIT, {})
   if "train_file_sha256" in trained and trained["train_file_sha256"] != train.get("input_sha256"):

@@ -6,13 +6,18 @@ squad_evaluate_v2_0.py); the records are also checked feature by feature against
 with version_2_with_negative=True.
 """
 
+import copy
+import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from squad_qa import errors
+from squad_qa.base import artifacts
+from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.base import commands
 from squad_qa.postprocess import span_decoding
 from squad_qa.postprocess import squad_scoring
@@ -146,6 +151,29 @@ def test_squad_1_1_records_refuse_the_null_answer_flags(tmp_path):
     assert not run_inputs.bert_config_and_meta(config)[2]["flags"]["version_2_with_negative"]
 
 
+def test_a_squad_1_1_model_is_not_scored_on_squad_2_0_records(tmp_path, v2_file):
+  records_dir = _v2_records(tmp_path, v2_file)
+  (tmp_path / "v1").mkdir()
+  v1_records = testutil.make_train_records(tmp_path / "v1", 3)
+  config_file = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  artifacts.write_qa_config(str(model_dir), config_file,
+                            bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG),
+                            artifacts.read_json(os.path.join(v1_records, "meta.json")),
+                            {"version_2_with_negative": False})
+  predict_only = train_config.TrainConfig(records_dir=records_dir, model_dir=str(model_dir),
+                                          bert_config_file=config_file, do_train=False)
+  with pytest.raises(errors.UsageError) as error:
+    run_inputs.bert_config_and_meta(predict_only)
+  assert str(error.value) == (
+      f"the records in {records_dir} are SQuAD 2.0, but --model_dir={model_dir} was trained on "
+      f"SQuAD 1.1 records (its qa_config.json: version_2_with_negative=false) and never learned "
+      f"to answer nothing; score it on records made from a SQuAD 1.1 file, or train it on these")
+  training = dataclasses.replace(predict_only, do_train=True, do_predict=False)
+  assert run_inputs.bert_config_and_meta(training)[2]["flags"]["version_2_with_negative"]
+
+
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_v2_records_equal_the_reference(tmp_path, v2_file, split):
   # 24 tokens, stride 8: P1's 23 tokens need 2-3 windows per question.
@@ -256,6 +284,27 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   assert results["exact"] == pytest.approx(40.0)  # v3 and v4 right
   assert results["HasAns_exact"] == pytest.approx(100 / 3) and results["NoAns_exact"] == 50.0
   assert json.loads((model_dir / "eval_results.json").read_text())["exact"] == results["exact"]
+  # The same folder scored on SQuAD 1.1 (the answerable questions): its files are of that run.
+  v1 = copy.deepcopy(V2)
+  for article in v1["data"]:
+    for paragraph in article["paragraphs"]:
+      paragraph["qas"] = [q for q in paragraph["qas"] if not q.get("is_impossible")]
+  v1_file = tmp_path / "v1.json"
+  v1_file.write_text(json.dumps(v1))
+  v1_out = str(tmp_path / "v1_records")
+  v1_meta = make_records_job.make_records(
+      make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), max_seq_length=64,
+                                     doc_stride=32, max_query_length=16, num_shards=1,
+                                     predict_file=str(v1_file), output_dir=v1_out, num_workers=1))
+  evaluation.evaluate(model, v1_out, v1_meta, str(v1_file), str(model_dir), 8,
+                      span_decoding.DecodingSettings(n_best_size=20, max_answer_length=30))
+  # Without glass/beads every context logit is 0: the first one-token span wins the tie.
+  assert json.loads((model_dir / "predictions.json").read_text()) == {
+      "v1": "The",
+      "v2": "The",
+      "v4": "Glass beads"
+  }
+  assert not (model_dir / "null_odds.json").exists()
 
 
 # Paragraphs without a single token: whitespace only (the reader skips its questions) and only
