@@ -7,6 +7,7 @@ spelling meant (`--do_train=false`), and absl's parsing errors become one line t
 
 import dataclasses
 import os
+import signal
 import sys
 
 from absl import app
@@ -18,6 +19,19 @@ from squad_qa.base import progress
 from squad_qa.flags import settings
 
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what shells report for a command stopped by Ctrl-C
+TERMINATED_EXIT_STATUS = 128 + signal.SIGTERM  # 143: what shells report for one stopped by `kill`
+
+
+class Terminated(KeyboardInterrupt):
+  """SIGTERM (`kill`, a supervisor's stop), raised in the main thread so that a command cleans up
+  as after Ctrl-C. train.py's own handler replaces it while training (it saves a checkpoint)."""
+
+
+def _raise_terminated(signum, frame):
+  del signum, frame
+  raise Terminated()
+
+
 _HELP_FLAGS = ("--help", "--helpshort", "--helpfull", "--helpxml", "-?")
 _BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
@@ -109,21 +123,29 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
   """`absl.app.run(main)` with `parse_flags`; a `UserError` out of `main` prints
   `<command>: <message>` on stderr and exits with status 1, Ctrl-C `<command>: interrupted
   (Ctrl-C); <after_interrupt>` (a str, or a function returning one) with
-  INTERRUPTED_EXIT_STATUS."""
+  INTERRUPTED_EXIT_STATUS, SIGTERM `<command>: stopped by SIGTERM; <after_interrupt>` with
+  TERMINATED_EXIT_STATUS (both after the command's cleanup ran)."""
 
   def main_reporting_user_errors(argv):
     try:
       return main(argv)
     except errors.UserError as e:
       sys.exit(f"{program_name()}: {e}")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
       left = after_interrupt() if callable(after_interrupt) else after_interrupt
       progress.end_bar_line()
-      print(f"{program_name()}: interrupted (Ctrl-C); {left}", file=sys.stderr)
-      sys.exit(INTERRUPTED_EXIT_STATUS)
+      terminated = isinstance(e, Terminated)
+      print(
+          f"{program_name()}: {'stopped by SIGTERM' if terminated else 'interrupted (Ctrl-C)'}; "
+          f"{left}", file=sys.stderr)
+      sys.exit(TERMINATED_EXIT_STATUS if terminated else INTERRUPTED_EXIT_STATUS)
 
   _help_of(sys.modules[main.__module__])
-  app.run(main_reporting_user_errors, flags_parser=parse_flags)
+  previous = signal.signal(signal.SIGTERM, _raise_terminated)
+  try:
+    app.run(main_reporting_user_errors, flags_parser=parse_flags)
+  finally:
+    signal.signal(signal.SIGTERM, previous)
 
 
 def _help_of(command, flag_values=flags.FLAGS):

@@ -219,6 +219,9 @@ def _worker_main(worker, num_workers, splits, settings, output_dir, job_pid, con
   """Entry point of a forked worker: runs its group, reporting through `connection`."""
   # Ctrl-C reaches the whole process group: the parent stops the workers and says so in one line.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
+  # A worker stopped by the parent ends at once (its forked copy of the command's handler would
+  # raise in the worker instead).
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
   def exchange(split, num_features):
     connection.send(("count", split, num_features))

@@ -15,9 +15,10 @@ from squad_qa.preprocess import records
 from tests import testutil
 
 
-def interrupt_when(argv, ready, log, timeout=300):
+def interrupt_when(argv, ready, log, timeout=300, terminate=False):
   """Starts `python argv` in its own process group with its output in file `log`, sends the group
-  SIGINT once `ready(output so far)` holds, and returns (exit status, everything it printed).
+  SIGINT once `ready(output so far)` holds (`terminate`: SIGTERM to the command's process alone,
+  as `kill <pid>` does), and returns (exit status, everything it printed).
 
   The child gets SIGINT's default action back, as a terminal's foreground command has it: a test
   runner started in the background by a shell inherits SIGINT ignored, and Python then installs
@@ -29,7 +30,10 @@ def interrupt_when(argv, ready, log, timeout=300):
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
       if ready(log.read_text()):
-        os.killpg(proc.pid, signal.SIGINT)
+        if terminate:
+          os.kill(proc.pid, signal.SIGTERM)
+        else:
+          os.killpg(proc.pid, signal.SIGINT)
         break
       time.sleep(0.2)
     proc.wait(timeout=timeout)
@@ -37,22 +41,27 @@ def interrupt_when(argv, ready, log, timeout=300):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_make_records_and_its_workers_with_one_line(tmp_path):
+@pytest.mark.parametrize("terminate, status, how", [
+    (False, command_line.INTERRUPTED_EXIT_STATUS, "interrupted (Ctrl-C)"),
+    (True, command_line.TERMINATED_EXIT_STATUS, "stopped by SIGTERM"),
+])
+def test_ctrl_c_or_sigterm_stops_make_records_and_its_workers_with_one_line(
+    tmp_path, terminate, status, how):
   # Enough questions that the shards take about a second to write, the moment interrupted.
   train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 12000)
   out = tmp_path / "records"
-  status, output = interrupt_when([
+  returncode, output = interrupt_when([
       "preprocess/make_records.py", f"--train_file={train}",
       f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=128", "--doc_stride=64",
       "--num_workers=2", "--num_shards=4", f"--output_dir={out}"
   ], lambda _: out.exists() and any(".tmp-" in name for name in os.listdir(out)),
-                                  tmp_path / "records.log")
-  assert status == command_line.INTERRUPTED_EXIT_STATUS, output[-3000:]
+                                      tmp_path / "records.log", terminate=terminate)
+  assert returncode == status, output[-3000:]
   assert "Traceback" not in output and "worker" not in output, output[-3000:]
   assert output.strip().splitlines()[-1] == (
-      "make_records.py: interrupted (Ctrl-C); nothing half-written is left; the same command "
-      "starts again")
+      f"make_records.py: {how}; nothing half-written is left; the same command starts again")
   assert not (out / records.META_FILE).exists()  # readers refuse the folder; a rerun redoes it
+  assert not os.path.exists(out)  # a folder the run made goes with it
 
 
 @pytest.mark.slow

@@ -8,8 +8,10 @@ import ast
 import dataclasses
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from absl import flags
@@ -245,8 +247,8 @@ def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
                         capture_output=True, text=True, timeout=300)
   listed = set(re.findall(r"^  --(?:\[no\])?(\w+):", proc.stdout, re.MULTILINE))
   assert listed == {
-      "context", "context_file", "export_dir", "max_answer_length", "n_best_size", "question",
-      "use_serve_features"
+      "context", "context_file", "export_dir", "max_answer_length", "n_best_size",
+      "null_score_diff_threshold", "question", "use_serve_features"
   }, proc.stdout
   proc = subprocess.run(
       [sys.executable, "ask.py", "--serving_precision=bfloat16", "--question=q", "--context=c"],
@@ -331,3 +333,28 @@ def test_the_ctrl_c_line_starts_on_a_line_of_its_own_after_a_progress_bar(monkey
   out, err = capsys.readouterr()
   assert " 3/10 [" in out and out.endswith("\n")
   assert err.splitlines()[-1] == "train.py: interrupted (Ctrl-C); ckpt-2 is kept"
+
+
+def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, capsys):
+  """`kill` raises in the command (its cleanup runs) and ends it with status 143 and one line;
+  the handler before the command is back afterwards."""
+
+  cleaned = []
+
+  def main(argv):
+    del argv
+    try:
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(5)  # the handler raises before this ends
+    finally:
+      cleaned.append(True)
+
+  monkeypatch.setattr(sys, "argv", ["export.py"])
+  before = signal.getsignal(signal.SIGTERM)
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run(main)
+  assert stopped.value.code == command_line.TERMINATED_EXIT_STATUS == 143
+  assert cleaned == [True]
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      "export.py: stopped by SIGTERM; nothing half-written is left; the same command starts again")
+  assert signal.getsignal(signal.SIGTERM) is before
