@@ -21,10 +21,13 @@ class Spans(NamedTuple):
       there is no span (no window, no kept pair, or the null answer won).
     score: float64 [B] start_logit + end_logit; the null score when the null answer won; -inf
       without a kept pair.
+    null_score: float64 [B] SQuAD 2.0's null score, the min over the question's windows of
+      start_logits[0] + end_logits[0] (computed for SQuAD 1.1 too); +inf without a window.
   """
   start: tf.Tensor
   end: tf.Tensor
   score: tf.Tensor
+  null_score: tf.Tensor
 
 
 def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_answer_length,
@@ -83,16 +86,18 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
   end = tf.where(found, end, no_span)
   score = tf.where(found, question_best, tf.constant(-float("inf"), tf.float64))
 
+  null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
+  has_window = tf.math.unsorted_segment_max(tf.ones_like(example), example, batch_size) > 0
+  # An empty segment's min is float64's largest value: +inf says "no window" as decoding does.
+  null_score = tf.where(has_window, tf.math.unsorted_segment_min(null, example, batch_size),
+                        tf.constant(float("inf"), tf.float64))
   if version_2_with_negative:
-    null = tf.cast(start_logits[:, 0], tf.float64) + tf.cast(end_logits[:, 0], tf.float64)
-    null_score = tf.math.unsorted_segment_min(null, example, batch_size)
-    has_window = tf.math.unsorted_segment_max(tf.ones_like(example), example, batch_size) > 0
     # A question with windows but no kept pair has best = -inf, so the null answer wins.
     use_null = has_window & (null_score - score > null_score_diff_threshold)
     start = tf.where(use_null, no_span, start)
     end = tf.where(use_null, no_span, end)
     score = tf.where(use_null, null_score, score)
-  return Spans(start, end, score)
+  return Spans(start, end, score, null_score)
 
 
 def char_span_to_text(text, start_char, end_char):

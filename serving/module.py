@@ -3,7 +3,9 @@
 Signatures, batched along the first axis:
   serve_text (= serving_default): tf.string [B] `question`, `context` -> `answer` tf.string [B],
       `start_char`, `end_char` int32 [B] (code points, end exclusive), `score` float32 [B]
-      (start + end logit; -inf without a span; the null score when SQuAD 2.0's null answer won).
+      (start + end logit; -inf without a span; the null score when SQuAD 2.0's null answer won),
+      `null_score` float32 [B] (SQuAD 2.0's: min over windows of start + end logit at [CLS];
+      +inf without a window).
   serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids` -> float32
       [B, seq] `start_logits`, `end_logits`.
   serve_examples: tf.string [B] serialized tf.train.Example -> `unique_ids` int64 [B] (-1 when
@@ -225,7 +227,8 @@ class QAServingModule(FeatureServingModule):
         "answer": text,
         "start_char": start_char,
         "end_char": end_char,
-        "score": tf.cast(spans.score, tf.float32)
+        "score": tf.cast(spans.score, tf.float32),
+        "null_score": tf.cast(spans.null_score, tf.float32)
     }
 
   @tf.function(input_signature=[

@@ -156,10 +156,14 @@ class SavedModelQA:
                               f"{commands.command('squad-qa-export')} or use --use_serve_features")
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
                                                 context=tf.constant(contexts, tf.string))
+    # Exports of earlier versions return no null_score: +inf, span_decoding.Answer's "unknown".
+    null_scores = (out["null_score"].numpy() if "null_score" in out else [float("inf")] *
+                   len(questions))
     return [
-        span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score))
-        for text, start, end, score in zip(out["answer"].numpy(), out["start_char"].numpy(),
-                                           out["end_char"].numpy(), out["score"].numpy())
+        span_decoding.Answer(text.decode("utf-8"), int(start), int(end), float(score),
+                             float(null_score))
+        for text, start, end, score, null_score in zip(out["answer"].numpy(
+        ), out["start_char"].numpy(), out["end_char"].numpy(), out["score"].numpy(), null_scores)
     ]
 
   def answer(self, question, context):

@@ -215,6 +215,9 @@ def test_best_spans_equal_decode_answer(integer_logits, n_best_size, max_answer_
                               max_answer_length, version_2, threshold)
     got = (int(spans.start[i]), int(spans.end[i]), float(spans.score[i]))
     assert got == (expected.start_char, expected.end_char, expected.score), (i, len(features))
+    null = min((float(s[0]) + float(e[0]) for s, e in zip(start_logits[rows], end_logits[rows])),
+               default=float("inf"))
+    assert float(spans.null_score[i]) == null, i  # SQuAD 1.1 too
     kinds.add("none" if not features else "null" if expected.start_char < 0 else "span")
   assert "span" in kinds and "none" in kinds
 
@@ -489,6 +492,7 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
   for g, p, d, is_null in zip(graph, python, diffs, nulls):
     assert (g.text, g.start_char, g.end_char) == (p.text, p.start_char, p.end_char)
     assert g.score == pytest.approx(p.score, abs=1e-4)
+    assert g.null_score == pytest.approx(p.null_score, abs=1e-4)  # the same null_score_diff
     if is_null:
       assert (p.text, p.start_char, p.end_char) == ("", 0, 0)
       assert p.score == (float("-inf") if d == float("inf") else pytest.approx(p.null_score))
