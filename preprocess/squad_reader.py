@@ -295,6 +295,11 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
         if is_impossible:
           example.is_impossible = True
           notes["unanswerable"] += 1
+          if qa.get("answers"):  # run_squad.py ignores them: the target is [CLS], the gold ""
+            notes["unanswerable_answers_ignored"] += 1
+        elif not is_training and version_2_with_negative and not qa.get("answers"):
+          # The official v2.0 scorer reads the answers, not the flag: gold "".
+          notes["answerable_without_answers_scored_as_unanswerable"] += 1
         elif is_training:
           answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, skipped, notes)
           if answer is None:

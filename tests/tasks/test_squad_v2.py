@@ -102,6 +102,31 @@ def test_reader_keeps_unanswerable_questions_only_with_version_2(v2_file):
   assert v1_reader.skipped == {"unanswerable_needs_version_2": 2}
 
 
+def test_contradictory_labels_are_counted_as_the_scorer_reads_them(tmp_path):
+  """"is_impossible": true with answers: run_squad.py ignores the answers. false without answers:
+  the official v2.0 scorer reads the answers, so the question is scored as unanswerable."""
+  data = copy.deepcopy(V2)
+  qas = data["data"][0]["paragraphs"][0]["qas"]
+  qas[0]["is_impossible"] = True  # v1, with its answer
+  qas[2]["is_impossible"] = False  # v3, no answers
+  path = tmp_path / "contradictory.json"
+  path.write_text(json.dumps(data))
+  for is_training in (True, False):
+    squad = squad_reader.read_squad(str(path), is_training=is_training,
+                                    version_2_with_negative=True)
+    v1 = next(e for e in squad.examples if e.qas_id == "v1")
+    assert (v1.is_impossible, v1.answer_text) == (True, "")
+    if is_training:  # v3 is an answerable question without an answer to train on: skipped
+      assert "v3" not in [e.qas_id for e in squad.examples]
+      assert squad.notes["unanswerable_answers_ignored"] == 1
+    else:
+      assert squad.notes == {
+          "unanswerable": 2,
+          "unanswerable_answers_ignored": 1,
+          "answerable_without_answers_scored_as_unanswerable": 1
+      }
+
+
 def _v2_records(tmp_path, v2_file):
   out = str(tmp_path / "records")
   make_records_job.make_records(
