@@ -40,7 +40,7 @@ def main(argv):
 
 def cli():
   """Console-script entry point: parses the flags and runs main()."""
-  command_line.run(main)
+  command_line.run(main, after_interrupt=None)  # it writes nothing: nothing to say of its files
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def parse_flags(argv, flag_values=flags.FLAGS):
 def run(main, after_interrupt="nothing half-written is left; the same command starts again"):
   """`absl.app.run(main)` with `parse_flags`; a `UserError` out of `main` prints
   `<command>: <message>` on stderr and exits with status 1, Ctrl-C `<command>: interrupted
-  (Ctrl-C); <after_interrupt>` (a str, or a function returning one) with
+  (Ctrl-C); <after_interrupt>` (a str, or a function returning one; None: nothing) with
   INTERRUPTED_EXIT_STATUS, SIGTERM `<command>: stopped by SIGTERM; <after_interrupt>` with
   TERMINATED_EXIT_STATUS (both after the command's cleanup ran)."""
 
@@ -135,9 +135,8 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
       left = after_interrupt() if callable(after_interrupt) else after_interrupt
       progress.end_bar_line()
       terminated = isinstance(e, Terminated)
-      print(
-          f"{program_name()}: {'stopped by SIGTERM' if terminated else 'interrupted (Ctrl-C)'}; "
-          f"{left}", file=sys.stderr)
+      how = "stopped by SIGTERM" if terminated else "interrupted (Ctrl-C)"
+      print(f"{program_name()}: {how}{'; ' + left if left else ''}", file=sys.stderr)
       sys.exit(TERMINATED_EXIT_STATUS if terminated else INTERRUPTED_EXIT_STATUS)
 
   _help_of(sys.modules[main.__module__])

@@ -36,8 +36,8 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
                                                  "Read the passage from this UTF-8 file instead.")
   null_score_diff_threshold: Optional[float] = settings.setting(
       None, "SQuAD 2.0 exports: answer \"no answer\" when the null score beats the best span by "
-      "more than this many logits (unset: the export's, as its evaluation's best_f1_thresh "
-      "suggests).",
+      "more than this many logits (unset: the export's; the best_f1_thresh of train.py's SQuAD "
+      "2.0 scoring is a value to try).",
       check=lambda name, value: span_decoding.check_decoding_settings(**{name: value}))
   use_serve_features: bool = settings.setting(
       False, "Tokenize and window in Python and call the serve_features signature instead of the "
@@ -56,6 +56,15 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     if self.context is not None and not self.context.strip():
       raise errors.UsageError(f"--context={self.context!r} is empty: there is no passage to "
                               f"answer from; give its text")
+    for question in self.question:  # before TensorFlow loads (tokens are checked once it has)
+      if not question.strip():
+        raise empty_question(question)
+
+
+def empty_question(question):
+  """The errors.UsageError (a ValueError) for a question without a token, which asks nothing."""
+  return errors.UsageError(f"question {question!r} is empty: there is nothing to answer; give "
+                           f"the question's text")
 
 
 def passage(config):

@@ -178,8 +178,7 @@ class SavedModelQA:
       if _PRINTABLE_ASCII.search(question):  # holds a token; skips tokenizing most questions
         continue
       if not len(self.tokenizer.tokenize_ragged([question]).ids):
-        raise errors.UsageError(f"question {question!r} is empty: there is nothing to answer; "
-                                f"give the question's text")
+        raise ask_config.empty_question(question)
 
   @property
   def tokenizer(self):

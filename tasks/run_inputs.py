@@ -85,7 +85,7 @@ def bert_config_and_meta(config):
 
 def _warn_if_other_records(config, meta, trained):
   """Logs one warning when --records_dir holds records made otherwise, or from another train file,
-  than those the --model_dir's qa_config.json (`trained`) says it trained on: a resume goes on with
+  than those the --model_dir's qa_config.json (`trained`) says it trained on: a resume trains on
   the new ones (a moved folder of the same records passes)."""
   changed = [
       f"{key} {trained[key]} -> {meta['flags'].get(key, False)}"
@@ -98,8 +98,8 @@ def _warn_if_other_records(config, meta, trained):
                    f"{'' if trained['train_file'] != train.get('input_file') else ' (changed)'}")
   if changed:
     logging.warning(
-        "--records_dir=%s holds other records than --model_dir=%s trained on (%s): training goes "
-        "on with them", config.records_dir, config.model_dir, "; ".join(changed))
+        "--records_dir=%s holds other records than those --model_dir=%s trained on so far (%s)",
+        config.records_dir, config.model_dir, "; ".join(changed))
 
 
 def default_predict_file(meta):

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -188,9 +189,36 @@ class SaveAndStopOnSigterm:
 
   def __init__(self, cluster_resolver, manager, global_step):
     self._manager, self._global_step = manager, global_step
+    self._command_handler = signal.getsignal(signal.SIGTERM)
     self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         cluster_resolver, manager,
         termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=self._exit))
+    self.received = False
+    tf_handler = signal.getsignal(signal.SIGTERM)
+    if callable(tf_handler):  # TF's handler only flags the signal for the next check: note it too
+
+      def on_sigterm(signum, frame):
+        self.received = True
+        tf_handler(signum, frame)
+
+      signal.signal(signal.SIGTERM, on_sigterm)
+
+  @contextlib.contextmanager
+  def handling(self):
+    """Within: training, SIGTERM saves and stops (`__call__`). On leaving, SIGTERM is the
+    command's again (`flags.command_line.run`'s handler); a SIGTERM that came after the last check
+    (during the final loop's save) and was not acted on is then, as the command's would be.
+
+    Raises:
+      command_line.Terminated: on a normal exit, a SIGTERM came and was not acted on (the last
+        checkpoint is kept).
+    """
+    try:
+      yield
+    finally:
+      signal.signal(signal.SIGTERM, self._command_handler)
+    if self.received:
+      raise command_line.Terminated()
 
   def __call__(self, _):
     self._handler.save_checkpoint_if_preempted(checkpoint_number=self._global_step,
@@ -343,8 +371,10 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
                                                       max_to_keep=3)
     actions, loop_steps, set_num_train_steps = _train_actions(manager, trainer, plan, watchers,
                                                               start_step)
+    sigterm = actions[0]
     started = time.time()
-    with _out_of_memory_as_error(trainer, manager), train_progress.orbit_lines_to_debug():
+    with _out_of_memory_as_error(
+        trainer, manager), train_progress.orbit_lines_to_debug(), (sigterm.handling()):
       controller = orbit.Controller(
           strategy=strategy, trainer=trainer, global_step=trainer.optimizer.iterations,
           steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,

@@ -358,3 +358,8 @@ def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, 
   assert capsys.readouterr().err.splitlines()[-1] == (
       "export.py: stopped by SIGTERM; nothing half-written is left; the same command starts again")
   assert signal.getsignal(signal.SIGTERM) is before
+  monkeypatch.setattr(sys, "argv", ["ask.py"])  # a command that writes nothing says nothing more
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run(main, after_interrupt=None)
+  assert stopped.value.code == 143
+  assert capsys.readouterr().err.splitlines()[-1] == "ask.py: stopped by SIGTERM"

@@ -249,6 +249,11 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
   with pytest.raises(errors.UsageError) as error:
     saved_model_qa.AskConfig(question="q", context="c", context_file=str(tmp_path / "c.txt"))
   assert str(error.value) == "give --context or --context_file, not both (one passage per run)"
+  for question in ("", " \t"):  # refused before TensorFlow loads, as the graph path refuses it
+    with pytest.raises(errors.UsageError) as error:
+      saved_model_qa.AskConfig(question=("Who?", question), context="c")
+    assert str(error.value) == (f"question {question!r} is empty: there is nothing to answer; "
+                                f"give the question's text")
   for context in ("", " \n\t"):  # nothing to answer from, as an empty question asks nothing
     with pytest.raises(errors.UsageError) as error:
       saved_model_qa.AskConfig(question="q", context=context)

@@ -445,7 +445,7 @@ def test_a_resume_on_other_records_warns_once_and_goes_on(tmp_path, caplog):
   assert warnings(moved) == []
   train_file = str(tmp_path / "a" / "train.json")
   assert warnings(other) == [
-      f"--records_dir={other} holds other records than --model_dir={model_dir} trained on "
-      f"(max_seq_length 64 -> 128; train file {train_file} -> {tmp_path / 'b' / 'train.json'}): "
-      f"training goes on with them"
+      f"--records_dir={other} holds other records than those --model_dir={model_dir} trained on "
+      f"so far (max_seq_length 64 -> 128; train file {train_file} -> "
+      f"{tmp_path / 'b' / 'train.json'})"
   ]

@@ -309,3 +309,39 @@ def test_train_py_scores_against_the_file_the_eval_records_were_made_from(tmp_pa
   assert run_inputs.default_predict_file(meta) == str(tmp_path / "squad" / "dev-v1.1.json")
   assert (run_inputs.default_predict_file({"splits": {}
                                           }) == str(tmp_path / "squad" / "dev-v1.1.json"))
+
+
+def test_a_sigterm_after_the_last_check_stops_the_command_once_training_ends(tmp_path):
+  """TF's preemption handler only flags a SIGTERM for the next check between loops; one that comes
+  after the last check is acted on when training ends (the command's Terminated), and SIGTERM is
+  the command's handler again either way."""
+  import os  # pylint: disable=g-import-not-at-top
+  import signal  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  from squad_qa.flags import command_line  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  step = tf.Variable(0, dtype=tf.int64)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path), 1)
+  command_handler = signal.getsignal(signal.SIGTERM)
+
+  def handler():
+    return trainer_lib.SaveAndStopOnSigterm(
+        tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, step)
+
+  quiet = handler()
+  with quiet.handling():
+    assert signal.getsignal(signal.SIGTERM) is not command_handler  # TF's, noted
+  assert signal.getsignal(signal.SIGTERM) is command_handler and not quiet.received
+  late = handler()
+  with pytest.raises(command_line.Terminated):
+    with late.handling():
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(0.2)  # the handler runs; training would have no check left
+  assert signal.getsignal(signal.SIGTERM) is command_handler
+  failing = handler()
+  with pytest.raises(ValueError):  # an error on the way out is not replaced by the SIGTERM
+    with failing.handling():
+      os.kill(os.getpid(), signal.SIGTERM)
+      time.sleep(0.2)
+      raise ValueError("out of memory")
+  assert signal.getsignal(signal.SIGTERM) is command_handler
