@@ -26,7 +26,7 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
 
   Raises:
     errors.UsageError: no question, neither or both of a context and a context file, or a context
-      of only white space.
+      or a question of only white space.
   """
   export_dir: str = settings.setting("export", "The folder export.py wrote.")
   question: Optional[Tuple[str, ...]] = settings.setting(
