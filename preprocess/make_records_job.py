@@ -283,7 +283,7 @@ def _make_records(config):
   splits = _read_splits(inputs, config)
   _log_clamped_stride(config)
   logging.info("read %s in %.1f s",
-               ", ".join(f"{s}: {counted(len(q.examples), 'question')}" for s, q in splits),
+               ", ".join(f"{s}: {counted(len(q.examples), 'usable question')}" for s, q in splits),
                time.time() - started)
   made = artifacts.missing_folders(os.path.abspath(output_dir))  # deepest first
   _prepare_output_dir(output_dir)

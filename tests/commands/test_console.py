@@ -40,8 +40,8 @@ NOISE = (
 )
 # The lines each command must still print (its results, its settings, warnings a user acts on).
 PRODUCT_LINES = {
-    "records": ("read train: 24 questions, eval: 8 questions", "train: 24 questions -> ",
-                "done in ", "the shards and meta.json in "),
+    "records": ("read train: 24 usable questions, eval: 8 usable questions",
+                "train: 24 questions -> ", "done in ", "the shards and meta.json in "),
     "train":
         ("strategy: OneDeviceStrategy, 1 replicas", "precision: ", " (auto: ",
          "batch: 8 features per step = ",
