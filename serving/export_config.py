@@ -8,6 +8,7 @@ from squad_qa.flags import settings
 from squad_qa.model import model_files
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features
+from squad_qa.preprocess import squad_reader
 
 # --serving_precision -> the tf_keras policy the encoder is built under; int8 quantizes the float32
 # model for LiteRT.
@@ -38,10 +39,10 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
     do_lower_case: the casing of an `init_checkpoint` that records none.
     doc_stride: serve_text's window step in tokens; not given: the trained one.
     n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text.
-    version_2_with_negative: SQuAD 2.0 null answers; not given: as the run's qa_config.json says
-      (refused when it says the run trained on SQuAD 1.1 records; false serves a SQuAD 2.0 run
+    version_2_with_negative: SQuAD 2.0 null answers; None: as the run's qa_config.json says
+      (refused when it says the run trained on SQuAD 1.1 records; False serves a SQuAD 2.0 run
       always answering with a span).
-    null_score_diff_threshold: SQuAD 2.0 threshold (logits); not given: the run's, else 0.0.
+    null_score_diff_threshold: SQuAD 2.0 threshold (logits); None: the run's, else 0.0.
     serve_text: include the raw-text signature (needs the tensorflow-text ops wherever it loads).
     serving_precision: what the encoder computes in, a key of SERVING_POLICIES.
     typed_flags: names of the fields whose flags were typed, or None.
@@ -59,6 +60,16 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       f"{features.Featurization.max_seq_length} is about the step of HF's "
       "question-answering pipeline; on the dev questions with contexts of 1,500+ characters it "
       "scored F1 59.3 against 58.6 at 128.")
+  version_2_with_negative: Optional[bool] = settings.variant(
+      squad_reader.SquadVersion, "version_2_with_negative", default=None,
+      help="SQuAD 2.0: serve_text (and ask.py) answer \"no answer\" when the null score beats "
+      "the best span by more than --null_score_diff_threshold. Unset: as the model was trained "
+      "(its qa_config.json; false for an --init_checkpoint); false serves a SQuAD 2.0 model "
+      "always answering with a span; refused for a model trained on SQuAD 1.1 records.")
+  null_score_diff_threshold: Optional[float] = settings.variant(
+      span_decoding.DecodingSettings, "null_score_diff_threshold", default=None,
+      help="SQuAD 2.0: the null answer's margin, in logits. Unset: the training run's (its "
+      "qa_config.json), else 0.0; train.py's best_f1_thresh is a value to try.")
   window_batch_size: int = settings.setting(
       32, "Windows per model call inside serve_text (bounds memory for long contexts and big "
       "batches).", check=settings.at_least(1))

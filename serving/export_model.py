@@ -23,6 +23,7 @@ from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_config
@@ -158,15 +159,17 @@ def decoding_config(config, saved_config):
   """The decoding settings to bake in: `config`'s, the version (`served_version_2`) and the other
   settings taken from the run's qa_config.json unless given."""
   version_2 = served_version_2(config, saved_config)
-  settings = {}
+  chosen = {}
+  defaults = settings.defaults(span_decoding.DecodingSettings)
   for name in ("n_best_size", "max_answer_length", "null_score_diff_threshold"):
     use_saved = not config.given(name) and name in saved_config
-    settings[name] = saved_config[name] if use_saved else getattr(config, name)
+    value = saved_config[name] if use_saved else getattr(config, name)
+    chosen[name] = defaults[name] if value is None else value
   return {
-      "n_best_size": settings["n_best_size"],
-      "max_answer_length": settings["max_answer_length"],
+      "n_best_size": chosen["n_best_size"],
+      "max_answer_length": chosen["max_answer_length"],
       "version_2_with_negative": version_2,
-      "null_score_diff_threshold": float(settings["null_score_diff_threshold"]),
+      "null_score_diff_threshold": float(chosen["null_score_diff_threshold"]),
       "window_batch_size": config.window_batch_size
   }
 
