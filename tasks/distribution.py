@@ -50,9 +50,14 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
     A tf.distribute.Strategy.
 
   Raises:
-    DistributionError: an unknown name or an impossible combination, e.g. --tpu or
-      --all_reduce_alg with a strategy that does not use it (one line).
+    DistributionError: an unknown name or an impossible combination, e.g. --tpu,
+      --all_reduce_alg or --num_cpu_devices with a strategy that does not use it (one line).
   """
+  if num_cpu_devices > 1 and distribution_strategy != "mirrored":
+    raise DistributionError(
+        f"--num_cpu_devices={num_cpu_devices} applies to --distribution_strategy=mirrored, and "
+        f"this run is {distribution_strategy or 'one_device or mirrored over GPUs (the default)'}"
+        f": add --distribution_strategy=mirrored or drop it")
   split_cpu(num_cpu_devices)
   visible = len(tf.config.list_physical_devices("GPU"))
   if num_gpus is None:

@@ -567,6 +567,16 @@ def test_kill_9_one_worker_then_rerun_resumes(data):
     },
      "--all_reduce_alg=nccl applies to the mirrored and multi_worker_mirrored strategies, and this "
      "run is one_device: drop it"),
+    ({
+        "num_cpu_devices": 2
+    }, "--num_cpu_devices=2 applies to --distribution_strategy=mirrored, and this run is "
+     "one_device or mirrored over GPUs (the default): add --distribution_strategy=mirrored or "
+     "drop it"),
+    ({
+        "distribution_strategy": "one_device",
+        "num_cpu_devices": 2
+    }, "--num_cpu_devices=2 applies to --distribution_strategy=mirrored, and this run is "
+     "one_device: add --distribution_strategy=mirrored or drop it"),
 ])
 def test_a_flag_the_strategy_does_not_use_is_refused(options, line):
   with pytest.raises(distribution.DistributionError) as error:
