@@ -62,6 +62,12 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
     if effective_batch_size is None:
       return plan(train_batch_size, gradient_accumulation_steps)
     steps, remainder = divmod(effective_batch_size, train_batch_size)
+    if (remainder or not steps) and gradient_accumulation_steps == 1:
+      multiples = sorted({max(1, steps) * train_batch_size, (steps + 1) * train_batch_size})
+      raise MemoryPlanError(
+          f"--effective_batch_size={effective_batch_size} is not a multiple of --train_batch_size="
+          f"{train_batch_size} (a step accumulates whole batches): pass "
+          f"{' or '.join(map(str, multiples))}, or --train_batch_size=auto")
     if remainder or not steps or (gradient_accumulation_steps != 1 and
                                   steps != gradient_accumulation_steps):
       raise MemoryPlanError(

@@ -291,8 +291,17 @@ def test_plan_batches():
   assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (8, 8, 64)
   assert plan.estimate.total <= gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN
   assert plan.estimate.accumulators > 0
-  with pytest.raises(memory_plan.MemoryPlanError, match="is not --train_batch_size=8 x"):
+  with pytest.raises(memory_plan.MemoryPlanError) as raised:
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
+  assert str(
+      raised.value) == ("--effective_batch_size=20 is not a multiple of --train_batch_size=8 "
+                        "(a step accumulates whole batches): pass 16 or 24, or "
+                        "--train_batch_size=auto")
+  with pytest.raises(memory_plan.MemoryPlanError, match="pass 8, or"):  # below one batch
+    memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=5)
+  with pytest.raises(memory_plan.MemoryPlanError, match="is not --train_batch_size=8 x"):
+    memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=32,
+                             gradient_accumulation_steps=2)  # three that disagree
   with pytest.raises(memory_plan.MemoryPlanError, match="--effective_batch_size instead"):
     memory_plan.plan_batches(config, 128, "float32", roomy, "auto", gradient_accumulation_steps=2)
   tiny_gpu = memory_device.Device("gpu", 256 * 2**20, "256 MiB GPU")
