@@ -64,12 +64,13 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     FileExistsError: `output` exists.
     FileNotFoundError: no config, or nothing usable at `init_checkpoint`.
     checkpoints.CheckpointError: the checkpoint does not fit the config.
+    errors.MissingFileError: no file at `vocab_file`.
+    errors.NotWritableError: `output`'s folder cannot be made.
   """
   # TensorFlow loads here, not at the top: --help and flag errors answer before it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import hf_checkpoint  # pylint: disable=g-import-not-at-top
   from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.exists(output):
     raise errors.OutputExistsError(f"--output={output} exists; remove it or choose another folder")
@@ -78,6 +79,8 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   if not config_file:
     raise errors.MissingFileError(f"--init_checkpoint={init_checkpoint}: no bert_config.json or "
                                   f"config.json beside it; pass --bert_config_file")
+  if vocab_file and not tf.io.gfile.exists(vocab_file):
+    raise errors.MissingFileError(f"--vocab_file={vocab_file}: no such file")
   config = bert_config_lib.BertConfig.from_json_file(config_file)
   model, encoder = span_model.build_span_model(config)
   report = checkpoints.initialize_from(model, init_checkpoint)
@@ -87,7 +90,27 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   temp = output.rstrip("/") + ".tmp-convert"
   if tf.io.gfile.exists(temp):
     tf.io.gfile.rmtree(temp)
-  tf.io.gfile.makedirs(temp)
+  try:
+    tf.io.gfile.makedirs(temp)
+  except (tf.errors.OpError, OSError) as e:
+    reason = e.message if isinstance(e, tf.errors.OpError) else e.strerror
+    raise errors.NotWritableError(f"--output={output}: cannot make the folder ({reason}); pass a "
+                                  f"folder you can write to") from None
+  try:
+    _write(temp, output, objects, config_file, vocab_file, init_checkpoint, report)
+  except BaseException:  # failed or interrupted: nothing half-written is left
+    if tf.io.gfile.exists(temp):
+      tf.io.gfile.rmtree(temp)
+    raise
+  return report
+
+
+def _write(temp, output, objects, config_file, vocab_file, init_checkpoint, report):
+  """Writes the converted checkpoint, config, vocab and conversion.json into `temp`, then renames
+  it to `output`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import hf_checkpoint  # pylint: disable=g-import-not-at-top
   saved = tf.train.CheckpointManager(tf.train.Checkpoint(**objects), temp, max_to_keep=1).save()
   with tf.io.gfile.GFile(config_file) as f:
     values = json.load(f)
@@ -114,7 +137,6 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   tf.io.gfile.rename(temp, output)
   logging.info("wrote %s (%s) from %s", os.path.join(output, os.path.basename(saved)),
                " + ".join(sorted(objects)), report)
-  return report
 
 
 def main(argv):

@@ -392,6 +392,7 @@ def test_real_minilm_hf_folder_matches_numpy_bert_and_transformers():
 @pytest.mark.slow
 def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path):
   folder, params = tf1_squad
+  others = os.listdir(tmp_path)
   output = str(tmp_path / "converted")
   wrong_config = tmp_path / "wrong_config.json"
   wrong_config.write_text(json.dumps(dict(CONFIG, intermediate_size=80)))
@@ -418,6 +419,15 @@ def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path)
   assert not os.path.exists(output + ".tmp-convert")
   with pytest.raises(FileExistsError, match="exists; remove it or choose another folder"):
     convert_checkpoint.convert(folder, output)
+  # A missing --vocab_file or an --output that cannot be made: one line, nothing written.
+  missing = str(tmp_path / "nowhere" / "vocab.txt")
+  with pytest.raises(errors.MissingFileError) as raised:
+    convert_checkpoint.convert(folder, str(tmp_path / "c2"), vocab_file=missing)
+  assert str(raised.value) == f"--vocab_file={missing}: no such file"
+  blocked = str(tmp_path / "converted" / "vocab.txt" / "sub")  # a file where a folder should be
+  with pytest.raises(errors.NotWritableError, match=r"^--output=.*/sub: cannot make the folder \("):
+    convert_checkpoint.convert(folder, blocked)
+  assert sorted(os.listdir(tmp_path)) == sorted(["converted", "wrong_config.json", *others])
 
 
 def _export_and_run(init_checkpoint, export_dir, inputs, *flags):
