@@ -212,11 +212,17 @@ def folder_lock(flag, folder, holder, beside=False):
     with contextlib.suppress(OSError):
       os.unlink(path)  # before the unlock: a process that opened it meanwhile sees it gone
     os.close(fd)
-    for made_folder in sorted(made, key=len, reverse=True):  # deepest first
-      try:
-        os.rmdir(made_folder)
-      except OSError:  # not empty: written into, or another process's lock file is in it
-        break
+    remove_empty_folders(sorted(made, key=len, reverse=True))  # deepest first
+
+
+def remove_empty_folders(folders):
+  """Removes `folders` (paths, deepest first) in order while they are empty; stops at the first
+  that is not (written into, or holding another process's lock file), which keeps its parents."""
+  for folder in folders:
+    try:
+      os.rmdir(folder)
+    except OSError:
+      break
 
 
 def missing_folders(folder):

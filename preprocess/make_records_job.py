@@ -294,11 +294,7 @@ def _make_records(config):
       kept = _kept_splits(config, inputs, vocab_sha256)  # under the lock: what stays is decided
       meta, totals = _write_splits(config, splits, kept, len(vocab), vocab_sha256)
   except BaseException:  # refused, failed or interrupted: the folders this run made go if empty
-    for folder in made:
-      try:
-        os.rmdir(folder)
-      except OSError:  # not empty: another run is writing into it
-        break
+    artifacts.remove_empty_folders(made)
     raise
   elapsed = time.time() - started
   num_questions = sum(len(squad.examples) for _, squad in splits)
