@@ -35,6 +35,13 @@ def check_decoding_settings(n_best_size=None, max_answer_length=None,
                             f"finite number of logits")
 
 
+def unused_threshold(threshold, why):
+  """The errors.UsageError for a typed --null_score_diff_threshold where answers are decoded as
+  SQuAD 1.1, `why` saying whose (e.g. "--model_dir=m was trained on SQuAD 1.1 records")."""
+  return errors.UsageError(f"--null_score_diff_threshold={threshold}: {why}: every question gets "
+                           f"a span, and no null answer is weighed; drop the flag")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SpanLimits(settings.Settings):
   """Which spans decoding weighs: the decoding settings ask.py takes."""

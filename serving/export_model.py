@@ -200,9 +200,7 @@ def check_version_2(config, recorded, source):
                if config.given("version_2_with_negative") else
                "was trained on SQuAD 1.1 records" if "version_2_with_negative" in recorded else
                "is served as SQuAD 1.1 without --version_2_with_negative")
-    raise errors.UsageError(
-        f"--null_score_diff_threshold={config.null_score_diff_threshold}: {source} {trained}: "
-        f"every question gets a span, and no null answer is weighed; drop the flag")
+    raise span_decoding.unused_threshold(config.null_score_diff_threshold, f"{source} {trained}")
 
 
 def setting_sources(config, served, recorded):

@@ -347,10 +347,8 @@ def answer_questions(config, context=None):
   load_seconds = time.perf_counter() - started
   threshold = config.null_score_diff_threshold
   if threshold is not None and not qa.config.get("version_2_with_negative"):
-    raise errors.UsageError(
-        f"--null_score_diff_threshold={threshold}: {config.export_dir} answers as SQuAD 1.1 "
-        f"(version_2_with_negative=false): every question gets a span, and no null answer is "
-        f"weighed; drop the flag")
+    raise span_decoding.unused_threshold(
+        threshold, f"{config.export_dir} answers as SQuAD 1.1 (version_2_with_negative=false)")
   if config.use_serve_features or not qa.has_serve_text:
 
     def answer(question):
