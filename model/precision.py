@@ -5,8 +5,19 @@ import contextlib
 import functools
 
 CPUINFO_FILE = "/proc/cpuinfo"
+AUTO = "auto"  # --mixed_precision_dtype's default: chosen by the device (`compute_dtype`)
+# --mixed_precision_dtype (tfm's runtime.mixed_precision_dtype) -> the tf_keras dtype policy.
+POLICIES = {"float32": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
 # /proc/cpuinfo flags of x86 CPUs with bfloat16 matmul instructions.
 BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def compute_dtype(mixed_precision_dtype, gpu):
+  """train.py's compute dtype as (a key of `POLICIES`, why in a few words): `mixed_precision_dtype`
+  as typed, or for `AUTO` the device's choice (`auto_compute_dtype`)."""
+  if mixed_precision_dtype != AUTO:
+    return mixed_precision_dtype, f"--mixed_precision_dtype={mixed_precision_dtype}"
+  return auto_compute_dtype(gpu)
 
 
 def auto_compute_dtype(gpu):

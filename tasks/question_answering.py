@@ -13,6 +13,7 @@ from squad_qa import errors
 from squad_qa.base import commands
 from squad_qa.model import dropout
 from squad_qa.model import float32_gradients
+from squad_qa.model import precision
 from squad_qa.model import span_model
 from squad_qa.model import xla_elementwise
 from squad_qa.preprocess import records
@@ -24,14 +25,6 @@ class InputError(errors.UserError, ValueError):
   """Training input that cannot be built as asked (one-line message with the fix)."""
 
 
-# --mixed_precision_dtype (tfm's runtime.mixed_precision_dtype) -> the tf_keras dtype policy.
-PRECISION_POLICIES = {
-    "float32": "float32",
-    "float16": "mixed_float16",
-    "bfloat16": "mixed_bfloat16"
-}
-
-
 def set_precision_policy(mixed_precision_dtype):
   """Sets the global tf_keras (tfm's Keras, not Keras 3) policy for "float32", "float16" or
   "bfloat16"; returns the policy's name.
@@ -39,10 +32,10 @@ def set_precision_policy(mixed_precision_dtype):
   Raises:
     errors.UsageError: another dtype.
   """
-  if mixed_precision_dtype not in PRECISION_POLICIES:
+  if mixed_precision_dtype not in precision.POLICIES:
     raise errors.UsageError(f"mixed_precision_dtype {mixed_precision_dtype!r}: expected one of "
-                            f"{', '.join(PRECISION_POLICIES)}")
-  policy = PRECISION_POLICIES[mixed_precision_dtype]
+                            f"{', '.join(precision.POLICIES)}")
+  policy = precision.POLICIES[mixed_precision_dtype]
   tf_keras.mixed_precision.set_global_policy(policy)
   return policy
 

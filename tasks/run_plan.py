@@ -17,7 +17,6 @@ from squad_qa.model.memory import plan as memory_plan
 from squad_qa.preprocess import records
 from squad_qa.tasks import distribution
 from squad_qa.tasks import question_answering
-from squad_qa.tasks import train_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +121,7 @@ def set_precision(config):
     logging.info("precision: %s (%s)", policy, config.precision_and_reason[1])
     warn_if_slow_on_this_cpu(config.precision, config.gpu, config.use_xla)
     return policy
-  if config.mixed_precision_dtype not in (train_config.AUTO, "float32"):
+  if config.mixed_precision_dtype not in (precision_lib.AUTO, "float32"):
     logging.warning(
         "--mixed_precision_dtype=%s is the training dtype; --do_train=false "
         "predicts in float32", config.mixed_precision_dtype)

@@ -19,6 +19,7 @@ from squad_qa.base import commands
 from squad_qa.base import progress as progress_lib
 from squad_qa.flags import settings
 from squad_qa.model import checkpoints
+from squad_qa.model import precision
 from squad_qa.model.memory import diagnose
 from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import records
@@ -60,7 +61,7 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
     (the model, trained or restored; the run's figures as a dict for train_results.json; the
     `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
   """
-  policy = question_answering.PRECISION_POLICIES[config.precision]
+  policy = precision.POLICIES[config.precision]
   plan = run_plan.plan_run(config, bert_config, meta, strategy, policy)
   plan = dataclasses.replace(plan, num_train_steps=_planned_steps(config, plan, start))
   task = question_answering.QuestionAnsweringTask(

@@ -12,8 +12,6 @@ from squad_qa.postprocess import span_decoding
 from squad_qa.preprocess import features
 from squad_qa.preprocess import squad_reader
 
-PRECISIONS = ("float32", "float16", "bfloat16")
-AUTO = "auto"  # --mixed_precision_dtype's default: chosen by the device (`TrainConfig.precision`)
 
 
 def _length_buckets(name, value):
@@ -53,14 +51,10 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   do_predict: bool = settings.setting(True, "Predict the eval shards and score them.")
   train_batch_size: Union[int, str] = settings.variant(plan.PlannerConfig, "train_batch_size",
                                                        default=32)
-  effective_batch_size: Optional[int] = settings.setting(
-      None,
-      "Global features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
-      "picks the micro-batch and the accumulation steps; with a number, the accumulation "
-      "steps are effective_batch_size / train_batch_size.")
-  gradient_accumulation_steps: int = settings.setting(
-      1, "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
-      "equals one batch of train_batch_size x gradient_accumulation_steps.")
+  effective_batch_size: Optional[int] = settings.variant(plan.PlannerConfig,
+                                                         "effective_batch_size")
+  gradient_accumulation_steps: int = settings.variant(plan.PlannerConfig,
+                                                      "gradient_accumulation_steps")
   length_buckets: Union[None, str, Tuple[int, ...]] = settings.setting(
       "auto", "Train on batches of windows of similar real length (sum of input_mask; each epoch's "
       "windows sorted by length in pools of 100 batches), each padded only to the first of "
@@ -95,14 +89,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       None, "Score only the first N questions of --predict_file (a budget for CPU runs).",
       lower_bound=1)
   gpu: bool = settings.variant(plan.PlannerConfig, "gpu")
-  mixed_precision_dtype: str = settings.setting(
-      AUTO,
-      "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "
-      "prediction runs in float32, as export.py serves by default. float16: mixed_float16 with "
-      "dynamic loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere "
-      "on and on CPUs with AVX512-BF16 or AMX. auto: float16 with --gpu; on the CPU bfloat16 "
-      "where it has AVX512-BF16 or AMX, else float32 (the log says which and why).",
-      choices=(AUTO, *PRECISIONS))
+  mixed_precision_dtype: str = settings.variant(plan.PlannerConfig, "mixed_precision_dtype")
   xla: Optional[bool] = settings.setting(
       None, "Compile the training step with XLA (tf.function jit_compile). Default: on with --gpu, "
       "and under bfloat16 on a CPU without AVX512-BF16 or AMX (TensorFlow's own einsum sums in "
@@ -212,6 +199,4 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   @property
   def precision_and_reason(self):
     """(`precision`, why in a few words, e.g. "auto: this CPU has bfloat16 matmuls")."""
-    if self.mixed_precision_dtype != AUTO:
-      return self.mixed_precision_dtype, f"--mixed_precision_dtype={self.mixed_precision_dtype}"
-    return precision_lib.auto_compute_dtype(self.gpu)
+    return precision_lib.compute_dtype(self.mixed_precision_dtype, self.gpu)

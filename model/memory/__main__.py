@@ -1,7 +1,7 @@
 r"""Peak training memory of the BERT span model, and the largest batch that fits a device.
 
     python -m model.memory --bert_config_file=bert_config.json --max_seq_length=384 \
-        --train_batch_size=12 --gpu --dtype=float32 --device_memory_gb=12
+        --train_batch_size=12 --gpu --mixed_precision_dtype=float32 --device_memory_gb=12
     python -m model.memory --gpu --device_memory_gb=16   # BERT-Base/Large table, seq 64...512
     python -m model.memory    # the same for what train.py without --gpu trains on here
 

@@ -37,6 +37,42 @@ class BatchPlan:
   estimate: estimate.Estimate
 
 
+def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
+                           effective_batch_size=None):
+  """The accumulation steps train.py's batch flags ask for: an int for an int `train_batch_size`
+  (`effective_batch_size` / it when given), None for "auto" (the planner chooses).
+
+  Raises:
+    MemoryPlanError: flags that contradict each other, or a count below 1.
+  """
+  if gradient_accumulation_steps < 1:
+    raise MemoryPlanError("--gradient_accumulation_steps must be >= 1")
+  if effective_batch_size is not None and effective_batch_size < 1:
+    raise MemoryPlanError("--effective_batch_size must be >= 1")
+  if train_batch_size == "auto":
+    if gradient_accumulation_steps != 1:
+      raise MemoryPlanError("--train_batch_size=auto chooses the accumulation steps itself; give "
+                            "the batch per optimizer step as --effective_batch_size instead of "
+                            "--gradient_accumulation_steps")
+    return None
+  if effective_batch_size is None:
+    return gradient_accumulation_steps
+  steps, remainder = divmod(effective_batch_size, train_batch_size)
+  if (remainder or not steps) and gradient_accumulation_steps == 1:
+    multiples = sorted({max(1, steps) * train_batch_size, (steps + 1) * train_batch_size})
+    raise MemoryPlanError(
+        f"--effective_batch_size={effective_batch_size} is not a multiple of --train_batch_size="
+        f"{train_batch_size} (a step accumulates whole batches): pass "
+        f"{' or '.join(map(str, multiples))}, or --train_batch_size=auto")
+  if remainder or not steps or (gradient_accumulation_steps != 1 and
+                                steps != gradient_accumulation_steps):
+    raise MemoryPlanError(
+        f"--effective_batch_size={effective_batch_size} is not --train_batch_size="
+        f"{train_batch_size} x --gradient_accumulation_steps={gradient_accumulation_steps}; "
+        f"give two of the three, or --train_batch_size=auto")
+  return steps
+
+
 def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
                  gradient_accumulation_steps=1, effective_batch_size=None):
   """Resolves train.py's batch flags into a `BatchPlan` (its estimate for the micro-batch).
@@ -46,7 +82,8 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
   With an int, `effective_batch_size` must be a multiple of it and sets the accumulation steps.
 
   Raises:
-    MemoryPlanError: inconsistent flags, or "auto" finds no batch that fits (with a diagnosis).
+    MemoryPlanError: inconsistent flags (`accumulation_steps_for`), or "auto" finds no batch that
+      fits (with a diagnosis).
   """
 
   def plan(micro, steps):
@@ -54,31 +91,10 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
         micro, steps, micro * steps,
         estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw", steps))
 
-  if gradient_accumulation_steps < 1:
-    raise MemoryPlanError("--gradient_accumulation_steps must be >= 1")
-  if effective_batch_size is not None and effective_batch_size < 1:
-    raise MemoryPlanError("--effective_batch_size must be >= 1")
-  if train_batch_size != "auto":
-    if effective_batch_size is None:
-      return plan(train_batch_size, gradient_accumulation_steps)
-    steps, remainder = divmod(effective_batch_size, train_batch_size)
-    if (remainder or not steps) and gradient_accumulation_steps == 1:
-      multiples = sorted({max(1, steps) * train_batch_size, (steps + 1) * train_batch_size})
-      raise MemoryPlanError(
-          f"--effective_batch_size={effective_batch_size} is not a multiple of --train_batch_size="
-          f"{train_batch_size} (a step accumulates whole batches): pass "
-          f"{' or '.join(map(str, multiples))}, or --train_batch_size=auto")
-    if remainder or not steps or (gradient_accumulation_steps != 1 and
-                                  steps != gradient_accumulation_steps):
-      raise MemoryPlanError(
-          f"--effective_batch_size={effective_batch_size} is not --train_batch_size="
-          f"{train_batch_size} x --gradient_accumulation_steps={gradient_accumulation_steps}; "
-          f"give two of the three, or --train_batch_size=auto")
+  steps = accumulation_steps_for(train_batch_size, gradient_accumulation_steps,
+                                 effective_batch_size)
+  if steps is not None:
     return plan(train_batch_size, steps)
-  if gradient_accumulation_steps != 1:
-    raise MemoryPlanError("--train_batch_size=auto chooses the accumulation steps itself; give "
-                          "the batch per optimizer step as --effective_batch_size instead of "
-                          "--gradient_accumulation_steps")
   wanted = effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
   budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
   for steps in range(1, wanted + 1):  # the fewest passes whose equal micro-batches fit
@@ -158,8 +174,10 @@ class PlannerConfig(settings.Settings):
       `TABLE_SEQ_LENGTHS`.
     train_batch_size: an int adds that batch's breakdown with `max_seq_length`, else its peak and
       fit verdict at each length of the table; "auto" is the largest batch, printed anyway.
-    dtype: the Keras dtype policy of training, a key of `estimate.POLICIES`; None: train.py's
-      for `gpu` (`policy_and_reason`).
+    effective_batch_size, gradient_accumulation_steps: train.py's, resolved with
+      `train_batch_size` as train.py does (`plan_batches`).
+    mixed_precision_dtype: train.py's compute dtype, a key of `precision.POLICIES` or "auto"
+      (`policy_and_reason`).
     gpu: train.py's --gpu (mixed_float16 unless `dtype` says otherwise).
     device_memory_gb: the training device's memory in GiB (not negative): a GPU's capacity with
       `gpu` or when TensorFlow sees a GPU, else the host's RAM; None (or 0): detected
@@ -185,10 +203,22 @@ class PlannerConfig(settings.Settings):
       "planner (python -m model.memory) says fits one device (90 % of its usable memory), with "
       "gradient accumulation keeping --effective_batch_size.", parser=settings.BatchSizeParser(),
       check=settings.check_batch_size)
-  dtype: Optional[str] = settings.setting(
-      None, "Keras dtype policy of training. Default: the one train.py trains under with the same "
-      "--gpu: mixed_float16 with --gpu, else mixed_bfloat16 on a CPU with bfloat16 matmuls, else "
-      "float32.", choices=estimate.POLICIES)
+  effective_batch_size: Optional[int] = settings.setting(
+      None,
+      "Global features per optimizer step. With --train_batch_size=auto (default 32 then) the tool "
+      "picks the micro-batch and the accumulation steps; with a number, the accumulation "
+      "steps are effective_batch_size / train_batch_size.")
+  gradient_accumulation_steps: int = settings.setting(
+      1, "Forward/backward passes per optimizer step; their gradients are averaged, so the update "
+      "equals one batch of train_batch_size x gradient_accumulation_steps.")
+  mixed_precision_dtype: str = settings.setting(
+      precision.AUTO,
+      "Compute dtype of training (tfm's runtime.mixed_precision_dtype); weights stay float32, and "
+      "prediction runs in float32, as export.py serves by default. float16: mixed_float16 with "
+      "dynamic loss scaling. bfloat16: mixed_bfloat16, no loss scaling; fast on GPUs from Ampere "
+      "on and on CPUs with AVX512-BF16 or AMX. auto: float16 with --gpu; on the CPU bfloat16 "
+      "where it has AVX512-BF16 or AMX, else float32 (the log says which and why).",
+      choices=(precision.AUTO, *precision.POLICIES))
   gpu: bool = settings.setting(
       False, "Train on the GPU under the mixed_float16 policy with dynamic loss scaling "
       "(train.py fails if TensorFlow sees no GPU; the memory planner plans for one).")
@@ -206,37 +236,72 @@ class PlannerConfig(settings.Settings):
       choices=estimate.PROGRAMS)
 
   def check(self):
-    if self.program != estimate.THIS_TOOL.name and self.dtype not in (None, "float32"):
+    if self.program != estimate.THIS_TOOL.name and self.mixed_precision_dtype not in (
+        precision.AUTO, "float32"):
       raise errors.UsageError(
           f"--program={self.program} trained in float32 only (TensorFlow 1.11 BERT had no mixed "
-          f"precision); drop --dtype={self.dtype}")
+          f"precision); drop --mixed_precision_dtype={self.mixed_precision_dtype}")
+    if self.train_batch_size is None:
+      if self.effective_batch_size is not None or self.gradient_accumulation_steps != 1:
+        raise errors.UsageError(
+            "--effective_batch_size and --gradient_accumulation_steps split a --train_batch_size: "
+            "give one too (a number, or auto)")
+    else:
+      accumulation_steps_for(self.train_batch_size, self.gradient_accumulation_steps,
+                             self.effective_batch_size)
 
   @property
   def policy_and_reason(self):
-    """(the Keras dtype policy counted, why in a few words): `dtype`, or train.py's choice."""
-    if self.dtype:
-      return self.dtype, "--dtype"
+    """(the Keras dtype policy counted, why in a few words): train.py's for the same
+    `mixed_precision_dtype` and `gpu`; float32 for another `program`."""
     if self.program != estimate.THIS_TOOL.name:
       return "float32", f"{self.program} trained in float32"
-    train = commands.command("squad-qa-train")
-    return {
-        "float16": ("mixed_float16", f"{train} --gpu"),
-        "bfloat16": ("mixed_bfloat16", f"{train} on this CPU, which has bfloat16 matmuls"),
-        "float32": ("float32", f"{train} without --gpu on this CPU; --gpu trains mixed_float16"),
-    }[precision.auto_compute_dtype(self.gpu)[0]]
+    dtype, why = precision.compute_dtype(self.mixed_precision_dtype, self.gpu)
+    if self.mixed_precision_dtype == precision.AUTO:  # why: "auto: <the device's reason>"
+      why = f"{commands.command('squad-qa-train')} --mixed_precision_dtype={why}"
+      if not self.gpu:
+        why += "; --gpu trains mixed_float16"
+    return precision.POLICIES[dtype], why
+
+
+def _fewest_bytes(config, max_seq_length, dtype, device, program):
+  """Why no batch fits: one feature's peak against `device`'s usable memory, in a few words."""
+  est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind, program=program)
+  size = memory_device.format_bytes
+  fixed = est.weights + est.gradients + est.optimizer_slots
+  return (
+      f"one feature needs {size(est.total)} of the {size(device.usable_bytes)} usable; weights, "
+      f"gradients and AdamW slots alone take {size(fixed)}")
+
+
+def _train_plan(config, bert, seq, dtype, device):
+  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs)."""
+  try:
+    batches = plan_batches(bert, seq, dtype, device, config.train_batch_size,
+                           config.gradient_accumulation_steps, config.effective_batch_size)
+  except MemoryPlanError:  # "auto" found no batch; the flags themselves were checked (`check`)
+    return None, "--train_batch_size=auto: no batch fits"
+  if config.train_batch_size == "auto" or batches.accumulation_steps > 1:
+    return batches, (f"{commands.command('squad-qa-train')} runs {batches.micro_batch_size} "
+                     f"features per pass x {batches.accumulation_steps} accumulation steps = "
+                     f"{batches.effective_batch_size} per optimizer step")
+  return batches, ""
 
 
 def report(config):
   """What `python -m model.memory` prints for a `PlannerConfig` (text, or a JSON document).
 
-  With `max_seq_length`: per model, the largest batch at that length, after the breakdown of an int
-  `train_batch_size`. Without: the max-batch table (with a column of an int `train_batch_size`'s
-  peak and whether it fits at each length, so the flag is never ignored) and, for the presets, the
-  flattened Dense head next to the span head.
+  With `max_seq_length`: per model, the largest batch at that length, after the breakdown of the
+  batch train.py would run for `train_batch_size` (an int or "auto", with `effective_batch_size`
+  and `gradient_accumulation_steps` resolved as train.py does: `plan_batches`). Without: the
+  max-batch table (with a column of that batch's peak and whether it fits at each length, or
+  "auto"'s split, so the flag is never ignored) and, for the presets, the flattened Dense head next
+  to the span head.
 
   Raises:
     errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config,
-      or a `max_seq_length` beyond a model's positions.
+      a `max_seq_length` beyond a model's positions, or `gpu` without a GPU or a
+      `device_memory_gb` to plan one.
   """
   # Imported here, as estimate.presets does: bert_config loads TensorFlow, the planner does not.
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
@@ -253,6 +318,9 @@ def report(config):
     device = memory_device.device_from_flag(config.device_memory_gb)
   else:  # what train.py without --gpu trains on: a visible GPU, else the CPU
     device = memory_device.detect_device(config.device_memory_gb)
+    if config.gpu and device.kind == "cpu":
+      raise errors.UsageError("--gpu: TensorFlow sees no GPU here; give the GPU's memory to plan "
+                              "for one, e.g. --device_memory_gb=16 for a 16 GB card")
   program = estimate.PROGRAMS[config.program]
   this_tool = program == estimate.THIS_TOOL
   output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
@@ -274,13 +342,23 @@ def report(config):
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
                                       program=program)
       entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit}
-      if isinstance(config.train_batch_size, int):  # "auto" is the max batch printed below
-        est = estimate.estimate(bert, seq, config.train_batch_size, dtype, device.kind,
-                                program=program)
-        entry["estimate"] = est.to_dict()
-        entry["fits"] = est.total <= device.usable_bytes
-        text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
-      text.append(f"{name}: largest batch that fits at seq {seq}: {limit}")
+      if config.train_batch_size is not None:
+        batches, line = _train_plan(config, bert, seq, dtype, device)
+        entry["train_plan"] = None
+        if batches:
+          est = batches.estimate
+          entry["train_plan"] = {
+              "micro_batch_size": batches.micro_batch_size,
+              "accumulation_steps": batches.accumulation_steps,
+              "effective_batch_size": batches.effective_batch_size
+          }
+          entry["estimate"] = est.to_dict()
+          entry["fits"] = est.total <= device.usable_bytes
+          text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
+        if line:
+          text.append(f"{name}: {line}")
+      text.append(f"{name}: largest batch that fits at seq {seq}: {limit}" +
+                  (f": {_fewest_bytes(bert, seq, dtype, device, program)}" if not limit else ""))
       output["estimates"].append(entry)
   else:
     size = (f"{config.device_memory_gb:g} GiB" if config.device_memory_gb else
@@ -288,17 +366,27 @@ def report(config):
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     extra_column = None
-    if isinstance(config.train_batch_size, int):  # "auto" is the max batch of each row
-      batch = config.train_batch_size
+    if config.train_batch_size is not None:
       cells = []
       for entry in output["table"]:
-        est = estimate.estimate(configs[entry["model"]], entry["max_seq_length"], batch, dtype,
-                                device.kind, program=program)
+        batches, _ = _train_plan(config, configs[entry["model"]], entry["max_seq_length"], dtype,
+                                 device)
+        if batches is None:
+          cells.append("no batch fits")
+          continue
+        est = batches.estimate
         entry["estimate"] = est.to_dict()
         entry["fits"] = est.total <= device.usable_bytes
         verdict = "fits" if entry["fits"] else "does NOT fit"
-        cells.append(f"{verdict} (peak {memory_device.format_bytes(est.total)})")
-      extra_column = (f"batch {batch}", cells)
+        split = (f"{batches.micro_batch_size} x {batches.accumulation_steps}, "
+                 if config.train_batch_size == "auto" or batches.accumulation_steps > 1 else "")
+        cells.append(f"{split}{verdict} (peak {memory_device.format_bytes(est.total)})")
+      steps = accumulation_steps_for(config.train_batch_size, config.gradient_accumulation_steps,
+                                     config.effective_batch_size)
+      effective = config.effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
+      header = (f"--train_batch_size=auto ({effective} per step)" if steps is None else
+                f"batch {config.train_batch_size}" + (f" x {steps} steps" if steps > 1 else ""))
+      extra_column = (header, cells)
     text.append(
         format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})",
                      extra_column))

@@ -332,10 +332,12 @@ def test_diagnosis_names_the_fixes():
 @pytest.mark.slow
 def test_cli_table_and_breakdown(tmp_path):
   _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--gpu",
-                               "--dtype=float32")
+                               "--mixed_precision_dtype=float32")
   lines = output.strip().splitlines()
-  assert lines[0].startswith("device: 12 GiB GPU (11.1 GiB usable); float32 (--dtype); AdamW; "
-                             "allocator overhead x1.04")
+  assert lines[0].startswith(
+      "device: 12 GiB GPU (11.1 GiB usable); float32 (--mixed_precision_dtype=float32); "
+      "AdamW; "
+      "allocator overhead x1.04")
   assert lines[1].split() == ["model", "seq", "max", "batch", "(12", "GiB,", "fp32)"]
   table = {(l.split()[0], int(l.split()[1])): int(l.split()[2]) for l in lines[2:14]}
   assert table == PLANNER_TABLE
@@ -347,8 +349,8 @@ def test_cli_table_and_breakdown(tmp_path):
       (r["model"], r["max_seq_length"]): r["max_batch_size"] for r in tf1["table"]
   } == TF1_PLANNER_TABLE
   code, refused = testutil.run_cli("-m model.memory", "--device_memory_gb=12",
-                                   "--program=google_research_tf1", "--dtype=mixed_float16",
-                                   expect_ok=False)
+                                   "--program=google_research_tf1",
+                                   "--mixed_precision_dtype=float16", expect_ok=False)
   assert code != 0 and "trained in float32 only" in refused and "Traceback" not in refused
   assert lines[14] == ""
   assert "Dense(1604) over flattened [2, 512, 768]: 1,261,438,532 parameters = 5.046 GB" in output
@@ -356,7 +358,8 @@ def test_cli_table_and_breakdown(tmp_path):
   config = testutil.write_tiny_config(tmp_path / "tiny.json")
   _, output = testutil.run_cli("-m model.memory", f"--bert_config_file={config}",
                                "--max_seq_length=128", "--train_batch_size=8",
-                               "--device_memory_gb=1", "--gpu", "--dtype=float32", "--format=json")
+                               "--device_memory_gb=1", "--gpu", "--mixed_precision_dtype=float32",
+                               "--format=json")
   result, _ = json.JSONDecoder().raw_decode(output[output.index("{"):])  # stderr follows
   entry = result["estimates"][0]
   est = estimate.estimate(tiny_config(), 128, 8, "float32", "gpu")
@@ -370,7 +373,7 @@ def test_cli_table_and_breakdown(tmp_path):
 def test_the_table_answers_for_a_batch_without_a_length(output_format):
   """--train_batch_size without --max_seq_length: the table gets that batch's peak and verdict at
   each of its lengths (text column, JSON "estimate" and "fits"), not the bare table."""
-  config = memory_plan.PlannerConfig(device_memory_gb=12, gpu=True, dtype="float32",
+  config = memory_plan.PlannerConfig(device_memory_gb=12, gpu=True, mixed_precision_dtype="float32",
                                      train_batch_size=8, format=output_format)
   report = memory_plan.report(config)
   usable = memory_device.usable_gpu_bytes(12 * GIB)
@@ -770,13 +773,15 @@ def test_the_planner_reads_a_config_without_importing_tensorflow(tmp_path):
 @pytest.mark.parametrize("options, native_bfloat16, policy, why", [
     ({
         "gpu": True
-    }, False, "mixed_float16", "train.py --gpu"),
+    }, False, "mixed_float16", "train.py --mixed_precision_dtype=auto: --gpu"),
     ({
         "gpu": True,
-        "dtype": "float32"
-    }, False, "float32", "--dtype"),
-    ({}, True, "mixed_bfloat16", "train.py on this CPU, which has bfloat16 matmuls"),
-    ({}, False, "float32", "train.py without --gpu on this CPU; --gpu trains mixed_float16"),
+        "mixed_precision_dtype": "float32"
+    }, False, "float32", "--mixed_precision_dtype=float32"),
+    ({}, True, "mixed_bfloat16", "train.py --mixed_precision_dtype=auto: this CPU has bfloat16 "
+     "matmuls (AVX512-BF16 or AMX); --gpu trains mixed_float16"),
+    ({}, False, "float32", "train.py --mixed_precision_dtype=auto: this CPU has no bfloat16 "
+     "matmuls (AVX512-BF16 or AMX); --gpu trains mixed_float16"),
     ({
         "program": "google_research_tf1",
         "gpu": True
@@ -814,5 +819,98 @@ def test_the_planner_refuses_a_length_or_memory_no_device_has(values, message):
 def test_the_planner_refuses_a_length_beyond_the_model_s_positions():
   with pytest.raises(errors.UsageError) as error:
     memory_plan.report(
-        memory_plan.PlannerConfig(max_seq_length=100000, device_memory_gb=16, dtype="float32"))
+        memory_plan.PlannerConfig(max_seq_length=100000, device_memory_gb=16,
+                                  mixed_precision_dtype="float32"))
   assert str(error.value) == "--max_seq_length=100000: BERT-Base has 512 positions"
+
+
+def test_the_planner_prints_the_batches_train_py_would_run():
+  """The planner resolves --train_batch_size, --effective_batch_size and
+  --gradient_accumulation_steps as train.py does (`plan_batches`): the same split, the same
+  breakdown, and "auto" as its micro-batch x steps, not the bare largest batch."""
+  base = estimate.presets()["BERT-Base"]
+  gpu = memory_device.device_from_flag(12)
+  options = dict(device_memory_gb=12, gpu=True, mixed_precision_dtype="float32", format="json")
+  for batch_flags, split in [
+      ({
+          "train_batch_size": "auto",
+          "effective_batch_size": 64
+      }, (8, 8)),
+      ({
+          "train_batch_size": 8,
+          "effective_batch_size": 32
+      }, (8, 4)),
+      ({
+          "train_batch_size": 6,
+          "gradient_accumulation_steps": 3
+      }, (6, 3)),
+  ]:
+    trained = memory_plan.plan_batches(base, 384, "float32", gpu, **batch_flags)
+    assert (trained.micro_batch_size, trained.accumulation_steps) == split
+    report = json.loads(
+        memory_plan.report(memory_plan.PlannerConfig(max_seq_length=384, **batch_flags, **options)))
+    entry = report["estimates"][0]
+    assert entry["model"] == "BERT-Base" and entry["max_batch_size"] == 15
+    assert entry["train_plan"] == {
+        "micro_batch_size": split[0],
+        "accumulation_steps": split[1],
+        "effective_batch_size": split[0] * split[1]
+    }
+    assert entry["estimate"] == trained.estimate.to_dict() and entry["fits"]
+  text = memory_plan.report(
+      memory_plan.PlannerConfig(max_seq_length=384, train_batch_size="auto",
+                                effective_batch_size=64, **dict(options, format="text")))
+  assert ("BERT-Base: squad-qa-train runs 8 features per pass x 8 accumulation steps = 64 per "
+          "optimizer step").replace("squad-qa-train", commands.command("squad-qa-train")) in text
+  # The table: "auto"'s split at each length. BERT-Large at 512 fits 2 features in 12 GiB, but
+  # "auto" plans within 90 % of it: 1 per pass.
+  table = memory_plan.report(
+      memory_plan.PlannerConfig(train_batch_size="auto", **dict(options, format="text")))
+  lines = table.splitlines()
+  assert lines[1].endswith("max batch (12 GiB, fp32)  --train_batch_size=auto (32 per step)")
+  assert lines[2].split(None, 3)[3].startswith("32 x 1, fits (peak ")
+  assert lines[13].split(None, 3)[:3] == ["BERT-Large", "512", "2"]
+  assert lines[13].split(None, 3)[3].startswith("1 x 32, fits (peak ")
+
+
+@pytest.mark.parametrize("values, message", [
+    ({
+        "effective_batch_size": 32
+    }, "--effective_batch_size and --gradient_accumulation_steps split a --train_batch_size: give "
+     "one too (a number, or auto)"),
+    ({
+        "train_batch_size": 8,
+        "effective_batch_size": 30
+    }, "--effective_batch_size=30 is not a multiple of --train_batch_size=8 (a step accumulates "
+     "whole batches): pass 24 or 32, or --train_batch_size=auto"),
+    ({
+        "train_batch_size": "auto",
+        "gradient_accumulation_steps": 2
+    }, "--train_batch_size=auto chooses the accumulation steps itself; give the batch per "
+     "optimizer step as --effective_batch_size instead of --gradient_accumulation_steps"),
+])
+def test_the_planner_refuses_batch_flags_train_py_refuses(values, message):
+  with pytest.raises(errors.UserError) as error:
+    memory_plan.PlannerConfig(**values)
+  assert str(error.value) == message
+
+
+def test_the_planner_says_why_no_batch_fits_and_wants_a_gpu_it_can_plan():
+  tiny = memory_device.Device("gpu", 300 * 2**20, "300 MiB GPU")
+  base = estimate.presets()["BERT-Base"]
+  one = estimate.estimate(base, 384, 1, "float32", "gpu")
+  fixed = one.weights + one.gradients + one.optimizer_slots
+  assert fixed > tiny.usable_bytes  # the weights alone do not fit, so batch 0
+  assert estimate.max_batch_size(base, 384, tiny.usable_bytes, "float32", "gpu") == 0
+  assert memory_plan._fewest_bytes(base, 384, "float32", tiny, estimate.THIS_TOOL) == (
+      f"one feature needs {memory_device.format_bytes(one.total)} of the 300.0 MiB usable; "
+      f"weights, gradients and AdamW slots alone take {memory_device.format_bytes(fixed)}")
+  report = memory_plan.report(
+      memory_plan.PlannerConfig(max_seq_length=384, device_memory_gb=0.5, gpu=True,
+                                mixed_precision_dtype="float32"))
+  assert "BERT-Base: largest batch that fits at seq 384: 0: one feature needs " in report
+  if not tf.config.list_physical_devices("GPU"):  # --gpu without a GPU: a size is needed
+    with pytest.raises(errors.UsageError) as error:
+      memory_plan.report(memory_plan.PlannerConfig(gpu=True))
+    assert str(error.value) == ("--gpu: TensorFlow sees no GPU here; give the GPU's memory to "
+                                "plan for one, e.g. --device_memory_gb=16 for a 16 GB card")
