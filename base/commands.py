@@ -15,6 +15,15 @@ COMMANDS = {
     "squad-qa-convert-checkpoint":
         ("model.convert_checkpoint", "python -m model.convert_checkpoint"),
 }
+# Console script -> its settings class ("module.Class" inside the package; the converter's flags are
+# the training's files), for naming the command that takes a flag another one was given.
+CONFIG_CLASSES = {
+    "squad-qa-records": "preprocess.records_config.RecordsConfig",
+    "squad-qa-train": "tasks.train_config.TrainConfig",
+    "squad-qa-export": "serving.export_config.ExportConfig",
+    "squad-qa-ask": "serving.ask_config.AskConfig",
+    "squad-qa-memory": "model.memory.plan.PlannerConfig",
+}
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 

@@ -6,6 +6,7 @@ spelling meant (`--do_train=false`), and absl's parsing errors become one line t
 """
 
 import dataclasses
+import importlib
 import os
 import signal
 import sys
@@ -96,6 +97,31 @@ def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
           f"flags are written --name=value")
 
 
+def commands_taking(name):
+  """The other commands of the package with a flag `name` (or `noname`), as this process's user
+  types them, e.g. ["squad-qa-records"] for "doc_stride" given to train.py."""
+  name = name[2:] if name.startswith("no") and name not in _all_flag_names() else name
+  return [
+      commands.command(script) for script, names in _all_flag_names_by_command().items()
+      if name in names
+  ]
+
+
+def _all_flag_names():
+  return {n for names in _all_flag_names_by_command().values() for n in names}
+
+
+def _all_flag_names_by_command():
+  """{console script: its settings' names}, read from `commands.CONFIG_CLASSES` (imported here,
+  when a flag is unknown: each settings module loads without TensorFlow)."""
+  by_command = {}
+  for script, path in commands.CONFIG_CLASSES.items():
+    module, _, class_name = path.rpartition(".")
+    config_class = getattr(importlib.import_module(f"squad_qa.{module}"), class_name)
+    by_command[script] = settings.names(config_class)
+  return by_command
+
+
 def parse_flags(argv, flag_values=flags.FLAGS):
   """absl `flags_parser` for `app.run`: parses `argv` and returns [argv[0]].
 
@@ -107,6 +133,12 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     argv = [argv[0]] + ["--help" if token == "-h" else token for token in argv[1:]]
   try:
     leftover = flag_values(argv)[1:]
+  except flags.UnrecognizedFlagError as e:
+    owners = commands_taking(e.flagname)
+    if not owners:
+      sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
+    sys.exit(f"{program}: --{e.flagname} is a flag of {' and '.join(owners)}, not of this command "
+             f"(--helpfull lists its flags)")
   except flags.Error as e:
     sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
   except SystemExit:

@@ -13,7 +13,6 @@ from squad_qa.preprocess import features
 from squad_qa.preprocess import squad_reader
 
 
-
 def _length_buckets(name, value):
   if isinstance(value, tuple) and not settings.increasing_token_counts(value):
     raise errors.UsageError(f"--{name}={value}: expected increasing positive token counts")
@@ -51,8 +50,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   do_predict: bool = settings.setting(True, "Predict the eval shards and score them.")
   train_batch_size: Union[int, str] = settings.variant(plan.PlannerConfig, "train_batch_size",
                                                        default=32)
-  effective_batch_size: Optional[int] = settings.variant(plan.PlannerConfig,
-                                                         "effective_batch_size")
+  effective_batch_size: Optional[int] = settings.variant(plan.PlannerConfig, "effective_batch_size")
   gradient_accumulation_steps: int = settings.variant(plan.PlannerConfig,
                                                       "gradient_accumulation_steps")
   length_buckets: Union[None, str, Tuple[int, ...]] = settings.setting(
