@@ -21,7 +21,8 @@ def _length_buckets(name, value):
 # Settings of training alone: typed with --do_train=false, they are refused, not ignored.
 TRAINING_ONLY = ("train_batch_size", "effective_batch_size", "gradient_accumulation_steps",
                  "length_buckets", "learning_rate", "num_train_epochs", "max_steps",
-                 "warmup_proportion", "save_checkpoints_steps", "steps_per_loop")
+                 "warmup_proportion", "save_checkpoints_steps", "steps_per_loop",
+                 "float32_weight_gradients")
 # Settings of scoring alone (the final prediction and --eval_every_steps' scorings).
 PREDICTION_ONLY = ("predict_file", "predict_batch_size", "max_eval_examples")
 
@@ -97,7 +98,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "float32 from the float16 operands, so that --gradient_accumulation_steps gives the update "
       "of one big batch to float32 rounding. Costs float32 matmuls for the weight gradients (about "
       "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
-      "them float16. bfloat16 and float32 compute are not changed by it.")
+      "them float16. Typed under bfloat16 or float32 compute, it is refused (it changes nothing there).")
   memory_check: bool = settings.setting(
       True, "Before training, stop with a diagnosis if the memory planner (python -m "
       "model.memory) estimates that the batch does not fit the device. --nomemory_check trains "
@@ -149,8 +150,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       refused += [n for n in TRAINING_ONLY if self.given(n)]
       if refused:
         name = refused[0]
-        typed = (f"--no{name}"
-                 if getattr(self, name) is None else f"--{name}={self.flag_text(name)}")
+        value = getattr(self, name)
+        typed = (f"--no{name}" if value is None or value is False else
+                 f"--{name}" if value is True else f"--{name}={self.flag_text(name)}")
         raise errors.UsageError(f"{typed} applies to training; --do_train=false only predicts: "
                                 f"drop one of the two")
     if not self.do_predict and not self.eval_every_steps:  # nothing scores: refuse these too
@@ -159,6 +161,11 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
           raise errors.UsageError(f"--{name}={self.flag_text(name)} applies to scoring; "
                                   f"--do_predict=false without --eval_every_steps scores nothing: "
                                   f"drop one of the two")
+    if self.do_train and self.given("float32_weight_gradients") and self.precision != "float16":
+      raise errors.UsageError(
+          f"--{'' if self.float32_weight_gradients else 'no'}float32_weight_gradients applies to "
+          f"float16 compute; this run computes in {self.precision} "
+          f"({self.precision_and_reason[1]}): drop it")
     if self.train_budget:
       for name in ("max_steps", "num_train_epochs"):
         if self.given(name) and getattr(self, name) is not None:

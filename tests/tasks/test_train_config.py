@@ -71,6 +71,18 @@ from tests import testutil
         "do_predict": False
     }, "--do_train=false and --do_predict=false leave nothing to do: drop one of the two"),
     ({
+        "do_train": False,
+        "float32_weight_gradients": False,
+        "typed_flags": ("do_train", "float32_weight_gradients")
+    }, "--nofloat32_weight_gradients applies to training; --do_train=false only predicts: drop "
+     "one of the two"),
+    ({
+        "mixed_precision_dtype": "bfloat16",
+        "float32_weight_gradients": False,
+        "typed_flags": ("float32_weight_gradients",)
+    }, "--nofloat32_weight_gradients applies to float16 compute; this run computes in bfloat16 "
+     "(--mixed_precision_dtype=bfloat16): drop it"),
+    ({
         "length_buckets": (128, 64)
     }, "--length_buckets=(128, 64): expected increasing positive token counts"),
     ({
@@ -94,6 +106,15 @@ def test_a_value_no_run_can_use_is_one_line(values, message):
   with pytest.raises(errors.UsageError) as error:
     train_config.TrainConfig(**values)
   assert str(error.value) == message
+
+
+def test_float32_weight_gradients_is_taken_under_float16():
+  """The float16 override's switch is taken under float16, refused where it would change nothing
+  (above), and says nothing when left at its default."""
+  config = train_config.TrainConfig(mixed_precision_dtype="float16", float32_weight_gradients=False,
+                                    typed_flags=("float32_weight_gradients",))
+  assert config.precision == "float16" and not config.float32_weight_gradients
+  assert train_config.TrainConfig(mixed_precision_dtype="bfloat16").float32_weight_gradients
 
 
 def test_predicting_alone_accepts_the_settings_it_uses():
