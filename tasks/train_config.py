@@ -98,7 +98,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "float32 from the float16 operands, so that --gradient_accumulation_steps gives the update "
       "of one big batch to float32 rounding. Costs float32 matmuls for the weight gradients (about "
       "a third of the step's FLOPs; not measured on a GPU). --nofloat32_weight_gradients keeps "
-      "them float16. Typed under bfloat16 or float32 compute, it is refused (it changes nothing there).")
+      "them float16. Under bfloat16 or float32 compute it changes nothing and is refused.")
   memory_check: bool = settings.setting(
       True, "Before training, stop with a diagnosis if the memory planner (python -m "
       "model.memory) estimates that the batch does not fit the device. --nomemory_check trains "
