@@ -21,6 +21,8 @@ from squad_qa.base import artifacts
 from squad_qa.base import progress as progress_lib
 
 CSV_FIELDS = ("step", "examples", "train_seconds", "exact_match", "f1", "loss")
+# Dev questions a learning-curve point scores without a word (the demo's --max_eval_examples).
+MANY_QUESTIONS = 1000
 
 
 def read_rows(path):
@@ -60,6 +62,11 @@ class LearningCurve:
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
     self.final_step = final_step
     self._final = None  # (step, train_seconds, loss) of the final point, once training reached it
+    if score and scorer.max_eval_examples is None and len(scorer.ids) > MANY_QUESTIONS:
+      logging.warning(
+          "--eval_every_steps=%d scores all %d questions of the dev file at each point (%d "
+          "windows); --max_eval_examples=%d scores the first %d", self.every_steps, len(scorer.ids),
+          scorer.total_windows, MANY_QUESTIONS, MANY_QUESTIONS)
 
   def begin(self, start_step, global_batch_size):
     """Starts the training clock at global step `start_step`; `global_batch_size` (features per

@@ -93,6 +93,9 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
                                  scorer if is_chief else None, *budget_clock,
                                  final_model=final_model)
     plan = dataclasses.replace(plan, num_train_steps=train_budget.plan(config, costs, strategy))
+    if is_chief:
+      train_budget.warn_of_many_epochs(config.train_budget, plan.num_train_steps,
+                                       plan.steps_per_epoch)
     schedule.set_num_train_steps(plan.num_train_steps)
 
     def record_new_plan(steps):  # once the first checkpoint's save has written the files

@@ -75,6 +75,9 @@ REPLAN_TOLERANCE = 0.02  # of the budget: a projected end closer than this keeps
 REPLAN_CHECKS = 8  # a check every 1/REPLAN_CHECKS of the planned steps, from twice that far in
 PROBE_BATCHES = 3  # eval batches a scoring's time is measured on (predicted twice)
 SAMPLE_BATCHES = 2000  # train batches whose padded lengths weigh the steps (0.5 s to read)
+# Epochs above which a plan is warned of: SQuAD fine-tuning recipes take 2 to 3 (google-research/
+# bert's README: 2; Hugging Face TrainingArguments' default: 3).
+MANY_EPOCHS = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +192,18 @@ def plan_line(budget, costs, schedule, steps):
       f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
       f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
       f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
+
+
+def warn_of_many_epochs(budget, steps, steps_per_epoch):
+  """Logs a warning when `steps` (the budget's plan) pass over the train windows more than
+  `MANY_EPOCHS` times: past a few epochs fine-tuning overfits, and the budget buys no F1."""
+  epochs = steps / max(1, steps_per_epoch)
+  if epochs > MANY_EPOCHS:
+    logging.warning(
+        "train_budget %s plans %.0f epochs of the train records (%d steps of %d an epoch); "
+        "SQuAD fine-tuning recipes take 2 to 3, and past a few the model overfits: a shorter "
+        "--train_budget reaches the same F1, or train on more questions",
+        settings.format_duration(budget), epochs, steps, steps_per_epoch)
 
 
 def _time_steps(trainer, steps, clock):

@@ -26,8 +26,9 @@ class FakeClock:
 class FakeScorer:
   """Scores 40.0 / 50.0, then +10 each time; scoring takes 7 s of the fake clock."""
 
-  def __init__(self, clock):
-    self.clock, self.calls, self.ids = clock, 0, ["q1", "q2", "q3"]
+  def __init__(self, clock, ids=("q1", "q2", "q3"), max_eval_examples=None):
+    self.clock, self.calls, self.ids = clock, 0, list(ids)
+    self.max_eval_examples, self.total_windows = max_eval_examples, len(ids) + 2
 
   def score(self, model):
     del model
@@ -61,6 +62,21 @@ def run(tmp_path, clock, start_step, steps, seconds_per_step=2.0, final_step=Non
     step.assign_add(n)
     curve({"loss": 1.5})
   return loops, scorer, curve
+
+
+@pytest.mark.parametrize("questions, max_eval_examples, warned", [(3, None, False),
+                                                                  (1001, None, True),
+                                                                  (1001, 1001, False)])
+def test_a_curve_over_a_large_dev_file_is_warned_of(tmp_path, caplog, questions, max_eval_examples,
+                                                    warned):
+  """Every point scoring all of dev (10,570 questions of SQuAD v1.1: minutes each on a CPU) is
+  said once when training starts, unless --max_eval_examples chose it."""
+  scorer = FakeScorer(FakeClock(), [f"q{i}" for i in range(questions)], max_eval_examples)
+  learning_curve.LearningCurve(curve_config(tmp_path), scorer, None, FakeStrategy(),
+                               tf.Variable(0, dtype=tf.int64))
+  expected = ("--eval_every_steps=10 scores all 1001 questions of the dev file at each point "
+              "(1003 windows); --max_eval_examples=1000 scores the first 1000")
+  assert (expected in caplog.text) == warned
 
 
 def test_points_every_n_steps_in_the_csv_with_training_time_only(tmp_path):

@@ -169,6 +169,14 @@ def replanner(clock, budget=1200, eval_every_steps=100, warmup_proportion=0.1, s
   return train_budget.Replanner(config, costs, tf.distribute.get_strategy(), schedule, clock)
 
 
+def test_a_plan_of_many_epochs_is_warned_of(caplog):
+  train_budget.warn_of_many_epochs(600, 50, 10)  # 5 epochs: at the limit, said nothing
+  assert not caplog.text
+  train_budget.warn_of_many_epochs(36000, 1260, 10)
+  assert ("train_budget 10h plans 126 epochs of the train records (1260 steps of 10 an epoch); "
+          "SQuAD fine-tuning recipes take 2 to 3") in caplog.text
+
+
 def test_a_slower_run_is_planned_again_to_end_in_the_budget(caplog):
   """The check after 2 x 543 // 8 = 134 steps: they took 2.5 s each, and a scoring (at step 100,
   10 s) is behind. From 395 s, 439 steps fit the 1200: 305 x 2.5 + 2 checkpoints + 4 scorings
