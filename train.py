@@ -19,6 +19,7 @@ from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import artifacts
 from squad_qa.base import native_log
+from squad_qa.base import progress
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.tasks import train_config
@@ -32,7 +33,7 @@ def main(argv):
   # Imported after the flags parse, so --help and flag errors do not wait for TensorFlow.
   from squad_qa.tasks import train_and_evaluate as train_lib  # pylint: disable=g-import-not-at-top
   native_log.cpp_log_level_to_absl()  # XLA's lines (--xla) follow TF_CPP_MIN_LOG_LEVEL too
-  train_lib.train_and_evaluate(config)
+  train_lib.train_and_evaluate(config, started_seconds_ago=progress.seconds_since_process_start())
 
 
 def after_interrupt():

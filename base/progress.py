@@ -7,6 +7,7 @@ Imports no TensorFlow until a bar is shown, so a command's Ctrl-C line may end t
 
 import dataclasses
 import logging as logging_lib
+import os
 import sys
 import time
 from typing import Callable, Optional
@@ -14,6 +15,21 @@ from typing import Callable, Optional
 from absl import logging
 
 LOG_INTERVAL_SECONDS = 30.0
+
+
+def seconds_since_process_start(stat_file="/proc/self/stat", uptime_file="/proc/uptime"):
+  """Seconds since this process started (Linux: its start time in /proc/self/stat against the
+  uptime, both since boot, at the kernel's clock-tick resolution), so that a time budget counts
+  the interpreter's and TensorFlow's start-up too; 0.0 where those files are unreadable."""
+  try:
+    with open(stat_file, encoding="ascii") as f:
+      fields = f.read().rpartition(")")[2].split()  # after "pid (name)", which may hold spaces
+    with open(uptime_file, encoding="ascii") as f:
+      uptime = float(f.read().split()[0])
+    started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22, starttime
+  except (OSError, ValueError, IndexError):
+    return 0.0
+  return max(0.0, uptime - started)
 
 
 def format_seconds(seconds):

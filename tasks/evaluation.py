@@ -35,8 +35,9 @@ def predict_step(model):
   return _PREDICT_STEPS[model]
 
 
-def predict(model, dataset, total_windows=None):
-  """Runs the model over eval batches of any width, showing progress out of `total_windows`.
+def predict(model, dataset, total_windows=None, what="predicting"):
+  """Runs the model over eval batches of any width, showing progress (`what`, e.g. "predicting")
+  out of `total_windows`.
 
   Returns:
     {example index: [span_decoding.WindowLogits, ...]} in window order (by unique_id, whatever
@@ -44,7 +45,7 @@ def predict(model, dataset, total_windows=None):
   """
   step = predict_step(model)
   windows = collections.defaultdict(list)
-  progress = progress_lib.Progress("predicting", total_windows, "windows")
+  progress = progress_lib.Progress(what, total_windows, "windows")
   for batch in dataset:
     start_logits, end_logits = step(span_model.model_inputs(batch))
     arrays = {k: v.numpy() for k, v in batch.items()}

@@ -277,13 +277,15 @@ def _output_errors(config, meta):
         f"another --model_dir) and run the same command again") from None
 
 
-def train_and_evaluate(config, clock=time.monotonic):
+def train_and_evaluate(config, clock=time.monotonic, started_seconds_ago=0.0):
   """Fine-tunes (`do_train`), then predicts and scores dev (`do_predict`) on the chief, which
   holds --model_dir's lock (`base.artifacts.folder_lock`) meanwhile.
 
   Args:
     config: a `tasks.train_config.TrainConfig`.
     clock: a function returning seconds, which --train_budget plans on.
+    started_seconds_ago: seconds the command ran before this call (its start-up: train.py passes
+      `progress.seconds_since_process_start`), counted in the budget and the summary's time.
 
   Returns:
     The eval results (a dict, also in model_dir/eval_results.json), or None without prediction
@@ -294,7 +296,7 @@ def train_and_evaluate(config, clock=time.monotonic):
       among them another process training into --model_dir, a --model_dir that is not writable,
       a full disk and a damaged shard.
   """
-  started, budget_started = time.time(), clock()
+  started, budget_started = time.time() - started_seconds_ago, clock() - started_seconds_ago
   if config.gpu and not tf.config.list_physical_devices("GPU"):
     raise errors.UsageError(
         "--gpu: TensorFlow sees no GPU (tf.config.list_physical_devices('GPU') is empty); install "

@@ -190,8 +190,8 @@ def plan_line(budget, costs, schedule, steps):
   return (
       f"train_budget {settings.format_duration(budget)}: {costs.step:#.3g} s/step measured over "
       f"{MEASURE_STEPS} steps{scaled} -> {steps} steps (planned to end at "
-      f"{progress_lib.format_seconds(end)}, {scoring}; measuring took "
-      f"{progress_lib.format_seconds(costs.elapsed)} since the start)")
+      f"{progress_lib.format_seconds(end)}, {scoring}; start-up and measuring took "
+      f"{progress_lib.format_seconds(costs.elapsed)})")
 
 
 def warn_of_many_epochs(budget, steps, steps_per_epoch):
@@ -227,7 +227,7 @@ def _probe_scoring(scorer, model, strategy, clock):
 
   def predict():  # evaluation.predict iterates the batches: a list of them serves
     began = clock()
-    windows = evaluation.predict(model, batches)
+    windows = evaluation.predict(model, batches, what="train_budget: timing a dev scoring")
     return windows, clock() - began
 
   with strategy.scope():
@@ -310,6 +310,9 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
   """
   strategy = trainer.strategy
   started = clock() if started is None else started
+  logging.info("train_budget: timing %d training steps twice%s before planning (undone after)",
+               MEASURE_STEPS,
+               ", a checkpoint save and a dev scoring" if scorer else " and a checkpoint save")
   with strategy.scope():
     optimization.create_slots(trainer.optimizer, question_answering.trained_variables(model))
   folder = tempfile.mkdtemp(prefix="squad_qa_budget_")

@@ -1,6 +1,7 @@
 """Progress lines a person reads at a glance: done of total, rate, elapsed, ETA, at an interval."""
 
 import logging as std_logging
+import os
 
 from absl import logging
 
@@ -104,3 +105,17 @@ def test_a_log_line_never_runs_into_the_bar(capsys):
   assert capsys.readouterr().out.endswith("\n")  # a finished bar ends its line itself
   logging.warning("after the bar")
   assert capsys.readouterr().out == ""
+
+
+def test_seconds_since_process_start(tmp_path):
+  """A budget counts the command's start-up: the process's start (clock ticks since boot, field 22
+  of /proc/self/stat, after a name that may hold spaces and parentheses) against the uptime."""
+  tick = os.sysconf("SC_CLK_TCK")
+  stat = tmp_path / "stat"
+  fields = ["S"] + ["0"] * 18 + [str(100 * tick)] + ["0"] * 20  # fields 3..; 22 is the 20th
+  stat.write_text("4242 (python (a) b) " + " ".join(fields))
+  uptime = tmp_path / "uptime"
+  uptime.write_text("104.50 200.00\n")
+  assert progress_lib.seconds_since_process_start(str(stat), str(uptime)) == 4.5
+  assert progress_lib.seconds_since_process_start(str(tmp_path / "none"), str(uptime)) == 0.0
+  assert 0.0 < progress_lib.seconds_since_process_start() < 24 * 3600  # this process, on Linux

@@ -42,7 +42,7 @@ def test_the_plan_is_the_most_steps_that_fit():
   assert train_budget.planned_steps(50, costs, unscored) == 0
   assert train_budget.plan_line(1200, costs, scored, 543) == (
       "train_budget 20m: 2.00 s/step measured over 8 steps -> 543 steps (planned to end at 19 min "
-      "59 s, scoring included: 6 scorings of ~10 s; measuring took 50 s since the start)")
+      "59 s, scoring included: 6 scorings of ~10 s; start-up and measuring took 50 s)")
 
 
 def test_a_final_prediction_on_another_model_is_planned_at_its_own_cost():
@@ -54,8 +54,8 @@ def test_a_final_prediction_on_another_model_is_planned_at_its_own_cost():
   assert scored.seconds(528, costs) == 1149.0 and scored.seconds(529, costs) == 1151.0
   assert scored.seconds_behind(500, costs) == 2 * 1.0 + 5 * 10.0  # scorings during, not the final
   assert train_budget.plan_line(1200, costs, scored, 528).endswith(
-      "scoring included: 6 scorings of ~10 s (the final prediction ~40 s); measuring took 50 s "
-      "since the start)")
+      "scoring included: 6 scorings of ~10 s (the final prediction ~40 s); start-up and measuring "
+      "took 50 s)")
   unpredicted = train_budget.Schedule(eval_every_steps=100, do_predict=False,
                                       save_checkpoints_steps=250)
   assert unpredicted.seconds(500, costs) == 1000 + 2 + 5 * 10.0
@@ -146,7 +146,7 @@ def test_new_lengths_are_costed_where_the_run_first_meets_them():
   assert train_budget.planned_steps(20.0, costs, unscored) == 9  # 18 + 2 s; 10 steps: 22 s
   assert train_budget.plan_line(20.0, costs, unscored, 9) == (
       "train_budget 20s: 2.00 s/step measured over 8 steps, 2 new padded lengths compiling ~1 s "
-      "each -> 9 steps (planned to end at 20 s, no scoring; measuring took 0 s since the start)")
+      "each -> 9 steps (planned to end at 20 s, no scoring; start-up and measuring took 0 s)")
 
 
 class Clock:
@@ -338,7 +338,7 @@ def test_a_bfloat16_run_plans_its_final_prediction_on_a_float32_copy(records, tm
       config_for(records, tmp_path / "bfloat16", train_budget=BUDGET, save_checkpoints_steps=4,
                  mixed_precision_dtype="bfloat16"), clock=clock)
   assert ("-> 1 steps (planned to end at 1 min 19 s, scoring included: 1 scoring of ~2 s (the "
-          "final prediction ~6 s); measuring took 1 min 10 s since the start)") in caplog.text
+          "final prediction ~6 s); start-up and measuring took 1 min 10 s)") in caplog.text
   assert read_json(tmp_path / "bfloat16" / "train_results.json")["end_step"] == 1
   assert tf_keras.mixed_precision.global_policy().name == "float32"  # the final prediction's
 
