@@ -10,6 +10,7 @@ questions and writes each point to TensorBoard (`<model_dir>/eval`) and as a row
 When train.py scores dev after training, that final score is the last point (scored once).
 """
 
+import contextlib
 import csv
 import os
 import time
@@ -62,6 +63,8 @@ class LearningCurve:
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
     self.final_step = final_step
     self._final = None  # (step, train_seconds, loss) of the final point, once training reached it
+    # Entered around a scoring: the trainer's, which lets a SIGTERM stop it (`trainer`).
+    self.work_context = contextlib.nullcontext
     if score and scorer.max_eval_examples is None and len(scorer.ids) > MANY_QUESTIONS:
       logging.warning(
           "--eval_every_steps=%d scores all %d questions of the dev file at each point (%d "
@@ -95,7 +98,7 @@ class LearningCurve:
       self._final = (step, train_seconds, loss)
       return
     scoring_started = self._clock()
-    with self.strategy.scope():
+    with self.work_context(), self.strategy.scope():
       results, _ = self.scorer.score(self.model)
     self._scoring_seconds += self._clock() - scoring_started
     self._write(step, train_seconds, loss, results, "")

@@ -182,6 +182,10 @@ def _check_restored(restored, latest):
           "continues from a new random stream", latest)
 
 
+class _SigtermDuringWork(Exception):
+  """Raised by `SaveAndStopOnSigterm`'s handler inside its `interruptible` work."""
+
+
 class SaveAndStopOnSigterm:
   """orbit action: after a SIGTERM (a preemption), saves a checkpoint at the current step, says so
   in one line and exits with PREEMPTED_EXIT_STATUS (orbit's SaveCheckpointIfPreempted, through
@@ -194,14 +198,34 @@ class SaveAndStopOnSigterm:
         cluster_resolver, manager,
         termination_config=tf.distribute.experimental.TerminationConfig(exit_fn=self._exit))
     self.received = False
+    self._interruptible = False  # inside `interruptible`: a SIGTERM stops the work at once
     tf_handler = signal.getsignal(signal.SIGTERM)
     if callable(tf_handler):  # TF's handler only flags the signal for the next check: note it too
 
       def on_sigterm(signum, frame):
         self.received = True
         tf_handler(signum, frame)
+        if self._interruptible:
+          self._interruptible = False
+          raise _SigtermDuringWork()
 
       signal.signal(signal.SIGTERM, on_sigterm)
+
+  @contextlib.contextmanager
+  def interruptible(self):
+    """Within (work between loops on one worker, e.g. a learning-curve scoring: a minute on all of
+    dev), a SIGTERM stops that work at once: the checkpoint of the current step is saved and the
+    command exits as a SIGTERM between loops does, instead of after the work and the next loop."""
+    self._interruptible = True
+    try:
+      yield
+    except _SigtermDuringWork:
+      # TF's handler would save only after one more loop (its step to save is the next): the
+      # weights are this step's, so they are saved now, as it saves them.
+      self._manager.save(checkpoint_number=self._global_step)
+      self._exit()
+    finally:
+      self._interruptible = False
 
   @contextlib.contextmanager
   def handling(self):
@@ -252,6 +276,8 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   for watcher in watchers:
     actions.append(watcher)
     watcher.begin(start_step, trainer.global_batch_size)
+    if hasattr(watcher, "work_context") and not distribution.is_multi_worker(trainer.strategy):
+      watcher.work_context = actions[0].interruptible  # other workers wait in a collective
   save = SaveAtMultiples(manager, global_step, every, plan.num_train_steps)
   actions.append(save)
 

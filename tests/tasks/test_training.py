@@ -345,3 +345,31 @@ def test_a_sigterm_after_the_last_check_stops_the_command_once_training_ends(tmp
       time.sleep(0.2)
       raise ValueError("out of memory")
   assert signal.getsignal(signal.SIGTERM) is command_handler
+
+
+def test_a_sigterm_during_a_scoring_between_loops_saves_this_step_and_stops(tmp_path, capsys):
+  """A learning-curve scoring (`interruptible` work) is stopped by a SIGTERM at once: the
+  checkpoint of the current step is saved and the command exits as after a SIGTERM between loops
+  (TF's handler would save only after the scoring and one more loop)."""
+  import os  # pylint: disable=g-import-not-at-top
+  import signal  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  step = tf.Variable(20, dtype=tf.int64)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path), 1)
+  command_handler = signal.getsignal(signal.SIGTERM)
+  sigterm = trainer_lib.SaveAndStopOnSigterm(
+      tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, step)
+  scored = []
+  with pytest.raises(SystemExit) as exited:
+    with sigterm.handling():
+      with sigterm.interruptible():  # no signal: the work runs to its end
+        scored.append("step 10")
+      with sigterm.interruptible():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # a long scoring: the handler stops it
+        scored.append("step 20")
+  assert exited.value.code == trainer_lib.PREEMPTED_EXIT_STATUS and scored == ["step 10"]
+  assert manager.latest_checkpoint == os.path.join(str(tmp_path), "ckpt-20")
+  assert "stopped by SIGTERM at step 20: saved " in capsys.readouterr().err
+  assert signal.getsignal(signal.SIGTERM) is command_handler
