@@ -49,6 +49,8 @@ def after_interrupt():
       found = re.search(r'^model_checkpoint_path: "(.*)"$', f.read(), re.MULTILINE)
     if found:
       latest = os.path.join(model_dir, found.group(1))
+  if not flags.FLAGS["do_train"].value:  # predicting alone: nothing was trained or saved
+    return "the checkpoints are as they were; the same command predicts again"
   if latest and os.path.exists(latest + ".index"):
     return f"{latest} is kept; the same command resumes from it"
   return f"no checkpoint was saved in --model_dir={model_dir} yet; the same command starts over"

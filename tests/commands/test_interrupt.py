@@ -99,6 +99,8 @@ open(saved + "/ckpt-4.index", "w").close()  # a checkpoint is named only when it
 for model_dir in (empty, saved):
   flags.FLAGS(["train.py", "--model_dir=" + model_dir])
   print(train.after_interrupt())
+flags.FLAGS(["train.py", "--model_dir=" + saved, "--do_train=false"])
+print(train.after_interrupt())
 """
 
 
@@ -111,5 +113,6 @@ def test_ctrl_c_names_the_checkpoint_it_resumes_from_or_says_there_is_none(tmp_p
                         timeout=300)
   assert proc.stdout.splitlines() == [
       f"no checkpoint was saved in --model_dir={empty} yet; the same command starts over",
-      f"{saved}/ckpt-4 is kept; the same command resumes from it"
+      f"{saved}/ckpt-4 is kept; the same command resumes from it",
+      "the checkpoints are as they were; the same command predicts again"  # predicting alone
   ], proc.stderr[-2000:]
