@@ -59,9 +59,18 @@ def is_deprecation_notice(record):
   return record.name == "tensorflow" and record.filename == "deprecation.py"
 
 
+def is_notice_said_here(record):
+  """Whether `record` is tf_keras' multi-line "mixed_float16 may run slowly because this machine
+  does not have a GPU" check, which train.py says in one line of its own (with another GPU's
+  compute capability the check is kept: it is then the only word on it)."""
+  return (record.filename == "device_compatibility_check.py" and
+          "does not have a GPU" in record.getMessage())
+
+
 class ProjectInfoFilter(logging.Filter):
-  """Passes WARNING and above but TensorFlow's deprecation notices, and INFO from this project's
-  files (all when `verbose` or at absl verbosity DEBUG)."""
+  """Passes WARNING and above but TensorFlow's deprecation notices and the notices this project
+  says itself (`is_notice_said_here`), and INFO from this project's files (all when `verbose` or
+  at absl verbosity DEBUG)."""
 
   def __init__(self, verbose=False):
     super().__init__()
@@ -74,7 +83,8 @@ class ProjectInfoFilter(logging.Filter):
     if absl_logging.get_verbosity() >= absl_logging.DEBUG:
       return True
     if record.levelno >= logging.WARNING:
-      return record.levelno >= logging.ERROR or not is_deprecation_notice(record)
+      return record.levelno >= logging.ERROR or not (is_deprecation_notice(record) or
+                                                     is_notice_said_here(record))
     return is_project_file(record.pathname)
 
 

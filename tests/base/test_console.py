@@ -107,6 +107,39 @@ def test_tensorflow_deprecation_notices_are_dropped_unless_verbose():
   assert not console.is_deprecation_notice(record(logging.WARNING, absl_logging.__file__))
 
 
+def test_tf_keras_cpu_float16_notice_is_dropped_as_train_py_says_it():
+  """tf_keras' mixed_float16 check without a GPU (the real record, made by its function) is
+  replaced by train.py's own line; its other outcomes (a GPU of too low a compute capability) are
+  kept."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_keras.src.mixed_precision import device_compatibility_check  # pylint: disable=g-import-not-at-top
+
+  class Keep(logging.Handler):
+
+    def __init__(self):
+      super().__init__()
+      self.records = []
+
+    def emit(self, record):
+      self.records.append(record)
+
+  kept = Keep()
+  tf.get_logger().addHandler(kept)
+  try:
+    device_compatibility_check._log_device_compatibility_check("mixed_float16", [])  # no GPU
+    device_compatibility_check._log_device_compatibility_check("mixed_float16", [{
+        "device_name": "Old GPU",
+        "compute_capability": (6, 1)
+    }])
+  finally:
+    tf.get_logger().removeHandler(kept)
+  no_gpu, old_gpu = kept.records
+  assert "does not have a GPU" in no_gpu.getMessage() and console.is_notice_said_here(no_gpu)
+  assert not console.ProjectInfoFilter().filter(no_gpu)
+  assert console.ProjectInfoFilter(verbose=True).filter(no_gpu)
+  assert "Old GPU" in old_gpu.getMessage() and console.ProjectInfoFilter().filter(old_gpu)
+
+
 @pytest.mark.parametrize("verbose, shown", [(False, 0), (True, 1)])
 def test_google_s_python_version_notice_is_hidden_unless_verbose(verbose, shown):
   """`import tensorflow` imports google-api-core, which warns on every run under a Python that
