@@ -6,6 +6,7 @@ import os
 import time
 import weakref
 
+from absl import logging
 import tensorflow as tf
 
 from squad_qa.base import artifacts
@@ -158,6 +159,19 @@ def evaluate(model, records_dir, meta, predict_file, model_dir, predict_batch_si
   return score_and_write(scorer, model, model_dir)
 
 
+def all_null_hint(results, threshold):
+  """What a SQuAD 2.0 scoring (`results`, the official scorer's with best_*) that answered every
+  question "" under `threshold` (null_score_diff_threshold, logits) means, in one line."""
+  said = (f"every question was answered \"\" (no answer): each null score beat the best span by "
+          f"more than --null_score_diff_threshold={threshold:g}")
+  if results["best_f1"] > results["f1"] + 0.005:
+    return (f"{said}. The official scorer's best threshold on these questions is "
+            f"{results['best_f1_thresh']:.3f} (F1 {results['best_f1']:.2f} against "
+            f"{results['f1']:.2f}): pass it as --null_score_diff_threshold, or train longer")
+  return (f"{said}, and no threshold scores better on these questions: the model prefers no "
+          f"answer to any span it finds; train longer")
+
+
 def score_and_write(scorer, model, model_dir):
   """`scorer.score(model)`, written to `model_dir` as predictions.json, eval_results.json (and
   null_odds.json for SQuAD 2.0: each question's null score minus best span score; an earlier
@@ -171,4 +185,7 @@ def score_and_write(scorer, model, model_dir):
     os.remove(null_odds_file)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
+  if scorer.decoding.version_2_with_negative and results.get("HasAns_total") and not any(
+      final.texts.values()):
+    logging.warning("%s", all_null_hint(results, scorer.decoding.null_score_diff_threshold))
   return results

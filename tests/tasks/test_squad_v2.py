@@ -287,7 +287,7 @@ def test_score_v2_known_predictions(v2_file):
   assert scores["best_f1_thresh"] == -1.0
 
 
-def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
+def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file, caplog):
   out = str(tmp_path / "records")
   meta = make_records_job.make_records(
       make_records_job.RecordsConfig(vocab_file=testutil.vocab_file(), do_lower_case=True,
@@ -309,6 +309,24 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file):
   assert results["exact"] == pytest.approx(40.0)  # v3 and v4 right
   assert results["HasAns_exact"] == pytest.approx(100 / 3) and results["NoAns_exact"] == 50.0
   assert json.loads((model_dir / "eval_results.json").read_text())["exact"] == results["exact"]
+  assert "every question was answered" not in caplog.text
+  # A threshold below every null odds answers "" everywhere: said, with the scorer's best.
+  all_null = evaluation.evaluate(
+      model, out, meta, v2_file, str(model_dir), 8,
+      span_decoding.DecodingSettings(n_best_size=20, max_answer_length=30,
+                                     version_2_with_negative=True, null_score_diff_threshold=-10.0))
+  assert set(json.loads((model_dir / "predictions.json").read_text()).values()) == {""}
+  # Answering P2 gains v4 and loses v5: no threshold beats answering nothing (the scorer's -7).
+  assert all_null["best_f1"] == all_null["f1"] == 40.0 and all_null["best_f1_thresh"] == -7.0
+  assert evaluation.all_null_hint(all_null, -10.0) in caplog.text
+  assert evaluation.all_null_hint(all_null, -10.0) == (
+      "every question was answered \"\" (no answer): each null score beat the best span by more "
+      "than --null_score_diff_threshold=-10, and no threshold scores better on these questions: "
+      "the model prefers no answer to any span it finds; train longer")
+  better = dict(all_null, best_f1=55.5, best_f1_thresh=-2.25)
+  assert evaluation.all_null_hint(better, 0.0).endswith(
+      "--null_score_diff_threshold=0. The official scorer's best threshold on these questions is "
+      "-2.250 (F1 55.50 against 40.00): pass it as --null_score_diff_threshold, or train longer")
   # The same folder scored on SQuAD 1.1 (the answerable questions): its files are of that run.
   v1 = copy.deepcopy(V2)
   for article in v1["data"]:
