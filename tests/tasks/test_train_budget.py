@@ -85,7 +85,8 @@ def test_a_scoring_is_timed_on_its_traced_prediction_step(monkeypatch):
   clock = Clock(0.0)
   traced = set()
 
-  def predict(model, batches):
+  def predict(model, batches, what):
+    assert what == "train_budget: timing a dev scoring"  # not the final prediction's "predicting"
     if model not in traced:
       traced.add(model)
       clock.now += 5.0
