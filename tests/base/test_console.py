@@ -78,21 +78,23 @@ def test_the_level_the_package_import_set_is_raised_by_a_command(monkeypatch, se
   assert console.cpp_log_level_to_set({console.LOG_LEVEL_ENV: "1"}, nvidia_driver=True) == expected
 
 
+class KeptRecords(logging.Handler):
+  """A handler that keeps the records it is given (`records`)."""
+
+  def __init__(self):
+    super().__init__()
+    self.records = []
+
+  def emit(self, record):
+    self.records.append(record)
+
+
 def test_tensorflow_deprecation_notices_are_dropped_unless_verbose():
   """TensorFlow's own code calls deprecated functions (its PreemptionCheckpointHandler, on
   SIGTERM); the notice, a WARNING, is nothing a user can act on."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-  class Keep(logging.Handler):
-
-    def __init__(self):
-      super().__init__()
-      self.records = []
-
-    def emit(self, record):
-      self.records.append(record)
-
-  kept = Keep()
+  kept = KeptRecords()
   tf.get_logger().addHandler(kept)
   try:
     tf.compat.v1.to_float(tf.constant(1))  # deprecated: "Use `tf.cast` instead."
@@ -114,16 +116,7 @@ def test_tf_keras_cpu_float16_notice_is_dropped_as_train_py_says_it():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_keras.src.mixed_precision import device_compatibility_check  # pylint: disable=g-import-not-at-top
 
-  class Keep(logging.Handler):
-
-    def __init__(self):
-      super().__init__()
-      self.records = []
-
-    def emit(self, record):
-      self.records.append(record)
-
-  kept = Keep()
+  kept = KeptRecords()
   tf.get_logger().addHandler(kept)
   try:
     device_compatibility_check._log_device_compatibility_check("mixed_float16", [])  # no GPU
