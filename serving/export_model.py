@@ -42,16 +42,23 @@ SERVING_POLICIES = export_config.SERVING_POLICIES
 
 # The file that makes a folder a SavedModel (tf.saved_model.save writes it).
 SAVED_MODEL_FILE = "saved_model.pb"
+# What an export folder holds (a SavedModel's files, or the int8 model's): an --export_dir of these
+# alone, with assets.extra/qa_config.json, is an earlier export that a new one replaces.
+EXPORT_ENTRIES = (SAVED_MODEL_FILE, "fingerprint.pb", "variables", "assets",
+                  artifacts.EXPORT_EXTRA_DIR, features_model.INT8_MODEL_FILE)
 
 # export.py's config (its own module loads without TensorFlow, so the flags parse first).
 ExportConfig = export_config.ExportConfig
 
 
 def check_export_dir(export_dir):
-  """Refuses an --export_dir that holds something other than an earlier export (never deleted).
+  """Refuses an --export_dir that holds something other than an earlier export of this tool
+  (which is replaced whole; nothing else is ever deleted).
 
   Raises:
-    errors.OutputExistsError: `export_dir` is a file, or a non-empty folder holding no export.
+    errors.OutputExistsError: `export_dir` is a file; a non-empty folder holding no export, or
+      another tool's SavedModel (no assets.extra/qa_config.json); or an earlier export beside
+      files that are not the export's.
   """
   if not os.path.lexists(export_dir):
     return
@@ -59,14 +66,31 @@ def check_export_dir(export_dir):
     raise errors.OutputExistsError(
         f"--export_dir={export_dir} is a file, not a folder; choose a folder for the export")
   entries = sorted(os.listdir(export_dir))
-  is_export = any(
+  if not entries:
+    return
+  is_model = any(
       os.path.isfile(os.path.join(export_dir, name))
       for name in (SAVED_MODEL_FILE, features_model.INT8_MODEL_FILE))
-  if entries and not is_export:
-    shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+  ours = os.path.isfile(
+      os.path.join(export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE))
+  others = [name for name in entries if name not in EXPORT_ENTRIES]
+
+  def shown(names):
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+  if not is_model:
     raise errors.OutputExistsError(
-        f"--export_dir={export_dir} is a folder that holds no export ({shown}); export replaces "
-        f"only an earlier export, so choose a new or empty folder")
+        f"--export_dir={export_dir} is a folder that holds no export ({shown(entries)}); export "
+        f"replaces only an earlier export, so choose a new or empty folder")
+  if not ours:
+    raise errors.OutputExistsError(
+        f"--export_dir={export_dir} holds a model that is not an export of this tool (no "
+        f"{artifacts.EXPORT_EXTRA_DIR}/{artifacts.QA_CONFIG_FILE}); export replaces only its own "
+        f"earlier export, so choose a new or empty folder")
+  if others:
+    raise errors.OutputExistsError(
+        f"--export_dir={export_dir} holds an earlier export and other files ({shown(others)}); "
+        f"export replaces the whole folder, so move them or choose a new or empty folder")
 
 
 def _write_qa_config(temp_dir, qa_config):

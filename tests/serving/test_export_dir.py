@@ -17,10 +17,41 @@ def test_a_new_or_empty_folder_or_an_earlier_export_is_accepted(tmp_path):
   export_model.check_export_dir(str(tmp_path / "empty"))
   for folder, marker in (("saved", export_model.SAVED_MODEL_FILE),
                          ("int8", features_model.INT8_MODEL_FILE)):
-    (tmp_path / folder).mkdir()
-    (tmp_path / folder / marker).write_bytes(b"")
-    (tmp_path / folder / "variables").mkdir()
+    earlier_export(tmp_path / folder, marker)
     export_model.check_export_dir(str(tmp_path / folder))
+
+
+def earlier_export(folder, marker=export_model.SAVED_MODEL_FILE):
+  """A folder laid out as an export of this tool (empty files)."""
+  (folder / "variables").mkdir(parents=True)
+  (folder / marker).write_bytes(b"")
+  (folder / "assets.extra").mkdir()
+  (folder / "assets.extra" / "qa_config.json").write_text("{}")
+
+
+def test_another_tool_s_saved_model_or_an_export_beside_other_files_is_refused_and_kept(tmp_path):
+  """A folder of an earlier export is replaced whole: one that also holds the user's files, or
+  a SavedModel of another tool, is refused (they would be deleted)."""
+  earlier_export(tmp_path / "project")
+  (tmp_path / "project" / "NOTES.txt").write_text("mine")
+  (tmp_path / "project" / "data").mkdir()
+  with pytest.raises(errors.OutputExistsError) as raised:
+    export_model.check_export_dir(str(tmp_path / "project"))
+  assert str(raised.value) == (
+      f"--export_dir={tmp_path / 'project'} holds an earlier export and other files (NOTES.txt, "
+      f"data); export replaces the whole folder, so move them or choose a new or empty folder")
+  other = tmp_path / "other_saved_model"
+  (other / "variables").mkdir(parents=True)
+  (other / "saved_model.pb").write_bytes(b"")
+  with pytest.raises(errors.OutputExistsError) as raised:
+    export_model.check_export_dir(str(other))
+  assert str(raised.value) == (
+      f"--export_dir={other} holds a model that is not an export of this tool (no "
+      f"assets.extra/qa_config.json); export replaces only its own earlier export, so choose a "
+      f"new or empty folder")
+  assert sorted(os.listdir(tmp_path / "project")) == [
+      "NOTES.txt", "assets.extra", "data", "saved_model.pb", "variables"
+  ] and sorted(os.listdir(other)) == ["saved_model.pb", "variables"]
 
 
 def test_a_file_or_a_folder_of_other_files_is_refused_and_kept(tmp_path):
