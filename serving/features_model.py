@@ -16,6 +16,7 @@ without a mask input, whose attention adds no mask.
 """
 
 import os
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -145,7 +146,8 @@ class SavedModelFeatures:
 class LiteRTFeatures:
   """An int8 export's LiteRT model at `model_path` as a features model.
 
-  Runs on `num_threads` CPU threads (None: os.cpu_count()). Each window of a call runs alone on the
+  Runs on `num_threads` CPU threads (None: os.cpu_count()); calls from several Python threads are
+  safe and run one at a time (one interpreter). Each window of a call runs alone on the
   single-window signature of the next length at or above the call's (padded with [PAD] ids under a
   0 mask), or, if it fills the unpadded signature's length with no padding, on that one; a longer
   call, and every call of a model without those signatures, runs on the signature of any shape,
@@ -188,6 +190,7 @@ class LiteRTFeatures:
     self.unpadded_length = (self.window_lengths[-1]
                             if UNPADDED_WINDOW_SIGNATURE in keys and self.window_lengths else None)
     self._runners = {}
+    self._lock = threading.Lock()
 
   def __call__(self, input_word_ids, input_mask, input_type_ids):
     """int32 [batch, seq] arrays in; (start_logits, end_logits) float32 NumPy [batch, seq] out."""
@@ -212,10 +215,12 @@ class LiteRTFeatures:
         for name in ("start_logits", "end_logits"))
 
   def _run(self, key, inputs):
-    """Signature `key` on `inputs`: a dict of its outputs."""
-    runner = self._runners.get(key)
-    if runner is None:  # the interpreter logs its XNNPACK delegate on a signature's first run
-      runner = self._runners[key] = self._interpreter.get_signature_runner(key)
-      with native_log.native_stderr_held_back():
-        return runner(**inputs)
-    return runner(**inputs)
+    """Signature `key` on `inputs`: a dict of its outputs (one run at a time: the signatures share
+    the interpreter's tensors, and two threads' runs mixed their inputs)."""
+    with self._lock:
+      runner = self._runners.get(key)
+      if runner is None:  # the interpreter logs its XNNPACK delegate on a signature's first run
+        runner = self._runners[key] = self._interpreter.get_signature_runner(key)
+        with native_log.native_stderr_held_back():
+          return runner(**inputs)
+      return runner(**inputs)

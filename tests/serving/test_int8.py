@@ -6,6 +6,7 @@ and the two are compared on real SQuAD dev questions through the same Python tok
 and decoding; only the features model differs.
 """
 
+import concurrent.futures
 import json
 import logging as std_logging
 import os
@@ -251,6 +252,17 @@ def test_int8_answers_mostly_equal_float32_on_real_dev(exports):
   assert same >= 13, [(a.text, b.text) for a, b in zip(float32, int8)]
   assert all(
       b.text == c[b.start_char:b.end_char] and np.isfinite(b.score) for b, c in zip(int8, contexts))
+
+
+def test_int8_answers_from_several_threads_equal_one_thread_s(exports):
+  """A server answers from several threads: the LiteRT interpreter's runs must not mix (two
+  threads' inputs in one run gave other questions' spans)."""
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  qa = exports["int8"]
+  alone = [qa.answer(q, c) for q, c in zip(questions, contexts)]
+  with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    threaded = list(pool.map(qa.answer, questions * 3, contexts * 3))
+  assert threaded == alone * 3
 
 
 @pytest.mark.slow  # exports the model twice
