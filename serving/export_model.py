@@ -249,9 +249,16 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
   the log and must still be the file training read).
 
   Raises:
+    errors.MissingFileError: no file at `vocab_file` (a model folder moved from where it trained).
     errors.UsageError: a vocab other than training's (SHA-256), or more tokens than the encoder's
       embedding rows.
   """
+  if not tf.io.gfile.exists(vocab_file):
+    named = ("--vocab_file" if export_vocab_given else
+             f"the model's {artifacts.QA_CONFIG_FILE}, written where it trained,")
+    raise errors.MissingFileError(
+        f"{vocab_file}: not found ({named} names it); pass --vocab_file=<the vocab.txt training "
+        f"read>, e.g. the one beside the starting checkpoint")
   sha256 = wordpiece.file_sha256(vocab_file)
   size = len(wordpiece.read_vocab(vocab_file))
   trained_sha256 = recorded.get("vocab_sha256")

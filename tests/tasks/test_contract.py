@@ -160,6 +160,21 @@ def test_export_refuses_the_recorded_vocab_when_it_changed_since_training(tmp_pa
       f"restore it, or pass --vocab_file=<the vocab training read>")
 
 
+def test_export_of_a_moved_model_folder_names_the_missing_vocab(tmp_path):
+  """A --model_dir copied from another machine names a vocab path that is not here: one line with
+  the fix, not TensorFlow's NotFoundError."""
+  bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  gone = str(tmp_path / "elsewhere" / "vocab.txt")
+  recorded = {"vocab_file": gone, "vocab_sha256": wordpiece.file_sha256(testutil.vocab_file())}
+  with pytest.raises(errors.MissingFileError) as error:
+    export_model.check_vocab(gone, bert_config, recorded, export_vocab_given=False)
+  assert str(error.value) == (
+      f"{gone}: not found (the model's qa_config.json, written where it trained, names it); pass "
+      f"--vocab_file=<the vocab.txt training read>, e.g. the one beside the starting checkpoint")
+  assert export_model.check_vocab(testutil.vocab_file(), bert_config, recorded,
+                                  export_vocab_given=True)["vocab_size"] == 30522
+
+
 def test_export_serves_the_settings_training_scored_with_unless_told():
   recorded = {
       "max_seq_length": 384,
