@@ -101,10 +101,28 @@ def load_saved_model(export_dir):
         str(e) if isinstance(e, FileNotFoundError) else
         f"{os.path.join(export_dir, 'saved_model.pb')} or its variables cannot be read "
         f"({str(e).strip().splitlines()[0].rsplit(': ', 1)[-1][:200]})")
-    raise DamagedExportError(
-        f"--export_dir={export_dir}: damaged export ({what}); write it again with "
-        f"`{commands.command('squad-qa-export')} --export_dir={export_dir}` and the "
-        f"--model_dir or --init_checkpoint it was made from") from None
+    raise damaged_export(export_dir, what) from None
+
+
+def damaged_export(export_dir, what):
+  """The `DamagedExportError` of `export_dir`, `what` naming the damage (e.g. "x is missing")."""
+  return DamagedExportError(
+      f"--export_dir={export_dir}: damaged export ({what}); write it again with "
+      f"`{commands.command('squad-qa-export')} --export_dir={export_dir}` and the --model_dir or "
+      f"--init_checkpoint it was made from")
+
+
+def _check_inputs(questions, contexts):
+  """Raises errors.UsageError unless `questions` and `contexts` are equally long sequences of str
+  (a str alone would be read as one question per character)."""
+  for name, texts in (("questions", questions), ("contexts", contexts)):
+    if isinstance(texts, (str, bytes)) or not all(isinstance(t, str) for t in texts):
+      raise errors.UsageError(f"{name}: expected a list of str, got {type(texts).__name__}"
+                              f"{'' if isinstance(texts, (str, bytes)) else ' holding other items'}"
+                              f"; one question and context: SavedModelQA.answer(question, context)")
+  if len(questions) != len(contexts):
+    raise errors.UsageError(f"{len(questions)} questions and {len(contexts)} contexts: give one "
+                            f"context per question")
 
 
 class SavedModelQA:
@@ -130,6 +148,8 @@ class SavedModelQA:
       self.features_model = features_model.LiteRTFeatures(
           os.path.join(export_dir, features_model.INT8_MODEL_FILE))
       self._vocab_path = os.path.join(export_dir, features_model.VOCAB_ASSET)
+      if not os.path.isfile(self._vocab_path):
+        raise damaged_export(export_dir, f"{self._vocab_path} is missing")
       self.has_serve_text = False
     else:
       if not is_saved_model:
@@ -145,15 +165,17 @@ class SavedModelQA:
     """A list of span_decoding.Answer for equally long lists of str, through serve_text (int8:
     `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
 
+    An export without serve_text (int8, or written with --serve_text=false) answers through
+    `answers_with_serve_features`, as squad-qa-ask does.
+
     Raises:
-      errors.UsageError: the SavedModel has no serve_text signature, or a question has no token.
+      errors.UsageError: inputs that are not two equally long lists of str, or a question has no
+        token.
     """
+    _check_inputs(questions, contexts)
     self._check_questions(questions)
-    if self.serving_precision == features_model.INT8:
-      return self.answers_with_serve_features(questions, contexts)
     if not self.has_serve_text:
-      raise errors.UsageError(f"this SavedModel has no serve_text signature; re-export it with "
-                              f"{commands.command('squad-qa-export')} or use --use_serve_features")
+      return self.answers_with_serve_features(questions, contexts)
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
                                                 context=tf.constant(contexts, tf.string))
     # Exports of earlier versions return no null_score: +inf, span_decoding.Answer's "unknown".
@@ -225,8 +247,10 @@ class SavedModelQA:
     the export's).
 
     Raises:
-      errors.UsageError: a question has no token.
+      errors.UsageError: inputs that are not two equally long lists of str, or a question has no
+        token.
     """
+    _check_inputs(questions, contexts)
     self._check_questions(questions)
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])

@@ -11,6 +11,7 @@ import json
 import logging as std_logging
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -338,6 +339,19 @@ def test_a_missing_litert_model_is_refused_in_one_line(exports, tmp_path):
     saved_model_qa.SavedModelQA(str(broken))
   assert str(error.value) == (f"{broken / features_model.INT8_MODEL_FILE}: not found; re-export "
                               f"with `squad-qa-export --serving_precision=int8`")
+
+
+def test_an_int8_export_without_its_vocab_is_a_damaged_export(exports, tmp_path):
+  """As a float32 export without its vocab asset: one line naming the file, not a traceback."""
+  damaged = tmp_path / "int8"
+  shutil.copytree(exports["int8_dir"], damaged)
+  os.remove(damaged / "assets" / "vocab.txt")
+  with pytest.raises(saved_model_qa.DamagedExportError) as error:
+    saved_model_qa.SavedModelQA(str(damaged))
+  assert str(error.value) == (
+      f"--export_dir={damaged}: damaged export ({damaged / 'assets' / 'vocab.txt'} is missing); "
+      f"write it again with `squad-qa-export --export_dir={damaged}` and the --model_dir or "
+      f"--init_checkpoint it was made from")
 
 
 def test_an_int8_export_gives_no_speed_warning_even_without_int8_dot_products(caplog):

@@ -616,6 +616,28 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
   show = subprocess.run(["saved_model_cli", "show", "--all", "--dir", export_dir],
                         capture_output=True, text=True, timeout=300, check=True).stdout
   assert "serve_text" not in show and "serve_features" in show and "serve_examples" in show
+  # SavedModelQA answers from it as squad-qa-ask does: through serve_features.
+  questions, contexts = [t[0] for t in TAUGHT], [t[1] for t in TAUGHT]
+  assert saved_model_qa.SavedModelQA(export_dir).answers(
+      questions, contexts) == served["qa"].answers_with_serve_features(questions, contexts)
+
+
+@pytest.mark.parametrize("questions, contexts, message", [
+    ("When?", "The bridge was painted in 1932.",
+     "questions: expected a list of str, got str; one question and context: "
+     "SavedModelQA.answer(question, context)"),
+    (["When?", "Who?"], ["The bridge was painted in 1932."
+                        ], "2 questions and 1 contexts: give one context per question"),
+    (["When?"], [b"The bridge was painted in 1932."],
+     "contexts: expected a list of str, got list holding other items; one question and context: "
+     "SavedModelQA.answer(question, context)"),
+])
+def test_saved_model_qa_refuses_inputs_it_would_misread(served, questions, contexts, message):
+  """A str would be iterated as one question per character, and unequal lists dropped rows."""
+  for answer_all in (served["qa"].answers, served["qa"].answers_with_serve_features):
+    with pytest.raises(errors.UsageError) as raised:
+      answer_all(questions, contexts)
+    assert str(raised.value) == message
 
 
 def test_the_readme_python_example_answers_as_shown_and_quietly(served, tmp_path):
