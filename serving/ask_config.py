@@ -74,8 +74,9 @@ def passage(config):
 
 
 def read_context_file(path):
-  """The text of a UTF-8 file (a leading byte-order mark is not part of it, so it shifts no
-  character offset).
+  """The text of a UTF-8 file exactly as written, line ends included (so the answer's character
+  offsets are the file's), but a leading byte-order mark, which shifts no offset; a pipe such as
+  /dev/stdin is read too.
 
   Raises:
     errors.MissingFileError: no file at `path`.
@@ -84,10 +85,10 @@ def read_context_file(path):
   """
   if os.path.isdir(path):
     raise errors.UsageError(f"--context_file={path} is a folder; pass the file holding the passage")
-  if not os.path.isfile(path):
+  if not os.path.exists(path):
     raise errors.MissingFileError(f"--context_file={path}: no such file")
   try:
-    with open(path, encoding="utf-8-sig") as f:
+    with open(path, encoding="utf-8-sig", newline="") as f:
       text = f.read()
   except UnicodeDecodeError as e:
     raise errors.UsageError(f"--context_file={path}: not UTF-8 text (byte {e.start}: "

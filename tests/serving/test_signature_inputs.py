@@ -3,6 +3,7 @@ answer as a plain call does, a wrong shape or dtype gets one clear line naming t
 
 import base64
 import json
+import os
 
 import numpy as np
 import pytest
@@ -292,6 +293,18 @@ def test_a_context_file_is_utf8_text_without_its_byte_order_mark(tmp_path):
   path.write_bytes("\ufeffThe caf\u00e9 opened in 1932.".encode("utf-8"))
   text = ask_config.read_context_file(str(path))
   assert text == "The caf\u00e9 opened in 1932." and text.index("1932") == 19
+  # Windows line ends stay: the answer's offsets are the file's characters.
+  path.write_bytes(b"Line one.\r\nLine two.\r\nThe bridge was painted in 1932.\r\n")
+  text = ask_config.read_context_file(str(path))
+  assert text.index("1932") == 48 == path.read_bytes().decode("utf-8").index("1932")
+  # A pipe (e.g. --context_file=/dev/stdin) is read as a file is.
+  read, write = os.pipe()
+  os.write(write, "The caf\u00e9 opened in 1932.".encode("utf-8"))
+  os.close(write)
+  try:
+    assert ask_config.read_context_file(f"/proc/self/fd/{read}") == "The caf\u00e9 opened in 1932."
+  finally:
+    os.close(read)
   path.write_bytes("The caf\u00e9 opened in 1932.".encode("latin-1"))
   with pytest.raises(errors.UsageError) as error:
     ask_config.read_context_file(str(path))
