@@ -48,7 +48,8 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
     typed_flags: names of the fields whose flags were typed, or None.
 
   Raises:
-    errors.UsageError: --serve_text given with --serving_precision=int8 (no SavedModel to hold it).
+    errors.UsageError: --serve_text or --window_batch_size given with --serving_precision=int8 (no
+      serve_text to hold them).
   """
   export_dir: str = settings.setting("export", "Where the SavedModel is written.")
   doc_stride: Optional[int] = settings.variant(
@@ -96,3 +97,8 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
           "--serve_text with --serving_precision=int8: an int8 export has no serve_text (LiteRT "
           "has no tensorflow-text ops; ask.py and SavedModelQA tokenize and decode in Python); "
           "drop --serve_text, or export float32 or bfloat16 for it")
+    if self.serving_precision == "int8" and self.given("window_batch_size"):
+      raise errors.UsageError(
+          f"--window_batch_size={self.window_batch_size} with --serving_precision=int8: it sets "
+          f"serve_text's windows per model call, and an int8 export runs each window alone; drop "
+          f"it")

@@ -308,7 +308,8 @@ def model_settings(config, start, model_dir):
   is the qa_config.json found ({} without one).
 
   Raises:
-    errors.UsageError: missing files, or a --do_lower_case against the --model_dir's casing.
+    errors.UsageError: missing files, or a --bert_config_file or --do_lower_case against the
+      --model_dir's own.
   """
   if start.resume:
     qa_config = artifacts.read_qa_config(model_dir)
@@ -318,6 +319,11 @@ def model_settings(config, start, model_dir):
           f"{artifacts.QA_CONFIG_FILE} ({commands.command('squad-qa-train')} writes it with the "
           f"first checkpoint); export it "
           f"with --init_checkpoint={start.resume} --bert_config_file=... --vocab_file=... instead")
+    if config.given("bert_config_file"):
+      raise errors.UsageError(
+          f"--bert_config_file={config.bert_config_file}: the model in {model_dir} is exported "
+          f"with the encoder it trained ({artifacts.QA_CONFIG_FILE} records its config); drop the "
+          f"flag")
     if config.given("do_lower_case") and config.do_lower_case != qa_config["do_lower_case"]:
       raise errors.UsageError(
           f"--do_lower_case={str(config.do_lower_case).lower()}: the model in {model_dir} was "

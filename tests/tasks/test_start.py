@@ -402,6 +402,14 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert str(raised.value) == (
       f"--do_lower_case=false: the model in {model_out} was trained with do_lower_case=true "
       f"(qa_config.json), and serving must tokenize as training did; drop the flag")
+  # So is an encoder config: the trained one is exported (a typed one was ignored).
+  config = export_model.ExportConfig(export_dir="export", model_dir=model_out,
+                                     bert_config_file="other/bert_config.json")
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.model_settings(config, model_dir_lib.decide_start(model_out, None), model_out)
+  assert str(raised.value) == (
+      f"--bert_config_file=other/bert_config.json: the model in {model_out} is exported with the "
+      f"encoder it trained (qa_config.json records its config); drop the flag")
   # Both typed, and the --model_dir holds a checkpoint that did not start there: refused.
   with flagsaver.flagsaver(init_checkpoint=str(tmp_path / "init"), model_dir="model_out",
                            export_dir="export3"):
