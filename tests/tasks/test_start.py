@@ -6,6 +6,7 @@ naming a deleted checkpoint is one line; a run with nothing left to train prints
 unrestored-values warnings; one step reports no examples/s.
 """
 
+import dataclasses
 import gc
 import json
 import logging as std_logging
@@ -402,6 +403,26 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert str(raised.value) == (
       f"--do_lower_case=false: the model in {model_out} was trained with do_lower_case=true "
       f"(qa_config.json), and serving must tokenize as training did; drop the flag")
+  # A vocab other than the one beside an --init_checkpoint: refused (its ids are other words).
+  shuffled = tmp_path / "shuffled_vocab.txt"
+  lines = (tmp_path / "init" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+  lines[1000], lines[1001] = lines[1001], lines[1000]
+  shuffled.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  config = export_model.ExportConfig(export_dir="export", init_checkpoint=str(tmp_path / "init"),
+                                     vocab_file=str(shuffled))
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.model_settings(config, model_dir_lib.decide_start(None, config.init_checkpoint),
+                                None)
+  assert str(raised.value) == (
+      f"--vocab_file={shuffled} is not the vocab of --init_checkpoint={tmp_path / 'init'} "
+      f"({tmp_path / 'init' / 'vocab.txt'}, another SHA-256): its token ids mean other words to "
+      f"the encoder; drop --vocab_file to serve with the checkpoint's")
+  same = tmp_path / "copied_vocab.txt"
+  shutil.copy(tmp_path / "init" / "vocab.txt", same)
+  config = dataclasses.replace(config, vocab_file=str(same))
+  assert export_model.model_settings(config,
+                                     model_dir_lib.decide_start(None, config.init_checkpoint),
+                                     None)[1] == str(same)  # the same file elsewhere: taken
   # So is an encoder config: the trained one is exported (a typed one was ignored).
   config = export_model.ExportConfig(export_dir="export", model_dir=model_out,
                                      bert_config_file="other/bert_config.json")
