@@ -168,12 +168,13 @@ class SavedModelQA:
     An export without serve_text (int8, or written with --serve_text=false) answers through
     `answers_with_serve_features`, as squad-qa-ask does.
 
+    A question or context without a token (empty, spaces, or characters the tokenizer deletes
+    such as U+200B) is answered "" with score -inf, as serve_text answers it.
+
     Raises:
-      errors.UsageError: inputs that are not two equally long lists of str, or a question has no
-        token.
+      errors.UsageError: inputs that are not two equally long lists of str.
     """
     _check_inputs(questions, contexts)
-    self._check_questions(questions)
     if not self.has_serve_text:
       return self.answers_with_serve_features(questions, contexts)
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
@@ -192,15 +193,13 @@ class SavedModelQA:
     """The best answer span of one question through the raw-text signature (an Answer)."""
     return self.answers([question], [context])[0]
 
-  def _check_questions(self, questions):
-    """Raises errors.UsageError (a ValueError) on a question without a token (empty, spaces, or
-    characters the tokenizer deletes such as U+200B), which asks nothing: the records skip one
-    as question_has_no_tokens."""
-    for question in questions:
-      if _PRINTABLE_ASCII.search(question):  # holds a token; skips tokenizing most questions
-        continue
-      if not len(self.tokenizer.tokenize_ragged([question]).ids):
-        raise ask_config.empty_question(question)
+  def has_tokens(self, question):
+    """Whether `question` holds a token (not empty, spaces, or only characters the tokenizer
+    deletes such as U+200B): one without asks nothing (the records skip it as
+    question_has_no_tokens; serve_text answers it "")."""
+    if _PRINTABLE_ASCII.search(question):  # holds a token; skips tokenizing most questions
+      return True
+    return bool(len(self.tokenizer.tokenize_ragged([question]).ids))
 
   @property
   def tokenizer(self):
@@ -220,7 +219,7 @@ class SavedModelQA:
                                                max_query_length=self.config["max_query_length"])
     return [
         features_lib.make_features(0, 0, query.ids, passage, self.tokenizer.cls_id,
-                                   self.tokenizer.sep_id, featurization)
+                                   self.tokenizer.sep_id, featurization) if len(query) else []
         for query, passage in zip(tokens[:len(questions)], tokens[len(questions):])
     ]
 
@@ -247,11 +246,9 @@ class SavedModelQA:
     the export's).
 
     Raises:
-      errors.UsageError: inputs that are not two equally long lists of str, or a question has no
-        token.
+      errors.UsageError: inputs that are not two equally long lists of str.
     """
     _check_inputs(questions, contexts)
-    self._check_questions(questions)
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -361,9 +358,9 @@ def answer_questions(config, context=None):
 
   Raises:
     errors.MissingFileError: no `config.context_file`, or no usable export at `config.export_dir`.
-    errors.UsageError: a `config.context_file` that is not UTF-8, an --n_best_size,
-      --max_answer_length or --null_score_diff_threshold other than serve_text's, or a threshold
-      for an export that answers as SQuAD 1.1.
+    errors.UsageError: a `config.context_file` that is not UTF-8, a question without a token,
+      an --n_best_size, --max_answer_length or --null_score_diff_threshold other than
+      serve_text's, or a threshold for an export that answers as SQuAD 1.1.
   """
   context = ask_config.passage(config) if context is None else context
   started = time.perf_counter()
@@ -389,6 +386,9 @@ def answer_questions(config, context=None):
     def answer(question):
       return qa.answer(question, context)
 
+  for question in config.question:  # one line for a question without a token, not "no answer"
+    if not qa.has_tokens(question):
+      raise ask_config.empty_question(question)
   answers = []
   for question in config.question:
     _warn_if_truncated(qa, question)

@@ -427,14 +427,28 @@ def test_serve_examples_equal_serve_features(served):
 
 
 @pytest.mark.parametrize("question", ["", " \t\n", "\u200b", " \u00ad\x00\ufffd"])
-def test_an_empty_question_is_refused_in_one_line(served, question):
-  """Empty, spaces only, or only characters the tokenizer deletes: no token, nothing asked."""
-  _, context, _ = TAUGHT[0]
-  for ask in (served["qa"].answer, served["qa"].answer_with_serve_features):
-    with pytest.raises(ValueError) as error:
-      ask(question, context)
-    assert str(error.value) == (f"question {question!r} is empty: there is nothing to answer; "
-                                f"give the question's text")
+def test_a_question_without_a_token_is_answered_nothing_in_its_row(served, question):
+  """Empty, spaces only, or only characters the tokenizer deletes: nothing asked, so no window and
+  "" with score -inf in its own row (as a context without a token), through serve_text and the
+  Python path alike; the other rows of the batch are answered as alone."""
+  (q1, c1, a1), (_, context, _) = TAUGHT[0], TAUGHT[1]
+  for answer_all in (served["qa"].answers, served["qa"].answers_with_serve_features):
+    first, empty = answer_all([q1, question], [c1, context])
+    assert first == answer_all([q1], [c1])[0] and first.text == a1
+    assert (empty.text, empty.start_char, empty.end_char, empty.score) == ("", 0, 0, -np.inf)
+    assert empty.null_score == np.inf
+  assert served["qa"].has_tokens(q1) and not served["qa"].has_tokens(question)
+
+
+def test_ask_refuses_a_question_without_a_token_in_one_line(served):
+  """ask.py says so rather than printing "no answer" (its check of the text alone, before
+  TensorFlow loads, cannot see characters the tokenizer deletes)."""
+  config = saved_model_qa.AskConfig(export_dir=served["export_dir"], question=("When?", "\u200b"),
+                                    context=TAUGHT[0][1])
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.answer_questions(config)
+  assert str(error.value) == ("question '\\u200b' is empty: there is nothing to answer; give the "
+                              "question's text")
 
 
 def test_null_answer_switch(served):
