@@ -11,6 +11,7 @@ token's max-context window maximizes min(left, right context) + 0.01 * window le
 import dataclasses
 from typing import List, Optional
 
+from absl import logging
 import numpy as np
 
 from squad_qa import errors
@@ -44,6 +45,20 @@ class Featurization(Tokenization):
       "that steps by the window instead (windows then do not overlap; make_records.py logs it).")
   max_query_length: int = settings.setting(64,
                                            "Question tokens kept; longer questions are truncated.")
+
+
+def warn_if_stride_clamped(featurization):
+  """Logs one warning when `featurization.doc_stride` exceeds the context tokens of some window,
+  which then steps by its own length (`doc_spans`); `featurization` has max_seq_length,
+  doc_stride and max_query_length (tokens)."""
+  shortest = featurization.max_seq_length - 3 - featurization.max_query_length
+  if featurization.doc_stride > shortest:
+    logging.warning(
+        "--doc_stride=%d: a window holds max_seq_length %d - 3 - its question's tokens (up to %d) "
+        "= %d or more context tokens, and one holding fewer than %d steps by its own length "
+        "instead: such windows do not overlap, and an answer across their boundary lies in no "
+        "window", featurization.doc_stride, featurization.max_seq_length,
+        featurization.max_query_length, shortest, featurization.doc_stride)
 
 
 @dataclasses.dataclass

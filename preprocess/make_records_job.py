@@ -23,6 +23,7 @@ from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import commands
 from squad_qa.base.wording import counted
+from squad_qa.preprocess import features
 from squad_qa.preprocess import records
 from squad_qa.preprocess import records_config
 from squad_qa.preprocess import shard_writer
@@ -195,19 +196,6 @@ def _check_usable(split, squad, total):
     _refuse_unusable(split, squad, collections.Counter(squad.skipped) + total.skipped)
 
 
-def _log_clamped_stride(config):
-  """One line when --doc_stride exceeds the context tokens of some window, which then steps by
-  its own length (`features.doc_spans`)."""
-  shortest = config.max_seq_length - 3 - config.max_query_length  # after the longest question
-  if config.doc_stride > shortest:
-    logging.warning(
-        "--doc_stride=%d: a window holds max_seq_length %d - 3 - its question's tokens (up to %d) "
-        "= %d or more context tokens, and one holding fewer than %d steps by its own length "
-        "instead: such windows do not overlap, and an answer across their boundary lies in no "
-        "window", config.doc_stride, config.max_seq_length, config.max_query_length, shortest,
-        config.doc_stride)
-
-
 def _split_meta(split, squad, total, num_shards):
   """meta.json's entry of one split (and the log lines about it)."""
   skipped = collections.Counter(squad.skipped)
@@ -281,7 +269,7 @@ def _make_records(config):
   started = time.time()
   started_cpu = _cpu_seconds()
   splits = _read_splits(inputs, config)
-  _log_clamped_stride(config)
+  features.warn_if_stride_clamped(config)
   logging.info("read %s in %.1f s",
                ", ".join(f"{s}: {counted(len(q.examples), 'usable question')}" for s, q in splits),
                time.time() - started)

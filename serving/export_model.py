@@ -299,6 +299,7 @@ def serving_config(config, saved_config):
     logging.info("serving steps windows by %d tokens (training's records: %d)", config.doc_stride,
                  featurization["doc_stride"])
     featurization["doc_stride"] = config.doc_stride
+    features.warn_if_stride_clamped(features.Featurization(**featurization))
   return dict(featurization, **decoding_config(config, saved_config))
 
 

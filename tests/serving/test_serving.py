@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -365,6 +366,13 @@ def test_export_doc_stride_sets_the_serving_window_step(served, tmp_path):
   assert config == dict(served["qa_config"], doc_stride=2 * STRIDE)
   with pytest.raises(ValueError, match=r"--doc_stride=0: .* positive .* \(training used 64\)"):
     serving_config(doc_stride=0)
+  # A step past a window's context is said, as make_records.py says it.
+  window = served["qa_config"]["max_seq_length"] - 3 - served["qa_config"]["max_query_length"]
+  with mock.patch.object(features_lib.logging, "warning") as warned:
+    serving_config(doc_stride=window)
+    assert not warned.called
+    serving_config(doc_stride=window + 1)
+  assert warned.call_args[0][1:3] == (window + 1, served["qa_config"]["max_seq_length"])
   export_dir = str(tmp_path / "step")
   export_model.write_saved_model(served["model"], testutil.vocab_file(), config, export_dir)
   qa = saved_model_qa.SavedModelQA(export_dir)
