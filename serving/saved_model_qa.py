@@ -70,6 +70,9 @@ def _no_export(export_dir):
     return (f"--export_dir={export_dir} holds records of {commands.command('squad-qa-records')}, "
             f"not an export; train on them, then export into a new folder with "
             f"`{commands.command('squad-qa-export')} --export_dir=<a new folder>`")
+  if os.path.isfile(export_dir):
+    return (f"--export_dir={export_dir} is a file, not an export folder; pass the folder "
+            f"`{commands.command('squad-qa-export')}` wrote")
   # export.py refuses a folder holding other files: name one it can write.
   target = export_dir if not os.path.isdir(export_dir) or not os.listdir(export_dir) else (
       "<a new folder>")

@@ -243,6 +243,12 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
         saved_model_qa.AskConfig(export_dir=str(records_dir), question="q", context="c"))
   assert str(error.value) == (f"--export_dir={records_dir}: no SavedModel there; make one with "
                               f"`squad-qa-export --export_dir=<a new folder>`")
+  with pytest.raises(errors.MissingFileError) as error:  # a file: not a folder to export into
+    saved_model_qa.answer_questions(
+        saved_model_qa.AskConfig(export_dir=str(records_dir / "notes.txt"), question="q",
+                                 context="c"))
+  assert str(error.value) == (f"--export_dir={records_dir / 'notes.txt'} is a file, not an export "
+                              f"folder; pass the folder `squad-qa-export` wrote")
   with pytest.raises(errors.MissingFileError, match="--context_file=.*: no such file"):
     saved_model_qa.answer_questions(
         saved_model_qa.AskConfig(export_dir=str(tmp_path / "none"), question="q",
