@@ -83,6 +83,9 @@ class LogitsServingModule(tf.Module):
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._config = dict(qa_config)
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
+    # The encoder's positions (tfm BertEncoder's position embedding rows): longer windows have none.
+    self._max_positions = next(
+        (int(v.shape[0]) for v in model.variables if "position_embedding" in v.name), None)
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
     if self._constant_logits is not None:
@@ -115,6 +118,15 @@ class LogitsServingModule(tf.Module):
             signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()
     }
     inputs = signature_inputs.require_same_shape(inputs, "serve_features", "[batch, seq_length]")
+    if self._max_positions is not None:
+      seq = tf.shape(inputs[span_model.INPUT_WORD_IDS])[1]
+      check = tf.debugging.Assert(seq <= self._max_positions, [
+          tf.strings.format(
+              "serve_features: seq_length {} is more than the {} positions of the encoder; cut the "
+              "windows to at most {} tokens", (seq, self._max_positions, self._max_positions))
+      ])
+      with tf.control_dependencies([check]):
+        inputs = {name: tf.identity(t) for name, t in inputs.items()}
     start_logits, end_logits = self._logits(*(inputs[name] for name in (span_model.INPUT_WORD_IDS,
                                                                         span_model.INPUT_MASK,
                                                                         span_model.INPUT_TYPE_IDS)))

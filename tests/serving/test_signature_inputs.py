@@ -13,6 +13,7 @@ from squad_qa import errors
 from squad_qa.postprocess import span_decoding
 from squad_qa.serving import ask_config
 from squad_qa.serving import saved_model_qa
+from tests import testutil
 from tests.serving import taught_model
 
 QUESTIONS = [q for q, _, _ in taught_model.TAUGHT[:2]]
@@ -173,6 +174,12 @@ def test_serve_features_wrong_shapes_and_dtype_get_one_line(served):
       signature, _rest_tensors(json.dumps({"inputs": short_mask}), tf.int32),
       "serve_features: `input_word_ids`, `input_mask` and `input_type_ids` must have one "
       "shape [batch, seq_length]; got [2, 128], [2, 64], [2, 128]")
+  positions = testutil.TINY_BERT_CONFIG["max_position_embeddings"]  # the taught model's
+  too_long = {name: tf.ones([1, positions + 1], tf.int32) for name in columns}
+  _fails_with(
+      signature, too_long,
+      f"serve_features: seq_length {positions + 1} is more than the {positions} positions of the "
+      f"encoder; cut the windows to at most {positions} tokens")
   # Inputs are numbered in alphabetical order: input_mask #0, input_type_ids #1, input_word_ids #2.
   as_int64 = {
       name: tf.constant(value, tf.int64 if name == "input_word_ids" else tf.int32)
