@@ -85,7 +85,11 @@ class LogitsServingModule(tf.Module):
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
     # The encoder's positions (tfm BertEncoder's position embedding rows): longer windows have none.
     self._max_positions = next(
-        (int(v.shape[0]) for v in model.variables if "position_embedding" in v.name), None)
+        (
+            int(v.shape[0])
+            for v in getattr(model, "variables", ())  # a test's stand-in function has none
+            if "position_embedding" in v.name),
+        None)
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
     if self._constant_logits is not None:
@@ -221,8 +225,14 @@ class QAServingModule(FeatureServingModule):
     with tf.name_scope("windows"):
       featurization = features_lib.Featurization(
           **{k: self._config[k] for k in ("max_seq_length", "doc_stride", "max_query_length")})
-      return windows_lib.make_windows(ids[:batch_size], ids[batch_size:], starts[batch_size:],
-                                      ends[batch_size:], self._cls_id, self._sep_id, featurization)
+      # A question without a token asks nothing: its context is dropped, so it gets no window and
+      # is answered "" as a context without a token is.
+      context_ids = ids[batch_size:]
+      asked = tf.ones_like(context_ids, tf.bool) & (ids[:batch_size].row_lengths() > 0)[:, None]
+      context_ids, starts, ends = (
+          tf.ragged.boolean_mask(x[batch_size:], asked) for x in (ids, starts, ends))
+      return windows_lib.make_windows(ids[:batch_size], context_ids, starts, ends, self._cls_id,
+                                      self._sep_id, featurization)
 
   def answer(self, question, context):
     """serve_text's computation (callable eagerly too); see the module docstring."""

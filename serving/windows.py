@@ -60,8 +60,7 @@ def _layout(query_ids, context_ids, doc_stride, max_seq_length):
   num_tokens = tf.cast(context_ids.row_lengths(), tf.int32)
   max_doc = max_seq_length - query_len - 3
   step = tf.minimum(max_doc, doc_stride)
-  # No window without a context token or a question token: nothing to answer from, or nothing asked.
-  num_windows = tf.where((num_tokens > 0) & (query_len > 0),
+  num_windows = tf.where(num_tokens > 0,
                          (tf.maximum(num_tokens - max_doc, 0) + step - 1) // step + 1, 0)
   example_index = tf.repeat(tf.range(batch_size), num_windows)
   window_in_example = tf.ragged.range(num_windows).flat_values

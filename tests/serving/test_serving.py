@@ -131,9 +131,11 @@ def test_windows_equal_make_features_on_real_dev_and_odd_rows(served):
   expected = []
   for question, context in zip(questions, contexts):
     query, passage = tokenizer.tokenize([question, context])
+    # Serving's rule (serve_text and SavedModelQA): a question without a token gets no window.
     expected.append(
-        features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.sep_id,
-                                   FEATURIZATION))
+        features_lib.make_features(0, 0, query.ids, passage, tokenizer.cls_id, tokenizer.
+                                   sep_id, FEATURIZATION) if len(query) else [])
+  assert sum(not tokenizer.tokenize([q])[0].ids.size for q in questions) >= 1  # such a row is here
   example_index = windows.example_index.numpy()
   assert np.bincount(example_index, minlength=len(questions)).tolist() == [len(f) for f in expected]
   assert sum(len(f) > 1 for f in expected) >= 10  # real multi-window questions
@@ -607,7 +609,10 @@ def test_fresh_process_with_only_tensorflow_and_tensorflow_text(served):
   assert out["answer"][0] == answer
   assert out["start_char"][0] == context.index(answer)
   assert out["end_char"][0] == context.index(answer) + len(answer)
-  assert np.isfinite(out["score"]).all()
+  assert np.isfinite(out["score"][0])
+  # The empty question asks nothing: "" without a span, as for a context without a token.
+  assert (out["answer"][1], out["start_char"][1], out["end_char"][1], out["score"][1]) == ("", 0, 0,
+                                                                                           -np.inf)
 
 
 @pytest.mark.slow
