@@ -61,6 +61,15 @@ def validate_config(qa_config):
                             f"{qa_config['window_batch_size']})")
 
 
+def encoder_positions(model):
+  """The encoder's positions in tokens (the rows of tfm BertEncoder's position embedding), beyond
+  which a window has no position; None for a stand-in without variables."""
+  rows = [
+      int(v.shape[0]) for v in getattr(model, "variables", ()) if "position_embedding" in v.name
+  ]
+  return rows[0] if rows else None
+
+
 class LogitsServingModule(tf.Module):
   """The model (weights loaded) and its vocab asset with serve_features alone (any length).
 
@@ -83,13 +92,7 @@ class LogitsServingModule(tf.Module):
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._config = dict(qa_config)
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
-    # The encoder's positions (tfm BertEncoder's position embedding rows): longer windows have none.
-    self._max_positions = next(
-        (
-            int(v.shape[0])
-            for v in getattr(model, "variables", ())  # a test's stand-in function has none
-            if "position_embedding" in v.name),
-        None)
+    self._max_positions = encoder_positions(model)
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
     if self._constant_logits is not None:
