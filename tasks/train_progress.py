@@ -18,8 +18,9 @@ import orbit.controller
 from squad_qa.base import console
 from squad_qa.base import progress as progress_lib
 
-# Steps of the first loop, before any rate is known: short, so the first line shows early.
-FIRST_LOOP_STEPS = 5
+# Steps of the first loop, before any rate is known: one, so the first line shows early and Ctrl-C
+# or a SIGTERM (acted on between loops) waits for one step however slow (float16 on a CPU: minutes).
+FIRST_LOOP_STEPS = 1
 # Seconds of steps in one loop at most, once the rate is known. A SIGTERM is acted on between
 # loops (its checkpoint, then exit), and a preempted cloud VM is killed about 30 s after its
 # SIGTERM (Compute Engine's shutdown period), so a loop must leave time for the save. The cost is

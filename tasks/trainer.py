@@ -189,10 +189,14 @@ class _SigtermDuringWork(Exception):
 class SaveAndStopOnSigterm:
   """orbit action: after a SIGTERM (a preemption), saves a checkpoint at the current step, says so
   in one line and exits with PREEMPTED_EXIT_STATUS (orbit's SaveCheckpointIfPreempted, through
-  tf.distribute.experimental.PreemptionCheckpointHandler, with our exit line)."""
+  tf.distribute.experimental.PreemptionCheckpointHandler, with our exit line).
 
-  def __init__(self, cluster_resolver, manager, global_step):
+  On `one_worker` (no cluster to agree on a step with) it saves at the first check after the
+  signal; TF's handler, which every worker of a cluster goes through, saves one loop later."""
+
+  def __init__(self, cluster_resolver, manager, global_step, one_worker=True):
     self._manager, self._global_step = manager, global_step
+    self.one_worker = one_worker
     self._command_handler = signal.getsignal(signal.SIGTERM)
     self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         cluster_resolver, manager,
@@ -220,10 +224,7 @@ class SaveAndStopOnSigterm:
     try:
       yield
     except _SigtermDuringWork:
-      # TF's handler would save only after one more loop (its step to save is the next): the
-      # weights are this step's, so they are saved now, as it saves them.
-      self._manager.save(checkpoint_number=self._global_step)
-      self._exit()
+      self._save_and_exit()  # the weights are this step's
     finally:
       self._interruptible = False
 
@@ -245,8 +246,15 @@ class SaveAndStopOnSigterm:
       raise command_line.Terminated()
 
   def __call__(self, _):
+    if self.received and self.one_worker:  # TF's handler would train one more loop first
+      self._save_and_exit()
     self._handler.save_checkpoint_if_preempted(checkpoint_number=self._global_step,
                                                check_interval=False)
+
+  def _save_and_exit(self):
+    """Saves the checkpoint of the current step and exits as TF's handler does (`_exit`)."""
+    self._manager.save(checkpoint_number=self._global_step)
+    self._exit()
 
   def _exit(self):
     progress.end_bar_line()
@@ -271,12 +279,13 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   actions = [
       SaveAndStopOnSigterm(
           getattr(trainer.strategy, "cluster_resolver", None) or
-          tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, global_step)
+          tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, global_step,
+          one_worker=not distribution.is_multi_worker(trainer.strategy))
   ]
   for watcher in watchers:
     actions.append(watcher)
     watcher.begin(start_step, trainer.global_batch_size)
-    if hasattr(watcher, "work_context") and not distribution.is_multi_worker(trainer.strategy):
+    if hasattr(watcher, "work_context") and actions[0].one_worker:
       watcher.work_context = actions[0].interruptible  # other workers wait in a collective
   save = SaveAtMultiples(manager, global_step, every, plan.num_train_steps)
   actions.append(save)

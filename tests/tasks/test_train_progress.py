@@ -45,21 +45,21 @@ def test_loops_last_at_most_5_seconds_and_lines_come_every_30(monkeypatch):
   progress.begin(0, 16)
   clock.now += 20  # tracing: the first loop's time is mostly this
   lengths = [run_loop(progress, step, clock, 0.5) for _ in range(21)]
-  # 5 steps first (no rate yet); then 2 at the rate with tracing (5 steps in 22.5 s, for 5 s);
-  # then 5 s at 2 steps/s (10 steps) until the line's 30 s, whose last loop ends on it (8 steps:
-  # 4 s after 26 s), and 6 loops of 10 per line from there on.
-  assert lengths == [5, 2] + [10] * 5 + [8] + [10] * 13
+  # 1 step first (no rate yet); then 1 at the rate with tracing (1 step in 20.5 s, for 5 s);
+  # then 5 s at 2 steps/s (10 steps) until the line's 30 s, whose last loop ends on it (9 steps:
+  # 4.5 s after 46 s), and 6 loops of 10 per line from there on.
+  assert lengths == [1, 1] + [10] * 5 + [9] + [10] * 13
   assert max(lengths[1:]) * 0.5 <= train_progress.MAX_LOOP_SECONDS
   assert lines == [
       "training steps 0..400, 16 features per step (2.00 epochs); progress about every 30 s",
-      "training: 5 of 400 steps (1 %), epoch 0.03, loss 2.5000, learning rate 1.00e-04, "
-      "32.0 examples/s, 22 s elapsed",
-      "training: 65 of 400 steps (16 %), epoch 0.33, loss 2.5000, learning rate 1.00e-04, "
-      "32.0 examples/s, 52 s elapsed, ETA 2 min 48 s",
-      "training: 125 of 400 steps (31 %), epoch 0.62, loss 2.5000, learning rate 1.00e-04, "
-      "32.0 examples/s, 1 min 22 s elapsed, ETA 2 min 18 s",
-      "training: 185 of 400 steps (46 %), epoch 0.93, loss 2.5000, learning rate 1.00e-04, "
-      "32.0 examples/s, 1 min 52 s elapsed, ETA 1 min 48 s"
+      "training: 1 of 400 steps (0 %), epoch 0.01, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 20 s elapsed",
+      "training: 61 of 400 steps (15 %), epoch 0.30, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 50 s elapsed, ETA 2 min 50 s",
+      "training: 121 of 400 steps (30 %), epoch 0.60, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 1 min 20 s elapsed, ETA 2 min 20 s",
+      "training: 181 of 400 steps (45 %), epoch 0.91, loss 2.5000, learning rate 1.00e-04, "
+      "32.0 examples/s, 1 min 50 s elapsed, ETA 1 min 50 s"
   ]
 
 
@@ -69,10 +69,12 @@ def test_slow_steps_loop_one_at_a_time_and_the_end_shows_once(monkeypatch):
   lengths = []
   while int(step.numpy()) < 12:
     lengths.append(run_loop(progress, step, clock, 20.0))  # 20 s per step: a line every 2 steps
-  assert lengths == [4] + [1] * 8  # first: min(5, 4); then 5 s is a quarter step -> 1
+  # One step first (a Ctrl-C or SIGTERM waits for no more); then 5 s is a quarter step -> 1.
+  assert lengths == [1] * 12
   assert [line.split(",")[0] for line in lines[1:]] == [
-      "training: 4 of 12 steps (33 %)", "training: 6 of 12 steps (50 %)",
-      "training: 8 of 12 steps (67 %)", "training: 10 of 12 steps (83 %)",
+      "training: 1 of 12 steps (8 %)", "training: 3 of 12 steps (25 %)",
+      "training: 5 of 12 steps (42 %)", "training: 7 of 12 steps (58 %)",
+      "training: 9 of 12 steps (75 %)", "training: 11 of 12 steps (92 %)",
       "training: 12 of 12 steps (100 %)"
   ]
 
