@@ -9,6 +9,7 @@ TensorFlow loads.
 """
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -123,9 +124,11 @@ def _above_message(name, bound):
 
 def at_least(bound, words=None):
   """A `Spec.check` refusing values below `bound`: "--name=value: must be at least <bound>", or
-  "must be <words>" (e.g. "0 (off) or more")."""
+  "must be <words>" (e.g. "0 (off) or more"); and a float that is not finite (nan, inf)."""
 
   def check(name, value):
+    if isinstance(value, float) and not math.isfinite(value):  # nan passes `<`; inf is no size
+      raise errors.UsageError(f"--{name}={value}: must be a finite number")
     if value < bound:
       raise errors.UsageError(f"--{name}={value}: must be {words or f'at least {bound}'}")
 

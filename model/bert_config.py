@@ -58,6 +58,11 @@ class BertConfig:
     exists, open_file = _file_functions(path)
     if not exists(path):
       raise errors.MissingFileError(f"{path}: BERT config not found (--bert_config_file)")
+    if os.path.isdir(path):
+      inside = [n for n in CONFIG_FILE_NAMES if os.path.isfile(os.path.join(path, n))]
+      hint = (f"--bert_config_file={os.path.join(path, inside[0])}"
+              if inside else "the config's JSON file")
+      raise errors.UsageError(f"--bert_config_file={path} is a folder; pass {hint}")
     with open_file(path) as f:
       try:
         values = json.load(f)
@@ -67,6 +72,10 @@ class BertConfig:
 
   def to_dict(self):
     return dataclasses.asdict(self)
+
+
+# A BERT config's name beside its checkpoint: google-research/bert's, and Hugging Face's.
+GOOGLE_CONFIG_FILE, HF_CONFIG_FILE = CONFIG_FILE_NAMES = ("bert_config.json", "config.json")
 
 
 def _file_functions(path):

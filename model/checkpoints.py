@@ -15,6 +15,7 @@ import tensorflow as tf
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import commands
+from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
@@ -24,7 +25,7 @@ HF_FOLDER = "hf_folder"
 TF1_CHECKPOINT = "tf1_checkpoint"
 TF2_CHECKPOINT = "tf2_checkpoint"
 
-BERT_CONFIG_FILE = "bert_config.json"  # google-research/bert's name
+BERT_CONFIG_FILE = bert_config_lib.GOOGLE_CONFIG_FILE
 
 CheckpointError = named_weights.CheckpointError
 LoadReport = named_weights.LoadReport
@@ -92,7 +93,7 @@ def files_beside(init_checkpoint, bert_config_file, vocab_file):
   if not init_checkpoint:
     return bert_config_file, vocab_file
   folder = checkpoint_folder(init_checkpoint)
-  for name in (BERT_CONFIG_FILE, hf_checkpoint.CONFIG_FILE):
+  for name in bert_config_lib.CONFIG_FILE_NAMES:
     if not bert_config_file and tf.io.gfile.exists(os.path.join(folder, name)):
       bert_config_file = os.path.join(folder, name)
   if not vocab_file and tf.io.gfile.exists(os.path.join(folder, hf_checkpoint.VOCAB_FILE)):

@@ -13,10 +13,11 @@ from absl import logging
 from safetensors import safe_open
 
 from squad_qa import errors
+from squad_qa.model import bert_config
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = bert_config.HF_CONFIG_FILE
 WEIGHTS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 VOCAB_FILE = "vocab.txt"

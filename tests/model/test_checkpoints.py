@@ -495,3 +495,19 @@ def test_the_load_report_says_only_what_matters(unused, head_restored, said):
   head = ("span head restored (fine-tuned)"
           if head_restored else "span head new (randomly initialized, untrained)")
   assert str(report) == f"HF folder m/model.safetensors: restored 2 variables, {head}{said}"
+
+
+def test_a_config_folder_names_the_file_to_pass(tmp_path):
+  """--bert_config_file takes the JSON file; given the folder (as --init_checkpoint takes), the
+  line names the config file inside it."""
+  hf = tmp_path / "hf"
+  hf.mkdir()
+  testutil.write_tiny_config(hf / "config.json")
+  with pytest.raises(errors.UsageError) as raised:
+    bert_config_lib.BertConfig.from_json_file(str(hf))
+  assert str(raised.value) == (f"--bert_config_file={hf} is a folder; pass "
+                               f"--bert_config_file={hf / 'config.json'}")
+  with pytest.raises(errors.UsageError) as raised:
+    bert_config_lib.BertConfig.from_json_file(str(tmp_path))
+  assert str(
+      raised.value) == f"--bert_config_file={tmp_path} is a folder; pass the config's JSON file"

@@ -809,6 +809,12 @@ def test_the_planner_counts_the_precision_train_py_would_train_in(monkeypatch, o
         "device_memory_gb": -3.0
     },
      "--device_memory_gb=-3.0: must be 0 or more (0 or omitted: the visible GPU's, else the RAM)"),
+    ({
+        "device_memory_gb": float("nan")
+    }, "--device_memory_gb=nan: must be a finite number"),
+    ({
+        "device_memory_gb": float("inf")
+    }, "--device_memory_gb=inf: must be a finite number"),
 ])
 def test_the_planner_refuses_a_length_or_memory_no_device_has(values, message):
   with pytest.raises(errors.UsageError) as error:
