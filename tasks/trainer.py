@@ -379,8 +379,9 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
 
   Returns:
     {"steps": steps run now, "start_step", "end_step", "num_train_steps" (as planned at the end),
-    "train_seconds" (tracing included)} plus
-    the last loop's "loss", "learning_rate" and "examples_per_second" (None after one loop).
+    "train_seconds" (tracing included), "examples_per_second" (the run's: steps x global batch /
+    train_seconds)} plus the last loop's "loss", "learning_rate" and
+    "last_loop_examples_per_second" (None after one loop, whose time includes tracing).
 
   Raises:
     OutOfMemoryError: a step ran out of memory; the last checkpoint is left as it was.
@@ -427,12 +428,17 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
           set_num_train_steps(num_train_steps)
     end_step = int(trainer.optimizer.iterations.numpy())
     _log_trained(trainer, start_step, end_step)
+  train_seconds = time.time() - started
+  last_loop = dict(trainer.last_output)
+  last_loop_rate = last_loop.pop("examples_per_second", None)
   return {
       "steps": end_step - start_step,
       "start_step": start_step,
       "end_step": end_step,
       "num_train_steps": num_train_steps,
-      "train_seconds": time.time() - started,
-      "examples_per_second": None,
-      **trainer.last_output
+      "train_seconds": train_seconds,
+      **last_loop,
+      # The run's rate (tracing and checkpoints included), as the summary line gives it.
+      "examples_per_second": (end_step - start_step) * trainer.global_batch_size / train_seconds,
+      "last_loop_examples_per_second": last_loop_rate,
   }

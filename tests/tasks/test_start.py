@@ -213,7 +213,9 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   # absl's logger level follows --verbosity once flags are parsed (WARNING): set it too.
   with caplog.at_level(std_logging.INFO), caplog.at_level(std_logging.INFO, logger="absl"):
     stats = run_trainer(config, model_dir, 1, start, {"max_seq_length": SEQ, **start.recorded})
-  assert stats["steps"] == 1 and stats["examples_per_second"] is None
+  assert stats["steps"] == 1 and stats["last_loop_examples_per_second"] is None
+  # The run's rate: 1 step of run_trainer's 4 features over the whole training time.
+  assert stats["examples_per_second"] == pytest.approx(4 / stats["train_seconds"], rel=1e-6)
   assert "trained steps 0..1: final loss" in caplog.text
   assert "speed n/a (one loop, whose time includes tracing)" in caplog.text
   assert "examples/s" not in caplog.text
