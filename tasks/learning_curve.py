@@ -25,6 +25,19 @@ CSV_FIELDS = ("step", "examples", "train_seconds", "exact_match", "f1", "loss")
 # Dev questions a learning-curve point scores without a word (the demo's --max_eval_examples).
 MANY_QUESTIONS = 1000
 
+INT_FIELDS = ("step", "examples")  # read back as floats (`read_rows`), written as ints
+
+
+def _write_rows(path, rows):
+  """Writes learning_curve.csv with `rows` (dicts of CSV_FIELDS), whole, via a temporary file (a
+  kill leaves the old file or the new one)."""
+  with open(path + ".tmp", "w", encoding="utf-8", newline="") as f:
+    writer = csv.DictWriter(f, CSV_FIELDS)
+    writer.writeheader()
+    for row in rows:
+      writer.writerow({k: int(v) if k in INT_FIELDS else v for k, v in row.items()})
+  os.replace(path + ".tmp", path)
+
 
 def read_rows(path):
   """The rows of a learning_curve.csv as dicts of floats ([] when there is no file)."""
@@ -75,7 +88,10 @@ class LearningCurve:
     """Starts the training clock at global step `start_step`; `global_batch_size` (features per
     optimizer step) gives the examples column."""
     self.global_batch_size = global_batch_size
-    rows = [r for r in read_rows(self.path) if r["step"] <= start_step]
+    found = read_rows(self.path)
+    rows = [r for r in found if r["step"] <= start_step]
+    if self.score and len(rows) < len(found):  # points past the checkpoint resumed: trained again
+      _write_rows(self.path, rows)
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
     self._started = self._clock()
 
@@ -120,12 +136,7 @@ class LearningCurve:
         "f1": round(results["f1"], 2),
         "loss": round(loss, 4)
     }
-    new_file = not os.path.exists(self.path)
-    with open(self.path, "a", encoding="utf-8", newline="") as f:
-      writer = csv.DictWriter(f, CSV_FIELDS)
-      if new_file:
-        writer.writeheader()
-      writer.writerow(row)
+    _write_rows(self.path, read_rows(self.path) + [row])
     with tf.summary.create_file_writer(self.summary_dir).as_default():
       tf.summary.scalar("eval/exact_match", exact, step=step)
       tf.summary.scalar("eval/f1", results["f1"], step=step)

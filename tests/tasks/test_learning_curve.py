@@ -183,3 +183,18 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   assert "dev at step 3 (" in log and "on 6 questions" in log
   assert "on 6 questions (the final score)" in log
   assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log
+
+
+def test_points_past_the_resumed_checkpoint_are_replaced_not_doubled(tmp_path):
+  """A killed run leaves points past its last checkpoint: the run resuming there (or starting
+  over without one) trains those steps again and writes their points once."""
+  clock = FakeClock()
+  run(tmp_path, clock, 0, 30)  # points at 10, 20, 30; say the last checkpoint was at step 20
+  path = os.path.join(tmp_path, "learning_curve.csv")
+  run(tmp_path, FakeClock(), 20, 20)  # resumed at 20: 30 and 40 scored anew
+  assert [r["step"] for r in learning_curve.read_rows(path)] == [10, 20, 30, 40]
+  run(tmp_path, FakeClock(), 0, 10)  # no checkpoint: started over
+  rows = learning_curve.read_rows(path)
+  assert [r["step"] for r in rows] == [10] and rows[0]["examples"] == 160
+  with open(path, encoding="utf-8") as f:
+    assert f.read().splitlines()[1].startswith("10,160,")  # ints written as ints
