@@ -424,6 +424,9 @@ def plan(config, costs, strategy):
         f"--train_budget={settings.format_duration(config.train_budget)} leaves no time for a "
         f"step: {progress_lib.format_seconds(costs.elapsed)} went to starting and measuring, a "
         f"step takes {costs.step:.3g} s and a scoring ~{progress_lib.format_seconds(costs.scoring)}"
-        f"; give a longer --train_budget")
+        f"; give a longer --train_budget" +
+        (", or score fewer questions (--max_eval_examples) or less often (--eval_every_steps)"
+         if costs.scoring and costs.scoring > costs.step and
+         (config.eval_every_steps or config.do_predict) else ""))
   logging.info("%s", plan_line(config.train_budget, costs, schedule, steps))
   return steps

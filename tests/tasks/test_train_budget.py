@@ -45,6 +45,19 @@ def test_the_plan_is_the_most_steps_that_fit():
       "59 s, scoring included: 6 scorings of ~10 s; start-up and measuring took 50 s)")
 
 
+def test_a_budget_without_room_for_a_step_names_the_fix():
+  """Scorings that fill the budget are said, with the flags that shrink them."""
+  config = train_config.TrainConfig(train_budget=120, eval_every_steps=20,
+                                    typed_flags=("train_budget", "eval_every_steps"))
+  costs = train_budget.Costs(step=0.5, save=1.0, scoring=252.0, elapsed=35.0)
+  with pytest.raises(errors.UsageError) as raised:
+    train_budget.plan(config, costs, tf.distribute.get_strategy())
+  assert str(raised.value) == (
+      "--train_budget=2m leaves no time for a step: 35 s went to starting and measuring, a step "
+      "takes 0.5 s and a scoring ~4 min 12 s; give a longer --train_budget, or score fewer "
+      "questions (--max_eval_examples) or less often (--eval_every_steps)")
+
+
 def test_a_final_prediction_on_another_model_is_planned_at_its_own_cost():
   """The same run as above with the final prediction on a float32 copy at 40 s instead of a
   10 s scoring: 528 steps take 1056 + 3 + 5 x 10 + 40 = 1149 s of the 1150 left."""
