@@ -197,6 +197,9 @@ def num_train_steps_for(config, num_features, batch_size):
         f"global batch of {batch_size}; lower --train_batch_size (or "
         f"--gradient_accumulation_steps)")
   if config.max_steps:
+    if config.given("num_train_epochs"):  # as in run_qa.py: the steps win; said, not silent
+      logging.info("--max_steps=%d sets the length of training; --num_train_epochs=%g is not used",
+                   config.max_steps, config.num_train_epochs)
     return config.max_steps
   if config.train_budget:
     return None
