@@ -97,6 +97,35 @@ def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
           f"flags are written --name=value")
 
 
+RUN_SQUAD, RUN_QA = "google-research/bert's run_squad.py", "Hugging Face's run_qa.py"
+# Flags of run_squad.py and run_qa.py (its TrainingArguments) typed from habit: {name: (whose,
+# this package's equivalents, the first one the command has)}.
+HABIT_FLAGS = {
+    "output_dir": (f"{RUN_SQUAD} and {RUN_QA}", ("--export_dir", "--model_dir")),
+    "do_eval": (RUN_QA, ("--do_predict",)),
+    "use_tpu": (RUN_SQUAD, ("--distribution_strategy=tpu",)),
+    "model_name_or_path": (RUN_QA, ("--init_checkpoint",)),
+    "per_device_train_batch_size": (RUN_QA, ("--train_batch_size",)),
+    "per_device_eval_batch_size": (RUN_QA, ("--predict_batch_size",)),
+    "fp16": (RUN_QA, ("--mixed_precision_dtype=float16",)),
+    "bf16": (RUN_QA, ("--mixed_precision_dtype=bfloat16",)),
+}
+
+
+def equivalent_flag(name, flag_values=flags.FLAGS):
+  """(whose flag `name` is, this command's equivalent) for another tool's flag typed here, e.g.
+  (run_squad.py..., "--model_dir") for train.py's --output_dir; None when there is none. A
+  negated boolean (--nodo_eval) gets the negated equivalent; a negated one whose equivalent is a
+  value (--nouse_tpu) gets none (it asks for the default)."""
+  negated = name not in HABIT_FLAGS and name.startswith("no")
+  whose, equivalents = HABIT_FLAGS.get(name[2:] if negated else name, (None, ()))
+  for ours in equivalents:
+    flag, has_value, _ = ours[2:].partition("=")
+    if flag in flag_values and not (negated and has_value):
+      return whose, f"--no{flag}" if negated else ours
+  return None
+
+
 def commands_taking(name):
   """The other commands of the package with a flag `name` (or `noname`), as this process's user
   types them, e.g. ["squad-qa-records"] for "doc_stride" given to train.py."""
@@ -134,6 +163,9 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   try:
     leftover = flag_values(argv)[1:]
   except flags.UnrecognizedFlagError as e:
+    habit = equivalent_flag(e.flagname, flag_values)
+    if habit:
+      sys.exit(f"{program}: --{e.flagname} is a flag of {habit[0]}; here it is {habit[1]}")
     owners = commands_taking(e.flagname)
     if not owners:
       sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")

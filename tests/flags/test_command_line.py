@@ -235,6 +235,18 @@ finally:
         ("squad_qa.train", ["train.py", "--doc_stride=64"],
          "train.py: --doc_stride is a flag of squad-qa-records and squad-qa-export, not of this "
          "command (--helpfull lists its flags)"),
+        # Another tool's flag typed from habit: this command's equivalent.
+        ("squad_qa.train", ["train.py", "--output_dir=out"],
+         "train.py: --output_dir is a flag of google-research/bert's run_squad.py and Hugging "
+         "Face's run_qa.py; here it is --model_dir"),
+        ("squad_qa.export", ["export.py", "--output_dir=out"],
+         "export.py: --output_dir is a flag of google-research/bert's run_squad.py and Hugging "
+         "Face's run_qa.py; here it is --export_dir"),
+        ("squad_qa.train", ["train.py", "--bf16"
+                           ], "train.py: --bf16 is a flag of Hugging Face's run_qa.py; here it is "
+         "--mixed_precision_dtype=bfloat16"),
+        ("squad_qa.train", ["train.py", "--nodo_eval"],
+         "train.py: --nodo_eval is a flag of Hugging Face's run_qa.py; here it is --nodo_predict"),
         ("squad_qa.preprocess.make_records", ["make_records.py", "--nodo_train"],
          "make_records.py: --nodo_train is a flag of squad-qa-train, not of this command "
          "(--helpfull lists its flags)"),
