@@ -33,11 +33,15 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
     return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
                                    steps, limit=batch) >= batch
 
-  def same_effective(micro):  # the fewest passes of at most `micro` features giving `effective`
+  def split(micro):  # (batch, passes): the fewest passes of at most `micro` giving `effective`
     steps = next(
         k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
-    return (f"--train_batch_size={effective // steps} --gradient_accumulation_steps={steps}: the "
-            f"same {effective} features per optimizer step")
+    return effective // steps, steps
+
+  def same_effective(micro):
+    batch, steps = split(micro)
+    return (f"--train_batch_size={batch} --gradient_accumulation_steps={steps}: the same "
+            f"{effective} features per optimizer step")
 
   if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
     lines.insert(
@@ -52,9 +56,16 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
     return "\n".join(lines)
   fit = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
                                 "adamw", max(2, accumulation_steps))
-  if fit:
-    lines.append(f"  - {same_effective(fit)} (the largest batch that fits is {fit})")
-  else:
+  alone = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
+                                  "adamw", 1)
+  # A split into passes of under half what fits (23 as 23 x 1) is no fix worth naming.
+  if fit and split(fit)[0] * 2 >= fit:
+    lines.append(f"  - {same_effective(fit)} (the largest batch that fits with accumulation is "
+                 f"{fit})")
+  if alone and accumulation_steps == 1:
+    lines.append(f"  - --train_batch_size={alone}: the largest batch that fits without "
+                 f"accumulation")
+  if not fit and not alone:
     lines.append(f"  - not even batch 1 fits at max_seq_length {max_seq_length}")
   seq = max_seq_length - 64
   while seq >= 64 and not fits(seq, batch_size, accumulation_steps):

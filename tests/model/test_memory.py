@@ -322,7 +322,13 @@ def test_diagnosis_names_the_fixes():
   assert estimate.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=2) == 14
   # 14 fits; the fewest passes of at most 14 that make 32 are 4 of 8.
   assert ("--train_batch_size=8 --gradient_accumulation_steps=4: the same 32 features per "
-          "optimizer step (the largest batch that fits is 14)") in message
+          "optimizer step (the largest batch that fits with accumulation is 14)") in message
+  assert estimate.max_batch_size(base, 384, gpu.usable_bytes) == 15  # no accumulators
+  assert "--train_batch_size=15: the largest batch that fits without accumulation" in message
+  # 23 splits only into 23 passes of 1: not named; the batch that fits in one pass is.
+  prime = diagnose.diagnosis(base, 384, 23, "float32", gpu)
+  assert "--gradient_accumulation_steps" not in prime
+  assert "--train_batch_size=15: the largest batch that fits without accumulation" in prime
   assert estimate.max_batch_size(base, 256, gpu.usable_bytes, limit=32) < 32  # so 192, not 256
   assert "--max_seq_length=192 (squad-qa-records) fits batch 32" in message
   assert "--gpu (mixed_float16) fits batch 25" in message
