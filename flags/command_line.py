@@ -129,15 +129,10 @@ def equivalent_flag(name, flag_values=flags.FLAGS):
 def commands_taking(name):
   """The other commands of the package with a flag `name` (or `noname`), as this process's user
   types them, e.g. ["squad-qa-records"] for "doc_stride" given to train.py."""
-  name = name[2:] if name.startswith("no") and name not in _all_flag_names() else name
-  return [
-      commands.command(script) for script, names in _all_flag_names_by_command().items()
-      if name in names
-  ]
-
-
-def _all_flag_names():
-  return {n for names in _all_flag_names_by_command().values() for n in names}
+  by_command = _all_flag_names_by_command()
+  if name.startswith("no") and not any(name in names for names in by_command.values()):
+    name = name[2:]
+  return [commands.command(script) for script, names in by_command.items() if name in names]
 
 
 def _all_flag_names_by_command():
