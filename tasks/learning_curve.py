@@ -93,6 +93,13 @@ class LearningCurve:
     if self.score and len(rows) < len(found):  # points past the checkpoint resumed: trained again
       _write_rows(self.path, rows)
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
+    if (self.score and start_step and not start_step % self.every_steps and
+        start_step != self.final_step and not any(r["step"] == start_step for r in rows)):
+      # The run that saved this checkpoint stopped before scoring it (a SIGTERM during the
+      # scoring): its point now, from the restored weights; its loss is unknown (nan).
+      with self.work_context(), self.strategy.scope():
+        results, _ = self.scorer.score(self.model)
+      self._write(start_step, self._offset, float("nan"), results, " (scored on resuming)")
     self._started = self._clock()
 
   def set_num_train_steps(self, steps):

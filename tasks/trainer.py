@@ -284,9 +284,9 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
   ]
   for watcher in watchers:
     actions.append(watcher)
-    watcher.begin(start_step, trainer.global_batch_size)
     if hasattr(watcher, "work_context") and actions[0].one_worker:
       watcher.work_context = actions[0].interruptible  # other workers wait in a collective
+    watcher.begin(start_step, trainer.global_batch_size)
   save = SaveAtMultiples(manager, global_step, every, plan.num_train_steps)
   actions.append(save)
 

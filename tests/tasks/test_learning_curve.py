@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -198,3 +199,16 @@ def test_points_past_the_resumed_checkpoint_are_replaced_not_doubled(tmp_path):
   assert [r["step"] for r in rows] == [10] and rows[0]["examples"] == 160
   with open(path, encoding="utf-8") as f:
     assert f.read().splitlines()[1].startswith("10,160,")  # ints written as ints
+
+
+def test_a_resumed_step_whose_point_is_missing_is_scored_first(tmp_path):
+  """A SIGTERM during the scoring at step 20 saved ckpt-20 without its point: the run resuming
+  there scores it before training (loss unknown: nan), then goes on every 10 steps."""
+  run(tmp_path, FakeClock(), 0, 15)  # the point at 10; the run stopped in step 20's scoring
+  _, scorer, _ = run(tmp_path, FakeClock(), 20, 10)
+  rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
+  assert [r["step"] for r in rows] == [10, 20, 30] and scorer.calls == 2
+  assert np.isnan(rows[1]["loss"]) and rows[2]["loss"] == 1.5
+  assert rows[1]["train_seconds"] == rows[0]["train_seconds"]  # the clock as of the last point
+  _, scorer, _ = run(tmp_path, FakeClock(), 30, 10)  # its point is there: not scored again
+  assert scorer.calls == 1
