@@ -241,6 +241,13 @@ class PlannerConfig(settings.Settings):
       raise errors.UsageError(
           f"--program={self.program} trained in float32 only (TensorFlow 1.11 BERT had no mixed "
           f"precision); drop --mixed_precision_dtype={self.mixed_precision_dtype}")
+    if self.program != estimate.THIS_TOOL.name and (self.train_batch_size == "auto" or
+                                                    self.effective_batch_size is not None or
+                                                    self.gradient_accumulation_steps != 1):
+      raise errors.UsageError(
+          f"--program={self.program} counts a batch as given: --train_batch_size=auto, "
+          f"--effective_batch_size and --gradient_accumulation_steps plan this tool's training; "
+          f"drop them or --program")
     if self.train_batch_size is None:
       if self.effective_batch_size is not None or self.gradient_accumulation_steps != 1:
         raise errors.UsageError(
@@ -275,7 +282,14 @@ def _fewest_bytes(config, max_seq_length, dtype, device, program):
 
 
 def _train_plan(config, bert, seq, dtype, device):
-  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs)."""
+  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs).
+  Another `program`'s step is counted for the batch as given (it has no accumulation)."""
+  if config.program != estimate.THIS_TOOL.name:
+    batch = config.train_batch_size
+    return BatchPlan(
+        batch, 1, batch,
+        estimate.estimate(bert, seq, batch, dtype, device.kind,
+                          program=estimate.PROGRAMS[config.program])), ""
   try:
     batches = plan_batches(bert, seq, dtype, device, config.train_batch_size,
                            config.gradient_accumulation_steps, config.effective_batch_size)

@@ -926,3 +926,18 @@ def test_the_planner_says_why_no_batch_fits_and_wants_a_gpu_it_can_plan():
       memory_plan.report(memory_plan.PlannerConfig(gpu=True))
     assert str(error.value) == ("--gpu: TensorFlow sees no GPU here; give the GPU's memory to "
                                 "plan for one, e.g. --device_memory_gb=16 for a 16 GB card")
+
+
+def test_another_program_s_breakdown_counts_its_step_and_takes_no_batch_plan():
+  """--program=google_research_tf1 with a batch: its own count (TF1 run_squad.py); auto and the
+  accumulation flags are this tool's training, refused with it."""
+  base = estimate.presets()["BERT-Base"]
+  report = json.loads(
+      memory_plan.report(
+          memory_plan.PlannerConfig(max_seq_length=384, train_batch_size=12, device_memory_gb=12,
+                                    gpu=True, program="google_research_tf1", format="json")))
+  tf1 = estimate.estimate(base, 384, 12, "float32", "gpu",
+                          program=estimate.PROGRAMS["google_research_tf1"])
+  assert report["estimates"][0]["estimate"] == tf1.to_dict()
+  with pytest.raises(errors.UsageError, match="plan this tool's training; drop them or --program"):
+    memory_plan.PlannerConfig(train_batch_size="auto", program="google_research_tf1")
