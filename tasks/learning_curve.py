@@ -29,8 +29,8 @@ INT_FIELDS = ("step", "examples")  # read back as floats (`read_rows`), written 
 
 
 def _write_rows(path, rows):
-  """Writes learning_curve.csv with `rows` (dicts of CSV_FIELDS), whole, via a temporary file (a
-  kill leaves the old file or the new one)."""
+  """Writes learning_curve.csv with `rows` (dicts of CSV_FIELDS) in place of its rows, via a
+  temporary file (a kill leaves the old file or the new one)."""
   with open(path + ".tmp", "w", encoding="utf-8", newline="") as f:
     writer = csv.DictWriter(f, CSV_FIELDS)
     writer.writeheader()
@@ -97,9 +97,7 @@ class LearningCurve:
         start_step != self.final_step and not any(r["step"] == start_step for r in rows)):
       # The run that saved this checkpoint stopped before scoring it (a SIGTERM during the
       # scoring): its point now, from the restored weights; its loss is unknown (nan).
-      with self.work_context(), self.strategy.scope():
-        results, _ = self.scorer.score(self.model)
-      self._write(start_step, self._offset, float("nan"), results, " (scored on resuming)")
+      self._write(start_step, self._offset, float("nan"), self._score(), " (scored on resuming)")
     self._started = self._clock()
 
   def set_num_train_steps(self, steps):
@@ -121,10 +119,15 @@ class LearningCurve:
       self._final = (step, train_seconds, loss)
       return
     scoring_started = self._clock()
-    with self.work_context(), self.strategy.scope():
-      results, _ = self.scorer.score(self.model)
+    results = self._score()
     self._scoring_seconds += self._clock() - scoring_started
     self._write(step, train_seconds, loss, results, "")
+
+  def _score(self):
+    """The scorer's results for the model now, within `work_context`."""
+    with self.work_context(), self.strategy.scope():
+      results, _ = self.scorer.score(self.model)
+    return results
 
   def add_final_score(self, results):
     """Writes the final evaluation's `results` as the point at `final_step`, if this run reached
@@ -143,7 +146,12 @@ class LearningCurve:
         "f1": round(results["f1"], 2),
         "loss": round(loss, 4)
     }
-    _write_rows(self.path, read_rows(self.path) + [row])
+    new_file = not os.path.exists(self.path)
+    with open(self.path, "a", encoding="utf-8", newline="") as f:
+      writer = csv.DictWriter(f, CSV_FIELDS)
+      if new_file:
+        writer.writeheader()
+      writer.writerow(row)
     with tf.summary.create_file_writer(self.summary_dir).as_default():
       tf.summary.scalar("eval/exact_match", exact, step=step)
       tf.summary.scalar("eval/f1", results["f1"], step=step)
