@@ -149,12 +149,8 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       refused = [n for n in ("eval_every_steps", "log_steps", "train_budget") if getattr(self, n)]
       refused += [n for n in TRAINING_ONLY if self.given(n)]
       if refused:
-        name = refused[0]
-        value = getattr(self, name)
-        typed = (f"--no{name}" if value is None or value is False else
-                 f"--{name}" if value is True else f"--{name}={self.flag_text(name)}")
-        raise errors.UsageError(f"{typed} applies to training; --do_train=false only predicts: "
-                                f"drop one of the two")
+        raise errors.UsageError(f"{self.typed(refused[0])} applies to training; --do_train=false "
+                                f"only predicts: drop one of the two")
     if not self.do_predict and not self.eval_every_steps:  # nothing scores: refuse these too
       for name in PREDICTION_ONLY:
         if self.given(name):
@@ -163,15 +159,22 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
                                   f"drop one of the two")
     if self.do_train and self.given("float32_weight_gradients") and self.precision != "float16":
       raise errors.UsageError(
-          f"--{'' if self.float32_weight_gradients else 'no'}float32_weight_gradients applies to "
-          f"float16 compute; this run computes in {self.precision} "
-          f"({self.precision_and_reason[1]}): drop it")
+          f"{self.typed('float32_weight_gradients')} applies to float16 compute; this run "
+          f"computes in {self.precision} ({self.precision_and_reason[1]}): drop it")
     if self.train_budget:
       for name in ("max_steps", "num_train_epochs"):
         if self.given(name) and getattr(self, name) is not None:
           raise errors.UsageError(
               f"--train_budget={self.flag_text('train_budget')} and --{name}="
               f"{self.flag_text(name)} both set the length of training: drop one of the two")
+
+  def typed(self, name):
+    """Setting `name` as a flag on the command line: --noname (False or None), --name (True), or
+    --name=value."""
+    value = getattr(self, name)
+    if value is None or value is False:
+      return f"--no{name}"
+    return f"--{name}" if value is True else f"--{name}={self.flag_text(name)}"
 
   def flag_text(self, name):
     """Setting `name`'s value as typed on the command line (a budget as 20m, 1h30m, ...)."""
