@@ -342,7 +342,9 @@ def model_settings(config, start, model_dir):
   if not config_file or not vocab_file:
     raise errors.UsageError(
         "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
-  _, own_vocab = checkpoints.resolve_model_files(start.init_checkpoint, config_file, None)
+  # A given --vocab_file must be the checkpoint's own: its token ids index the trained embeddings.
+  own_vocab = (checkpoints.resolve_model_files(start.init_checkpoint, config_file, None)[1]
+               if config.vocab_file else None)
   if own_vocab and own_vocab != vocab_file and (wordpiece.file_sha256(own_vocab)
                                                 != wordpiece.file_sha256(vocab_file)):
     raise errors.UsageError(

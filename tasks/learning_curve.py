@@ -7,7 +7,8 @@ questions and writes each point to TensorBoard (`<model_dir>/eval`) and as a row
   step,examples,train_seconds,exact_match,f1,loss
 
 `train_seconds` leaves the scoring out and continues across resumes from the file's last row.
-When train.py scores dev after training, that final score is the last point (scored once).
+When train.py scores dev after training, that final score is the last point (scored once; a run
+stopped in that scoring gets it when the same command runs again).
 """
 
 import contextlib
@@ -99,6 +100,16 @@ class LearningCurve:
       # scoring): its point now, from the restored weights; its loss is unknown (nan).
       self._write(start_step, self._offset, float("nan"), self._score(), " (scored on resuming)")
     self._started = self._clock()
+
+  def begin_trained(self, step, global_batch_size):
+    """For a run whose checkpoint is already at `step`, its last (nothing to train): the final
+    score becomes the point at `step` unless the file has one (the run that trained it was stopped
+    in its final prediction). Its train_seconds are the file's last row's, its loss unknown (nan).
+    """
+    self.global_batch_size = global_batch_size
+    rows = read_rows(self.path)
+    if self.score and step == self.final_step and not any(r["step"] == step for r in rows):
+      self._final = (step, rows[-1]["train_seconds"] if rows else 0.0, float("nan"))
 
   def set_num_train_steps(self, steps):
     """The final point is at `steps` (planned again), when there is one."""

@@ -259,7 +259,11 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       program=program.name)
 
 
-def max_batch_size(config, max_seq_length, usable_bytes, *args, limit=1 << 20, **kwargs):
+# The largest batch `max_batch_size` tries: a batch this large fits only in an absurd memory size.
+BATCH_SEARCH_LIMIT = 1 << 20
+
+
+def max_batch_size(config, max_seq_length, usable_bytes, *args, limit=BATCH_SEARCH_LIMIT, **kwargs):
   """The largest batch (an int >= 0, at most `limit`) whose `estimate(...).total` fits in
   `usable_bytes`; `args` and `kwargs` are `estimate`'s after the batch size (dtype, device, ...).
   """

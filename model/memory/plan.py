@@ -118,6 +118,11 @@ def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths
           if seq <= config.max_position_embeddings]
 
 
+def format_batch(limit):
+  """`estimate.max_batch_size`'s answer as text: ">= N" where the search stopped at its limit."""
+  return f">= {limit}" if limit >= estimate.BATCH_SEARCH_LIMIT else str(limit)
+
+
 def format_table(rows, header, extra_column=None):
   """`table_rows`' rows as aligned text under a "model  seq  <header>" line.
 
@@ -125,7 +130,7 @@ def format_table(rows, header, extra_column=None):
   of the user's --train_batch_size at each length.
   """
   width = max([len("model")] + [len(name) for name, _, _ in rows])
-  cells = [header] + [str(batch) for _, _, batch in rows]  # the max-batch column, header first
+  cells = [header] + [format_batch(batch) for _, _, batch in rows]  # the max-batch column
   if extra_column is not None:
     extra_header, extra = extra_column
     column = max(len(cell) for cell in cells)
@@ -371,7 +376,7 @@ def report(config):
           text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
         if line:
           text.append(f"{name}: {line}")
-      text.append(f"{name}: largest batch that fits at seq {seq}: {limit}" +
+      text.append(f"{name}: largest batch that fits at seq {seq}: {format_batch(limit)}" +
                   (f": {_fewest_bytes(bert, seq, dtype, device, program)}" if not limit else ""))
       output["estimates"].append(entry)
   else:

@@ -941,3 +941,18 @@ def test_another_program_s_breakdown_counts_its_step_and_takes_no_batch_plan():
   assert report["estimates"][0]["estimate"] == tf1.to_dict()
   with pytest.raises(errors.UsageError, match="plan this tool's training; drop them or --program"):
     memory_plan.PlannerConfig(train_batch_size="auto", program="google_research_tf1")
+
+
+def test_a_memory_past_the_batch_search_says_at_least_its_limit():
+  """1e9 GiB fits more than the largest batch the search tries: the planner says ">= 1048576",
+  not 1048576 as if it were the answer; a real size prints the batch itself."""
+  limit = estimate.BATCH_SEARCH_LIMIT
+  for text in (memory_plan.report(
+      memory_plan.PlannerConfig(gpu=True, device_memory_gb=1e9, mixed_precision_dtype="float32")),
+               memory_plan.report(
+                   memory_plan.PlannerConfig(max_seq_length=128, gpu=True, device_memory_gb=1e9,
+                                             mixed_precision_dtype="float32"))):
+    assert f">= {limit}" in text
+  assert memory_plan.format_batch(limit) == f">= {limit}"
+  assert memory_plan.format_batch(limit - 1) == str(limit - 1)
+  assert memory_plan.format_batch(0) == "0"

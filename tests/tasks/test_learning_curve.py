@@ -212,3 +212,32 @@ def test_a_resumed_step_whose_point_is_missing_is_scored_first(tmp_path):
   assert rows[1]["train_seconds"] == rows[0]["train_seconds"]  # the clock as of the last point
   _, scorer, _ = run(tmp_path, FakeClock(), 30, 10)  # its point is there: not scored again
   assert scorer.calls == 1
+
+
+def test_a_run_stopped_in_its_final_prediction_gets_its_final_point_on_the_rerun(tmp_path):
+  """Training reached step 25 (the last) and the run was stopped while predicting: the same
+  command trains nothing and predicts; its score is the point at 25 (loss unknown: nan), once."""
+  path = os.path.join(tmp_path, "learning_curve.csv")
+  run(tmp_path, FakeClock(), 0, 25, final_step=25)  # points at 10 and 20; no final score
+
+  def rerun(results):
+    curve = learning_curve.LearningCurve(curve_config(tmp_path), FakeScorer(FakeClock()), None,
+                                         FakeStrategy(), tf.Variable(25, dtype=tf.int64),
+                                         final_step=25)
+    curve.begin_trained(25, 16)
+    curve.add_final_score(results)
+    return learning_curve.read_rows(path)
+
+  rows = rerun({"exact_match": 71.0, "f1": 80.5})
+  assert [r["step"] for r in rows] == [10, 20, 25]
+  final = rows[2]
+  assert np.isnan(final.pop("loss"))
+  # train_seconds: the last row's (the stopped run's time after it is unknown).
+  assert final == {
+      "step": 25,
+      "examples": 400,
+      "train_seconds": 40.0,
+      "exact_match": 71.0,
+      "f1": 80.5
+  }
+  assert [r["f1"] for r in rerun({"exact_match": 1.0, "f1": 1.0})] == [50.0, 60.0, 80.5]
