@@ -175,6 +175,11 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
     effective //= num_replicas
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
                                   config.gradient_accumulation_steps, effective)
+  if per_replica == "auto":
+    hint = memory_plan.auto_split_hint(bert_config, max_seq_length, policy, device, plan,
+                                       num_replicas)
+    if hint:
+      logging.warning("--train_batch_size=auto: %s", hint)
   if plan.estimate.total > device.usable_bytes:
     message = diagnose.diagnosis(bert_config, max_seq_length, plan.micro_batch_size, policy, device,
                                  plan.accumulation_steps,

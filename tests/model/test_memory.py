@@ -309,6 +309,32 @@ def test_plan_batches():
     memory_plan.plan_batches(estimate.presets()["BERT-Large"], 512, "float32", tiny_gpu, "auto")
 
 
+def test_auto_names_a_nearby_effective_batch_when_its_split_runs_tiny_passes():
+  """BERT-Base at 384 on a 12 GB GPU fits passes of 12 with accumulation: "auto" runs a prime 37
+  as 37 passes of 1 (the documented rule) and says that 36 runs 12 x 3; 64 (8 x 8) and 36 get no
+  hint, nor does an effective batch that fits in one pass."""
+  base = estimate.presets()["BERT-Base"]
+  gpu = memory_device.device_from_flag(12)
+
+  def hint(effective, replicas=1):
+    plan = memory_plan.plan_batches(base, 384, "float32", gpu, "auto",
+                                    effective_batch_size=effective)
+    return plan, memory_plan.auto_split_hint(base, 384, "float32", gpu, plan, replicas)
+
+  plan, text = hint(37)
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (1, 37)
+  assert text == ("--effective_batch_size=37 splits only into 37 passes of 1 (up to 12 fit in a "
+                  "pass); --effective_batch_size=36 runs 12 features per pass x 3")
+  assert hint(37, replicas=2)[1].startswith("--effective_batch_size=74 splits only into 37 passes")
+  assert "--effective_batch_size=72 runs 12" in hint(37, replicas=2)[1]
+  assert [hint(effective)[1] for effective in (64, 36, 12, 5)] == ["", "", "", ""]
+  config = memory_plan.PlannerConfig(max_seq_length=384, gpu=True, device_memory_gb=12,
+                                     mixed_precision_dtype="float32", train_batch_size="auto",
+                                     effective_batch_size=37, bert_config_file=None)
+  assert ("runs 1 features per pass x 37 accumulation steps = 37 per optimizer step; "
+          "--effective_batch_size=37 splits only") in memory_plan.report(config)
+
+
 def test_diagnosis_names_the_fixes():
   base = estimate.presets()["BERT-Base"]
   gpu = memory_device.device_from_flag(12)
