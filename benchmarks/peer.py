@@ -411,28 +411,47 @@ def tokenizer_config(do_lower_case, config):
   }
 
 
+def load_trained(model_dir, flag="model_dir"):
+  """(the span model with `model_dir`'s latest checkpoint, its BertConfig, its qa_config.json as
+  a dict): a train.py --model_dir as the benchmarks read it, in our interpreter.
+
+  Raises:
+    errors.MissingFileError: no checkpoint or no qa_config.json there (one line naming `flag`).
+  """
+  from squad_qa.base import cpu_runtime  # noqa: F401
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from squad_qa import errors  # pylint: disable=g-import-not-at-top
+  from squad_qa.base import artifacts  # pylint: disable=g-import-not-at-top
+  from squad_qa.base import commands  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  qa_config = artifacts.read_qa_config(model_dir)
+  checkpoint = tf.train.latest_checkpoint(model_dir)
+  if not qa_config or not checkpoint:
+    raise errors.MissingFileError(
+        f"--{flag}={model_dir} holds no trained checkpoint with its {artifacts.QA_CONFIG_FILE}; "
+        f"train one with {commands.command('squad-qa-train')} first")
+  config = bert_config_lib.BertConfig(**qa_config["bert_config"])
+  model, _ = span_model.build_span_model(config)
+  tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
+  return model, config, qa_config
+
+
 def write_hf_folder(model_dir, output_dir):
   """Writes model_dir's latest checkpoint as an HF folder; returns the number of tensors.
 
   Raises:
     SystemExit: no checkpoint, or output_dir exists (one line each).
   """
-  from squad_qa.base import cpu_runtime  # noqa: F401
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
+  from squad_qa import errors  # pylint: disable=g-import-not-at-top
   from squad_qa.model import hf_checkpoint  # pylint: disable=g-import-not-at-top
-  from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
-  from squad_qa.base import artifacts  # pylint: disable=g-import-not-at-top
-  qa_config = artifacts.read_qa_config(model_dir)
-  checkpoint = tf.train.latest_checkpoint(model_dir)
-  if not checkpoint:
-    sys.exit(f"peer.py hf_folder: {model_dir} has no checkpoint; train one with train.py")
   if os.path.exists(output_dir):
     sys.exit(f"peer.py hf_folder: {output_dir} exists; give a new --output_dir")
-  config = bert_config_lib.BertConfig(**qa_config["bert_config"])
-  model, _ = span_model.build_span_model(config)
-  tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
+  try:
+    model, config, qa_config = load_trained(model_dir)
+  except errors.MissingFileError as e:
+    sys.exit(f"peer.py hf_folder: {e}")
   weights = hf_weights(model, config)
   os.makedirs(output_dir)
   save_file(weights, os.path.join(output_dir, hf_checkpoint.WEIGHTS_FILE),

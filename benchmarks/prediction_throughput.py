@@ -46,12 +46,8 @@ import time
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from absl import flags  # pylint: disable=g-import-not-at-top
 import numpy as np
-import tensorflow as tf
 
 from benchmarks import peer
-from squad_qa import errors
-from squad_qa.base import artifacts
-from squad_qa.base import commands
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
@@ -84,15 +80,7 @@ PEER = ("peer_padded", "peer_sorted")
 def load_model():
   """The span model from --model_dir's latest checkpoint or --init_checkpoint."""
   if FLAGS.model_dir:
-    qa_config = artifacts.read_qa_config(FLAGS.model_dir)
-    checkpoint = tf.train.latest_checkpoint(FLAGS.model_dir)
-    if not qa_config or not checkpoint:
-      raise errors.MissingFileError(
-          f"--model_dir={FLAGS.model_dir} holds no trained checkpoint with its "
-          f"{artifacts.QA_CONFIG_FILE}; train one with {commands.command('squad-qa-train')} first")
-    model, _ = span_model.build_span_model(bert_config_lib.BertConfig(**qa_config["bert_config"]))
-    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
-    return model
+    return peer.load_trained(FLAGS.model_dir)[0]
   config_file, _ = checkpoints.resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
                                                    None)
   model, _ = span_model.build_span_model(bert_config_lib.BertConfig.from_json_file(config_file))

@@ -16,6 +16,7 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import hf_checkpoint
 from squad_qa.model import span_model
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from tests import testutil
 
 
@@ -175,3 +176,18 @@ def test_the_peer_side_needs_nothing_but_the_standard_library():
   assert proc.returncode == 1
   assert proc.stderr.strip() == ("usage: peer.py {hf_folder,run,predict,serve} ... (see its "
                                  "docstring)")
+
+
+def test_a_model_dir_without_a_trained_checkpoint_is_one_line(tmp_path):
+  """Both benchmarks that read a train.py --model_dir (peer.py hf_folder, prediction_throughput)
+  say in one line that it holds no checkpoint; hf_folder refuses an existing --output_dir."""
+  with pytest.raises(errors.MissingFileError) as raised:
+    peer.load_trained(str(tmp_path), flag="model_dir")
+  assert str(raised.value) == (f"--model_dir={tmp_path} holds no trained checkpoint with its "
+                               f"qa_config.json; train one with "
+                               f"{commands.command('squad-qa-train')} first")
+  with pytest.raises(SystemExit) as exited:
+    peer.write_hf_folder(str(tmp_path), str(tmp_path / "new"))
+  assert str(exited.value) == f"peer.py hf_folder: {raised.value}"
+  with pytest.raises(SystemExit, match="exists; give a new --output_dir"):
+    peer.write_hf_folder(str(tmp_path), str(tmp_path))
