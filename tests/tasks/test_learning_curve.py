@@ -163,16 +163,17 @@ def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
 def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_path):
   """train.py --eval_every_steps=3 on a tiny float32 model, 6 steps, 6 dev questions of several
   lengths: two points, and the one at the last step scores what the final evaluation scores (the
-  same float32 weights on the same questions)."""
+  same float32 weights on the same questions); run again without that last row (a run stopped in
+  its final prediction), it trains nothing and writes the row."""
   records_dir = testutil.make_train_records(tmp_path, 40, num_shards=None, lengths=(128, 64, 32),
                                             dev_questions=30)
   dev_file, model_dir = tmp_path / "dev.json", tmp_path / "model"
-  _, log = testutil.run_cli(
-      "train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
-      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
-      "--mixed_precision_dtype=float32", "--max_steps=6", "--train_batch_size=8",
-      "--learning_rate=1e-3", "--eval_every_steps=3", "--max_eval_examples=6",
-      f"--predict_file={dev_file}")
+  args = ("train.py", f"--records_dir={records_dir}", f"--model_dir={model_dir}",
+          f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+          "--mixed_precision_dtype=float32", "--max_steps=6", "--train_batch_size=8",
+          "--learning_rate=1e-3", "--eval_every_steps=3", "--max_eval_examples=6",
+          f"--predict_file={dev_file}")
+  _, log = testutil.run_cli(*args)
   rows = learning_curve.read_rows(os.path.join(model_dir, "learning_curve.csv"))
   assert [(r["step"], r["examples"]) for r in rows] == [(3, 24), (6, 48)]
   assert 0 < rows[0]["train_seconds"] < rows[1]["train_seconds"]
@@ -184,6 +185,19 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   assert "dev at step 3 (" in log and "on 6 questions" in log
   assert "on 6 questions (the final score)" in log
   assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log
+  # A run stopped in its final prediction leaves the curve without its last row: the same command
+  # trains nothing, predicts, and writes it (loss unknown).
+  path = os.path.join(model_dir, "learning_curve.csv")
+  with open(path, encoding="utf-8") as f:
+    lines = f.read().splitlines()
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(lines[:-1]) + "\n")
+  _, log = testutil.run_cli(*args)
+  again = learning_curve.read_rows(path)
+  assert [r["step"] for r in again] == [3, 6] and np.isnan(again[1]["loss"])
+  assert (again[1]["exact_match"], again[1]["f1"]) == (rows[1]["exact_match"], rows[1]["f1"])
+  assert again[1]["train_seconds"] == rows[0]["train_seconds"]
+  assert "already trained 6 of 6 steps" in log and "(the final score)" in log
 
 
 def test_points_past_the_resumed_checkpoint_are_replaced_not_doubled(tmp_path):
