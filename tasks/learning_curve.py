@@ -94,22 +94,16 @@ class LearningCurve:
     if self.score and len(rows) < len(found):  # points past the checkpoint resumed: trained again
       _write_rows(self.path, rows)
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
-    if (self.score and start_step and not start_step % self.every_steps and
-        start_step != self.final_step and not any(r["step"] == start_step for r in rows)):
+    missing = self.score and start_step and not any(r["step"] == start_step for r in rows)
+    if missing and start_step == self.final_step:
+      # Already trained to the last step (nothing trains; train.py begins the curve itself) by a
+      # run stopped in its final prediction: this run's final score is the point; loss unknown.
+      self._final = (start_step, self._offset, float("nan"))
+    elif missing and not start_step % self.every_steps:
       # The run that saved this checkpoint stopped before scoring it (a SIGTERM during the
       # scoring): its point now, from the restored weights; its loss is unknown (nan).
       self._write(start_step, self._offset, float("nan"), self._score(), " (scored on resuming)")
     self._started = self._clock()
-
-  def begin_trained(self, step, global_batch_size):
-    """For a run whose checkpoint is already at `step`, its last (nothing to train): the final
-    score becomes the point at `step` unless the file has one (the run that trained it was stopped
-    in its final prediction). Its train_seconds are the file's last row's, its loss unknown (nan).
-    """
-    self.global_batch_size = global_batch_size
-    rows = read_rows(self.path)
-    if self.score and step == self.final_step and not any(r["step"] == step for r in rows):
-      self._final = (step, rows[-1]["train_seconds"] if rows else 0.0, float("nan"))
 
   def set_num_train_steps(self, steps):
     """The final point is at `steps` (planned again), when there is one."""

@@ -345,8 +345,10 @@ def _train_and_score(config, strategy, inputs, started, budget_clock):
   if config.do_train:
     model, stats, curve = train(config, strategy, bert_config, meta, start,
                                 write_qa_config if is_chief else None, scorer, budget_clock)
-    if curve and not stats["steps"]:
-      curve.begin_trained(stats["end_step"], stats["effective_batch_size"])
+    # The trainer begins its watchers only when it trains: a run already at its last step
+    # begins the curve here (its final point may be missing).
+    if curve and not stats["steps"] and stats["end_step"] == curve.final_step:
+      curve.begin(stats["end_step"], stats["effective_batch_size"])
     results_file = os.path.join(config.model_dir, artifacts.TRAIN_RESULTS_FILE)
     # A finished run started again trains nothing and keeps the results of its training.
     if is_chief and (stats["steps"] or not tf.io.gfile.exists(results_file)):

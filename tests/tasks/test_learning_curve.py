@@ -238,7 +238,7 @@ def test_a_run_stopped_in_its_final_prediction_gets_its_final_point_on_the_rerun
     curve = learning_curve.LearningCurve(curve_config(tmp_path), FakeScorer(FakeClock()), None,
                                          FakeStrategy(), tf.Variable(25, dtype=tf.int64),
                                          final_step=25)
-    curve.begin_trained(25, 16)
+    curve.begin(25, 16)  # as train.py calls it when nothing trains
     curve.add_final_score(results)
     return learning_curve.read_rows(path)
 
