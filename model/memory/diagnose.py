@@ -8,6 +8,12 @@ from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import estimate
 
 
+def splits_well(batch, fit):
+  """Whether passes of `batch` features use enough of the `fit` that memory allows to be worth
+  naming or running: at least half of it (23 as 23 passes of 1, with 12 fitting, is not)."""
+  return 2 * batch >= fit
+
+
 def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1,
               headline="the configuration does not fit in memory"):
   """A multi-line message: the estimate, the device memory and the fixes that fit (a smaller
@@ -58,8 +64,7 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
                                 "adamw", max(2, accumulation_steps))
   alone = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
                                   "adamw", 1)
-  # A split into passes of under half what fits (23 as 23 x 1) is no fix worth naming.
-  if fit and split(fit)[0] * 2 >= fit:
+  if fit and splits_well(split(fit)[0], fit):
     lines.append(f"  - {same_effective(fit)} (the largest batch that fits with accumulation is "
                  f"{fit})")
   if alone and accumulation_steps == 1:

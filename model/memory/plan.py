@@ -112,20 +112,21 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
 def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
   """What to say when "auto" split the effective batch into passes of under half what fits, e.g. a
   prime 37 with 12 fitting runs 37 passes of 1: the nearest effective batch whose split runs
-  passes of more than half of it ("--effective_batch_size=36 runs 12 features per pass x 3"), or
-  "" when the split is fine. `batches` is `plan_batches`' "auto" plan for one of `replicas`.
+  passes of at least half of it ("--effective_batch_size=36 runs 12 features per pass x 3"), or
+  "" when the split is fine (`diagnose.splits_well`). `batches` is `plan_batches`' "auto" plan
+  for one of `replicas`.
   """
   wanted = batches.effective_batch_size
   budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
   # Passes of `fit` fit with accumulation (its float32 sums included).
   fit = estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw", 2,
                                 limit=wanted)
-  if batches.accumulation_steps == 1 or 2 * batches.micro_batch_size > fit:
+  if batches.accumulation_steps == 1 or diagnose.splits_well(batches.micro_batch_size, fit):
     return ""
   for distance in range(1, wanted // 4 + 1):
     for other in (wanted - distance, wanted + distance):
       split = plan_batches(config, max_seq_length, dtype, device, "auto", 1, other)
-      if 2 * split.micro_batch_size > fit:
+      if diagnose.splits_well(split.micro_batch_size, fit):
         return (f"--effective_batch_size={wanted * replicas} splits only into "
                 f"{batches.accumulation_steps} passes of {batches.micro_batch_size} (up to {fit} "
                 f"fit in a pass); --effective_batch_size={other * replicas} runs "
