@@ -10,9 +10,9 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   mask inside the score einsum").
 - Dropout in training: the probabilities times the dropout layer's keep mask, and the values
   product times 1 / (1 - rate): tf_keras's value with one pass over [batch, heads, seq, seq] less.
-  Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step applies the
-  dropout's 16-bit draws to the probabilities in one XLA function and takes the dropout's and the
-  softmax's gradients together in another.
+  Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step draws the
+  dropout's mask (model/dropout.py) and applies it to the probabilities in one XLA function and
+  takes the dropout's and the softmax's gradients together in another, drawing the mask again.
 - Unpadded inputs: a model traced inside `unpadded_inputs()` adds no mask at all (int8 exports'
   signature for a window that fills max_seq_length).
 """
@@ -107,25 +107,24 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     rate = self._dropout_layer.rate
     if (self.xla_train_step and xla_elementwise.in_train_step() and attention_mask is None and
         len(self._attention_axes) == 1):  # the softmax is over the last axis
-      dropped = xla_elementwise.dropped_softmax(scores, attention_scores,
-                                                dropout.draws(attention_scores),
+      dropped = xla_elementwise.dropped_softmax(scores, attention_scores, dropout.key(),
                                                 dropout_lib.drop_threshold(rate))
     else:
-      dropped = attention_scores * tf.cast(dropout.keep_mask(attention_scores, rate),
-                                           attention_scores.dtype)
+      keep = dropout_lib.keep_mask(dropout.key(), tf.shape(attention_scores), rate)
+      dropped = attention_scores * tf.cast(keep, attention_scores.dtype)
     attention_output = tf.einsum(self._combine_equation, dropped, value)
     return attention_output * tf.constant(1 / (1 - rate), attention_output.dtype), attention_scores
 
   def _generator_dropout(self, training):
-    """The dropout layer's `generator_dropout` function (model/dropout.py), with its `keep_mask`
-    and `draws`, when it drops in this call (training is True, the rate above 0) and draws its
-    masks with it; else None. Reads the private `Dropout._random_generator` (BUILD.md lists it)."""
+    """The dropout layer's `generator_dropout` function (model/dropout.py), with its `key`, when
+    it drops in this call (training is True, the rate above 0) and draws its masks with it; else
+    None. Reads the private `Dropout._random_generator` (BUILD.md lists it)."""
     layer = self._dropout_layer
     if not (training is True and isinstance(layer.rate, numbers.Real) and layer.rate > 0 and
             layer.noise_shape is None):
       return None
     dropout = getattr(getattr(layer, "_random_generator", None), "dropout", None)
-    return dropout if hasattr(dropout, "draws") else None
+    return dropout if hasattr(dropout, "key") else None
 
 
 def use_query_first_attention(network):

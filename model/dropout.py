@@ -1,56 +1,85 @@
-"""Dropout masks drawn as 16-bit integers from each layer's own tf.random.Generator: half the
-random bits of tf_keras's float32 uniforms and no float conversion, the same generator state (so
-checkpoints and resumes are unchanged), and a drop rate within 2^-17 of the one asked for."""
+"""Dropout masks from a keyed hash of each entry's index, one key per call drawn from the layer's
+own tf.random.Generator.
+
+TensorFlow's Philox kernel, which tf_keras's dropout draws from, runs far below memory speed on the
+CPU: ~9 ms a layer for the attention dropout's draws of a training step at [16, 12, 190, 190] on a
+2-core Zen 4, more than its softmax and mask together (docs/benchmarks.md "Dropout masks"). Here
+a call draws one key (two uint32) from the generator, so the generator's state, which checkpoints
+save, still decides every mask and a resume repeats it; each entry's 32-bit draw is a hash of its
+flat index under that key. That is a few integer operations per entry that XLA fuses into the pass
+applying the mask (model/xla_elementwise.py), and that a gradient recomputes rather than keeping
+the mask.
+
+The hash is C. Wellons' lowbias32 ("Prospecting for Hash Functions", 2018: a bijection of uint32
+with an avalanche bias of 0.17) applied twice, the key's first word xor'd into the index before
+the first round and its second added before the second. Every step is a bijection of uint32, so
+the entries of one call draw distinct values; the drop rate is within 2^-33 of the one asked for.
+"""
 
 from absl import logging
 import tensorflow as tf
 
-MASK_BITS = 16
+DRAW_BITS = 32
+# lowbias32's multipliers (Wellons 2018).
+_LOWBIAS32_MULTIPLIERS = (0x7feb352d, 0x846ca68b)
 
 
 def drop_threshold(rate):
-  """The 16-bit draws below which an entry is dropped: round(rate * 2^16), so the drop rate is
-  threshold / 2^16, within 2^-17 of `rate` (0.1 -> 6554, 0.100006).
+  """The uint32 draws below which an entry is dropped: round(rate * 2^32) (at most 2^32 - 1), so
+  the drop rate is threshold / 2^32, within 2^-33 of `rate` (0.1 -> 429496730).
 
   Raises:
     ValueError: `rate` is not in [0, 1).
   """
   if not 0 <= rate < 1:
     raise ValueError(f"dropout rate {rate} is not in [0, 1)")
-  return round(rate * 2**MASK_BITS)
+  return min(round(rate * 2**DRAW_BITS), 2**DRAW_BITS - 1)
 
 
-def draws(generator, inputs):
-  """uint16, the shape of `inputs`: one uniform 16-bit draw per entry from `generator` (a
-  tf.random.Generator; one uint32 draw serves two entries)."""
-  size = tf.size(inputs)
-  bits = generator.uniform_full_int([(size + 1) // 2], tf.uint32)
-  return tf.reshape(tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size], tf.shape(inputs))
+def _lowbias32(x):
+  first, second = _LOWBIAS32_MULTIPLIERS
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16)) * tf.constant(first, tf.uint32)
+  x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15)) * tf.constant(second, tf.uint32)
+  return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
 
 
-def keep_mask(generator, inputs, rate):
-  """bool, the shape of `inputs`: True where an entry is kept, its `draws` at least
+def hashed_draws(key, shape):
+  """uint32 of `shape` (at most 2^31 - 1 entries): each entry's draw, the module's hash of its
+  flat (row-major) index under `key` (uint32 [2]). The same key and shape give the same draws
+  with TensorFlow's ops and under XLA."""
+  size = tf.reduce_prod(shape)
+  index = tf.bitcast(tf.range(size, dtype=tf.int32), tf.uint32)  # XLA has no uint32 range
+  first = _lowbias32(tf.bitwise.bitwise_xor(index, key[0]))
+  return tf.reshape(_lowbias32(first + key[1]), shape)
+
+
+def keep_mask(key, shape, rate):
+  """bool of `shape`: True where an entry is kept, its `hashed_draws` at least
   `drop_threshold(rate)`."""
-  return draws(generator, inputs) >= tf.constant(drop_threshold(rate), tf.uint16)
+  return hashed_draws(key, shape) >= tf.constant(drop_threshold(rate), tf.uint32)
+
+
+def call_key(generator):
+  """uint32 [2]: one call's key, drawn from `generator` (a tf.random.Generator; advances it)."""
+  return generator.uniform_full_int([2], tf.uint32)
 
 
 def generator_dropout(generator):
   """A tf_keras `RandomGenerator.dropout(inputs, rate, noise_shape=None)` drawing from
   `generator` (a tf.random.Generator): each entry of `inputs` (any shape and float dtype) is
-  kept, times 1 / (1 - rate), where `keep_mask` is True, else 0. A `noise_shape` (unused by the
-  BERT layers) falls back to tf.nn.experimental.general_dropout on the same generator. The
-  function's `keep_mask(inputs, rate)` draws a mask alone and its `draws(inputs)` the 16-bit draws
-  alone, for a caller that applies them elsewhere."""
+  kept, times 1 / (1 - rate) in their dtype, where `keep_mask` under a key from `call_key` is
+  True, else 0. A `noise_shape` (unused by the BERT layers) falls back to
+  tf.nn.experimental.general_dropout on the same generator. The function's `key()` draws a call's
+  key alone, for a caller that applies the mask elsewhere."""
 
   def dropout(inputs, rate, noise_shape=None):
     if noise_shape is not None:
       return tf.nn.experimental.general_dropout(inputs, rate=rate, noise_shape=noise_shape,
                                                 uniform_sampler=generator.uniform)
-    keep = keep_mask(generator, inputs, rate)
+    keep = keep_mask(call_key(generator), tf.shape(inputs), rate)
     return inputs * (tf.cast(keep, inputs.dtype) * tf.constant(1 / (1 - rate), inputs.dtype))
 
-  dropout.keep_mask = lambda inputs, rate: keep_mask(generator, inputs, rate)
-  dropout.draws = lambda inputs: draws(generator, inputs)
+  dropout.key = lambda: call_key(generator)
   return dropout
 
 

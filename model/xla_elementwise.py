@@ -1,11 +1,14 @@
-"""The encoder's layer norms and feed-forward activation compiled with XLA in the training step.
+"""The encoder's layer norms, feed-forward activation and dropout compiled with XLA in the
+training step.
 
 TensorFlow runs a layer norm as about 8 elementwise ops and reductions over [batch, seq, hidden]
 float32 (forward and backward), and the exact GELU as about 10 over [batch, seq, intermediate]:
 each a pass through memory. XLA fuses each into a few passes; the feed-forward's bias add and the
 casts around its float32 GELU (under mixed_bfloat16) go into the same kernels. The matmuls stay
 TensorFlow's oneDNN kernels: under XLA the whole step runs slower on the CPU (XLA's dot does not
-use them). Measured in docs/benchmarks.md ("Layer norm and GELU under XLA").
+use them). Measured in docs/benchmarks.md ("Layer norm and GELU under XLA"). A dropout mask
+(model/dropout.py's hash of each entry's index) is drawn inside the pass that applies it, and its
+gradient draws it again rather than keeping it.
 
 Each function's gradient is a second XLA function that computes the forward again from the inputs
 (`recomputing_xla`), rather than TensorFlow's gradient of an XLA function, which reads back every
@@ -21,6 +24,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from squad_qa.model import dropout as dropout_lib
 from squad_qa.model import trace_switch
 
 _TRAINING = trace_switch.TraceSwitch()
@@ -157,73 +161,105 @@ def bias_activation(function, dtype):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _dropped_softmax_gradient(probabilities, keep, gradient):
+def _dropped(inputs, key, threshold, scale):
+  """`inputs` where kept (model/dropout.py's `keep_mask` under `key`), times `scale` in their
+  dtype, else 0: the draws, the compare and the select in one pass (TensorFlow: the draws, then
+  three passes).
+
+  Args:
+    inputs: any shape and float dtype.
+    key: uint32 [2], the call's key.
+    threshold: a Python int, `dropout.drop_threshold(rate)`.
+    scale: a Python float, or None for none.
+  Returns:
+    Their shape and dtype.
+  """
+  keep = dropout_lib.hashed_draws(key, tf.shape(inputs)) >= tf.constant(threshold, tf.uint32)
+  if scale is not None:
+    inputs = inputs * tf.constant(scale, inputs.dtype)
+  return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _dropped_softmax_gradient(probabilities, key, threshold, gradient):
   """d loss / d scores of `probabilities * keep` where probabilities = softmax(scores) over the
-  last axis: (g - sum(g * p)) * p with g = gradient where kept, else 0 (the softmax's Jacobian
-  times the dropout's), computed in float32.
+  last axis and keep is `_dropped`'s mask, drawn again: (g - sum(g * p)) * p with g = gradient
+  where kept, else 0 (the softmax's Jacobian times the dropout's), computed in float32.
 
   Args:
     probabilities: [..., seq], any float dtype.
-    keep: bool, their shape.
+    key, threshold: the forward's (`_dropped`).
     gradient: d loss / d (probabilities * keep), their shape and dtype.
   Returns:
     [..., seq] in the probabilities' dtype.
   """
+  keep = dropout_lib.hashed_draws(key, tf.shape(probabilities)) >= tf.constant(threshold, tf.uint32)
   p = tf.cast(probabilities, tf.float32)
   g = tf.where(keep, tf.cast(gradient, tf.float32), 0.0)
   return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)
 
 
-@tf.function(jit_compile=True, reduce_retracing=True)
-def _dropped_probabilities(probabilities, draws, threshold):
-  """(probabilities where draws >= threshold else 0, that keep mask) in one pass: TensorFlow
-  takes three (compare, cast, multiply).
-
-  Args:
-    probabilities: [..., seq], any float dtype.
-    draws: uint16, their shape: the dropout's 16-bit draws (model/dropout.py).
-    threshold: a Python int, `dropout.drop_threshold(rate)`.
-  Returns:
-    The dropped probabilities (their shape and dtype) and the bool keep mask (their shape).
-  """
-  keep = draws >= tf.constant(threshold, tf.uint16)
-  return tf.where(keep, probabilities, tf.zeros([], probabilities.dtype)), keep
-
-
-def dropped_softmax(scores, probabilities, draws, threshold):
+def dropped_softmax(scores, probabilities, key, threshold):
   """The attention dropout of softmax probabilities without its 1 / (1 - rate) scale, forward
-  (`_dropped_probabilities`) and gradient to `scores` (`_dropped_softmax_gradient`) each one XLA
-  function instead of TensorFlow's three and five ops, each a pass over the tensor.
+  (`_dropped`) and gradient to `scores` (`_dropped_softmax_gradient`) each one XLA function
+  instead of TensorFlow's four and five ops, each a pass over the tensor.
 
   Args:
     scores: [..., seq], the softmax's input.
     probabilities: softmax(scores) over the last axis, the dtype of `scores`.
-    draws: uint16, the shape of `scores`: the dropout's 16-bit draws.
+    key: uint32 [2], the call's dropout key (model/dropout.py).
     threshold: a Python int, the draws below which an entry is dropped.
   Returns:
     The probabilities where kept, else 0, in their dtype; no gradient flows to `probabilities`
-    or `draws`. Only the bool keep mask is kept for the gradient, not the draws.
+    or `key`. The gradient draws the mask again from the key: no mask is kept.
   """
-  dropped_probabilities, keep = _dropped_probabilities(probabilities, draws, threshold)
 
   @tf.custom_gradient
   def dropped(scores):
     del scores  # the gradient needs the probabilities alone
 
     def gradient(upstream):
-      return _dropped_softmax_gradient(probabilities, keep, upstream)
+      return _dropped_softmax_gradient(probabilities, key, threshold, upstream)
 
-    return dropped_probabilities, gradient
+    return _dropped(probabilities, key, threshold, None), gradient
 
   return dropped(scores)
 
 
+def xla_dropout(dropout):
+  """`dropout` (model/dropout.py's `generator_dropout` function) with its calls inside
+  `training()` as one XLA function forward (`_dropped`) and one backward (the same function of the
+  upstream gradient: the mask drawn again from the call's key, none kept). The same masks and
+  values as `dropout` from the same generator state; a `noise_shape` runs `dropout`."""
+
+  def apply(inputs, rate, noise_shape=None):
+    if noise_shape is not None or not in_train_step():
+      return dropout(inputs, rate, noise_shape)
+    key = dropout.key()
+    threshold, scale = dropout_lib.drop_threshold(rate), 1 / (1 - rate)
+
+    @tf.custom_gradient
+    def dropped(inputs):
+
+      def gradient(upstream):
+        return _dropped(upstream, key, threshold, scale)
+
+      return _dropped(inputs, key, threshold, scale), gradient
+
+    return dropped(inputs)
+
+  apply.key = dropout.key
+  apply.plain = dropout
+  return apply
+
+
 def use_xla_elementwise(model):
   """Switches `model`'s tf_keras LayerNormalization layers to `XlaLayerNormalization`, its
-  Activation layers other than "linear" to `xla_activation`, and sets `xla_train_step` on the
-  layers that have it (model/fused_feed_forward.py's `MatMulDense`, which then applies its bias
-  and GELU with `bias_activation`; model/attention.py's attention, whose dropout then takes the
-  softmax's gradient with `dropped_softmax`); call it before tracing. Switching twice changes
+  Activation layers other than "linear" to `xla_activation`, the dropout of its layers switched
+  by model/dropout.py's `use_generator_dropout` (call that first) to `xla_dropout`, and sets
+  `xla_train_step` on the layers that have it (model/fused_feed_forward.py's `MatMulDense`, which
+  then applies its bias and GELU with `bias_activation`; model/attention.py's attention, whose
+  dropout then runs with `dropped_softmax`); call it before tracing. Switching twice changes
   nothing.
 
   Returns:
@@ -232,8 +268,13 @@ def use_xla_elementwise(model):
   """
   switched = 0
   for layer in model.submodules:
+    # A tf_keras dropout layer's private RandomGenerator (BUILD.md lists it).
+    random_generator = getattr(layer, "_random_generator", None)
     if type(layer) is tf_keras.layers.LayerNormalization:  # pylint: disable=unidiomatic-typecheck
       layer.__class__ = XlaLayerNormalization
+    elif (hasattr(getattr(random_generator, "dropout", None), "key") and
+          not hasattr(random_generator.dropout, "plain")):
+      random_generator.dropout = xla_dropout(random_generator.dropout)
     elif (type(layer) is tf_keras.layers.Activation and  # pylint: disable=unidiomatic-typecheck
           layer.activation is not tf_keras.activations.linear
           and not hasattr(layer.activation, "plain")):
@@ -242,6 +283,7 @@ def use_xla_elementwise(model):
       layer.xla_train_step = True
     switched += (isinstance(layer, XlaLayerNormalization) or
                  hasattr(getattr(layer, "activation", None), "plain") or
+                 hasattr(getattr(random_generator, "dropout", None), "plain") or
                  getattr(layer, "xla_train_step", False))
   if not switched:
     logging.warning("No layer norm or activation layer in %s: nothing compiled by XLA.", model.name)

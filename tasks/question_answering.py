@@ -200,7 +200,7 @@ class QATaskConfig:
     jit_compile, float32_weight_gradients: as `make_replica_step`'s.
     seed: the input's shuffling seed (the same on every worker).
     length_buckets: padded lengths in tokens, or None.
-    xla_elementwise: the train step runs the layer norms and GELU under XLA
+    xla_elementwise: the train step runs the layer norms, GELU and dropout under XLA
       (model/xla_elementwise.py); False keeps TensorFlow's ops (side-by-side benchmarks).
   """
   bert_config: object
@@ -226,10 +226,10 @@ class QuestionAnsweringTask:
     self.config = config
 
   def build_model(self):
-    """The span model; call it under the strategy's scope. Its dropout draws 16-bit masks
-    (model/dropout.py) from tf.random.Generator variables (switched on for the process), which
-    checkpoints save. Its layer norms and GELU run under XLA in the train step
-    (model/xla_elementwise.py) unless `xla_elementwise` is False."""
+    """The span model; call it under the strategy's scope. Its dropout masks are hashes under
+    keys (model/dropout.py) drawn from tf.random.Generator variables (switched on for the
+    process), which checkpoints save. Its layer norms, GELU and dropout run under XLA in the train
+    step (model/xla_elementwise.py) unless `xla_elementwise` is False."""
     tf_keras.backend.experimental.enable_tf_random_generator()
     model, _ = span_model.build_span_model(self.config.bert_config)
     dropout.use_generator_dropout(model)

@@ -1,6 +1,6 @@
-"""model/xla_elementwise.py: the training step's layer norms and GELU under XLA equal TensorFlow's
-own ops within float32 rounding, forward and backward; everything outside the train step traces
-TensorFlow's own ops."""
+"""model/xla_elementwise.py: the training step's layer norms, GELU and dropout under XLA equal
+TensorFlow's own ops within float32 rounding, forward and backward; everything outside the train
+step traces TensorFlow's own ops."""
 
 import numpy as np
 import pytest
@@ -12,6 +12,7 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import fused_feed_forward
 from squad_qa.model import span_model
 from squad_qa.model import xla_elementwise
+from squad_qa.tasks import model_dir
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
 from tests import testutil
@@ -105,7 +106,14 @@ def test_a_training_model_switches_every_layer_norm_and_the_gelu():
       l for l in model.submodules if isinstance(l, attention.QueryFirstMultiHeadAttention)
   ]
   assert [l.xla_train_step for l in attention_layers] == [True] * config.num_hidden_layers
-  assert xla_elementwise.use_xla_elementwise(model) == 1 + 4 * config.num_hidden_layers  # again
+  # Every dropout layer's mask is drawn and applied in one XLA function (model/dropout.py): the
+  # embeddings' and four per layer, rate 0 or not.
+  dropouts = [
+      l for l in model.submodules
+      if hasattr(getattr(getattr(l, "_random_generator", None), "dropout", None), "plain")
+  ]
+  assert len(dropouts) == 1 + 4 * config.num_hidden_layers
+  assert xla_elementwise.use_xla_elementwise(model) == 2 + 8 * config.num_hidden_layers  # again
 
 
 @pytest.mark.parametrize("accumulation_steps", [1, 2])
@@ -136,6 +144,42 @@ def test_train_step_gradients_equal_the_plain_model(accumulation_steps):
   # Gradients that are 0 in exact arithmetic (e.g. the key biases) hold float32 rounding noise.
   largest = max(np.abs(g).max() for g in plain_grads)
   for expected, got in zip(plain_grads, grads):
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5 * largest)
+
+
+def test_dropout_under_xla_draws_the_plain_masks_and_gradients():
+  """With dropout (0.2 on the hidden states and the attention probabilities), the same weights,
+  generator states and real batch through a switched and a plain model: the same masks, so the
+  loss and every gradient agree within float32 rounding, and both differ from a step without
+  dropout by far more."""
+  config = bert_config_lib.BertConfig.from_dict(
+      dict(testutil.TINY_BERT_CONFIG, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2))
+  batch = testutil.real_train_batch(8, max_seq_length=256)
+  models = [
+      question_answering.QuestionAnsweringTask(
+          question_answering.QATaskConfig(bert_config=config, max_seq_length=256,
+                                          xla_elementwise=switch)).build_model()
+      for switch in (False, True)
+  ]
+  models[1].set_weights(models[0].get_weights())
+  states = [np.array(g.state.numpy()) for g in model_dir.dropout_generators(models[0])]
+
+  def loss_and_gradients(model):
+    for generator, state in zip(model_dir.dropout_generators(model), states):
+      generator.reset(state)
+    optimizer = optimization.create_optimizer(1e-4, 10, 0.1, loss_scale=False)
+    loss, grads = tf.function(question_answering.make_gradient_fn(model, optimizer))(batch)
+    return [float(loss)] + [tf.convert_to_tensor(g).numpy() for g in grads]
+
+  plain, switched = loss_and_gradients(models[0]), loss_and_gradients(models[1])
+  for layer in models[0].submodules:
+    if isinstance(layer, tf_keras.layers.Dropout):
+      layer.rate = 0.0
+  undropped = loss_and_gradients(models[0])
+  largest = max(np.abs(g).max() for g in plain[1:])
+  assert max(np.abs(a - b).max() for a, b in zip(undropped[1:], plain[1:])) > 1e-2 * largest
+  assert switched[0] == pytest.approx(plain[0], rel=1e-5)
+  for expected, got in zip(plain[1:], switched[1:]):
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5 * largest)
 
 
