@@ -125,8 +125,8 @@ def child(args):
   config = bert_config_lib.BertConfig.from_json_file(os.path.join(minilm, "config.json"))
   meta = records.read_meta(args.records_dir)
   seq = meta["flags"]["max_seq_length"]
-  # The task's model, as train.py builds it (16-bit dropout masks, the layer norms and GELU under
-  # XLA); under --xla the whole step compiles, so those stay TensorFlow's ops inside it.
+  # The task's model, as train.py builds it (the layer norms, GELU and dropout masks under XLA);
+  # under --xla the whole step compiles, so those stay TensorFlow's ops inside it.
   model = question_answering.QuestionAnsweringTask(
       question_answering.QATaskConfig(bert_config=config, max_seq_length=seq,
                                       xla_elementwise=not args.xla)).build_model()

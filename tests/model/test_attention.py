@@ -150,7 +150,7 @@ def test_a_model_traced_unpadded_adds_no_mask():
 
 
 def test_training_attention_applies_the_dropout_layer_s_masks_and_scale(monkeypatch):
-  """A train step's attention drops with the dropout layer's own 16-bit masks, scales the values
+  """A train step's attention drops with the dropout layer's own hashed masks, scales the values
   product by 1 / (1 - rate) and takes the softmax's and the dropout's gradients in one XLA
   function: the loss and every gradient equal tf_keras's dropout of the probabilities from the
   same generator states within float32 rounding, and differ from those without dropout."""
