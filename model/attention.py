@@ -107,8 +107,7 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     rate = self._dropout_layer.rate
     if (self.xla_train_step and xla_elementwise.in_train_step() and attention_mask is None and
         len(self._attention_axes) == 1):  # the softmax is over the last axis
-      dropped = xla_elementwise.dropped_softmax(scores, attention_scores, dropout.key(),
-                                                dropout_lib.drop_threshold(rate))
+      dropped = xla_elementwise.dropped_softmax(scores, attention_scores, dropout.key(), rate)
     else:
       keep = dropout_lib.keep_mask(dropout.key(), tf.shape(attention_scores), rate)
       dropped = attention_scores * tf.cast(keep, attention_scores.dtype)

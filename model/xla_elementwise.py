@@ -161,7 +161,7 @@ def bias_activation(function, dtype):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _dropped(inputs, key, threshold, scale):
+def _dropped(inputs, key, rate, scale):
   """`inputs` where kept (model/dropout.py's `keep_mask` under `key`), times `scale` in their
   dtype, else 0: the draws, the compare and the select in one pass (TensorFlow: the draws, then
   three passes).
@@ -169,37 +169,37 @@ def _dropped(inputs, key, threshold, scale):
   Args:
     inputs: any shape and float dtype.
     key: uint32 [2], the call's key.
-    threshold: a Python int, `dropout.drop_threshold(rate)`.
+    rate: a Python float, the dropout rate.
     scale: a Python float, or None for none.
   Returns:
     Their shape and dtype.
   """
-  keep = dropout_lib.hashed_draws(key, tf.shape(inputs)) >= tf.constant(threshold, tf.uint32)
+  keep = dropout_lib.keep_mask(key, tf.shape(inputs), rate)
   if scale is not None:
     inputs = inputs * tf.constant(scale, inputs.dtype)
   return tf.where(keep, inputs, tf.zeros([], inputs.dtype))
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _dropped_softmax_gradient(probabilities, key, threshold, gradient):
+def _dropped_softmax_gradient(probabilities, key, rate, gradient):
   """d loss / d scores of `probabilities * keep` where probabilities = softmax(scores) over the
   last axis and keep is `_dropped`'s mask, drawn again: (g - sum(g * p)) * p with g = gradient
   where kept, else 0 (the softmax's Jacobian times the dropout's), computed in float32.
 
   Args:
     probabilities: [..., seq], any float dtype.
-    key, threshold: the forward's (`_dropped`).
+    key, rate: the forward's (`_dropped`).
     gradient: d loss / d (probabilities * keep), their shape and dtype.
   Returns:
     [..., seq] in the probabilities' dtype.
   """
-  keep = dropout_lib.hashed_draws(key, tf.shape(probabilities)) >= tf.constant(threshold, tf.uint32)
+  keep = dropout_lib.keep_mask(key, tf.shape(probabilities), rate)
   p = tf.cast(probabilities, tf.float32)
   g = tf.where(keep, tf.cast(gradient, tf.float32), 0.0)
   return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)
 
 
-def dropped_softmax(scores, probabilities, key, threshold):
+def dropped_softmax(scores, probabilities, key, rate):
   """The attention dropout of softmax probabilities without its 1 / (1 - rate) scale, forward
   (`_dropped`) and gradient to `scores` (`_dropped_softmax_gradient`) each one XLA function
   instead of TensorFlow's four and five ops, each a pass over the tensor.
@@ -208,7 +208,7 @@ def dropped_softmax(scores, probabilities, key, threshold):
     scores: [..., seq], the softmax's input.
     probabilities: softmax(scores) over the last axis, the dtype of `scores`.
     key: uint32 [2], the call's dropout key (model/dropout.py).
-    threshold: a Python int, the draws below which an entry is dropped.
+    rate: a Python float, the dropout rate.
   Returns:
     The probabilities where kept, else 0, in their dtype; no gradient flows to `probabilities`
     or `key`. The gradient draws the mask again from the key: no mask is kept.
@@ -219,9 +219,9 @@ def dropped_softmax(scores, probabilities, key, threshold):
     del scores  # the gradient needs the probabilities alone
 
     def gradient(upstream):
-      return _dropped_softmax_gradient(probabilities, key, threshold, upstream)
+      return _dropped_softmax_gradient(probabilities, key, rate, upstream)
 
-    return _dropped(probabilities, key, threshold, None), gradient
+    return _dropped(probabilities, key, rate, None), gradient
 
   return dropped(scores)
 
@@ -236,15 +236,15 @@ def xla_dropout(dropout):
     if noise_shape is not None or not in_train_step():
       return dropout(inputs, rate, noise_shape)
     key = dropout.key()
-    threshold, scale = dropout_lib.drop_threshold(rate), 1 / (1 - rate)
+    scale = 1 / (1 - rate)
 
     @tf.custom_gradient
     def dropped(inputs):
 
       def gradient(upstream):
-        return _dropped(upstream, key, threshold, scale)
+        return _dropped(upstream, key, rate, scale)
 
-      return _dropped(inputs, key, threshold, scale), gradient
+      return _dropped(inputs, key, rate, scale), gradient
 
     return dropped(inputs)
 
