@@ -39,13 +39,14 @@ XLA_KERNEL = r"^(?!call(\.\d+)*$)[a-z][a-z0-9_-]*(\.\d+)*(\.clone)?$"
 # (category, regular expression over "scope/op:OpType" with "gradient_tape/" removed), first match
 # wins; the encoder's dense layers are EinsumDense "<name>/einsum/Einsum".
 CATEGORIES = (
-    ("XLA kernels (layer norm, GELU, dropout, softmax gradient)", XLA_KERNEL),
+    ("XLA kernels (layer norm, GELU, dropout, softmax gradient, attention transposes)", XLA_KERNEL),
     ("gradient clipping and AdamW", r"^(AdamWeightDecay|clip_by_global_norm|global_norm)/"),
     ("embeddings", r"/(word_embeddings|position_embedding|type_embeddings|embeddings)/"
      r"|bert_encoder/dropout/|:UnsortedSegmentSum$"),
     ("encoder matmuls",
      r"/(query|key|value|attention_output|intermediate|output)/einsum/Einsum[_0-9]*:"),
-    ("attention matmuls (scores, values)", r"/self_attention/einsum(_\d+)?/Einsum[_0-9]*:"),
+    ("attention matmuls (scores, values)",
+     r"/self_attention/(einsum(_\d+)?/Einsum|MatMul(_\d+)?(/MatMul)?)[_0-9]*:"),
     ("attention mask, softmax, dropout", r"/self_attention/"),
     ("layer norm", r"layer_norm/"),
     ("GELU", r"/activation/"),

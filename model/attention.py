@@ -12,7 +12,10 @@ by that einsum. Weights, their names and checkpoints stay those of tfm's `BertEn
   product times 1 / (1 - rate): tf_keras's value with one pass over [batch, heads, seq, seq] less.
   Once `xla_elementwise.use_xla_elementwise` has switched the model, the train step draws the
   dropout's mask (model/dropout.py) and applies it to the probabilities in one XLA function and
-  takes the dropout's and the softmax's gradients together in another, drawing the mask again.
+  takes the dropout's and the softmax's gradients together in another, drawing the mask again;
+  and lays the query, key and value out heads first (with the mask feature and the query's scale)
+  in one XLA function, for two batched matmuls without the einsums' transposes, and the output
+  back heads last in another.
 - Unpadded inputs: a model traced inside `unpadded_inputs()` adds no mask at all (int8 exports'
   signature for a window that fills max_seq_length).
 """
@@ -57,6 +60,13 @@ def masked_out_score(dtype):
   return tf.float16.min / 2.0 if dtype == tf.float16 else -1e9
 
 
+def key_mask(attention_mask, dtype):
+  """[B, T, S] mask, 1 where a query attends to a key and every row the same -> [B, S] in `dtype`:
+  0 where attended, `masked_out_score` where masked."""
+  keep = tf.cast(attention_mask[:, 0, :], dtype)
+  return (1.0 - keep) * masked_out_score(dtype)
+
+
 def with_key_mask_feature(query, key, attention_mask):
   """(query, key) with one more feature, so that their dot product adds the key padding mask.
 
@@ -68,8 +78,7 @@ def with_key_mask_feature(query, key, attention_mask):
     query [B, T, N, H + 1] with a last feature of 1, and key [B, S, N, H + 1] with a last feature
     of 0 where attended and `masked_out_score` where masked.
   """
-  keep = tf.cast(attention_mask[:, 0, :], query.dtype)  # [B, S]
-  added = (1.0 - keep) * masked_out_score(query.dtype)
+  added = key_mask(attention_mask, query.dtype)
   # expand_dims, not [:, :, None, None]: LiteRT (int8 exports) has no StridedSlice new axes.
   added = tf.expand_dims(tf.expand_dims(added, -1), -1)  # [B, S, 1, 1]
   key_feature = tf.broadcast_to(added, tf.concat([tf.shape(key)[:-1], [1]], 0))
@@ -92,13 +101,17 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   def _compute_attention(self, query, key, value, attention_mask=None, training=None):
     if _UNPADDED:
       attention_mask = None  # all ones (`unpadded_inputs`)
+    dropout = self._generator_dropout(training)
+    if (self.xla_train_step and xla_elementwise.in_train_step() and dropout is not None and
+        attention_mask is not None and attention_mask.shape.rank == 3 and query.shape.rank == 4 and
+        tuple(self._attention_axes) == (1,)):
+      return self._heads_first_attention(query, key, value, attention_mask, dropout)
     query = tf.multiply(query, 1.0 / math.sqrt(float(self._key_dim)))
     if attention_mask is not None and attention_mask.shape.rank == 3 and query.shape.rank == 4:
       query, key = with_key_mask_feature(query, key, attention_mask)
       attention_mask = None
     scores = tf.einsum(query_first_equation(self._dot_product_equation), query, key)
     attention_scores = self._masked_softmax(scores, attention_mask)
-    dropout = self._generator_dropout(training)
     if dropout is None:
       attention_scores_dropout = self._dropout_layer(attention_scores, training=training)
       return tf.einsum(self._combine_equation, attention_scores_dropout, value), attention_scores
@@ -113,6 +126,20 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
       dropped = attention_scores * tf.cast(keep, attention_scores.dtype)
     attention_output = tf.einsum(self._combine_equation, dropped, value)
     return attention_output * tf.constant(1 / (1 - rate), attention_output.dtype), attention_scores
+
+  def _heads_first_attention(self, query, key, value, attention_mask, dropout):
+    """The train step's attention under XLA: query, key and value laid out heads first with the
+    mask feature by one XLA function (`xla_elementwise.attention_operands`), two batched matmuls,
+    the dropout with `dropped_softmax`, and the output heads last times 1 / (1 - rate) by another.
+    TensorFlow's einsums transpose each operand inside every product, forward and backward."""
+    rate = self._dropout_layer.rate
+    query, key, value = xla_elementwise.attention_operands(query, key, value,
+                                                           key_mask(attention_mask, query.dtype),
+                                                           1.0 / math.sqrt(float(self._key_dim)))
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+    attention_scores = self._masked_softmax(scores, None)
+    dropped = xla_elementwise.dropped_softmax(scores, attention_scores, dropout.key(), rate)
+    return xla_elementwise.heads_last(tf.matmul(dropped, value), 1 / (1 - rate)), attention_scores
 
   def _generator_dropout(self, training):
     """The dropout layer's `generator_dropout` function (model/dropout.py), with its `key`, when

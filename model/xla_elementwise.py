@@ -8,7 +8,8 @@ casts around its float32 GELU (under mixed_bfloat16) go into the same kernels. T
 TensorFlow's oneDNN kernels: under XLA the whole step runs slower on the CPU (XLA's dot does not
 use them). Measured in docs/benchmarks.md ("Layer norm and GELU under XLA"). A dropout mask
 (model/dropout.py's hash of each entry's index) is drawn inside the pass that applies it, and its
-gradient draws it again rather than keeping it.
+gradient draws it again rather than keeping it. The attention's operands are laid out heads first,
+and its output back, in passes of their own.
 
 Each function's gradient is a second XLA function that computes the forward again from the inputs
 (`recomputing_xla`), rather than TensorFlow's gradient of an XLA function, which reads back every
@@ -224,6 +225,76 @@ def dropped_softmax(scores, probabilities, key, rate):
     return _dropped(probabilities, key, rate, None), gradient
 
   return dropped(scores)
+
+
+def _heads_first(x):
+  """[B, T, N, H] -> [B, N, T, H], and back: the permutation is its own inverse."""
+  return tf.transpose(x, [0, 2, 1, 3])
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _attention_operands(query, key, value, key_mask, scale):
+  """`attention_operands`' forward: the scale, the mask feature and the three transposes in one
+  XLA function."""
+  query = query * tf.constant(scale, query.dtype)
+  query_feature = tf.ones(tf.concat([tf.shape(query)[:-1], [1]], 0), query.dtype)
+  key_feature = tf.broadcast_to(key_mask[:, :, None, None], tf.concat([tf.shape(key)[:-1], [1]], 0))
+  return (_heads_first(tf.concat([query, query_feature],
+                                 -1)), _heads_first(tf.concat([key, key_feature],
+                                                              -1)), _heads_first(value))
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _attention_operands_gradient(query, key, value, scale):
+  """`attention_operands`' gradient: the mask features dropped, heads last, the query's scaled."""
+  return (_heads_first(query[..., :-1]) * tf.constant(scale, query.dtype),
+          _heads_first(key[..., :-1]), _heads_first(value))
+
+
+def attention_operands(query, key, value, key_mask, scale):
+  """The attention's operands heads first for batched matmuls, with model/attention.py's padding
+  mask feature: one XLA function forward and one backward, where TensorFlow's einsums would
+  transpose each operand inside the product and the scale and features take a pass each.
+
+  Args:
+    query: [B, T, N, H]; key, value: [B, S, N, H]; all in one dtype.
+    key_mask: [B, S] in that dtype, 0 where attended, else the masked-out score.
+    scale: a Python float the query is multiplied by (1 / sqrt(H)).
+  Returns:
+    query [B, N, T, H + 1] (scaled, last feature 1), key [B, N, S, H + 1] (last feature
+    `key_mask`) and value [B, N, S, H]. No gradient flows to `key_mask`.
+  """
+
+  @tf.custom_gradient
+  def operands(query, key, value):
+
+    def gradient(query_gradient, key_gradient, value_gradient):
+      return _attention_operands_gradient(query_gradient, key_gradient, value_gradient, scale)
+
+    return _attention_operands(query, key, value, key_mask, scale), gradient
+
+  return operands(query, key, value)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _heads_last(x, scale):
+  """[B, N, T, H] -> [B, T, N, H] times `scale` (a Python float) in x's dtype."""
+  return _heads_first(x) * tf.constant(scale, x.dtype)
+
+
+def heads_last(x, scale):
+  """The attention's output [B, N, T, H] as [B, T, N, H] times `scale` (a Python float: the
+  dropout's 1 / (1 - rate)), in one XLA function forward and its same function backward."""
+
+  @tf.custom_gradient
+  def transposed(x):
+
+    def gradient(upstream):
+      return _heads_last(upstream, scale)
+
+    return _heads_last(x, scale), gradient
+
+  return transposed(x)
 
 
 def xla_dropout(dropout):

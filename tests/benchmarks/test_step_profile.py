@@ -8,7 +8,7 @@ from squad_qa.model import bert_config as bert_config_lib
 from tests import testutil
 
 LAYER = "bert_span_model/bert_span_labeler/bert_encoder/transformer/layer_3"
-XLA_KERNELS = "XLA kernels (layer norm, GELU, dropout, softmax gradient)"
+XLA_KERNELS = "XLA kernels (layer norm, GELU, dropout, softmax gradient, attention transposes)"
 
 
 @pytest.mark.parametrize("op, expected", [
@@ -16,6 +16,9 @@ XLA_KERNELS = "XLA kernels (layer norm, GELU, dropout, softmax gradient)"
     (f"gradient_tape/{LAYER}/output/einsum/Einsum_1:_MklEinsum", "encoder matmuls"),
     (f"{LAYER}/self_attention/query/einsum/Einsum:_MklEinsum", "encoder matmuls"),
     (f"{LAYER}/self_attention/einsum_1/Einsum:_MklEinsum", "attention matmuls (scores, values)"),
+    (f"{LAYER}/self_attention/MatMul:_MklBatchMatMulV2", "attention matmuls (scores, values)"),
+    (f"gradient_tape/{LAYER}/self_attention/MatMul_1/MatMul_1:_MklBatchMatMulV2",
+     "attention matmuls (scores, values)"),
     (f"{LAYER}/self_attention/softmax/Softmax:_MklSoftmax", "attention mask, softmax, dropout"),
     (f"{LAYER}/self_attention/dropout_1/dropout/random_uniform/RandomUniform:RandomUniform",
      "attention mask, softmax, dropout"),

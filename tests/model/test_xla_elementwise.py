@@ -2,6 +2,8 @@
 TensorFlow's own ops within float32 rounding, forward and backward; everything outside the train
 step traces TensorFlow's own ops."""
 
+import math
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -181,6 +183,57 @@ def test_dropout_under_xla_draws_the_plain_masks_and_gradients():
   assert switched[0] == pytest.approx(plain[0], rel=1e-5)
   for expected, got in zip(plain[1:], switched[1:]):
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-5 * largest)
+
+
+def test_attention_operands_and_heads_last_equal_tensorflow_s_transposes():
+  """The heads-first query, key and value with model/attention.py's mask feature, the heads-last
+  output and the gradients of both equal TensorFlow's scale, concat and transposes bit for bit
+  (bfloat16, 7 tokens, a padded key in each row)."""
+  rng = np.random.default_rng(0)
+  batch, length, heads, size = 2, 7, 3, 4
+  query, key, value = [
+      tf.constant(rng.normal(size=(batch, length, heads, size)), tf.bfloat16) for _ in range(3)
+  ]
+  keep = np.ones((batch, length), np.int32)
+  keep[0, 5:], keep[1, 2] = 0, 0
+  mask = tf.constant(np.repeat(keep[:, None, :], length, axis=1))  # [B, T, S], rows equal
+  scale = 1 / math.sqrt(size)
+  upstream = [
+      tf.constant(rng.normal(size=s), tf.bfloat16)
+      for s in [(batch, heads, length, size + 1)] * 2 + [(batch, heads, length, size)]
+  ]
+  heads_first = lambda x: tf.transpose(x, [0, 2, 1, 3])
+
+  def expected_operands(query, key, value):
+    query, key = attention.with_key_mask_feature(query * tf.constant(scale, tf.bfloat16), key, mask)
+    return heads_first(query), heads_first(key), heads_first(value)
+
+  def compiled_operands(query, key, value):
+    return xla_elementwise.attention_operands(query, key, value,
+                                              attention.key_mask(mask, tf.bfloat16), scale)
+
+  results = []
+  for operands in (expected_operands, compiled_operands):
+    with tf.GradientTape() as tape:
+      tape.watch([query, key, value])
+      outputs = operands(query, key, value)
+    results.append([o.numpy() for o in outputs] +
+                   [g.numpy() for g in tape.gradient(outputs, [query, key, value], upstream)])
+  masked = float(tf.cast(attention.masked_out_score(tf.bfloat16), tf.bfloat16))
+  assert results[1][1][1, :, 2, -1].tolist() == [masked] * heads  # [B, N, S, H + 1]: key 2 masked
+  for expected, got in zip(*results):
+    np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
+
+  output = tf.constant(rng.normal(size=(batch, heads, length, size)), tf.bfloat16)
+  output_upstream = tf.constant(rng.normal(size=(batch, length, heads, size)), tf.bfloat16)
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(output)
+    expected = heads_first(output) * tf.constant(1 / 0.9, tf.bfloat16)
+    got = xla_elementwise.heads_last(output, 1 / 0.9)
+  np.testing.assert_array_equal(got.numpy().astype(np.float32), expected.numpy().astype(np.float32))
+  np.testing.assert_array_equal(
+      tape.gradient(got, output, output_upstream).numpy().astype(np.float32),
+      tape.gradient(expected, output, output_upstream).numpy().astype(np.float32))
 
 
 @pytest.fixture
