@@ -64,6 +64,28 @@ class LinearWarmupDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
     }
 
 
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _decay_weights(var, learning_rate, weight_decay_rate):
+  """var -= learning_rate * var * weight_decay_rate (tfm's decay, in its order of operations) as
+  one XLA function, in place; returns learning_rate * weight_decay_rate (float32 [])."""
+  var.assign_sub(learning_rate * var * weight_decay_rate)
+  return learning_rate * weight_decay_rate
+
+
+class AdamWeightDecay(legacy_adamw.AdamWeightDecay):
+  """tfm's AdamWeightDecay with its weight decay (`_decay_weights_op`) as one XLA function per
+  weight: one pass over the weight in place, where TensorFlow's ops take three, and copy a
+  weight a gather has left copy-on-read (the word embeddings) twice more. The same slots, config
+  and checkpoints. Clipping and updating MiniLM-L6's 22.6M weights, the word embeddings
+  copy-on-read: 34.2-34.7 ms instead of 40.8-41.2 (Zen 4, 2 cores)."""
+
+  def _decay_weights_op(self, var, learning_rate, apply_state):
+    if not self._do_use_weight_decay(var.name):
+      return tf.no_op()
+    weight_decay_rate = apply_state[(var.device, var.dtype.base_dtype)]["weight_decay_rate"]
+    return _decay_weights(var, learning_rate, weight_decay_rate)
+
+
 def learning_rate_schedule(learning_rate, num_train_steps, warmup_proportion):
   """A `LinearWarmupDecay`; create it under the strategy's scope (its variables)."""
   return LinearWarmupDecay(learning_rate, num_train_steps, warmup_proportion)
@@ -75,7 +97,7 @@ def schedule_of(optimizer):
 
 
 def create_optimizer(learning_rate, num_train_steps, warmup_proportion, loss_scale):
-  """tfm's AdamWeightDecay on a `LinearWarmupDecay` (call it under the strategy's scope); with
+  """`AdamWeightDecay` on a `LinearWarmupDecay` (call it under the strategy's scope); with
   dynamic loss scaling when `loss_scale` (mixed_float16). It does not clip (tfm's would clip per
   replica): `apply_gradients` does.
 
@@ -83,7 +105,7 @@ def create_optimizer(learning_rate, num_train_steps, warmup_proportion, loss_sca
     A tf_keras (legacy) optimizer; with `loss_scale` a `tf_keras.mixed_precision.
     LossScaleOptimizer` with dynamic loss scaling around it.
   """
-  optimizer = legacy_adamw.AdamWeightDecay(
+  optimizer = AdamWeightDecay(
       learning_rate=learning_rate_schedule(learning_rate, num_train_steps, warmup_proportion),
       weight_decay_rate=WEIGHT_DECAY_RATE, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
       exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY, gradient_clip_norm=0.0)
