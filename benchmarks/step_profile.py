@@ -39,7 +39,8 @@ XLA_KERNEL = r"^(?!call(\.\d+)*$)[a-z][a-z0-9_-]*(\.\d+)*(\.clone)?$"
 # (category, regular expression over "scope/op:OpType" with "gradient_tape/" removed), first match
 # wins; the encoder's dense layers are EinsumDense "<name>/einsum/Einsum".
 CATEGORIES = (
-    ("XLA kernels (layer norm, GELU, dropout, softmax gradient, attention transposes)", XLA_KERNEL),
+    ("XLA kernels (layer norm, GELU, dropout, softmax gradient, attention layout, weight decay)",
+     XLA_KERNEL),
     ("gradient clipping and AdamW", r"^(AdamWeightDecay|clip_by_global_norm|global_norm)/"),
     ("embeddings", r"/(word_embeddings|position_embedding|type_embeddings|embeddings)/"
      r"|bert_encoder/dropout/|:UnsortedSegmentSum$"),

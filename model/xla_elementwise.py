@@ -236,12 +236,11 @@ def _heads_first(x):
 def _attention_operands(query, key, value, key_mask, scale):
   """`attention_operands`' forward: the scale, the mask feature and the three transposes in one
   XLA function."""
-  query = query * tf.constant(scale, query.dtype)
   query_feature = tf.ones(tf.concat([tf.shape(query)[:-1], [1]], 0), query.dtype)
   key_feature = tf.broadcast_to(key_mask[:, :, None, None], tf.concat([tf.shape(key)[:-1], [1]], 0))
-  return (_heads_first(tf.concat([query, query_feature],
-                                 -1)), _heads_first(tf.concat([key, key_feature],
-                                                              -1)), _heads_first(value))
+  query = tf.concat([query * tf.constant(scale, query.dtype), query_feature], -1)
+  key = tf.concat([key, key_feature], -1)
+  return _heads_first(query), _heads_first(key), _heads_first(value)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
