@@ -130,7 +130,8 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
   def _heads_first_attention(self, query, key, value, attention_mask, dropout):
     """The train step's attention under XLA: query, key and value laid out heads first with the
     mask feature by one XLA function (`xla_elementwise.attention_operands`), two batched matmuls,
-    the dropout with `dropped_softmax`, and the output heads last times 1 / (1 - rate) by another.
+    the dropout with `dropped_attention`, and the output heads last times 1 / (1 - rate) by
+    another.
     TensorFlow's einsums transpose each operand inside every product, forward and backward."""
     rate = self._dropout_layer.rate
     query, key, value = xla_elementwise.attention_operands(query, key, value,
@@ -138,8 +139,8 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
                                                            1.0 / math.sqrt(float(self._key_dim)))
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
     attention_scores = self._masked_softmax(scores, None)
-    dropped = xla_elementwise.dropped_softmax(scores, attention_scores, dropout.key(), rate)
-    return xla_elementwise.heads_last(tf.matmul(dropped, value), 1 / (1 - rate)), attention_scores
+    output = xla_elementwise.dropped_attention(scores, attention_scores, value, dropout.key(), rate)
+    return xla_elementwise.heads_last(output, 1 / (1 - rate)), attention_scores
 
   def _generator_dropout(self, training):
     """The dropout layer's `generator_dropout` function (model/dropout.py), with its `key`, when

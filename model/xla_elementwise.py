@@ -182,22 +182,34 @@ def _dropped(inputs, key, rate, scale):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _dropped_softmax_gradient(probabilities, key, rate, gradient):
+def _dropped_softmax_gradient(probabilities, key, rate, gradient, output=None,
+                              output_gradient=None):
   """d loss / d scores of `probabilities * keep` where probabilities = softmax(scores) over the
   last axis and keep is `_dropped`'s mask, drawn again: (g - sum(g * p)) * p with g = gradient
   where kept, else 0 (the softmax's Jacobian times the dropout's), computed in float32.
+
+  Given the values product output = (probabilities * keep) @ value and its gradient, the row sums
+  sum(g * p) equal sum(output_gradient * output) over the head's features (FlashAttention's
+  D = rowsum(dO * O), Dao et al. 2022): a reduction over [..., seq, head_size] instead of a
+  second pass over [..., seq, seq], which XLA's CPU reduction is slow at.
 
   Args:
     probabilities: [..., seq], any float dtype.
     key, rate: the forward's (`_dropped`).
     gradient: d loss / d (probabilities * keep), their shape and dtype.
+    output, output_gradient: None, or [..., head_size] each: the values product and its gradient.
   Returns:
     [..., seq] in the probabilities' dtype.
   """
   keep = dropout_lib.keep_mask(key, tf.shape(probabilities), rate)
   p = tf.cast(probabilities, tf.float32)
   g = tf.where(keep, tf.cast(gradient, tf.float32), 0.0)
-  return tf.cast((g - tf.reduce_sum(g * p, -1, keepdims=True)) * p, probabilities.dtype)
+  if output is None:
+    rows = tf.reduce_sum(g * p, -1, keepdims=True)
+  else:
+    rows = tf.reduce_sum(
+        tf.cast(output_gradient, tf.float32) * tf.cast(output, tf.float32), -1, keepdims=True)
+  return tf.cast((g - rows) * p, probabilities.dtype)
 
 
 def dropped_softmax(scores, probabilities, key, rate):
@@ -225,6 +237,40 @@ def dropped_softmax(scores, probabilities, key, rate):
     return _dropped(probabilities, key, rate, None), gradient
 
   return dropped(scores)
+
+
+def dropped_attention(scores, probabilities, value, key, rate):
+  """The attention's values product of the dropped probabilities (`_dropped`, without the
+  dropout's 1 / (1 - rate) scale), with its gradients to `scores` and `value`: the dropout's and
+  the softmax's gradients in one XLA function whose row sums come from the product
+  (`_dropped_softmax_gradient` with `output`).
+
+  Args:
+    scores: [B, N, T, S], the softmax's input.
+    probabilities: softmax(scores) over the last axis, the dtype of `scores`.
+    value: [B, N, S, H] in that dtype.
+    key: uint32 [2], the call's dropout key (model/dropout.py).
+    rate: a Python float, the dropout rate.
+  Returns:
+    [B, N, T, H]: (probabilities where kept, else 0) @ value. No gradient flows to
+    `probabilities` or `key`; the gradient draws the mask again from the key.
+  """
+
+  @tf.custom_gradient
+  def attend(scores, value):
+    del scores  # the gradient needs the probabilities alone
+    dropped = _dropped(probabilities, key, rate, None)
+    output = tf.matmul(dropped, value)
+
+    def gradient(upstream):
+      scores_gradient = _dropped_softmax_gradient(probabilities, key, rate,
+                                                  tf.matmul(upstream, value, transpose_b=True),
+                                                  output, upstream)
+      return scores_gradient, tf.matmul(dropped, upstream, transpose_a=True)
+
+    return output, gradient
+
+  return attend(scores, value)
 
 
 def _heads_first(x):
@@ -329,8 +375,8 @@ def use_xla_elementwise(model):
   by model/dropout.py's `use_generator_dropout` (call that first) to `xla_dropout`, and sets
   `xla_train_step` on the layers that have it (model/fused_feed_forward.py's `MatMulDense`, which
   then applies its bias and GELU with `bias_activation`; model/attention.py's attention, whose
-  dropout then runs with `dropped_softmax`); call it before tracing. Switching twice changes
-  nothing.
+  dropout then runs with `dropped_attention`, or `dropped_softmax` off its heads-first path); call
+  it before tracing. Switching twice changes nothing.
 
   Returns:
     How many layers run under XLA in the train step; 0 is logged as a warning (correct, only
