@@ -91,7 +91,7 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
     final_model = final_copy(model, bert_config) if config.do_predict else None
     costs = train_budget.measure(trainer, checkpoint, task.build_inputs, model,
                                  scorer if is_chief else None, *budget_clock,
-                                 final_model=final_model)
+                                 final_model=final_model, budget=config.train_budget)
     plan = dataclasses.replace(plan, num_train_steps=train_budget.plan(config, costs, strategy))
     if is_chief:
       train_budget.warn_of_many_epochs(config.train_budget, plan.num_train_steps,

@@ -207,10 +207,11 @@ def warn_of_many_epochs(budget, steps, steps_per_epoch):
 
 
 def _time_steps(trainer, steps, clock):
-  """Seconds of `steps` training steps through the trainer's (traced) loop."""
+  """(seconds of `steps` training steps through the trainer's (traced) loop, `clock()` after)."""
   began = clock()
   trainer.train(tf.constant(steps, tf.int32))
-  return clock() - began
+  ended = clock()
+  return ended - began, ended
 
 
 def _probe_scoring(scorer, model, strategy, clock):
@@ -275,10 +276,11 @@ def compile_seconds(widths, first_pass, second_pass, timed=MEASURE_STEPS):
 
 
 def _snapshot(checkpoint, folder, clock):
-  """Writes `checkpoint` into `folder`; returns (its path, the seconds it took)."""
+  """Writes `checkpoint` into `folder`; returns (its path, the seconds it took, `clock()` after)."""
   began = clock()
   path = checkpoint.write(os.path.join(folder, "state"))
-  return path, clock() - began
+  ended = clock()
+  return path, ended - began, ended
 
 
 def _chief_value(strategy, value):
@@ -293,8 +295,22 @@ def _chief_value(strategy, value):
   return float(strategy.experimental_local_results(strategy.run(replica_value))[0])
 
 
+def _refuse_a_spent_budget(budget, spent, strategy, what):
+  """Raises errors.UsageError when `spent` seconds (the chief's), gone to `what` before the
+  measuring ends, already fill `budget` (seconds; None: no check): no step could fit, and the
+  measuring would take half a minute more to say so."""
+  if budget is None:
+    return
+  if distribution.is_multi_worker(strategy):
+    spent = _chief_value(strategy, spent)
+  if spent >= budget:
+    raise errors.UsageError(
+        f"--train_budget={settings.format_duration(budget)} leaves no time for a step: "
+        f"{progress_lib.format_seconds(spent)} went to {what}; give a longer --train_budget")
+
+
 def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.monotonic, started=None,
-            final_model=None):
+            final_model=None, budget=None):
   """The `Costs` of this run (module docstring), leaving every variable of `checkpoint` (a
   `model_dir.make_checkpoint`) as it was.
 
@@ -307,6 +323,10 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
     started: `clock()` at the command's start (default: now).
     final_model: with `scorer`, a function returning a new copy of `model` that the final
       prediction runs (a float32 copy of a 16-bit model), or None: it runs `model`.
+    budget: the run's --train_budget (seconds), or None.
+
+  Raises:
+    errors.UsageError: starting, or starting and tracing the step, took `budget` or more.
   """
   strategy = trainer.strategy
   started = clock() if started is None else started
@@ -317,13 +337,17 @@ def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.mono
     optimization.create_slots(trainer.optimizer, question_answering.trained_variables(model))
   folder = tempfile.mkdtemp(prefix="squad_qa_budget_")
   try:
-    path, save = _snapshot(checkpoint, folder, clock)
+    path, save, saved = _snapshot(checkpoint, folder, clock)
+    _refuse_a_spent_budget(budget, saved - started, strategy, "starting")
     passes = []
-    for _ in range(2):  # the same batches twice; the faster pass counts
+    for attempt in range(2):  # the same batches twice; the faster pass counts
       trainer.train_dataset = distribution.distribute_inputs(strategy,
                                                              lambda context: dataset_fn(context, 0))
-      _time_steps(trainer, 1, clock)  # untimed: traces (the first time), fills the input's buffers
-      passes.append(_time_steps(trainer, MEASURE_STEPS, clock))
+      # Untimed: traces (the first time), fills the input's buffers.
+      _, traced = _time_steps(trainer, 1, clock)
+      if not attempt:
+        _refuse_a_spent_budget(budget, traced - started, strategy, "starting and tracing the step")
+      passes.append(_time_steps(trainer, MEASURE_STEPS, clock)[0])
     step = min(passes) / MEASURE_STEPS
     widths = padded_widths(dataset_fn, SAMPLE_BATCHES)
     ratio = width_ratio(widths)

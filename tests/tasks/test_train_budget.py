@@ -309,6 +309,25 @@ def budget_run(records):
   return model_dir
 
 
+@pytest.mark.parametrize(
+    "budget, spent, readings",
+    [
+        (10, "11 s went to starting", 3),  # the command's start and the checkpoint write's two
+        (15, "20 s went to starting and tracing the step", 5),  # and the tracing loop's two
+    ])
+def test_a_budget_spent_before_measuring_is_refused_before_the_timed_steps(
+    records, tmp_path, budget, spent, readings):
+  """Start-up (11 s on ScriptedClock), or start-up and tracing (20 s), that fill the budget are
+  refused at once, not after the 16 timed steps and the scoring's probe."""
+  clock = ScriptedClock()
+  with pytest.raises(errors.UsageError) as raised:
+    train_and_evaluate.train_and_evaluate(
+        config_for(records, tmp_path / "model", train_budget=budget), clock=clock)
+  assert str(raised.value) == (f"--train_budget={budget}s leaves no time for a step: {spent}; "
+                               "give a longer --train_budget")
+  assert len(clock.values) == len(ScriptedClock.PLAN) - readings
+
+
 @pytest.mark.slow
 def test_a_budget_plans_the_steps_and_ends_the_schedule_there(budget_run):
   results = read_json(budget_run / "train_results.json")
