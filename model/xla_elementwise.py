@@ -261,12 +261,14 @@ def dropped_attention(scores, probabilities, value, key, rate):
     del scores  # the gradient needs the probabilities alone
     dropped = _dropped(probabilities, key, rate, None)
     output = tf.matmul(dropped, value)
+    scope = tf.get_current_name_scope()
 
     def gradient(upstream):
-      scores_gradient = _dropped_softmax_gradient(probabilities, key, rate,
-                                                  tf.matmul(upstream, value, transpose_b=True),
-                                                  output, upstream)
-      return scores_gradient, tf.matmul(dropped, upstream, transpose_a=True)
+      with tf.name_scope(scope + "/"):  # the layer's, as TensorFlow names a gradient's ops
+        scores_gradient = _dropped_softmax_gradient(probabilities, key, rate,
+                                                    tf.matmul(upstream, value, transpose_b=True),
+                                                    output, upstream)
+        return scores_gradient, tf.matmul(dropped, upstream, transpose_a=True)
 
     return output, gradient
 
