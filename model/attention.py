@@ -60,13 +60,6 @@ def masked_out_score(dtype):
   return tf.float16.min / 2.0 if dtype == tf.float16 else -1e9
 
 
-def key_mask(attention_mask, dtype):
-  """[B, T, S] mask, 1 where a query attends to a key and every row the same -> [B, S] in `dtype`:
-  0 where attended, `masked_out_score` where masked."""
-  keep = tf.cast(attention_mask[:, 0, :], dtype)
-  return (1.0 - keep) * masked_out_score(dtype)
-
-
 def with_key_mask_feature(query, key, attention_mask):
   """(query, key) with one more feature, so that their dot product adds the key padding mask.
 
@@ -78,7 +71,8 @@ def with_key_mask_feature(query, key, attention_mask):
     query [B, T, N, H + 1] with a last feature of 1, and key [B, S, N, H + 1] with a last feature
     of 0 where attended and `masked_out_score` where masked.
   """
-  added = key_mask(attention_mask, query.dtype)
+  keep = tf.cast(attention_mask[:, 0, :], query.dtype)  # [B, S]: the rows are equal
+  added = (1.0 - keep) * masked_out_score(query.dtype)
   # expand_dims, not [:, :, None, None]: LiteRT (int8 exports) has no StridedSlice new axes.
   added = tf.expand_dims(tf.expand_dims(added, -1), -1)  # [B, S, 1, 1]
   key_feature = tf.broadcast_to(added, tf.concat([tf.shape(key)[:-1], [1]], 0))
@@ -134,9 +128,9 @@ class QueryFirstMultiHeadAttention(tf_keras.layers.MultiHeadAttention):
     another.
     TensorFlow's einsums transpose each operand inside every product, forward and backward."""
     rate = self._dropout_layer.rate
-    query, key, value = xla_elementwise.attention_operands(query, key, value,
-                                                           key_mask(attention_mask, query.dtype),
-                                                           1.0 / math.sqrt(float(self._key_dim)))
+    query, key, value = xla_elementwise.attention_operands(query, key, value, attention_mask,
+                                                           1.0 / math.sqrt(float(self._key_dim)),
+                                                           with_key_mask_feature)
     scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
     attention_scores = self._masked_softmax(scores, None)
     output = xla_elementwise.dropped_attention(scores, attention_scores, value, dropout.key(), rate)

@@ -281,13 +281,10 @@ def _heads_first(x):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _attention_operands(query, key, value, key_mask, scale):
+def _attention_operands(query, key, value, attention_mask, scale, mask_feature):
   """`attention_operands`' forward: the scale, the mask feature and the three transposes in one
   XLA function."""
-  query_feature = tf.ones(tf.concat([tf.shape(query)[:-1], [1]], 0), query.dtype)
-  key_feature = tf.broadcast_to(key_mask[:, :, None, None], tf.concat([tf.shape(key)[:-1], [1]], 0))
-  query = tf.concat([query * tf.constant(scale, query.dtype), query_feature], -1)
-  key = tf.concat([key, key_feature], -1)
+  query, key = mask_feature(query * tf.constant(scale, query.dtype), key, attention_mask)
   return _heads_first(query), _heads_first(key), _heads_first(value)
 
 
@@ -298,18 +295,21 @@ def _attention_operands_gradient(query, key, value, scale):
           _heads_first(key[..., :-1]), _heads_first(value))
 
 
-def attention_operands(query, key, value, key_mask, scale):
+def attention_operands(query, key, value, attention_mask, scale, mask_feature):
   """The attention's operands heads first for batched matmuls, with model/attention.py's padding
   mask feature: one XLA function forward and one backward, where TensorFlow's einsums would
   transpose each operand inside the product and the scale and features take a pass each.
 
   Args:
     query: [B, T, N, H]; key, value: [B, S, N, H]; all in one dtype.
-    key_mask: [B, S] in that dtype, 0 where attended, else the masked-out score.
+    attention_mask: [B, T, S], 1 where a query attends to a key; every row the same.
     scale: a Python float the query is multiplied by (1 / sqrt(H)).
+    mask_feature: model/attention.py's `with_key_mask_feature` (passed in: that module imports
+      this one), traced inside the XLA function.
   Returns:
-    query [B, N, T, H + 1] (scaled, last feature 1), key [B, N, S, H + 1] (last feature
-    `key_mask`) and value [B, N, S, H]. No gradient flows to `key_mask`.
+    query [B, N, T, H + 1] (scaled, last feature 1), key [B, N, S, H + 1] (last feature 0 where
+    attended, else the masked-out score) and value [B, N, S, H]. No gradient flows to
+    `attention_mask`.
   """
 
   @tf.custom_gradient
@@ -318,7 +318,7 @@ def attention_operands(query, key, value, key_mask, scale):
     def gradient(query_gradient, key_gradient, value_gradient):
       return _attention_operands_gradient(query_gradient, key_gradient, value_gradient, scale)
 
-    return _attention_operands(query, key, value, key_mask, scale), gradient
+    return _attention_operands(query, key, value, attention_mask, scale, mask_feature), gradient
 
   return operands(query, key, value)
 

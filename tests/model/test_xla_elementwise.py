@@ -209,8 +209,8 @@ def test_attention_operands_and_heads_last_equal_tensorflow_s_transposes():
     return heads_first(query), heads_first(key), heads_first(value)
 
   def compiled_operands(query, key, value):
-    return xla_elementwise.attention_operands(query, key, value,
-                                              attention.key_mask(mask, tf.bfloat16), scale)
+    return xla_elementwise.attention_operands(query, key, value, mask, scale,
+                                              attention.with_key_mask_feature)
 
   results = []
   for operands in (expected_operands, compiled_operands):
