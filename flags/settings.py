@@ -110,6 +110,9 @@ def check_value(name, value, spec):
   if spec.choices is not None and value not in spec.choices:
     raise errors.UsageError(f"--{name}={value}: expected one of "
                             f"{', '.join(str(c) for c in spec.choices)}")
+  if ((spec.lower_bound is not None or spec.above is not None) and isinstance(value, float) and
+      not math.isfinite(value)):  # nan passes no comparison; inf is no size
+    raise errors.UsageError(f"--{name}={value}: must be a finite number")
   if spec.lower_bound is not None and value < spec.lower_bound:
     raise errors.UsageError(f"--{name}={value}: must be at least {spec.lower_bound}")
   if spec.above is not None and not value > spec.above:

@@ -114,6 +114,7 @@ def test_flags_parse_into_the_config(flag_values):
          "flags)"),
         (["--rate=0"
          ], "prog: flag --rate=0.0: --rate must be above 0 (--helpfull lists the flags)"),
+        (["--rate=1e309"], "--rate=inf: must be a finite number"),
         (["--mode=c"], "prog: flag --mode=c: value should be one of <a|b> (--helpfull lists the "
          "flags)"),
         (["--batch=0"], "prog: flag --batch=0: expected a positive integer or 'auto', got '0' "
@@ -135,6 +136,9 @@ def test_a_bad_value_is_refused_in_one_line_before_the_command_runs(flag_values,
     ({
         "rate": -1.0
     }, "--rate must be above 0"),
+    ({
+        "rate": float("inf")
+    }, "--rate=inf: must be a finite number"),
     ({
         "count": -1
     }, "--count=-1: must be 0 (off) or more"),
