@@ -51,12 +51,14 @@ def _sum_rows(gradient):
   return tf.linalg.matvec(rows, tf.ones([tf.shape(rows)[0]], rows.dtype), transpose_a=True)
 
 
-def recomputing_xla(function):
+def recomputing_xla(function, offset_last=False):
   """`function(inputs, *vectors)` as an XLA function whose gradient is a second XLA function that
   runs `function` again under a tape, from the inputs alone.
 
   `inputs` is a tensor [..., n], each of `vectors` a float32 [n] that `function` broadcasts along
-  the rows of `inputs` (a bias, a layer norm's gamma and beta); it returns a tensor.
+  the rows of `inputs` (a bias, a layer norm's gamma and beta); it returns a tensor. With
+  `offset_last`, the last vector is added to the output as it is (a layer norm's beta): its
+  gradient is the upstream gradient's row sums, which XLA then neither computes nor copies out.
 
   TensorFlow's gradient of an XLA function has the forward write every intermediate the gradient
   reads (float32 [batch, seq, 1536] ones for the feed-forward's GELU) for the backward to read
@@ -71,10 +73,11 @@ def recomputing_xla(function):
 
   @tf.function(jit_compile=True, reduce_retracing=True)
   def backward(upstream, inputs, *vectors):
-    broadcast = [tf.broadcast_to(v, tf.shape(inputs)) for v in vectors]
+    watched = vectors[:-1] if offset_last else vectors
+    broadcast = [tf.broadcast_to(v, tf.shape(inputs)) for v in watched]
     with tf.GradientTape() as tape:
       tape.watch([inputs] + broadcast)
-      outputs = function(inputs, *broadcast)
+      outputs = function(inputs, *broadcast, *vectors[len(watched):])
     return tape.gradient(outputs, [inputs] + broadcast, output_gradients=upstream)
 
   @tf.custom_gradient
@@ -82,6 +85,8 @@ def recomputing_xla(function):
 
     def gradient(upstream):
       input_gradient, *vector_gradients = backward(upstream, inputs, *vectors)
+      if offset_last:
+        vector_gradients.append(upstream)
       return [input_gradient] + [_sum_rows(g) for g in vector_gradients]
 
     return forward(inputs, *vectors), gradient
@@ -109,7 +114,7 @@ def layer_norm(inputs, gamma, beta, epsilon):
       return tf.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
                                        variance_epsilon=epsilon)
 
-    _COMPILED_LAYER_NORMS[epsilon] = recomputing_xla(normalize)
+    _COMPILED_LAYER_NORMS[epsilon] = recomputing_xla(normalize, offset_last=True)
   return _COMPILED_LAYER_NORMS[epsilon](inputs, gamma, beta)
 
 

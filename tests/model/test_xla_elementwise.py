@@ -55,15 +55,17 @@ def test_layer_norm_and_its_gradients_equal_tf_keras():
     np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-4, atol=2e-5)
 
 
-def test_recomputing_xla_gradients_equal_tensorflow_s():
-  """A function of a [2, 5, 6] tensor and two broadcast [6] vectors: forward and gradients (the
-  vectors' summed over the rows outside XLA) equal TensorFlow's plain ones, and both passes run
-  as XLA functions."""
+@pytest.mark.parametrize("offset_last", [False, True])
+def test_recomputing_xla_gradients_equal_tensorflow_s(offset_last):
+  """A function of a [2, 5, 6] tensor and two broadcast [6] vectors, the last added to its
+  output: forward and gradients (the vectors' summed over the rows outside XLA; with
+  `offset_last` the shift's from the upstream gradient itself) equal TensorFlow's plain ones, and
+  both passes run as XLA functions."""
 
   def function(x, scale, shift):
     return tf.math.erf(x * scale) * tf.exp(x) + shift
 
-  compiled = xla_elementwise.recomputing_xla(function)
+  compiled = xla_elementwise.recomputing_xla(function, offset_last)
   x = tf.random.stateless_normal([2, 5, 6], seed=[5, 6])
   scale, shift = tf.linspace(0.5, 1.5, 6), tf.linspace(-1.0, 1.0, 6)
   dy = tf.random.stateless_normal([2, 5, 6], seed=[7, 8])
