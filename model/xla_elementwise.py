@@ -269,7 +269,8 @@ def dropped_attention(scores, probabilities, value, key, rate):
     scope = tf.get_current_name_scope()
 
     def gradient(upstream):
-      with tf.name_scope(scope + "/"):  # the layer's, as TensorFlow names a gradient's ops
+      # The forward's scope (absolute: a trailing "/"), as TensorFlow names a gradient's ops.
+      with tf.name_scope(scope + "/" if scope else ""):
         scores_gradient = _dropped_softmax_gradient(probabilities, key, rate,
                                                     tf.matmul(upstream, value, transpose_b=True),
                                                     output, upstream)

@@ -31,7 +31,8 @@ What is measured, on this run's model, device and batches (`measure`):
 
 The plan (`planned_steps`) is the most steps whose training, new lengths, checkpoints,
 --eval_every_steps scorings and final prediction (--do_predict) fit in what is left of the budget,
-counted from the command's start, after measuring.
+counted from the command's start, after measuring. A budget that start-up, or start-up and the
+tracing step, already fill is refused then, not after the timed steps.
 
 A shared host's speed drifts: the same batches trained at 1.8 s and, another hour, at 2.1 s a
 step, and a 16-minute plan then ran 2 minutes over. So a `Replanner` checks the run a quarter of
@@ -296,9 +297,8 @@ def _chief_value(strategy, value):
 
 
 def _refuse_a_spent_budget(budget, spent, strategy, what):
-  """Raises errors.UsageError when `spent` seconds (the chief's), gone to `what` before the
-  measuring ends, already fill `budget` (seconds; None: no check): no step could fit, and the
-  measuring would take half a minute more to say so."""
+  """Raises errors.UsageError when `spent` seconds (the chief's), gone to `what`, already fill
+  `budget` (seconds; None: no check): no step can fit, so the timed steps would be wasted."""
   if budget is None:
     return
   if distribution.is_multi_worker(strategy):
