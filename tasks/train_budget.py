@@ -296,6 +296,13 @@ def _chief_value(strategy, value):
   return float(strategy.experimental_local_results(strategy.run(replica_value))[0])
 
 
+def _no_time_for_a_step(budget, spent, what):
+  """The head of the one-line refusal of a `budget` (seconds) with no room for a step, `spent`
+  seconds having gone to `what`."""
+  return (f"--train_budget={settings.format_duration(budget)} leaves no time for a step: "
+          f"{progress_lib.format_seconds(spent)} went to {what}")
+
+
 def _refuse_a_spent_budget(budget, spent, strategy, what):
   """Raises errors.UsageError when `spent` seconds (the chief's), gone to `what`, already fill
   `budget` (seconds; None: no check): no step can fit, so the timed steps would be wasted."""
@@ -305,8 +312,7 @@ def _refuse_a_spent_budget(budget, spent, strategy, what):
     spent = _chief_value(strategy, spent)
   if spent >= budget:
     raise errors.UsageError(
-        f"--train_budget={settings.format_duration(budget)} leaves no time for a step: "
-        f"{progress_lib.format_seconds(spent)} went to {what}; give a longer --train_budget")
+        f"{_no_time_for_a_step(budget, spent, what)}; give a longer --train_budget")
 
 
 def measure(trainer, checkpoint, dataset_fn, model, scorer=None, clock=time.monotonic, started=None,
@@ -445,8 +451,7 @@ def plan(config, costs, strategy):
     steps = int(_chief_value(strategy, steps))
   if not steps:
     raise errors.UsageError(
-        f"--train_budget={settings.format_duration(config.train_budget)} leaves no time for a "
-        f"step: {progress_lib.format_seconds(costs.elapsed)} went to starting and measuring, a "
+        f"{_no_time_for_a_step(config.train_budget, costs.elapsed, 'starting and measuring')}, a "
         f"step takes {costs.step:.3g} s and a scoring ~{progress_lib.format_seconds(costs.scoring)}"
         f"; give a longer --train_budget" +
         (", or score fewer questions (--max_eval_examples) or less often (--eval_every_steps)"
