@@ -13,7 +13,9 @@ POLICIES = {"float32": (4, 4), "mixed_float16": (2, 2), "mixed_bfloat16": (2, 4)
 SHORT_POLICY_NAMES = {"float32": "fp32", "mixed_float16": "fp16", "mixed_bfloat16": "bf16"}
 OPTIMIZER_SLOTS = {"adamw": 2, "adam": 2, "lamb": 2, "momentum": 1, "sgd": 0}
 LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
-MASK_BYTES = 1  # tf.nn.dropout keeps a boolean keep-mask
+# tf.nn.dropout keeps a boolean keep-mask. The XLA train step keeps none, but about as many bytes of
+# other tensors (docs/memory.md "How the CPU benchmark measures"): the count keeps the masks.
+MASK_BYTES = 1
 
 # [s, i] tensors the backward pass keeps per FFN activation, its output included.
 _ACTIVATION_KEPT = {"gelu_tanh": 5, "gelu_exact": 4, "relu": 1}
