@@ -19,8 +19,9 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
     context: the passage holding the answer, unless `context_file` (UTF-8) is given.
     context_file: a UTF-8 file holding the passage.
     n_best_size, max_answer_length, null_score_diff_threshold: decoding settings of the
-      serve_features path (None: the export's); another value than the export's is refused on the
-      serve_text path, and a threshold for an export that answers as SQuAD 1.1.
+      serve_features path (None: the export's qa_config.json, as serve_text applies them); another
+      value than the export's is refused on the serve_text path, and a threshold for an export
+      that answers as SQuAD 1.1.
     use_serve_features: answer through serve_features even when the export has serve_text.
     typed_flags: names of the fields whose flags were typed, or None (built in Python).
 
@@ -34,6 +35,12 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
   context: Optional[str] = settings.setting(None, "The passage holding the answer.")
   context_file: Optional[str] = settings.setting(None,
                                                  "Read the passage from this UTF-8 file instead.")
+  n_best_size: Optional[int] = settings.variant(
+      span_decoding.SpanLimits, "n_best_size", default=None,
+      help="Start and end candidates considered per window (unset: the export's).")
+  max_answer_length: Optional[int] = settings.variant(
+      span_decoding.SpanLimits, "max_answer_length", default=None,
+      help="Longest answer, in tokens (unset: the export's).")
   null_score_diff_threshold: Optional[float] = settings.setting(
       None, "SQuAD 2.0 exports: answer \"no answer\" when the null score beats the best span by "
       "more than this many logits (unset: the export's; the best_f1_thresh of train.py's SQuAD "

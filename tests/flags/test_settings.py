@@ -210,8 +210,8 @@ def test_the_flags_are_key_flags_of_the_module_that_defines_them(flag_values):
         "window_batch_size": 32
     }),
     (ask_config.AskConfig, {
-        "n_best_size": 20,
-        "max_answer_length": 30,
+        "n_best_size": None,
+        "max_answer_length": None,
         "export_dir": "export"
     }),
     (plan.PlannerConfig, {

@@ -524,6 +524,29 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
       assert p.text != ""
 
 
+def test_ask_decodes_with_the_export_s_span_limits_unless_typed(served, tmp_path):
+  """ask.py's Python path (--use_serve_features, or an export without serve_text) decodes with
+  the export's n_best_size and max_answer_length, as serve_text does, unless the flags are given:
+  an export of max_answer_length=1 never answers the two-token "Marta Olsen"."""
+  question, context, answer = TAUGHT[1]
+  config = dict(served["qa_config"], max_answer_length=1, n_best_size=3)
+  with_text, features_only = str(tmp_path / "short"), str(tmp_path / "short_features")
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config, with_text)
+  export_model.write_saved_model(served["model"], testutil.vocab_file(), config, features_only,
+                                 serve_text=False)
+
+  def ask(export_dir, **flags):
+    asked = saved_model_qa.AskConfig(export_dir=export_dir, question=question, context=context,
+                                     **flags)
+    return saved_model_qa.answer_questions(asked)[0][0][1]
+
+  served_text = ask(with_text)
+  assert len(served_text.text.split()) == 1 and served_text.text in answer
+  for python_path in (ask(with_text, use_serve_features=True), ask(features_only)):
+    assert (python_path.text, python_path.start_char) == (served_text.text, served_text.start_char)
+  assert ask(features_only, max_answer_length=30, n_best_size=20).text == answer
+
+
 def test_ask_takes_a_null_score_diff_threshold_where_it_decodes(served, tmp_path):
   """ask.py's --null_score_diff_threshold: applied on the Python decoding path of a SQuAD 2.0
   export, refused where serve_text applies another one or the export answers as SQuAD 1.1."""
