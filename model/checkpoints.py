@@ -148,7 +148,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   those beside it, else those its folder's qa_config.json names; None where not found.
 
   Raises:
-    errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix.
+    errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix, or,
+      when no config is found for it, holds no checkpoint (said before a missing config is).
   """
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
@@ -161,6 +162,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
       bert_config_file = saved["bert_config_file"]
     if not vocab_file and tf.io.gfile.exists(saved.get("vocab_file") or ""):
       vocab_file = saved["vocab_file"]
+  if init_checkpoint and not bert_config_file:
+    checkpoint_kind(init_checkpoint)  # a folder of no checkpoint: say that, not "pass a config"
   return bert_config_file, vocab_file
 
 

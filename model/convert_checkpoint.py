@@ -12,6 +12,8 @@ Reads every kind train.py's --init_checkpoint reads (google-research TF1, tfm TF
 - the BERT config file unchanged, under its own kind's name (`bert_config.json` for
   google-research, `config.json` for HF: "gelu" is the tanh approximation in one and the exact erf
   in the other, so rewriting it in the other format would change the model), and `vocab.txt`.
+- a --model_dir's `qa_config.json` (its window, casing and SQuAD version), so an export of the
+  output serves them as the model_dir's own export would.
 - `conversion.json`: the source, its kind and what was restored.
 The folder is written under a temporary name and renamed when complete; an existing --output is
 an error, never overwritten.
@@ -27,6 +29,7 @@ from typing import Optional
 from absl import logging
 
 from squad_qa import errors
+from squad_qa.base import artifacts
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.model import model_files
@@ -123,6 +126,11 @@ def _write(temp, output, objects, config_file, vocab_file, init_checkpoint, repo
   else:
     logging.warning("no vocab.txt beside %s and no --vocab_file: the output has none",
                     init_checkpoint)
+  # A --model_dir's training settings (window, casing, SQuAD version) go with its weights, so an
+  # export of the output serves them as the model_dir's own export would.
+  trained = os.path.join(checkpoints.checkpoint_folder(init_checkpoint), artifacts.QA_CONFIG_FILE)
+  if tf.io.gfile.exists(trained):
+    tf.io.gfile.copy(trained, os.path.join(temp, artifacts.QA_CONFIG_FILE))
   with tf.io.gfile.GFile(os.path.join(temp, CONVERSION_FILE), "w") as f:
     json.dump(
         {

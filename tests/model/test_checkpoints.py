@@ -240,8 +240,15 @@ def test_checkpoint_with_more_layers_than_the_config_is_an_error(tf1_pretrained)
 
 
 def test_not_a_checkpoint_is_a_one_line_error(tmp_path):
-  with pytest.raises(FileNotFoundError, match="not found or not a checkpoint"):
-    checkpoints.checkpoint_kind(str(tmp_path))
+  """Said before a missing config is: a folder of no checkpoint needs another path, not a
+  --bert_config_file."""
+  (tmp_path / "vocab.txt").write_text("[PAD]\n")
+  for find in (checkpoints.checkpoint_kind,
+               lambda path: checkpoints.resolve_model_files(path, None, None)):
+    with pytest.raises(FileNotFoundError) as raised:
+      find(str(tmp_path))
+    assert str(raised.value).startswith(f"--init_checkpoint={tmp_path}: not found or not a "
+                                        f"checkpoint; expected an HF BERT folder")
 
 
 @pytest.fixture(scope="module")

@@ -397,6 +397,14 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
   assert (qa_config["max_seq_length"], vocab_file) == (64, testutil.vocab_file())
   with open(tmp_path / "model_out" / "qa_config.json") as f:
     assert recorded == json.load(f)
+  # So does its conversion (model.convert_checkpoint copies the qa_config.json beside it).
+  from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  convert_checkpoint.convert(str(tmp_path / "model_out"), str(tmp_path / "converted"))
+  config = export_model.ExportConfig(export_dir="export",
+                                     init_checkpoint=str(tmp_path / "converted"))
+  assert export_model.model_settings(config,
+                                     model_dir_lib.decide_start(None, config.init_checkpoint),
+                                     None)[3] == recorded
   # A casing against the trained one is refused in one line, not served as training's.
   model_out = str(tmp_path / "model_out")
   config = export_model.ExportConfig(export_dir="export", model_dir=model_out, do_lower_case=False)
