@@ -172,7 +172,8 @@ def _read_splits(inputs, config):
   splits = []
   for split, path in inputs.items():
     squad = squad_reader.read_squad(path, is_training=split == records.TRAIN_SPLIT,
-                                    version_2_with_negative=config.version_2_with_negative)
+                                    version_2_with_negative=config.version_2_with_negative,
+                                    scored=split == records.EVAL_SPLIT)
     unanswerable = squad.skipped.get("unanswerable_needs_version_2", 0)
     if unanswerable:
       raise squad_reader.SquadInputError(

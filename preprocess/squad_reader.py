@@ -249,7 +249,8 @@ def load_json(path):
   return load_dataset(path)[0]
 
 
-def read_squad(path, is_training, max_examples=None, version_2_with_negative=False):
+def read_squad(path, is_training, max_examples=None, version_2_with_negative=False,
+               scored=False):
   """Reads a SQuAD v1.1 or v2.0 file.
 
   Args:
@@ -258,6 +259,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     max_examples: stop after this many questions (None: all).
     version_2_with_negative: keep `"is_impossible": true` questions as unanswerable (else they
       are skipped, as unanswerable_needs_version_2).
+    scored: the questions will be scored (an eval file): under SQuAD 1.1, whose scorer compares
+      a prediction with the gold answers, a question without answers is an error.
 
   Returns:
     A `SquadFile`; `skipped` and `notes` count questions by reason (e.g. answer_text_mismatch,
@@ -265,7 +268,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     a question (paragraph_without_questions).
 
   Raises:
-    SquadInputError: a structural problem (naming the file, article, paragraph, question).
+    SquadInputError: a structural problem, or a `scored` SQuAD 1.1 question without answers
+      (naming the file, article, paragraph, question).
   """
   contexts = []
   examples = []
@@ -300,6 +304,11 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
         elif not is_training and version_2_with_negative and not qa.get("answers"):
           # The official v2.0 scorer reads the answers, not the flag: gold "".
           notes["answerable_without_answers_scored_as_unanswerable"] += 1
+        elif scored and not is_training and not qa.get("answers"):
+          raise SquadInputError(
+              f"{where} question {q} ({qas_id}): no answers, and SQuAD 1.1 scores every question "
+              f"against its answers; add them or remove the question (unanswerable questions: "
+              f"\"is_impossible\": true, and --version_2_with_negative)")
         elif is_training:
           answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, skipped, notes)
           if answer is None:

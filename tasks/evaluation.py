@@ -86,10 +86,12 @@ class DevScorer:
     version_2_with_negative = decoding.version_2_with_negative
     eval_meta = meta["splits"][records.EVAL_SPLIT]
     dataset_json = squad_reader.load_json(predict_file)
-    if not version_2_with_negative and squad_scoring.unanswerable_questions(dataset_json):
-      raise UsageError(f"--predict_file={predict_file} has "
-                       f"{len(squad_scoring.unanswerable_questions(dataset_json))} questions "
-                       f"without answers (SQuAD 2.0?); pass --version_2_with_negative")
+    unanswered = [] if version_2_with_negative else squad_scoring.unanswerable_questions(
+        dataset_json)
+    if unanswered:  # records made from this file refuse it since (squad_reader's `scored`)
+      raise UsageError(f"--predict_file={predict_file} has {len(unanswered)} questions without "
+                       f"answers (the first: {unanswered[0]}), which SQuAD 1.1 cannot score; add "
+                       f"their answers or remove them and make the records again")
     self.squad = squad_reader.read_squad(predict_file, is_training=False,
                                          version_2_with_negative=version_2_with_negative)
     self.paths = records.shard_paths(records_dir, meta, records.EVAL_SPLIT)

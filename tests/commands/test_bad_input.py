@@ -322,7 +322,10 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
   # keeps it: its span is the word's tokens ("zero").
   assert info["notes"] == {"first_of_several_answers": 1}
   assert info["num_examples"] == 3  # ok, several, zw_answer
-  # Eval keeps every question of a non-empty context that asks something.
+  # Eval keeps every question of a non-empty context that asks something (and has answers to
+  # score it against: test_a_scored_question_without_answers_is_named_unless_squad_2).
+  qas = data["data"][0]["paragraphs"][0]["qas"]
+  qas[:] = [q for q in qas if q["id"] != "none"]
   meta = run(tmp_path, "eval", write(tmp_path, "dev.json", data))
   assert meta["splits"]["eval"]["skipped"] == {
       "context_has_no_tokens": 1,
@@ -330,7 +333,7 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
       "paragraph_without_questions": 2,
       "question_has_no_tokens": 2
   }
-  assert meta["splits"]["eval"]["num_examples"] == 8
+  assert meta["splits"]["eval"]["num_examples"] == 7
 
 
 def test_paragraph_without_qas_is_scored_as_one_without_questions(tmp_path):
@@ -393,6 +396,26 @@ def test_squad_2_file_without_version_2_is_refused_before_writing(tmp_path):
         f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0), which SQuAD 1.1 "
         f"records cannot hold; pass --version_2_with_negative")
     assert not os.path.exists(tmp_path / "records")
+
+
+def test_a_scored_question_without_answers_is_named_unless_squad_2(tmp_path):
+  """SQuAD 1.1's scorer compares a prediction with the gold answers: an eval question with none
+  stops the records (not train.py after its prediction); SQuAD 2.0 scores it as unanswerable."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [qa("ok", "Which year?", [("1904", 49)]),
+              qa("unanswered", "Who painted the door?", [])]
+  })
+  path = write(tmp_path, "eval.json", data)
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, "eval", path)
+  assert str(error.value) == (
+      f"{path}: article 0 paragraph 0 question 1 (unanswered): no answers, and SQuAD 1.1 scores "
+      f"every question against its answers; add them or remove the question (unanswerable "
+      f"questions: \"is_impossible\": true, and --version_2_with_negative)")
+  assert not os.path.exists(tmp_path / "records")
+  meta = run(tmp_path, "eval", path, v2=True)
+  assert meta["splits"]["eval"]["num_examples"] == 2
 
 
 def _window_of_answer(meta, out, seq):
