@@ -249,8 +249,7 @@ def load_json(path):
   return load_dataset(path)[0]
 
 
-def read_squad(path, is_training, max_examples=None, version_2_with_negative=False,
-               scored=False):
+def read_squad(path, is_training, max_examples=None, version_2_with_negative=False, scored=False):
   """Reads a SQuAD v1.1 or v2.0 file.
 
   Args:

@@ -403,8 +403,10 @@ def test_a_scored_question_without_answers_is_named_unless_squad_2(tmp_path):
   stops the records (not train.py after its prediction); SQuAD 2.0 scores it as unanswerable."""
   data = squad({
       "context": GOOD_CONTEXT,
-      "qas": [qa("ok", "Which year?", [("1904", 49)]),
-              qa("unanswered", "Who painted the door?", [])]
+      "qas": [
+          qa("ok", "Which year?", [("1904", 49)]),
+          qa("unanswered", "Who painted the door?", [])
+      ]
   })
   path = write(tmp_path, "eval.json", data)
   with pytest.raises(squad_reader.SquadInputError) as error:
