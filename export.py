@@ -14,7 +14,8 @@ r"""Writes a SavedModel of the QA model for serving, raw text in, answers out.
 
 Signatures:
   serving_default = serve_text: tf.string [batch] `question`, `context` -> `answer` tf.string,
-      `start_char`, `end_char` int32 (code points, end exclusive), `score` float32. Tokenization
+      `start_char`, `end_char` int32 (code points, end exclusive), `score` float32, `null_score`
+      float32 (SQuAD 2.0's null answer score; +inf without a window). Tokenization
       (tensorflow-text), windowing, the model and span decoding all run in the graph; contexts of
       any length.
   serve_features: int32 [batch, seq] `input_word_ids`, `input_mask`, `input_type_ids`

@@ -46,6 +46,11 @@ class ConvertConfig(model_files.EncoderFiles, features.VocabFile):
   Raises (on construction):
     errors.UsageError: no `init_checkpoint` or no `output`.
   """
+  init_checkpoint: Optional[str] = settings.variant(
+      model_files.EncoderFiles, "init_checkpoint",
+      help="The checkpoint to convert (required): an HF BERT folder, a google-research/bert TF1 "
+      "checkpoint (folder or prefix), a tf-models-official TF2 encoder checkpoint, or a "
+      "--model_dir of train.py.")
   output: Optional[str] = settings.setting(
       None, "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
       "must not exist yet.")

@@ -17,7 +17,8 @@ class EncoderFiles(settings.Settings):
       None, "Pretrained encoder to start from: an HF BERT folder (config.json, model.safetensors, "
       "vocab.txt), a google-research/bert TF1 checkpoint (folder or prefix, e.g. "
       "uncased_L-12_H-768_A-12/bert_model.ckpt), a tf-models-official TF2 encoder checkpoint, or "
-      "a --model_dir of this tool. Without it the encoder starts from random weights.")
+      "a --model_dir of this tool. Without it: training starts the encoder from random weights, "
+      "and export.py exports --model_dir's latest checkpoint.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

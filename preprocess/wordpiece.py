@@ -9,6 +9,7 @@ word, and aligned back to its characters (`word_alignment.align_word`).
 
 import functools
 import hashlib
+import os
 import re
 
 import numpy as np
@@ -33,8 +34,13 @@ def read_vocab(vocab_file):
 
   Raises:
     FileNotFoundError: it does not exist.
-    errors.UsageError: it lacks [CLS], [SEP], [UNK] or [PAD], or repeats a token.
+    errors.UsageError: a folder, or a file that lacks [CLS], [SEP], [UNK] or [PAD], or repeats a
+      token.
   """
+  if tf.io.gfile.isdir(vocab_file):
+    inside = os.path.join(vocab_file, "vocab.txt")
+    raise errors.UsageError(f"{vocab_file} is a folder, not a vocab file; pass " +
+                            (inside if tf.io.gfile.exists(inside) else "the vocab.txt file"))
   with tf.io.gfile.GFile(vocab_file, "r") as f:
     vocab = [line.strip() for line in f]
   while vocab and not vocab[-1]:

@@ -18,6 +18,8 @@ from squad_qa.preprocess.features import (Feature, Featurization, TokenizedText,
                                           doc_spans, make_features, max_context_flags, plan_windows,
                                           safe_doc_stride)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
+from squad_qa import errors
+from squad_qa.preprocess import wordpiece
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
 # Hand-made paragraph (not SQuAD text) used by the windowing tests.
@@ -553,3 +555,20 @@ def test_malformed_questions_are_one_line_errors(tmp_path, qas, message):
     read_squad(str(path), is_training=True)
   assert str(error.value).startswith(f"{path}: article 0 paragraph 0")
   assert "\n" not in str(error.value)
+
+
+def test_a_vocab_that_is_not_one_is_named_with_the_fix(tmp_path):
+  """A folder (as --init_checkpoint takes) names the vocab.txt inside it; a file without BERT's
+  special tokens says which are missing."""
+  with pytest.raises(errors.UsageError) as raised:
+    wordpiece.read_vocab(str(tmp_path))
+  assert str(raised.value) == f"{tmp_path} is a folder, not a vocab file; pass the vocab.txt file"
+  (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
+  with pytest.raises(errors.UsageError) as raised:
+    wordpiece.read_vocab(str(tmp_path))
+  assert str(raised.value) == (f"{tmp_path} is a folder, not a vocab file; pass "
+                               f"{tmp_path / 'vocab.txt'}")
+  with pytest.raises(errors.UsageError) as raised:
+    wordpiece.read_vocab(str(tmp_path / "vocab.txt"))
+  assert str(
+      raised.value) == f"{tmp_path / 'vocab.txt'}: not a BERT WordPiece vocab (no [CLS], [SEP])"

@@ -37,6 +37,9 @@ from tests import testutil
         "steps_per_loop": 0
     }, "--steps_per_loop=0: must be at least 1"),
     ({
+        "num_cpu_devices": 0
+    }, "--num_cpu_devices=0: must be at least 1"),
+    ({
         "do_train": False,
         "eval_every_steps": 100
     },
@@ -218,3 +221,8 @@ def test_the_conversion_has_no_setting_it_would_ignore():
   ]
   with pytest.raises(errors.UsageError, match=r"^--init_checkpoint and --output are required$"):
     convert_checkpoint.ConvertConfig(output="out")
+  # Its --help says so, not what training does without --init_checkpoint.
+  help_text = settings.spec_of(
+      convert_checkpoint.ConvertConfig.__dataclass_fields__["init_checkpoint"]).help
+  assert help_text.startswith(
+      "The checkpoint to convert (required): ") and "random" not in help_text
