@@ -58,7 +58,8 @@ def after_interrupt():
 
 def cli():
   """Console-script entry point: parses the flags and runs main()."""
-  command_line.run(main, after_interrupt=after_interrupt)
+  command_line.run(main, after_interrupt=after_interrupt,
+                   terminated_exit_status=command_line.PREEMPTED_EXIT_STATUS)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ from squad_qa.flags import settings
 
 INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what shells report for a command stopped by Ctrl-C
 TERMINATED_EXIT_STATUS = 128 + signal.SIGTERM  # 143: what shells report for one stopped by `kill`
+# TensorFlow's exit status after a preemption checkpoint, which cluster managers restart; train.py
+# exits with it on any SIGTERM (training, tracing or the prediction after it), since the same
+# command resumes from whatever was done.
+PREEMPTED_EXIT_STATUS = 42
 
 
 class Terminated(KeyboardInterrupt):
@@ -178,12 +182,13 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   return argv[:1]
 
 
-def run(main, after_interrupt="nothing half-written is left; the same command starts again"):
+def run(main, after_interrupt="nothing half-written is left; the same command starts again",
+        terminated_exit_status=TERMINATED_EXIT_STATUS):
   """`absl.app.run(main)` with `parse_flags`; a `UserError` out of `main` prints
   `<command>: <message>` on stderr and exits with status 1, Ctrl-C `<command>: interrupted
   (Ctrl-C); <after_interrupt>` (a str, or a function returning one; None: nothing) with
   INTERRUPTED_EXIT_STATUS, SIGTERM `<command>: stopped by SIGTERM; <after_interrupt>` with
-  TERMINATED_EXIT_STATUS (both after the command's cleanup ran)."""
+  `terminated_exit_status` (both after the command's cleanup ran)."""
 
   def main_reporting_user_errors(argv):
     try:
@@ -196,7 +201,7 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
       terminated = isinstance(e, Terminated)
       how = "stopped by SIGTERM" if terminated else "interrupted (Ctrl-C)"
       print(f"{program_name()}: {how}{'; ' + left if left else ''}", file=sys.stderr)
-      sys.exit(TERMINATED_EXIT_STATUS if terminated else INTERRUPTED_EXIT_STATUS)
+      sys.exit(terminated_exit_status if terminated else INTERRUPTED_EXIT_STATUS)
 
   _help_of(sys.modules[main.__module__])
   previous = signal.signal(signal.SIGTERM, _raise_terminated)

@@ -29,9 +29,6 @@ from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import optimization
 from squad_qa.tasks import train_progress
 
-# TensorFlow's exit status after a preemption checkpoint: cluster managers restart such a job.
-PREEMPTED_EXIT_STATUS = 42
-
 
 class OutOfMemoryError(errors.UserError, RuntimeError):
   """A training step ran out of device memory (the message names the tensor and last checkpoint)."""
@@ -188,8 +185,9 @@ class _SigtermDuringWork(Exception):
 
 class SaveAndStopOnSigterm:
   """orbit action: after a SIGTERM (a preemption), saves a checkpoint at the current step, says so
-  in one line and exits with PREEMPTED_EXIT_STATUS (orbit's SaveCheckpointIfPreempted, through
-  tf.distribute.experimental.PreemptionCheckpointHandler, with our exit line).
+  in one line and exits with `command_line.PREEMPTED_EXIT_STATUS` (orbit's
+  SaveCheckpointIfPreempted, through tf.distribute.experimental.PreemptionCheckpointHandler, with
+  our exit line).
 
   On `one_worker` (no cluster to agree on a step with) it saves at the first check after the
   signal; TF's handler, which every worker of a cluster goes through, saves one loop later."""
@@ -262,7 +260,7 @@ class SaveAndStopOnSigterm:
         f"{command_line.program_name()}: stopped by SIGTERM at step "
         f"{int(self._global_step.numpy())}: saved {self._manager.latest_checkpoint}; the same "
         f"command resumes from it", file=sys.stderr, flush=True)
-    sys.exit(PREEMPTED_EXIT_STATUS)
+    sys.exit(command_line.PREEMPTED_EXIT_STATUS)
 
 
 def _train_actions(manager, trainer, plan, watchers, start_step):

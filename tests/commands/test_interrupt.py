@@ -88,6 +88,30 @@ def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path
   assert os.path.exists(tmp_path / "model" / f"ckpt-{last.group(1)}.index")
 
 
+@pytest.mark.slow
+def test_sigterm_in_the_prediction_after_training_exits_as_a_preemption(tmp_path):
+  """train.py's SIGTERM status is 42 wherever it comes (here after the last checkpoint, while
+  predicting), so a scheduler that reruns preempted jobs reruns it, and the rerun predicts."""
+  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
+  dev = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 1500)
+  config = testutil.write_tiny_config(tmp_path / "bert_config.json")
+  testutil.run_cli("preprocess/make_records.py", f"--train_file={train}", f"--predict_file={dev}",
+                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
+                   "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
+                   f"--output_dir={tmp_path}/records")
+  status, output = interrupt_when([
+      "train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
+      f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}", "--max_steps=2",
+      "--train_batch_size=8", "--predict_batch_size=1"
+  ], lambda text: "predicting with" in text, tmp_path / "train.log", terminate=True)
+  assert status == command_line.PREEMPTED_EXIT_STATUS == 42, output[-3000:]
+  assert "Traceback" not in output, output[-3000:]
+  assert output.strip().splitlines()[-1] == (
+      f"train.py: stopped by SIGTERM; {tmp_path}/model/ckpt-2 is kept; the same command resumes "
+      f"from it"), output[-3000:]
+  assert not os.path.exists(tmp_path / "model" / "predictions.json")
+
+
 _AFTER_INTERRUPT = """
 import sys
 from absl import flags

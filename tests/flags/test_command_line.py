@@ -385,3 +385,11 @@ def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, 
     command_line.run(main, after_interrupt=None)
   assert stopped.value.code == 143
   assert capsys.readouterr().err.splitlines()[-1] == "ask.py: stopped by SIGTERM"
+  # train.py's: 42, the preemption status a scheduler reruns, wherever the SIGTERM came.
+  monkeypatch.setattr(sys, "argv", ["train.py"])
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run(main, after_interrupt="ckpt-5 is kept; the same command resumes from it",
+                     terminated_exit_status=command_line.PREEMPTED_EXIT_STATUS)
+  assert stopped.value.code == 42 and cleaned == [True, True, True]
+  assert capsys.readouterr().err.splitlines()[-1] == (
+      "train.py: stopped by SIGTERM; ckpt-5 is kept; the same command resumes from it")

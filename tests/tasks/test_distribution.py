@@ -21,13 +21,13 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from squad_qa.flags import command_line
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
 from squad_qa.model import span_model
 from squad_qa.tasks import distribution
 from squad_qa.tasks import optimization
 from squad_qa.tasks import question_answering
-from squad_qa.tasks import trainer as trainer_lib
 from squad_qa.tasks import model_dir as model_dir_lib
 from tests import testutil
 
@@ -503,7 +503,7 @@ def test_sigterm_saves_a_checkpoint_at_the_current_step(data):
   # action) and exited: the checkpoint is at the step training had reached, one past the last
   # logged loop.
   assert step == last_logged + 1
-  assert returncode == trainer_lib.PREEMPTED_EXIT_STATUS  # stopped, not finished
+  assert returncode == command_line.PREEMPTED_EXIT_STATUS  # stopped, not finished
   assert (f"train.py: stopped by SIGTERM at step {step}: saved {model_dir}/ckpt-{step}; the same "
           f"command resumes from it") in output.splitlines()
   restored, _ = span_model.build_span_model(tiny_config())

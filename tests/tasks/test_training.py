@@ -354,6 +354,7 @@ def test_a_sigterm_during_a_scoring_between_loops_saves_this_step_and_stops(tmp_
   import os  # pylint: disable=g-import-not-at-top
   import signal  # pylint: disable=g-import-not-at-top
   import time  # pylint: disable=g-import-not-at-top
+  from squad_qa.flags import command_line  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   step = tf.Variable(20, dtype=tf.int64)
   manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path), 1)
@@ -369,7 +370,7 @@ def test_a_sigterm_during_a_scoring_between_loops_saves_this_step_and_stops(tmp_
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # a long scoring: the handler stops it
         scored.append("step 20")
-  assert exited.value.code == trainer_lib.PREEMPTED_EXIT_STATUS and scored == ["step 10"]
+  assert exited.value.code == command_line.PREEMPTED_EXIT_STATUS and scored == ["step 10"]
   assert manager.latest_checkpoint == os.path.join(str(tmp_path), "ckpt-20")
   assert "stopped by SIGTERM at step 20: saved " in capsys.readouterr().err
   assert signal.getsignal(signal.SIGTERM) is command_handler
