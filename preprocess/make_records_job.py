@@ -219,6 +219,10 @@ def _split_meta(split, squad, total, num_shards):
   if info["skipped"]:
     logging.warning("%s: skipped (questions, and paragraphs without questions) by reason: %s",
                     split, info["skipped"])
+  if squad.first_skipped:
+    logging.warning(
+        "%s: the first question of %s skipped by each reason: %s", split, squad.path,
+        "; ".join(f"{reason}: {place}" for reason, place in sorted(squad.first_skipped.items())))
   in_no_window = skipped.get("answer_in_no_window", 0)
   if in_no_window:
     logging.warning(

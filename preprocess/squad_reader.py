@@ -105,6 +105,8 @@ class SquadFile:
   examples: List[SquadExample]
   skipped: Dict[str, int]
   notes: Dict[str, int] = dataclasses.field(default_factory=dict)
+  # reason -> where its first skipped question is ("article a paragraph p question q (id)").
+  first_skipped: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class ContextWords:
@@ -264,7 +266,8 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
   Returns:
     A `SquadFile`; `skipped` and `notes` count questions by reason (e.g. answer_text_mismatch,
     unanswerable_needs_version_2, first_of_several_answers), and `skipped` the paragraphs without
-    a question (paragraph_without_questions).
+    a question (paragraph_without_questions); `first_skipped` says where the first question
+    skipped for each reason is.
 
   Raises:
     SquadInputError: a structural problem, or a `scored` SQuAD 1.1 question without answers
@@ -274,7 +277,12 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
   examples = []
   skipped = collections.Counter()
   data, notes = load_dataset(path)
-  seen_ids = {}
+  seen_ids, first_skipped = {}, {}
+
+  def skip(reason, place):
+    skipped[reason] += 1
+    first_skipped.setdefault(reason, place)
+
   for a, article in enumerate(data):
     for p, paragraph in enumerate(_paragraphs(path, a, article)):
       where = f"{path}: article {a} paragraph {p}"
@@ -288,12 +296,13 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
       for q, qa in enumerate(qas):
         qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
         seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
+        place = f"{seen_ids[qas_id]} ({qas_id})"
         if empty_context:
-          skipped["empty_context"] += 1
+          skip("empty_context", place)
           continue
         example = SquadExample(qas_id, question, paragraph_index)
         if is_impossible and not version_2_with_negative:
-          skipped["unanswerable_needs_version_2"] += 1
+          skip("unanswerable_needs_version_2", place)
           continue
         if is_impossible:
           example.is_impossible = True
@@ -309,14 +318,15 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
               f"against its answers; add them or remove the question (unanswerable questions: "
               f"\"is_impossible\": true, and --version_2_with_negative)")
         elif is_training:
-          answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, skipped, notes)
-          if answer is None:
+          answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, notes)
+          if isinstance(answer, str):
+            skip(answer, place)
             continue
           example.answer_text, example.answer_start = answer
         examples.append(example)
         if max_examples is not None and len(examples) >= max_examples:
-          return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
-  return SquadFile(path, contexts, examples, dict(skipped), dict(notes))
+          return SquadFile(path, contexts, examples, dict(skipped), dict(notes), first_skipped)
+  return SquadFile(path, contexts, examples, dict(skipped), dict(notes), first_skipped)
 
 
 def _paragraphs(path, a, article):
@@ -357,15 +367,14 @@ def _question(where, q, qa, seen_ids):
   return qas_id, question, is_impossible
 
 
-def _training_answer(where, qa, context, skipped, notes):
-  """(text, start) of a training question's first answer, or None when the question is skipped
-  (counted in `skipped` by reason); raises SquadInputError on a malformed answer."""
+def _training_answer(where, qa, context, notes):
+  """(text, start) of a training question's first answer, or the reason (str) it is skipped for;
+  raises SquadInputError on a malformed answer."""
   answers = qa.get("answers", [])
   if not isinstance(answers, list):
     raise SquadInputError(f"{where}: 'answers' must be a list")
   if not answers:
-    skipped["no_answer"] += 1
-    return None
+    return "no_answer"
   if len(answers) > 1:
     notes["first_of_several_answers"] += 1
   answer_text = answers[0].get("text") if isinstance(answers[0], dict) else None
@@ -375,12 +384,9 @@ def _training_answer(where, qa, context, skipped, notes):
                           f"'text' and an integer 'answer_start' (or its decimal string), "
                           f"got {answers[0]!r:.200}")
   if not answer_text.strip():
-    skipped["answer_empty"] += 1
-    return None
+    return "answer_empty"
   if answer_start < 0 or answer_start + len(answer_text) > len(context):
-    skipped["answer_start_out_of_range"] += 1
-    return None
+    return "answer_start_out_of_range"
   if not _answer_matches_words(answer_text, answer_start, context):
-    skipped["answer_text_mismatch"] += 1
-    return None
+    return "answer_text_mismatch"
   return answer_text, answer_start

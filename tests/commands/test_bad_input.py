@@ -270,7 +270,7 @@ def test_utf8_byte_order_mark_is_accepted_and_changes_nothing(tmp_path):
   assert a.contexts == b.contexts and a.examples == b.examples and len(a.examples) == 1
 
 
-def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
+def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path, caplog):
   context = GOOD_CONTEXT  # "tower" at 34, "1904" at 49
   data = squad(
       {
@@ -305,8 +305,16 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path):
           "qas": [qa("zw_answer", "What?", [("\u200b", 4)])]
       },
   )
-  meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+  path = write(tmp_path, "train.json", data)
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    meta = run(tmp_path, "train", path)
   info = meta["splits"]["train"]
+  # Where to look: the first question of each reason the reader skips, by place and id.
+  assert (f"train: the first question of {path} skipped by each reason: answer_empty: article 0 "
+          f"paragraph 0 question 6 (blank); answer_start_out_of_range: article 0 paragraph 0 "
+          f"question 3 (negative); answer_text_mismatch: article 0 paragraph 0 question 5 "
+          f"(mismatch); empty_context: article 0 paragraph 3 question 0 (empty_ctx); no_answer: "
+          f"article 0 paragraph 0 question 1 (none)") in [r.getMessage() for r in caplog.records]
   assert info["skipped"] == {
       "answer_empty": 1,
       "answer_has_no_tokens": 1,
