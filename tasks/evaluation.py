@@ -88,7 +88,7 @@ class DevScorer:
     dataset_json = squad_reader.load_json(predict_file)
     unanswered = [] if version_2_with_negative else squad_scoring.unanswerable_questions(
         dataset_json)
-    if unanswered:  # records made from this file refuse it since (squad_reader's `scored`)
+    if unanswered:  # make_records refuses such a file (squad_reader's `scored`); older records
       raise UsageError(f"--predict_file={predict_file} has {len(unanswered)} questions without "
                        f"answers (the first: {unanswered[0]}), which SQuAD 1.1 cannot score; add "
                        f"their answers or remove them and make the records again")
