@@ -32,8 +32,14 @@ class Terminated(KeyboardInterrupt):
   as after Ctrl-C. train.py's own handler replaces it while training (it saves a checkpoint)."""
 
 
+# Set while a command runs once `_raise_terminated` raised: TensorFlow's tracing can turn the
+# Terminated it raises into another error (e.g. a StagingError), which is still the SIGTERM's.
+_TERMINATED = []
+
+
 def _raise_terminated(signum, frame):
   del signum, frame
+  _TERMINATED.append(True)
   raise Terminated()
 
 
@@ -190,20 +196,27 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
   INTERRUPTED_EXIT_STATUS, SIGTERM `<command>: stopped by SIGTERM; <after_interrupt>` with
   `terminated_exit_status` (both after the command's cleanup ran)."""
 
+  def stop(terminated):
+    left = after_interrupt() if callable(after_interrupt) else after_interrupt
+    progress.end_bar_line()
+    how = "stopped by SIGTERM" if terminated else "interrupted (Ctrl-C)"
+    print(f"{program_name()}: {how}{'; ' + left if left else ''}", file=sys.stderr)
+    sys.exit(terminated_exit_status if terminated else INTERRUPTED_EXIT_STATUS)
+
   def main_reporting_user_errors(argv):
     try:
       return main(argv)
     except errors.UserError as e:
       sys.exit(f"{program_name()}: {e}")
     except KeyboardInterrupt as e:
-      left = after_interrupt() if callable(after_interrupt) else after_interrupt
-      progress.end_bar_line()
-      terminated = isinstance(e, Terminated)
-      how = "stopped by SIGTERM" if terminated else "interrupted (Ctrl-C)"
-      print(f"{program_name()}: {how}{'; ' + left if left else ''}", file=sys.stderr)
-      sys.exit(terminated_exit_status if terminated else INTERRUPTED_EXIT_STATUS)
+      stop(isinstance(e, Terminated))
+    except Exception:  # pylint: disable=broad-except
+      if not _TERMINATED:
+        raise
+      stop(True)  # the SIGTERM's Terminated, wrapped on its way out
 
   _help_of(sys.modules[main.__module__])
+  _TERMINATED.clear()
   previous = signal.signal(signal.SIGTERM, _raise_terminated)
   try:
     app.run(main_reporting_user_errors, flags_parser=parse_flags)

@@ -20,6 +20,7 @@ from squad_qa.model import hf_checkpoint
 from squad_qa.model import named_weights
 from squad_qa.model import tf1_checkpoint
 from squad_qa.model import tf2_checkpoint
+from squad_qa.preprocess import wordpiece
 
 HF_FOLDER = "hf_folder"
 TF1_CHECKPOINT = "tf1_checkpoint"
@@ -150,7 +151,10 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   Raises:
     errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix, or,
       when no config is found for it, holds no checkpoint (said before a missing config is).
+    errors.UsageError: a folder as `vocab_file`.
   """
+  if vocab_file:
+    wordpiece.refuse_a_folder(vocab_file)
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
     raise errors.MissingFileError(

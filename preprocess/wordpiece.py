@@ -29,6 +29,15 @@ _OTHER_CHAR = re.compile(r"[^\x20-\x7e\t\r\n]")
 _RUN_SQUAD_WORD_SEPARATOR = "\u202f"  # run_squad.py whitespace that is not ASCII
 
 
+def refuse_a_folder(vocab_file):
+  """Raises errors.UsageError when `vocab_file` is a folder (as --init_checkpoint takes), naming
+  the vocab.txt inside it when there is one."""
+  if tf.io.gfile.isdir(vocab_file):
+    inside = os.path.join(vocab_file, "vocab.txt")
+    raise errors.UsageError(f"{vocab_file} is a folder, not a vocab file; pass " +
+                            (inside if tf.io.gfile.exists(inside) else "the vocab.txt file"))
+
+
 def read_vocab(vocab_file):
   """Reads a vocab.txt (one token per line, id = line number, stripped as tfm's `load_vocab`).
 
@@ -37,10 +46,7 @@ def read_vocab(vocab_file):
     errors.UsageError: a folder, or a file that lacks [CLS], [SEP], [UNK] or [PAD], or repeats a
       token.
   """
-  if tf.io.gfile.isdir(vocab_file):
-    inside = os.path.join(vocab_file, "vocab.txt")
-    raise errors.UsageError(f"{vocab_file} is a folder, not a vocab file; pass " +
-                            (inside if tf.io.gfile.exists(inside) else "the vocab.txt file"))
+  refuse_a_folder(vocab_file)
   with tf.io.gfile.GFile(vocab_file, "r") as f:
     vocab = [line.strip() for line in f]
   while vocab and not vocab[-1]:

@@ -385,11 +385,32 @@ def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, 
     command_line.run(main, after_interrupt=None)
   assert stopped.value.code == 143
   assert capsys.readouterr().err.splitlines()[-1] == "ask.py: stopped by SIGTERM"
+
+  # Wrapped by the code it interrupted (TensorFlow's tracing turns what it raises into a
+  # StagingError), it is still the SIGTERM's line and status, not a traceback.
+
+  def wrapping_main(argv):
+    try:
+      main(argv)
+    except command_line.Terminated as e:
+      raise RuntimeError("in user code: bad argument to internal function") from e
+
+  monkeypatch.setattr(sys, "argv", ["ask.py"])
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run(wrapping_main, after_interrupt=None)
+  assert stopped.value.code == 143 and cleaned == [True, True, True]
+  assert capsys.readouterr().err.splitlines()[-1] == "ask.py: stopped by SIGTERM"
+  with pytest.raises(RuntimeError, match="^before any SIGTERM$"):  # other errors stay errors
+
+    def failing_main(argv):
+      raise RuntimeError("before any SIGTERM")
+
+    command_line.run(failing_main, after_interrupt=None)
   # train.py's: 42, the preemption status a scheduler reruns, wherever the SIGTERM came.
   monkeypatch.setattr(sys, "argv", ["train.py"])
   with pytest.raises(SystemExit) as stopped:
     command_line.run(main, after_interrupt="ckpt-5 is kept; the same command resumes from it",
                      terminated_exit_status=command_line.PREEMPTED_EXIT_STATUS)
-  assert stopped.value.code == 42 and cleaned == [True, True, True]
+  assert stopped.value.code == 42 and cleaned == [True, True, True, True]
   assert capsys.readouterr().err.splitlines()[-1] == (
       "train.py: stopped by SIGTERM; ckpt-5 is kept; the same command resumes from it")
