@@ -177,8 +177,10 @@ def _read_splits(inputs, config):
     unanswerable = squad.skipped.get("unanswerable_needs_version_2", 0)
     if unanswerable:
       raise squad_reader.SquadInputError(
-          f"{path}: {unanswerable} questions are marked \"is_impossible\": true (SQuAD 2.0), "
-          f"which SQuAD 1.1 records cannot hold; pass --version_2_with_negative")
+          f"{path}: {counted(unanswerable, 'question')} {'is' if unanswerable == 1 else 'are'} "
+          f"marked \"is_impossible\": true (SQuAD 2.0; the first: "
+          f"{squad.first_skipped['unanswerable_needs_version_2']}), which SQuAD 1.1 records cannot "
+          f"hold; pass --version_2_with_negative")
     if not squad.examples:
       _refuse_unusable(split, squad, squad.skipped)
     splits.append((split, squad))
@@ -221,7 +223,7 @@ def _split_meta(split, squad, total, num_shards):
                     split, info["skipped"])
   if squad.first_skipped:
     logging.warning(
-        "%s: the first question of %s skipped by each reason: %s", split, squad.path,
+        "%s: the first question of %s skipped for each of these reasons: %s", split, squad.path,
         "; ".join(f"{reason}: {place}" for reason, place in sorted(squad.first_skipped.items())))
   in_no_window = skipped.get("answer_in_no_window", 0)
   if in_no_window:

@@ -310,11 +310,13 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path, caplog
     meta = run(tmp_path, "train", path)
   info = meta["splits"]["train"]
   # Where to look: the first question of each reason the reader skips, by place and id.
-  assert (f"train: the first question of {path} skipped by each reason: answer_empty: article 0 "
-          f"paragraph 0 question 6 (blank); answer_start_out_of_range: article 0 paragraph 0 "
-          f"question 3 (negative); answer_text_mismatch: article 0 paragraph 0 question 5 "
-          f"(mismatch); empty_context: article 0 paragraph 3 question 0 (empty_ctx); no_answer: "
-          f"article 0 paragraph 0 question 1 (none)") in [r.getMessage() for r in caplog.records]
+  assert (f"train: the first question of {path} skipped for each of these reasons: answer_empty: "
+          f"article 0 paragraph 0 question 6 (blank); answer_start_out_of_range: article 0 "
+          f"paragraph 0 question 3 (negative); answer_text_mismatch: article 0 paragraph 0 "
+          f"question 5 (mismatch); empty_context: article 0 paragraph 3 question 0 (empty_ctx); "
+          f"no_answer: article 0 paragraph 0 question 1 (none)") in [
+              r.getMessage() for r in caplog.records
+          ]
   assert info["skipped"] == {
       "answer_empty": 1,
       "answer_has_no_tokens": 1,
@@ -401,8 +403,9 @@ def test_squad_2_file_without_version_2_is_refused_before_writing(tmp_path):
     with pytest.raises(squad_reader.SquadInputError) as error:
       run(tmp_path, split, path)
     assert str(error.value) == (
-        f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0), which SQuAD 1.1 "
-        f"records cannot hold; pass --version_2_with_negative")
+        f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0; the first: article 0 "
+        f"paragraph 0 question 1 (impossible)), which SQuAD 1.1 records cannot hold; pass "
+        f"--version_2_with_negative")
     assert not os.path.exists(tmp_path / "records")
 
 
