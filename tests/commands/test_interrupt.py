@@ -64,19 +64,30 @@ def test_ctrl_c_or_sigterm_stops_make_records_and_its_workers_with_one_line(
   assert not os.path.exists(out)  # a folder the run made goes with it
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path):
+def tiny_train_py(tmp_path, dev_questions=0):
+  """train.py and its flags for the tiny model on records of 24 real train questions (and the
+  first `dev_questions` of dev), model_dir `tmp_path`/model."""
   train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
+  dev = (testutil.write_squad_slice(testutil.DEV_FILE, tmp_path /
+                                    "dev.json", dev_questions) if dev_questions else None)
   config = testutil.write_tiny_config(tmp_path / "bert_config.json")
   testutil.run_cli("preprocess/make_records.py", f"--train_file={train}",
+                   *([f"--predict_file={dev}"] if dev else []),
                    f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
                    "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
                    f"--output_dir={tmp_path}/records")
-  status, output = interrupt_when([
+  return [
       "train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
-      f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}", "--max_steps=100000",
-      "--train_batch_size=8", "--steps_per_loop=1", "--log_steps=1", "--save_checkpoints_steps=2",
-      "--do_predict=false"
+      f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}",
+      "--train_batch_size=8"
+  ]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path):
+  status, output = interrupt_when([
+      *tiny_train_py(tmp_path), "--max_steps=100000", "--steps_per_loop=1", "--log_steps=1",
+      "--save_checkpoints_steps=2", "--do_predict=false"
   ], lambda text: "training: 3 of 100,000 steps" in text, tmp_path / "train.log")
   assert status == command_line.INTERRUPTED_EXIT_STATUS, output[-3000:]
   assert "Traceback" not in output, output[-3000:]
@@ -92,18 +103,9 @@ def test_ctrl_c_stops_training_with_one_line_and_the_checkpoints_resume(tmp_path
 def test_sigterm_in_the_prediction_after_training_exits_as_a_preemption(tmp_path):
   """train.py's SIGTERM status is 42 wherever it comes (here after the last checkpoint, while
   predicting), so a scheduler that reruns preempted jobs reruns it, and the rerun predicts."""
-  train = testutil.write_squad_slice(testutil.TRAIN_FILE, tmp_path / "train.json", 24)
-  dev = testutil.write_squad_slice(testutil.DEV_FILE, tmp_path / "dev.json", 1500)
-  config = testutil.write_tiny_config(tmp_path / "bert_config.json")
-  testutil.run_cli("preprocess/make_records.py", f"--train_file={train}", f"--predict_file={dev}",
-                   f"--vocab_file={testutil.vocab_file()}", "--max_seq_length=64",
-                   "--doc_stride=32", "--max_query_length=16", "--num_shards=1",
-                   f"--output_dir={tmp_path}/records")
-  status, output = interrupt_when([
-      "train.py", f"--records_dir={tmp_path}/records", f"--model_dir={tmp_path}/model",
-      f"--bert_config_file={config}", f"--vocab_file={testutil.vocab_file()}", "--max_steps=2",
-      "--train_batch_size=8", "--predict_batch_size=1"
-  ], lambda text: "predicting with" in text, tmp_path / "train.log", terminate=True)
+  status, output = interrupt_when(
+      [*tiny_train_py(tmp_path, dev_questions=1500), "--max_steps=2", "--predict_batch_size=1"],
+      lambda text: "predicting with" in text, tmp_path / "train.log", terminate=True)
   assert status == command_line.PREEMPTED_EXIT_STATUS == 42, output[-3000:]
   assert "Traceback" not in output, output[-3000:]
   assert output.strip().splitlines()[-1] == (
