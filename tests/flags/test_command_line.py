@@ -400,11 +400,11 @@ def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, 
     command_line.run(wrapping_main, after_interrupt=None)
   assert stopped.value.code == 143 and cleaned == [True, True, True]
   assert capsys.readouterr().err.splitlines()[-1] == "ask.py: stopped by SIGTERM"
+
+  def failing_main(argv):
+    raise RuntimeError("before any SIGTERM")
+
   with pytest.raises(RuntimeError, match="^before any SIGTERM$"):  # other errors stay errors
-
-    def failing_main(argv):
-      raise RuntimeError("before any SIGTERM")
-
     command_line.run(failing_main, after_interrupt=None)
   # train.py's: 42, the preemption status a scheduler reruns, wherever the SIGTERM came.
   monkeypatch.setattr(sys, "argv", ["train.py"])

