@@ -39,6 +39,7 @@ class BuildPy(build_py.build_py):
 setuptools.setup(
     name="squad-qa",
     version="0.1.0",
+    license="Apache-2.0",
     description="Extractive question answering on SQuAD with a BERT encoder (TensorFlow)",
     long_description=README,
     long_description_content_type="text/markdown",

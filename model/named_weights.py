@@ -90,11 +90,12 @@ SCHEDULE_STEPS_KEY = "schedule_num_train_steps"  # the schedule's length
 SCHEDULE_LEARNING_RATE_KEY = "schedule_learning_rate"  # its peak (--learning_rate)
 SCHEDULE_WARMUP_KEY = "schedule_warmup_proportion"  # its --warmup_proportion
 TRAIN_BUDGET_KEY = "schedule_train_budget_seconds"  # the --train_budget that planned it (0: none)
+GLOBAL_BATCH_KEY = "schedule_global_batch_size"  # features per step it counts (0: not recorded)
 DROPOUT_STATE_KEY = "dropout_rng"  # the dropout layers' generator states
 # First parts of checkpoint names that hold a run's training state, not the model's weights.
 _TRAINING_STATE = ("optimizer", "save_counter", "global_step", SCHEDULE_STEPS_KEY,
                    SCHEDULE_LEARNING_RATE_KEY, SCHEDULE_WARMUP_KEY, TRAIN_BUDGET_KEY,
-                   DROPOUT_STATE_KEY)
+                   GLOBAL_BATCH_KEY, DROPOUT_STATE_KEY)
 
 
 def is_training_state(name):

@@ -221,10 +221,16 @@ def _split_meta(split, squad, total, num_shards):
   if info["skipped"]:
     logging.warning("%s: skipped (questions, and paragraphs without questions) by reason: %s",
                     split, info["skipped"])
-  if squad.first_skipped:
+  first_skipped = {
+      **squad.first_skipped,
+      **{
+          reason: f"id {qas_id}" for reason, (_, qas_id) in total.first_skipped.items()
+      }
+  }
+  if first_skipped:
     logging.warning(
-        "%s: the first question of %s skipped for each of these reasons: %s", split, squad.path,
-        "; ".join(f"{reason}: {place}" for reason, place in sorted(squad.first_skipped.items())))
+        "%s: the first question of %s skipped for each reason: %s", split, squad.path,
+        "; ".join(f"{reason}: {place}" for reason, place in sorted(first_skipped.items())))
   in_no_window = skipped.get("answer_in_no_window", 0)
   if in_no_window:
     logging.warning(

@@ -13,7 +13,7 @@ import re
 import signal
 import time
 import traceback
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -42,12 +42,24 @@ class SplitResult:
   # features.safe_doc_stride of the training answers (None: no answer).
   safe_doc_stride: Optional[int] = None
   num_answers: int = 0  # training answers that were tokenized (in a window or not)
+  # reason -> (index in the split, id) of the first question featurizing skipped for it.
+  first_skipped: Dict[str, Tuple[int, str]] = dataclasses.field(default_factory=dict)
+
+  def skip(self, reason, skipped, examples, begin):
+    """Counts the questions `examples[i]` for i in `skipped` (increasing int positions) under
+    `reason`, and keeps the first one's place (`begin`: the examples' first index in their
+    split)."""
+    self.skipped[reason] += len(skipped)
+    if len(skipped) and reason not in self.first_skipped:
+      self.first_skipped[reason] = (begin + int(skipped[0]), examples[skipped[0]].qas_id)
 
   def add(self, other):
     """Adds another group's result to this one."""
     self.num_examples += other.num_examples
     self.num_features += other.num_features
     self.skipped.update(other.skipped)
+    for reason, first in other.first_skipped.items():
+      self.first_skipped[reason] = min(first, self.first_skipped.get(reason, first))
     self.notes.update(other.notes)
     self.num_answers += other.num_answers
     strides = [s for s in (self.safe_doc_stride, other.safe_doc_stride) if s is not None]
@@ -110,7 +122,7 @@ class _PreparedSplit:
     self.result.notes["question_truncated"] += int(truncated.sum())
     query_lengths = np.minimum(query_lengths, settings.max_query_length)
     kept = query_lengths > 0  # an empty question asks nothing
-    self.result.skipped["question_has_no_tokens"] += int((~kept).sum())
+    self.result.skip("question_has_no_tokens", np.flatnonzero(~kept), examples, begin)
     spans = None
     if is_training:
       answers = tokenizer.tokenize_ragged([e.answer_text for e in examples])
@@ -119,17 +131,17 @@ class _PreparedSplit:
       spans = answer_spans.answer_token_spans(paragraphs, self.context, paragraph, starts, lengths,
                                               answers)
       no_tokens = kept & (starts >= 0) & (spans[:, 0] < 0)
-      self.result.skipped["answer_has_no_tokens"] += int(no_tokens.sum())
+      self.result.skip("answer_has_no_tokens", np.flatnonzero(no_tokens), examples, begin)
       kept &= ~no_tokens
     context_lengths = self.context.lengths()[paragraph]
     no_context_tokens = kept & (context_lengths == 0)
-    self.result.skipped["context_has_no_tokens"] += int(no_context_tokens.sum())
+    self.result.skip("context_has_no_tokens", np.flatnonzero(no_context_tokens), examples, begin)
     kept &= ~no_context_tokens
     self.kept = np.flatnonzero(kept)
     self._plan(query, query_lengths, paragraph, spans, context_lengths, settings)
     if spans is not None:
       self._skip_answers_in_no_window(query, query_lengths, paragraph, spans, context_lengths,
-                                      settings)
+                                      settings, examples)
     self.result.num_examples = len(self.kept)
     self.result.num_features = len(self.plan)
     logging.info("%s questions %d..%d: %s and %s tokenized, %s, in %.1f s", split, begin, end - 1,
@@ -146,7 +158,7 @@ class _PreparedSplit:
                                           settings.max_seq_length, settings.doc_stride)
 
   def _skip_answers_in_no_window(self, query, query_lengths, paragraph, spans, context_lengths,
-                                 settings):
+                                 settings, examples):
     """Skips the training answers no window holds whole (a feature labelled [CLS] for an answer
     the context has is wrong): longer than their window, or across window boundaries."""
     kept_spans = spans[self.kept]
@@ -158,8 +170,9 @@ class _PreparedSplit:
                                                                answer_tokens[answered])
     in_no_window = answered & ~features_lib.answers_in_windows(self.plan, kept_spans)
     too_long = in_no_window & (answer_tokens > window_tokens)
-    self.result.skipped["answer_longer_than_window"] += int(too_long.sum())
-    self.result.skipped["answer_in_no_window"] += int((in_no_window & ~too_long).sum())
+    self.result.skip("answer_longer_than_window", self.kept[too_long], examples, self.begin)
+    self.result.skip("answer_in_no_window", self.kept[in_no_window & ~too_long], examples,
+                     self.begin)
     if in_no_window.any():
       self.kept = self.kept[~in_no_window]
       self._plan(query, query_lengths, paragraph, spans, context_lengths, settings)

@@ -115,17 +115,35 @@ def damaged_export(export_dir, what):
       f"--init_checkpoint it was made from")
 
 
-def _check_inputs(questions, contexts):
-  """Raises errors.UsageError unless `questions` and `contexts` are equally long sequences of str
-  (a str alone would be read as one question per character)."""
+def _check_text(name, text):
+  """Raises errors.UsageError naming `name` (e.g. "question", "contexts[2]") unless `text` is a
+  str; bytes are told to be decoded."""
+  if not isinstance(text, str):
+    raise errors.UsageError(f"{name}: expected str, got {type(text).__name__}" + (
+        "; decode it first, e.g. text.decode('utf-8')" if isinstance(text, bytes) else ""))
+
+
+def _text_lists(questions, contexts):
+  """`questions` and `contexts` (any iterables of str: lists, tuples, generators) as two lists.
+
+  Raises:
+    errors.UsageError: a str or bytes alone (it would be read as one question per character), a
+      value that is not iterable, an item that is not a str (named by its position), or lists of
+      different lengths.
+  """
+  lists = []
   for name, texts in (("questions", questions), ("contexts", contexts)):
-    if isinstance(texts, (str, bytes)) or not all(isinstance(t, str) for t in texts):
-      raise errors.UsageError(f"{name}: expected a list of str, got {type(texts).__name__}"
-                              f"{'' if isinstance(texts, (str, bytes)) else ' holding other items'}"
-                              f"; one question and context: SavedModelQA.answer(question, context)")
-  if len(questions) != len(contexts):
-    raise errors.UsageError(f"{len(questions)} questions and {len(contexts)} contexts: give one "
+    if isinstance(texts, (str, bytes)) or not hasattr(texts, "__iter__"):
+      raise errors.UsageError(f"{name}: expected a list of str, got {type(texts).__name__}; one "
+                              f"question and context: SavedModelQA.answer(question, context)")
+    texts = list(texts)
+    for i, text in enumerate(texts):
+      _check_text(f"{name}[{i}]", text)
+    lists.append(texts)
+  if len(lists[0]) != len(lists[1]):
+    raise errors.UsageError(f"{len(lists[0])} questions and {len(lists[1])} contexts: give one "
                             f"context per question")
+  return lists
 
 
 class SavedModelQA:
@@ -165,7 +183,8 @@ class SavedModelQA:
     self._tokenizer = None
 
   def answers(self, questions, contexts):
-    """A list of span_decoding.Answer for equally long lists of str, through serve_text (int8:
+    """A list of span_decoding.Answer for equally long lists (or iterables) of str, through
+    serve_text (int8:
     `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
 
     An export without serve_text (int8, or written with --serve_text=false) answers through
@@ -175,9 +194,10 @@ class SavedModelQA:
     such as U+200B) is answered "" with score -inf, as serve_text answers it.
 
     Raises:
-      errors.UsageError: inputs that are not two equally long lists of str.
+      errors.UsageError: inputs that are not two equally long lists of str (the first item that is
+        not a str named by its position).
     """
-    _check_inputs(questions, contexts)
+    questions, contexts = _text_lists(questions, contexts)
     if not self.has_serve_text:
       return self.answers_with_serve_features(questions, contexts)
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
@@ -193,7 +213,13 @@ class SavedModelQA:
     ]
 
   def answer(self, question, context):
-    """The best answer span of one question through the raw-text signature (an Answer)."""
+    """The best answer span of one question through the raw-text signature (an Answer).
+
+    Raises:
+      errors.UsageError: `question` or `context` is not a str.
+    """
+    _check_text("question", question)
+    _check_text("context", context)
     return self.answers([question], [context])[0]
 
   def has_tokens(self, question):
@@ -249,9 +275,10 @@ class SavedModelQA:
     the export's).
 
     Raises:
-      errors.UsageError: inputs that are not two equally long lists of str.
+      errors.UsageError: inputs that are not two equally long lists of str (the first item that is
+        not a str named by its position).
     """
-    _check_inputs(questions, contexts)
+    questions, contexts = _text_lists(questions, contexts)
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -315,7 +342,13 @@ class SavedModelQA:
 
   def answer_with_serve_features(self, question, context, n_best_size=None, max_answer_length=None,
                                  null_score_diff_threshold=None):
-    """One question through `answers_with_serve_features` (an Answer)."""
+    """One question through `answers_with_serve_features` (an Answer).
+
+    Raises:
+      errors.UsageError: `question` or `context` is not a str.
+    """
+    _check_text("question", question)
+    _check_text("context", context)
     return self.answers_with_serve_features([question], [context], n_best_size, max_answer_length,
                                             null_score_diff_threshold)[0]
 

@@ -1,6 +1,6 @@
 """A --model_dir's state: where a run starts (`decide_start`, train.py's and export.py's rule),
-what its checkpoints hold, and what a resume must keep (the schedule: its length, peak, warm-up
-and the --train_budget that planned it; loss scaling).
+what its checkpoints hold, and what a resume must keep (the schedule: its length, peak, warm-up,
+the --train_budget that planned it and the global batch its steps count; loss scaling).
 """
 
 import dataclasses
@@ -21,6 +21,7 @@ SCHEDULE_STEPS_KEY = named_weights.SCHEDULE_STEPS_KEY
 SCHEDULE_LEARNING_RATE_KEY = named_weights.SCHEDULE_LEARNING_RATE_KEY
 SCHEDULE_WARMUP_KEY = named_weights.SCHEDULE_WARMUP_KEY
 TRAIN_BUDGET_KEY = named_weights.TRAIN_BUDGET_KEY
+GLOBAL_BATCH_KEY = named_weights.GLOBAL_BATCH_KEY
 DROPOUT_STATE_KEY = named_weights.DROPOUT_STATE_KEY
 # Checkpoint key of a LossScaleOptimizer's scale under make_checkpoint's "optimizer".
 LOSS_SCALE_KEY = "optimizer/loss_scale/current_loss_scale/.ATTRIBUTES/VARIABLE_VALUE"
@@ -123,8 +124,8 @@ class ModelDirCheckpointManager(tf.train.CheckpointManager):
 
 
 class ScheduleMismatchError(errors.UserError, ValueError):
-  """Resuming with another schedule (train steps, --learning_rate, --warmup_proportion or
-  --train_budget) than the checkpoint's was built with."""
+  """Resuming with another schedule (train steps, --learning_rate, --warmup_proportion,
+  --train_budget or global batch) than the checkpoint's was built with."""
 
 
 class PrecisionMismatchError(errors.UserError, ValueError):
@@ -208,6 +209,26 @@ def resumed_plan(checkpoint_path, train_budget):
   return steps
 
 
+def check_global_batch(checkpoint_path, global_batch_size):
+  """Refuses to resume with another global batch (features per optimizer step: --train_batch_size
+  x --gradient_accumulation_steps x replicas) than the checkpoint's: its step count says how far
+  into the shuffled train data it is, and the schedule was planned for its batch. The same global
+  batch split otherwise (a smaller --train_batch_size, more accumulation) resumes. Checkpoints
+  that do not record it pass.
+
+  Raises:
+    ScheduleMismatchError: one line naming both batches and the fixes.
+  """
+  saved = int(_saved(checkpoint_path, GLOBAL_BATCH_KEY) or 0)
+  if saved and global_batch_size and saved != global_batch_size:
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was trained on {saved} features a step and this run's batch is "
+        f"{global_batch_size} (--train_batch_size x --gradient_accumulation_steps x replicas): "
+        f"its steps would count other data and another schedule; resume with the batch flags it "
+        f"was trained with (the --model_dir's {artifacts.TRAIN_CONFIG_FILE} records them), or "
+        f"start a new --model_dir")
+
+
 def check_loss_scale(checkpoint_path, loss_scaled):
   """Refuses to resume under float16 (loss-scaled) from a checkpoint without loss-scale state
   (float32 or bfloat16); the other way round restores all the run uses.
@@ -223,11 +244,12 @@ def check_loss_scale(checkpoint_path, loss_scaled):
         f"--mixed_precision_dtype=float32 or bfloat16, or start a new --model_dir")
 
 
-def make_checkpoint(model, optimizer, train_budget=None):
+def make_checkpoint(model, optimizer, train_budget=None, global_batch_size=None):
   """What a --model_dir checkpoint holds: the model, the optimizer, its schedule's length, peak and
   warm-up (`optimization.LinearWarmupDecay`'s variables), the --train_budget in seconds that
-  planned it (0: none) and the dropout layers' random-generator states (`dropout_generators`).
-  Call it under the strategy's scope."""
+  planned it (0: none), the global batch (features per optimizer step; 0: not given) and the
+  dropout layers' random-generator states (`dropout_generators`). Call it under the strategy's
+  scope."""
   schedule = optimization.schedule_of(optimizer)
   return tf.train.Checkpoint(
       model=model, optimizer=optimizer, **{
@@ -235,6 +257,8 @@ def make_checkpoint(model, optimizer, train_budget=None):
           SCHEDULE_LEARNING_RATE_KEY: schedule.learning_rate,
           SCHEDULE_WARMUP_KEY: schedule.warmup_proportion,
           TRAIN_BUDGET_KEY: tf.Variable(float(train_budget or 0), dtype=tf.float64,
+                                        trainable=False),
+          GLOBAL_BATCH_KEY: tf.Variable(int(global_batch_size or 0), dtype=tf.int64,
                                         trainable=False),
           DROPOUT_STATE_KEY: dropout_generators(model)
       })
@@ -265,9 +289,10 @@ def dropout_generators(model):
 
 
 def check_resumable(checkpoint_path, checkpoint):
-  """`check_schedule`, `check_schedule_settings` and `check_loss_scale` of `checkpoint_path` for
-  `checkpoint` (a `make_checkpoint`); raises their errors."""
+  """`check_schedule`, `check_global_batch`, `check_schedule_settings` and `check_loss_scale` of
+  `checkpoint_path` for `checkpoint` (a `make_checkpoint`); raises their errors."""
   check_schedule(checkpoint_path, int(getattr(checkpoint, SCHEDULE_STEPS_KEY).numpy()))
+  check_global_batch(checkpoint_path, int(getattr(checkpoint, GLOBAL_BATCH_KEY).numpy()))
   # .numpy(): a strategy's variables (MirroredVariable) do not convert with float().
   check_schedule_settings(checkpoint_path,
                           float(getattr(checkpoint, SCHEDULE_LEARNING_RATE_KEY).numpy()),

@@ -76,7 +76,8 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   with strategy.scope():
     model = task.build_model()
     optimizer = task.create_optimizer()
-    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, config.train_budget)
+    checkpoint = model_dir_lib.make_checkpoint(model, optimizer, config.train_budget,
+                                               plan.global_batch_size)
   if not start.resume:
     if start.init_checkpoint:
       logging.info("initialized from %s", checkpoints.initialize_from(model, start.init_checkpoint))

@@ -309,12 +309,14 @@ def test_recoverable_problems_are_skipped_and_counted_by_reason(tmp_path, caplog
   with caplog.at_level(std_logging.INFO, logger="absl"):
     meta = run(tmp_path, "train", path)
   info = meta["splits"]["train"]
-  # Where to look: the first question of each reason the reader skips, by place and id.
-  assert (f"train: the first question of {path} skipped for each of these reasons: answer_empty: "
-          f"article 0 paragraph 0 question 6 (blank); answer_start_out_of_range: article 0 "
-          f"paragraph 0 question 3 (negative); answer_text_mismatch: article 0 paragraph 0 "
-          f"question 5 (mismatch); empty_context: article 0 paragraph 3 question 0 (empty_ctx); "
-          f"no_answer: article 0 paragraph 0 question 1 (none)") in [
+  # Where to look: the first question of each reason, by place and id (the reader's) or by id
+  # (featurizing's).
+  assert (f"train: the first question of {path} skipped for each reason: answer_empty: "
+          f"article 0 paragraph 0 question 6 (blank); answer_has_no_tokens: id zw_ctx; "
+          f"answer_start_out_of_range: article 0 paragraph 0 question 3 (negative); "
+          f"answer_text_mismatch: article 0 paragraph 0 question 5 (mismatch); empty_context: "
+          f"article 0 paragraph 3 question 0 (empty_ctx); no_answer: article 0 paragraph 0 "
+          f"question 1 (none); question_has_no_tokens: id no_question") in [
               r.getMessage() for r in caplog.records
           ]
   assert info["skipped"] == {
@@ -520,6 +522,8 @@ def test_answers_no_window_holds_are_skipped_counted_and_logged(tmp_path, caplog
   # The answers that fit a window are 4, 2 and 1 tokens long: strides up to 27 - 4 + 1 keep all.
   assert ("train: 1 of 4 answers lie whole in no window (across window boundaries; skipped); "
           "--doc_stride=24 or less puts every answer that fits a window whole in one") in lines
+  assert (f"train: the first question of {tmp_path / 'train.json'} skipped for each reason: "
+          f"answer_in_no_window: id across; answer_longer_than_window: id too_long") in lines
   with caplog.at_level(std_logging.INFO, logger="absl"):
     caplog.clear()
     meta = run(tmp_path, "train", write(tmp_path, "train.json", data), seq=32, stride=20, query=8)

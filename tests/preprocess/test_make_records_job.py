@@ -204,3 +204,17 @@ def test_a_run_of_one_split_refuses_to_delete_other_records(tmp_path, train_file
       config(train_file=train_file, predict_file=train_file, output_dir=str(out),
              max_seq_length=128))
   assert both["flags"]["max_seq_length"] == 128 and list(both["splits"]) == ["train", "eval"]
+
+
+def test_split_results_keep_the_first_skipped_question_of_each_reason_in_split_order():
+  """Worker groups finish in any order; the merged result names the earliest question."""
+  later, earlier = shard_writer.SplitResult(), shard_writer.SplitResult()
+  examples = [squad_reader.SquadExample(f"q{i}", "Q?", 0) for i in range(4)]
+  later.skip("question_has_no_tokens", [1, 3], examples, begin=100)
+  earlier.skip("question_has_no_tokens", [2], examples, begin=0)
+  earlier.skip("answer_has_no_tokens", [], examples, begin=0)
+  total = shard_writer.SplitResult()
+  total.add(later)
+  total.add(earlier)
+  assert total.skipped == {"question_has_no_tokens": 3, "answer_has_no_tokens": 0}
+  assert total.first_skipped == {"question_has_no_tokens": (2, "q2")}

@@ -678,9 +678,11 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
      "SavedModelQA.answer(question, context)"),
     (["When?", "Who?"], ["The bridge was painted in 1932."
                         ], "2 questions and 1 contexts: give one context per question"),
-    (["When?"], [b"The bridge was painted in 1932."],
-     "contexts: expected a list of str, got list holding other items; one question and context: "
-     "SavedModelQA.answer(question, context)"),
+    (["When?"], ["Painted in 1932.", b"The bridge was painted in 1932."],
+     "contexts[1]: expected str, got bytes; decode it first, e.g. text.decode('utf-8')"),
+    (["When?", 5], ["Painted in 1932.", "Painted in 1932."], "questions[1]: expected str, got int"),
+    (5, ["Painted in 1932."], "questions: expected a list of str, got int; one question and "
+     "context: SavedModelQA.answer(question, context)"),
 ])
 def test_saved_model_qa_refuses_inputs_it_would_misread(served, questions, contexts, message):
   """A str would be iterated as one question per character, and unequal lists dropped rows."""
@@ -688,6 +690,27 @@ def test_saved_model_qa_refuses_inputs_it_would_misread(served, questions, conte
     with pytest.raises(errors.UsageError) as raised:
       answer_all(questions, contexts)
     assert str(raised.value) == message
+
+
+def test_saved_model_qa_answers_any_iterables_of_str_and_names_a_bad_single_input(served):
+  """Tuples and generators answer as lists do (a generator of another length is counted, not
+  a TypeError); answer() names the argument that is not a str."""
+  qa = served["qa"]
+  questions, contexts = [t[0] for t in TAUGHT], [t[1] for t in TAUGHT]
+  assert qa.answers(tuple(questions), (c for c in contexts)) == qa.answers(questions, contexts)
+  by_features = qa.answers_with_serve_features(questions, contexts)
+  assert qa.answers_with_serve_features((q for q in questions), tuple(contexts)) == by_features
+  with pytest.raises(errors.UsageError) as raised:
+    qa.answers((q for q in questions), contexts[:1])
+  assert str(raised.value) == (f"{len(questions)} questions and 1 contexts: give one context per "
+                               f"question")
+  for answer_one in (qa.answer, qa.answer_with_serve_features):
+    with pytest.raises(errors.UsageError) as raised:
+      answer_one(5, contexts[0])
+    assert str(raised.value) == "question: expected str, got int"
+    with pytest.raises(errors.UsageError) as raised:
+      answer_one(questions[0], None)
+    assert str(raised.value) == "context: expected str, got NoneType"
 
 
 def test_the_readme_python_example_answers_as_shown_and_quietly(served, tmp_path):

@@ -287,8 +287,9 @@ def records(tmp_path_factory):
 def config_for(records, model_dir, **overrides):
   tmp, records_dir = records
   return train_config.TrainConfig(
-      records_dir=records_dir, model_dir=str(model_dir), train_batch_size=8,
-      length_buckets=overrides.pop("length_buckets", None),
+      records_dir=records_dir, model_dir=str(model_dir),
+      train_batch_size=overrides.pop("train_batch_size",
+                                     8), length_buckets=overrides.pop("length_buckets", None),
       mixed_precision_dtype=overrides.pop("mixed_precision_dtype", "float32"),
       bert_config_file=testutil.write_tiny_config(tmp / "bert_config.json"),
       predict_file=str(tmp / "dev.json"), **overrides)
@@ -493,6 +494,42 @@ def test_resuming_with_another_learning_rate_or_warmup_refuses(tmp_path):
       f"{path} was trained with --warmup_proportion=0.1, this run asks for "
       f"--warmup_proportion=0.2; resume with --warmup_proportion=0.1, or start a new --model_dir "
       f"to train with 0.2")
+
+
+def test_resuming_with_another_global_batch_refuses(records, budget_run, tmp_path):
+  """budget_run, as if stopped after its checkpoint at step 4, trained 8 features a step
+  (--train_batch_size=8): the same command with 4 a step is refused before it trains; 4 x 2
+  accumulated is the same global batch and resumes to the planned step."""
+  model_dir = tmp_path / "resumed"
+  shutil.copytree(budget_run, model_dir)
+  for path in model_dir.glob(f"ckpt-{PLANNED}.*"):
+    path.unlink()
+  (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n'
+                                        'all_model_checkpoint_paths: "ckpt-4"\n')
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    train_and_evaluate.train_and_evaluate(
+        config_for(records, model_dir, train_budget=BUDGET, train_batch_size=4),
+        clock=ScriptedClock())
+  assert str(error.value) == (
+      f"{model_dir / 'ckpt-4'} was trained on 8 features a step and this run's batch is 4 "
+      f"(--train_batch_size x --gradient_accumulation_steps x replicas): its steps would count "
+      f"other data and another schedule; resume with the batch flags it was trained with (the "
+      f"--model_dir's train_config.json records them), or start a new --model_dir")
+  assert not list(model_dir.glob(f"ckpt-{PLANNED}.*"))
+  train_and_evaluate.train_and_evaluate(
+      config_for(records, model_dir, train_budget=BUDGET, train_batch_size=4,
+                 gradient_accumulation_steps=2), clock=ScriptedClock((0, 1, 2, 3, 4, 5, 6)))
+  results = read_json(model_dir / "train_results.json")
+  assert (results["start_step"], results["end_step"],
+          results["effective_batch_size"]) == (4, PLANNED, 8)
+
+
+def test_checkpoints_without_a_recorded_batch_resume_with_any(tmp_path):
+  path, model, _ = saved_checkpoint(tmp_path)  # make_checkpoint without a global batch: 0
+  model_dir_lib.check_global_batch(path, 16)
+  optimizer = optimization.create_optimizer(1e-4, 10, 0.1, False)
+  model_dir_lib.check_resumable(
+      path, model_dir_lib.make_checkpoint(model, optimizer, global_batch_size=16))
 
 
 def test_a_budget_resumes_only_its_own_plan(tmp_path):
