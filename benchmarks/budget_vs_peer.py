@@ -221,12 +221,12 @@ class Series:
 
 
 def read_ours(path, label=None):
-  """A learning_curve.csv as a Series (side "ours"); minutes = train_seconds / 60.
+  """A learning_curve.csv's scored rows as a Series (side "ours"); minutes = train_seconds / 60.
 
   Raises:
     errors.MissingFileError: no such file.
     errors.UsageError: its header is not tasks/learning_curve.CSV_FIELDS, a value is not a number,
-      or it has no rows.
+      or it has no scored rows.
   """
   if not os.path.isfile(path):
     raise errors.MissingFileError(f"--learning_curves: no file {path} (train.py "
@@ -240,8 +240,9 @@ def read_ours(path, label=None):
     rows = learning_curve.read_rows(path)
   except (ValueError, TypeError) as e:
     raise errors.UsageError(f"--learning_curves: {path}: a value is not a number ({e})") from None
+  rows = [row for row in rows if not learning_curve.is_unscored(row)]  # a stopped run's last
   if not rows:
-    raise errors.UsageError(f"--learning_curves: {path} has no rows")
+    raise errors.UsageError(f"--learning_curves: {path} has no scored rows")
   rows.sort(key=lambda row: row["train_seconds"])
   return Series(label or os.path.basename(os.path.dirname(os.path.abspath(path))), "ours",
                 tuple(row["train_seconds"] / 60 for row in rows),

@@ -7,9 +7,15 @@ questions and writes each point to TensorBoard (`<model_dir>/eval`) and as a row
   step,examples,train_seconds,exact_match,f1,loss
 
 `train_seconds` leaves the scoring out and continues across resumes from the file's last row.
-When train.py scores dev after training, that final score is the last point (scored once; a run
-stopped in that scoring gets it when the same command runs again).
+When train.py scores dev after training, that final score is the last point (scored once).
+
+A point's row is written with its step, time and loss before it is scored, its exact_match and f1
+nan until then: a run stopped while scoring (a SIGTERM) leaves that row, and the run resuming at
+its step scores it (the final point: when the same command predicts again), keeping the stopped
+run's time and loss.
 """
+
+import math
 
 import contextlib
 import csv
@@ -40,8 +46,14 @@ def _write_rows(path, rows):
   os.replace(path + ".tmp", path)
 
 
+def is_unscored(row):
+  """Whether a row of `read_rows` is a point not scored yet (its f1 nan)."""
+  return math.isnan(row["f1"])
+
+
 def read_rows(path):
-  """The rows of a learning_curve.csv as dicts of floats ([] when there is no file)."""
+  """The rows of a learning_curve.csv as dicts of floats ([] when there is no file); an unscored
+  point's exact_match and f1 are nan."""
   if not os.path.exists(path):
     return []
   with open(path, encoding="utf-8", newline="") as f:
@@ -76,7 +88,7 @@ class LearningCurve:
     self._scoring_seconds = 0.0
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
     self.final_step = final_step
-    self._final = None  # (step, train_seconds, loss) of the final point, once training reached it
+    self._final = None  # step of the final point, once training reached it (its row unscored)
     # Entered around a scoring: the trainer's, which lets a SIGTERM stop it (`trainer`).
     self.work_context = contextlib.nullcontext
     if score and scorer.max_eval_examples is None and len(scorer.ids) > MANY_QUESTIONS:
@@ -94,15 +106,22 @@ class LearningCurve:
     if self.score and len(rows) < len(found):  # points past the checkpoint resumed: trained again
       _write_rows(self.path, rows)
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
-    missing = self.score and start_step and not any(r["step"] == start_step for r in rows)
-    if missing and start_step == self.final_step:
-      # Already trained to the last step (nothing trains; train.py begins the curve itself) by a
-      # run stopped in its final prediction: this run's final score is the point; loss unknown.
-      self._final = (start_step, self._offset, float("nan"))
-    elif missing and not start_step % self.every_steps:
-      # The run that saved this checkpoint stopped before scoring it (a SIGTERM during the
-      # scoring): its point now, from the restored weights; its loss is unknown (nan).
-      self._write(start_step, self._offset, float("nan"), self._score(), " (scored on resuming)")
+    here = [r for r in rows if r["step"] == start_step]
+    is_point = self.score and start_step and (start_step == self.final_step or
+                                              not start_step % self.every_steps)
+    if is_point and not here:
+      # Its run stopped before writing the row (an older version wrote it once scored): the time
+      # as of the last row, the loss unknown.
+      self._write_row(start_step, self._offset, float("nan"))
+    if is_point and (not here or is_unscored(here[0])):
+      if start_step == self.final_step:
+        # Already trained to the last step (nothing trains; train.py begins the curve itself) by
+        # a run stopped in its final prediction: this run's final score is the point.
+        self._final = start_step
+      else:
+        # The run that saved this checkpoint stopped while scoring it (a SIGTERM): its point now,
+        # from the restored weights.
+        self._add_score(start_step, self._score(), " (scored on resuming)")
     self._started = self._clock()
 
   def set_num_train_steps(self, steps):
@@ -119,14 +138,14 @@ class LearningCurve:
     if not self.score or (step % self.every_steps and step != self.final_step):
       return
     train_seconds = self._offset + self._clock() - self._started - self._scoring_seconds
-    loss = float(output.get("loss", float("nan")))
+    self._write_row(step, train_seconds, float(output.get("loss", float("nan"))))
     if step == self.final_step:
-      self._final = (step, train_seconds, loss)
+      self._final = step
       return
     scoring_started = self._clock()
     results = self._score()
     self._scoring_seconds += self._clock() - scoring_started
-    self._write(step, train_seconds, loss, results, "")
+    self._add_score(step, results, "")
 
   def _score(self):
     """The scorer's results for the model now, within `work_context`."""
@@ -137,18 +156,18 @@ class LearningCurve:
   def add_final_score(self, results):
     """Writes the final evaluation's `results` as the point at `final_step`, if this run reached
     it."""
-    if self._final:
-      self._write(*self._final, results, " (the final score)")
+    if self._final is not None:
+      self._add_score(self._final, results, " (the final score)")
       self._final = None
 
-  def _write(self, step, train_seconds, loss, results, note):
-    exact = results.get("exact_match", results.get("exact"))
+  def _write_row(self, step, train_seconds, loss):
+    """Appends the unscored row of the point at `step` (exact_match and f1 nan)."""
     row = {
         "step": step,
         "examples": step * self.global_batch_size,
         "train_seconds": round(train_seconds, 1),
-        "exact_match": round(exact, 2),
-        "f1": round(results["f1"], 2),
+        "exact_match": float("nan"),
+        "f1": float("nan"),
         "loss": round(loss, 4)
     }
     new_file = not os.path.exists(self.path)
@@ -156,10 +175,23 @@ class LearningCurve:
       writer = csv.DictWriter(f, CSV_FIELDS)
       if new_file:
         writer.writeheader()
-      writer.writerow(row)
+      writer.writerow({k: int(v) if k in INT_FIELDS else v for k, v in row.items()})
+
+  def _add_score(self, step, results, note):
+    """Fills in the scores of the point at `step` (its row, written unscored) and writes them to
+    TensorBoard."""
+    rows = read_rows(self.path)
+    row = next((r for r in reversed(rows) if r["step"] == step), None)
+    if row is None:  # the file was removed meanwhile: the point's time and loss are lost
+      row = dict.fromkeys(CSV_FIELDS, float("nan"))
+      rows.append(row)
+      row.update(step=step, examples=step * self.global_batch_size)
+    exact = results.get("exact_match", results.get("exact"))
+    row.update(exact_match=round(exact, 2), f1=round(results["f1"], 2))
+    _write_rows(self.path, rows)
     with tf.summary.create_file_writer(self.summary_dir).as_default():
       tf.summary.scalar("eval/exact_match", exact, step=step)
       tf.summary.scalar("eval/f1", results["f1"], step=step)
     logging.info("dev at step %d (%s of training): EM %.2f / F1 %.2f on %d questions%s", step,
-                 progress_lib.format_seconds(train_seconds), exact, results["f1"],
+                 progress_lib.format_seconds(row["train_seconds"]), exact, results["f1"],
                  len(self.scorer.ids), note)

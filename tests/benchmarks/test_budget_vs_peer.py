@@ -90,6 +90,10 @@ def test_the_series_are_the_inputs_and_the_png_is_drawn(tmp_path):
       budget_vs_peer.Series("HF", "peer", (20.0, 40.0), (31.7, 40.0), (42.1, 51.5))
   ]
   assert budget_vs_peer.curves([ours], ["bf16"])[0].label == "bf16"
+  # A run stopped while scoring its next point: that unscored row is left out.
+  stopped = write_csv(tmp_path / "run_a" / "stopped.csv",
+                      ROWS + ((160, 2560, 1200.0, "nan", "nan", 1.25),))
+  assert budget_vs_peer.curves([stopped])[0] == series[0]
   output = tmp_path / "plot" / "curve.png"
   size = budget_vs_peer.plot(series, str(output), target_f1=70)
   assert size == (1100, 450)
@@ -108,7 +112,9 @@ def test_a_single_peer_budget_is_one_point(tmp_path):
     (lambda d: d / "nothing.csv", "--learning_curves: no file"),
     (lambda d: write_csv(d / "x" / "c.csv", header=("step", "seconds", "em", "f1")),
      "has columns step,seconds,em,f1, not step,examples,train_seconds,exact_match,f1,loss"),
-    (lambda d: write_csv(d / "x" / "c.csv", rows=()), "has no rows"),
+    (lambda d: write_csv(d / "x" / "c.csv", rows=()), "has no scored rows"),
+    (lambda d: write_csv(d / "x" / "c.csv", rows=(
+        (40, 640, 300.0, "nan", "nan", 2.5),)), "has no scored rows"),
     (lambda d: write_csv(d / "x" / "c.csv", rows=((1, 2, "soon", 4, 5, 6),)), "not a number"),
 ])
 def test_bad_learning_curves_are_one_line_errors(tmp_path, make, message):

@@ -163,8 +163,8 @@ def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
 def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_path):
   """train.py --eval_every_steps=3 on a tiny float32 model, 6 steps, 6 dev questions of several
   lengths: two points, and the one at the last step scores what the final evaluation scores (the
-  same float32 weights on the same questions); run again without that last row (a run stopped in
-  its final prediction), it trains nothing and writes the row."""
+  same float32 weights on the same questions); run again with that row unscored (a run stopped in
+  its final prediction), it trains nothing and scores it."""
   records_dir = testutil.make_train_records(tmp_path, 40, num_shards=None, lengths=(128, 64, 32),
                                             dev_questions=30)
   dev_file, model_dir = tmp_path / "dev.json", tmp_path / "model"
@@ -185,18 +185,16 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   assert "dev at step 3 (" in log and "on 6 questions" in log
   assert "on 6 questions (the final score)" in log
   assert "eval_results.json, learning_curve.csv, TensorBoard logs" in log
-  # A run stopped in its final prediction leaves the curve without its last row: the same command
-  # trains nothing, predicts, and writes it (loss unknown).
+  # A run stopped in its final prediction leaves the last row unscored: the same command trains
+  # nothing, predicts, and scores it.
   path = os.path.join(model_dir, "learning_curve.csv")
   with open(path, encoding="utf-8") as f:
     lines = f.read().splitlines()
+  step, examples, seconds, _, _, loss = lines[-1].split(",")
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines[:-1]) + "\n")
+    f.write("\n".join(lines[:-1] + [f"{step},{examples},{seconds},nan,nan,{loss}"]) + "\n")
   _, log = testutil.run_cli(*args)
-  again = learning_curve.read_rows(path)
-  assert [r["step"] for r in again] == [3, 6] and np.isnan(again[1]["loss"])
-  assert (again[1]["exact_match"], again[1]["f1"]) == (rows[1]["exact_match"], rows[1]["f1"])
-  assert again[1]["train_seconds"] == rows[0]["train_seconds"]
+  assert learning_curve.read_rows(path) == rows
   assert "already trained 6 of 6 steps" in log and "(the final score)" in log
 
 
@@ -215,9 +213,50 @@ def test_points_past_the_resumed_checkpoint_are_replaced_not_doubled(tmp_path):
     assert f.read().splitlines()[1].startswith("10,160,")  # ints written as ints
 
 
+class Terminated(Exception):
+  """What a SIGTERM raises in the scoring."""
+
+
+class StoppedScorer(FakeScorer):
+  """A FakeScorer whose scoring is stopped by a SIGTERM."""
+
+  def score(self, model):
+    raise Terminated()
+
+
+def test_a_run_stopped_while_scoring_leaves_the_point_unscored_for_the_resume(tmp_path):
+  """A SIGTERM in the scoring at step 20 (ckpt-20 saved): its row holds step 20's training time
+  (3 s a step, the scoring at 10 left out) and loss with nan scores; the run resuming at 20
+  scores it before training, keeping them, and its later points continue the stopped run's
+  time."""
+  path = os.path.join(tmp_path, "learning_curve.csv")
+  clock, step = FakeClock(), tf.Variable(0, dtype=tf.int64)
+  curve = learning_curve.LearningCurve(curve_config(tmp_path), FakeScorer(clock), None,
+                                       FakeStrategy(), step, clock=clock)
+  curve.begin(0, 16)
+  for loss in (2.5, 2.0):
+    clock.now += 10 * 3.0
+    step.assign_add(10)
+    curve.scorer = StoppedScorer(clock) if loss == 2.0 else curve.scorer
+    with contextlib.ExitStack() as stack:
+      if loss == 2.0:
+        stack.enter_context(pytest.raises(Terminated))
+      curve({"loss": loss})
+  stopped = learning_curve.read_rows(path)
+  assert [(r["step"], r["train_seconds"], r["loss"]) for r in stopped] == [(10, 30.0, 2.5),
+                                                                           (20, 60.0, 2.0)]
+  assert not learning_curve.is_unscored(stopped[0]) and learning_curve.is_unscored(stopped[1])
+  _, scorer, _ = run(tmp_path, FakeClock(), 20, 10)  # 2 s a step from here
+  rows = learning_curve.read_rows(path)
+  assert [(r["step"], r["train_seconds"], r["loss"], r["f1"]) for r in rows] == [
+      (10, 30.0, 2.5, 50.0), (20, 60.0, 2.0, 50.0), (30, 80.0, 1.5, 60.0)
+  ] and scorer.calls == 2
+
+
 def test_a_resumed_step_whose_point_is_missing_is_scored_first(tmp_path):
-  """A SIGTERM during the scoring at step 20 saved ckpt-20 without its point: the run resuming
-  there scores it before training (loss unknown: nan), then goes on every 10 steps."""
+  """A run of an older version, which wrote a point's row once scored, stopped in the scoring at
+  step 20 (ckpt-20 saved) without its row: the run resuming there scores it before training
+  (its time as of the last row, its loss unknown: nan), then goes on every 10 steps."""
   run(tmp_path, FakeClock(), 0, 15)  # the point at 10; the run stopped in step 20's scoring
   _, scorer, _ = run(tmp_path, FakeClock(), 20, 10)
   rows = learning_curve.read_rows(os.path.join(tmp_path, "learning_curve.csv"))
@@ -230,7 +269,8 @@ def test_a_resumed_step_whose_point_is_missing_is_scored_first(tmp_path):
 
 def test_a_run_stopped_in_its_final_prediction_gets_its_final_point_on_the_rerun(tmp_path):
   """Training reached step 25 (the last) and the run was stopped while predicting: the same
-  command trains nothing and predicts; its score is the point at 25 (loss unknown: nan), once."""
+  command trains nothing and predicts; its score is the point at 25, with the stopped run's time
+  and loss, once."""
   path = os.path.join(tmp_path, "learning_curve.csv")
   run(tmp_path, FakeClock(), 0, 25, final_step=25)  # points at 10 and 20; no final score
 
@@ -242,16 +282,16 @@ def test_a_run_stopped_in_its_final_prediction_gets_its_final_point_on_the_rerun
     curve.add_final_score(results)
     return learning_curve.read_rows(path)
 
+  assert learning_curve.is_unscored(learning_curve.read_rows(path)[-1])
   rows = rerun({"exact_match": 71.0, "f1": 80.5})
   assert [r["step"] for r in rows] == [10, 20, 25]
-  final = rows[2]
-  assert np.isnan(final.pop("loss"))
-  # train_seconds: the last row's (the stopped run's time after it is unknown).
-  assert final == {
+  # train_seconds: 25 steps of 2 s, as the stopped run wrote them with its loss.
+  assert rows[2] == {
       "step": 25,
       "examples": 400,
-      "train_seconds": 40.0,
+      "train_seconds": 50.0,
       "exact_match": 71.0,
-      "f1": 80.5
+      "f1": 80.5,
+      "loss": 1.5
   }
   assert [r["f1"] for r in rerun({"exact_match": 1.0, "f1": 1.0})] == [50.0, 60.0, 80.5]
