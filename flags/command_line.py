@@ -5,11 +5,13 @@ takes positionals, so `run(main)` stops on any leftover argument with one line n
 spelling meant (`--do_train=false`), and absl's parsing errors become one line too.
 """
 
+import contextlib
 import dataclasses
 import importlib
 import os
 import signal
 import sys
+import threading
 
 from absl import app
 from absl import flags
@@ -222,6 +224,27 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
     app.run(main_reporting_user_errors, flags_parser=parse_flags)
   finally:
     signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_end_at_once():
+  """Within: SIGTERM and Ctrl-C (SIGINT) end the process at once, as the signal does (status 143
+  or 130, no cleanup, no line), unless native code installs its own handler meanwhile. For native
+  calls that hold Python's lock while they wait (a multi-worker strategy's start waits so for the
+  cluster's other tasks, without a timeout): no Python signal handler, so neither `run`'s line
+  and status nor its cleanup, could run before they return. Nothing within may leave a
+  half-written output. Outside the main thread: nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  previous = {
+      signum: signal.signal(signum, signal.SIG_DFL) for signum in (signal.SIGTERM, signal.SIGINT)
+  }
+  try:
+    yield
+  finally:
+    for signum, handler in previous.items():
+      signal.signal(signum, handler)
 
 
 def _help_of(command, flag_values=flags.FLAGS):

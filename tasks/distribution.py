@@ -5,10 +5,16 @@ input for the strategy.
 arithmetic without GPUs.
 """
 
+import contextlib
+import json
+import os
+
+from absl import logging
 import tensorflow as tf
 from official.common import distribute_utils
 
 from squad_qa import errors
+from squad_qa.flags import command_line
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -51,13 +57,18 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
 
   Raises:
     DistributionError: an unknown name or an impossible combination, e.g. --tpu,
-      --all_reduce_alg or --num_cpu_devices with a strategy that does not use it (one line).
+      --all_reduce_alg or --num_cpu_devices with a strategy that does not use it, or a $TF_CONFIG
+      that is not JSON (one line).
   """
   if num_cpu_devices > 1 and distribution_strategy != "mirrored":
     raise DistributionError(
         f"--num_cpu_devices={num_cpu_devices} applies to --distribution_strategy=mirrored, and "
         f"this run is {distribution_strategy or 'one_device or mirrored over GPUs (the default)'}"
         f": add --distribution_strategy=mirrored or drop it")
+  if num_cpu_devices > 1 and all_reduce_alg:
+    raise DistributionError(
+        f"--all_reduce_alg={all_reduce_alg} chooses how GPUs or workers reduce, and this run's "
+        f"{num_cpu_devices} logical CPU devices reduce in host memory: drop it")
   split_cpu(num_cpu_devices)
   visible = len(tf.config.list_physical_devices("GPU"))
   if num_gpus is None:
@@ -81,15 +92,57 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
   if distribution_strategy == "mirrored" and not num_gpus and num_cpu_devices > 1:
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)
+  waiting = (_waiting_for_workers() if distribution_strategy == "multi_worker_mirrored" else None)
   try:
-    return distribute_utils.get_distribution_strategy(distribution_strategy=distribution_strategy,
-                                                      num_gpus=num_gpus,
-                                                      all_reduce_alg=all_reduce_alg,
-                                                      tpu_address=tpu)
+    if waiting:
+      # TensorFlow waits holding Python's lock, and its preemption notifier takes SIGTERM from
+      # the start of the wait until training: only Ctrl-C (or SIGKILL) can end the wait.
+      logging.info(
+          "multi_worker_mirrored: %s, without a timeout (each starts with the same command and "
+          "its own TF_CONFIG task); meanwhile Ctrl-C ends this process at once (status 130, "
+          "nothing is written yet), and TensorFlow holds a SIGTERM until the cluster is up",
+          waiting)
+    with command_line.signals_end_at_once() if waiting else contextlib.nullcontext():
+      return distribute_utils.get_distribution_strategy(distribution_strategy=distribution_strategy,
+                                                        num_gpus=num_gpus,
+                                                        all_reduce_alg=all_reduce_alg,
+                                                        tpu_address=tpu)
   except (ValueError, tf.errors.OpError) as e:  # e.g. NotFoundError: no TPU at --tpu
     message = (e.message if isinstance(e, tf.errors.OpError) else str(e)).strip().splitlines()
     raise DistributionError(f"--distribution_strategy={distribution_strategy}: "
                             f"{message[0] if message else type(e).__name__}") from None
+
+
+def _waiting_for_workers():
+  """What a multi-worker strategy waits for at its start, from $TF_CONFIG: e.g. "waiting for the
+  other 2 tasks of TF_CONFIG's cluster to connect (worker 1 at host:port, ...)"; None without
+  other tasks.
+
+  Raises:
+    DistributionError: $TF_CONFIG is not a JSON object (one line; TensorFlow's resolver would
+      say only the JSON error).
+  """
+  text = os.environ.get("TF_CONFIG", "")
+  try:
+    tf_config = json.loads(text) if text.strip() else {}
+  except json.JSONDecodeError as e:
+    raise DistributionError(
+        f"$TF_CONFIG is not valid JSON ({e}); set it to the cluster and this task, e.g. "
+        f"'{{\"cluster\": {{\"worker\": [\"host1:port\", \"host2:port\"]}}, \"task\": "
+        f"{{\"type\": \"worker\", \"index\": 0}}}}', or unset it") from None
+  if not isinstance(tf_config, dict):
+    raise DistributionError(f"$TF_CONFIG is not a JSON object: {text[:80]}")
+  cluster, task = tf_config.get("cluster") or {}, tf_config.get("task") or {}
+  others = [
+      f"{kind} {i} at {address}" for kind, addresses in sorted(cluster.items())
+      if isinstance(addresses, list) for i, address in enumerate(addresses)
+      if (kind, i) != (task.get("type"), task.get("index"))
+  ]
+  if not others:
+    return None
+  shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+  return (f"waiting for the other {len(others)} task{'s' if len(others) > 1 else ''} of "
+          f"TF_CONFIG's cluster to connect ({shown})")
 
 
 def is_chief(strategy):

@@ -414,3 +414,13 @@ def test_sigterm_cleans_up_as_ctrl_c_does_then_says_so_in_one_line(monkeypatch, 
   assert stopped.value.code == 42 and cleaned == [True, True, True, True]
   assert capsys.readouterr().err.splitlines()[-1] == (
       "train.py: stopped by SIGTERM; ckpt-5 is kept; the same command resumes from it")
+
+
+def test_signals_end_at_once_only_within():
+  """Within, SIGTERM and SIGINT have the system's action (the kernel ends the process, with no
+  Python handler needed); after, the handlers from before are back."""
+  before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+  with command_line.signals_end_at_once():
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+  assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

@@ -577,8 +577,93 @@ def test_kill_9_one_worker_then_rerun_resumes(data):
         "num_cpu_devices": 2
     }, "--num_cpu_devices=2 applies to --distribution_strategy=mirrored, and this run is "
      "one_device: add --distribution_strategy=mirrored or drop it"),
+    ({
+        "distribution_strategy": "mirrored",
+        "num_cpu_devices": 2,
+        "all_reduce_alg": "ring"
+    }, "--all_reduce_alg=ring chooses how GPUs or workers reduce, and this run's 2 logical CPU "
+     "devices reduce in host memory: drop it"),
 ])
 def test_a_flag_the_strategy_does_not_use_is_refused(options, line):
   with pytest.raises(distribution.DistributionError) as error:
     distribution.make_strategy(**options)
   assert str(error.value) == line
+
+
+def test_a_tf_config_that_is_not_json_is_named_in_one_line(monkeypatch):
+  monkeypatch.setenv("TF_CONFIG", "{bad")
+  with pytest.raises(distribution.DistributionError) as error:
+    distribution.make_strategy("multi_worker_mirrored")
+  assert str(error.value).startswith(
+      "$TF_CONFIG is not valid JSON (Expecting property name enclosed in double quotes: line 1 "
+      "column 2 (char 1)); set it to the cluster and this task, e.g. '{\"cluster\": ")
+  monkeypatch.setenv("TF_CONFIG", "[1]")
+  with pytest.raises(distribution.DistributionError) as error:
+    distribution.make_strategy("multi_worker_mirrored")
+  assert str(error.value) == "$TF_CONFIG is not a JSON object: [1]"
+
+
+@pytest.mark.parametrize("cluster, task, waiting", [
+    ({
+        "worker": ["a:1", "b:2", "c:3"]
+    }, ("worker", 0), "waiting for the other 2 tasks of TF_CONFIG's cluster to connect (worker 1 "
+     "at b:2, worker 2 at c:3)"),
+    ({
+        "chief": ["a:1"],
+        "worker": ["b:2"]
+    }, ("worker", 0), "waiting for the other 1 task of TF_CONFIG's cluster to connect (chief 0 at "
+     "a:1)"),
+    ({
+        "worker": ["a:1"]
+    }, ("worker", 0), None),
+])
+def test_a_worker_says_which_tasks_it_waits_for(monkeypatch, cluster, task, waiting):
+  monkeypatch.setenv("TF_CONFIG",
+                     json.dumps({
+                         "cluster": cluster,
+                         "task": {
+                             "type": task[0],
+                             "index": task[1]
+                         }
+                     }))
+  assert distribution._waiting_for_workers() == waiting  # pylint: disable=protected-access
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_a_worker_waiting_for_its_cluster_at_once(tmp_path):
+  """TensorFlow waits for a missing worker without a timeout, holding Python's lock (no Python
+  signal handler runs): the worker says what it waits for, and Ctrl-C ends it at once, before it
+  wrote anything."""
+  records_dir = testutil.make_train_records(tmp_path, 8)
+  [port, missing] = free_ports(2)
+  env = {
+      **os.environ, "TF_CONFIG": json.dumps({
+          "cluster": {
+              "worker": [f"localhost:{port}", f"localhost:{missing}"]
+          },
+          "task": {
+              "type": "worker",
+              "index": 0
+          }
+      })
+  }
+  proc = subprocess.Popen([
+      sys.executable, "train.py", f"--records_dir={records_dir}",
+      f"--model_dir={tmp_path / 'model'}", "--distribution_strategy=multi_worker_mirrored",
+      f"--bert_config_file={testutil.write_tiny_config(tmp_path / 'bert_config.json')}",
+      "--max_steps=1", "--nodo_predict", "--train_batch_size=4"
+  ], cwd=testutil.REPO, env=env, stderr=subprocess.PIPE, text=True)
+  try:
+    for line in proc.stderr:
+      if "multi_worker_mirrored: waiting for the other 1 task" in line:
+        break
+    assert f"(worker 1 at localhost:{missing}), without a timeout" in line
+    time.sleep(2)  # well inside TensorFlow's wait
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == -signal.SIGINT
+    assert time.monotonic() - started < 10
+  finally:
+    proc.kill()
+    proc.wait()
+  assert not (tmp_path / "model").exists()
