@@ -3,6 +3,7 @@ output, the head behind "OOM when allocating tensor with shape[786432,1604]"."""
 
 import dataclasses
 
+from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import estimate
 
 
@@ -33,12 +34,13 @@ def span_head_memory(hidden_size, optimizer="adamw"):
 
 
 def flattened_dense_head_lines():
-  """Two lines: the flattened Dense(1604) head's arithmetic, then the span head's (decimal GB)."""
+  """Two lines: the flattened Dense(1604) head's arithmetic, then the span head's (binary units,
+  as the rest of the planner's output)."""
   dense = dense_head_memory(2 * 512 * 768, 1604, name="Dense(1604) over flattened [2, 512, 768]")
   span = span_head_memory(768)
 
-  def size(n):  # decimal units, as the user's report ("5.0 GB")
-    return f"{n / 1e9:.4g} GB" if n >= 1e6 else f"{n:,} bytes"
+  def size(n):
+    return memory_device.format_bytes(n) if n >= memory_device.MIB else f"{n:,} bytes"
 
   return [
       f"{head.name}: {head.parameters:,} parameters = {size(head.weight_bytes)} float32 "

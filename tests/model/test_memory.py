@@ -252,13 +252,15 @@ def test_flattened_dense_head_against_the_span_head():
   dense = heads.dense_head_memory(2 * 512 * 768, 1604)
   assert 2 * 512 * 768 == 786432
   assert dense.parameters == 786432 * 1604 + 1604 == 1_261_438_532
-  assert dense.weight_bytes == 5_045_754_128  # 5.0 GB in float32
-  assert dense.with_slots_bytes == 3 * dense.weight_bytes  # 15.1 GB with Adam's two slots
+  assert dense.weight_bytes == 5_045_754_128  # 4.70 GiB in float32
+  assert dense.with_slots_bytes == 3 * dense.weight_bytes  # 14.10 GiB with Adam's two slots
   span = heads.span_head_memory(768)
   assert span.parameters == 2 * 768 + 2 == 1538
   assert span.weight_bytes == 6152 and span.with_slots_bytes == 18456
   lines = heads.flattened_dense_head_lines()
-  assert "1,261,438,532 parameters = 5.046 GB" in lines[0] and "15.14 GB with AdamW" in lines[0]
+  assert lines[0] == ("Dense(1604) over flattened [2, 512, 768]: 1,261,438,532 parameters = "
+                      "4.70 GiB float32 weights, 14.10 GiB with AdamW slots, 18.80 GiB with "
+                      "gradients")
   assert "1,538 parameters" in lines[1]
   # BERT-Base on a 16 GB P100 at max_seq_length 384.
   base = estimate.presets()["BERT-Base"]
@@ -385,7 +387,7 @@ def test_cli_table_and_breakdown(tmp_path):
                                    "--mixed_precision_dtype=float16", expect_ok=False)
   assert code != 0 and "trained in float32 only" in refused and "Traceback" not in refused
   assert lines[14] == ""
-  assert "Dense(1604) over flattened [2, 512, 768]: 1,261,438,532 parameters = 5.046 GB" in output
+  assert "Dense(1604) over flattened [2, 512, 768]: 1,261,438,532 parameters = 4.70 GiB" in output
   assert "span head Dense(2) per token (768 -> 2): 1,538 parameters = 6,152 bytes" in output
   config = testutil.write_tiny_config(tmp_path / "tiny.json")
   _, output = testutil.run_cli("-m model.memory", f"--bert_config_file={config}",
