@@ -14,7 +14,8 @@ cpu: the child builds the span model and AdamW slots, runs `question_answering.m
   synthetic batches of the exact shape once (tracing), then reads TensorFlow's CPU allocator
   (`tf.config.experimental.get_memory_info`), resets its peak and runs --steps more steps.
   Measured step memory = allocator peak during those steps - bytes in use before them, against
-  the planner's `Estimate.step_bytes`; the whole process's peak against `Estimate.total`. glibc's
+  the planner's `Estimate.step_bytes`; the whole process's peak against `Estimate.replica_total`
+  (its tensors; `Estimate.total` adds the process itself on the CPU). glibc's
   mmap threshold is pinned at 64 KiB (MALLOC_MMAP_THRESHOLD_) so that the resident set follows live
   memory. --xla adds XLA on/off at MiniLM 384 x 16, alternating (speed and step memory).
 bfc: TensorFlow's BFC allocator, a GPU's, on the CPU device with a hard limit
@@ -172,7 +173,7 @@ def cpu_child(args):
           "xla": args.xla,
           "dtype": policy,
           "predicted_step": est.step_bytes,
-          "predicted_total": est.total,
+          "predicted_total": est.replica_total,
           "predicted_static": est.weights + est.optimizer_slots,
           "allocator_step": alloc_peak - alloc_before,
           "allocator_static": alloc_static,

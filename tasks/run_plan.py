@@ -104,13 +104,25 @@ def plan_run(config, bert_config, meta, strategy, policy):
       device=device)
   logging.info(
       "batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-      "XLA %s (%s); %s; planner: %s of %s per replica", global_batch, replicas,
-      plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
+      "XLA %s (%s); %s; planner: %s", global_batch, replicas, plan.micro_batch_size,
+      plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
       f"{plan.num_train_steps} steps"
       if plan.num_train_steps else "steps planned by --train_budget",
-      memory_device.format_bytes(batches.estimate.total), device.description)
+      describe_estimate(batches.estimate, device))
   logging.info("padded lengths: %s", describe_lengths(plan.length_buckets or (max_seq_length,)))
   return plan
+
+
+def describe_estimate(est, device):
+  """The planner's count against `device` in a few words: "1.66 GiB of CPU with 16.0 GiB of RAM
+  available (the process's 1.20 GiB included)", "... (2 replicas sharing it and the process's
+  ...)" for CPU devices, "3.10 GiB of 16 GiB GPU (14.9 GiB usable) per replica" on a GPU."""
+  size = memory_device.format_bytes
+  if not est.process:  # a GPU: each replica has its own
+    return f"{size(est.total)} of {device.description} per replica"
+  shared = f"{est.replicas} replicas sharing it and " if est.replicas > 1 else ""
+  return (f"{size(est.total)} of {device.description} ({shared}the process's "
+          f"{size(est.process)} included)")
 
 
 def set_precision(config):
@@ -152,10 +164,13 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
 
 
 def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
-  """Resolves the global batch settings into one replica's plan, and runs the pre-flight check.
+  """Resolves the global batch settings into one replica's plan, and runs the pre-flight check:
+  on a GPU each of the `num_replicas` has its own memory; on the CPU they share the RAM with the
+  process (`estimate.estimate`'s `replicas`).
 
   Returns:
-    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps).
+    A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps); its estimate
+    is what `device` must hold.
 
   Raises:
     memory_plan.MemoryPlanError: inconsistent batch settings, or (unless `memory_check` is off) the
@@ -174,7 +189,7 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
           f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
     effective //= num_replicas
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
-                                  config.gradient_accumulation_steps, effective)
+                                  config.gradient_accumulation_steps, effective, num_replicas)
   if per_replica == "auto":
     hint = memory_plan.auto_split_hint(bert_config, max_seq_length, policy, device, plan,
                                        num_replicas)
@@ -183,7 +198,8 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
   if plan.estimate.total > device.usable_bytes:
     message = diagnose.diagnosis(bert_config, max_seq_length, plan.micro_batch_size, policy, device,
                                  plan.accumulation_steps,
-                                 headline="the planner estimates that this batch does not fit")
+                                 headline="the planner estimates that this batch does not fit",
+                                 replicas=num_replicas)
     if config.memory_check:
       raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
     logging.warning("--nomemory_check: training anyway although %s", message)

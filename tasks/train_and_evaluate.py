@@ -124,7 +124,7 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   except trainer_lib.OutOfMemoryError as e:
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
-        plan.accumulation_steps, headline="out of memory")) from None
+        plan.accumulation_steps, headline="out of memory", replicas=plan.replicas)) from None
   stats.update(plan.summary(), distribution_strategy=type(strategy).__name__,
                learning_curve=bool(curve), num_train_steps=stats.get("num_train_steps",
                                                                      plan.num_train_steps))

@@ -15,76 +15,95 @@ def splits_well(batch, fit):
 
 
 def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1,
-              headline="the configuration does not fit in memory"):
-  """A multi-line message: the estimate, the device memory and the fixes that fit (a smaller
-  batch with accumulation, a shorter max_seq_length, `--gpu`, `--train_batch_size=auto`).
+              headline="the configuration does not fit in memory", replicas=1):
+  """A multi-line message: the estimate, the device memory and the fixes that fit (`fixes`).
 
-  `batch_size` is the micro-batch, `accumulation_steps` passes per optimizer step, `device` a
-  `device.Device`, `headline` the first line's opening words.
+  `batch_size` is the micro-batch of one replica, `accumulation_steps` passes per optimizer step,
+  `device` a `device.Device`, `headline` the first line's opening words, `replicas` the replicas
+  training on it (`estimate.estimate`: on the CPU they share its RAM).
   """
   est = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
-                          accumulation_steps)
-  effective = batch_size * accumulation_steps
+                          accumulation_steps, replicas=replicas)
   fixed = est.weights + est.gradients + est.optimizer_slots
   size = memory_device.format_bytes
+  shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
+  process = f", the process {size(est.process)}" if est.process else ""
   lines = [
       f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
-      f"{max_seq_length} ({dtype}); device: {device.description}",
+      f"{max_seq_length} ({dtype}){shared}; device: {device.description}",
       f"  weights + gradients + AdamW slots {size(fixed)}, activations "
-      f"{size(est.activations)}, allocator overhead x{est.overhead:g} "
+      f"{size(est.activations)}, allocator overhead x{est.overhead:g}{process} "
       f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
   ]
-
-  def fits(seq, batch, steps):
-    return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
-                                   steps, limit=batch) >= batch
-
-  def split(micro):  # (batch, passes): the fewest passes of at most `micro` giving `effective`
-    steps = next(
-        k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
-    return effective // steps, steps
-
-  def same_effective(micro):
-    batch, steps = split(micro)
-    return (f"--train_batch_size={batch} --gradient_accumulation_steps={steps}: the same "
-            f"{effective} features per optimizer step")
-
+  effective = batch_size * accumulation_steps
   if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
     lines.insert(
         1, f"  that is below the {size(device.usable_bytes)} the device offers: "
         f"something else holds memory, or the planner is optimistic for this setup")
     if effective > 1:
-      lines.append(f"  - {same_effective(max(1, batch_size // 2))}, half the activations")
+      lines.append(f"  - {_same_effective(effective, max(1, batch_size // 2), replicas)}, half "
+                   f"the activations")
     if dtype == "float32" and device.kind == "gpu":
       lines.append("  - --gpu (mixed_float16) halves most activations")
     lines.append("  - --train_batch_size=auto with a smaller --device_memory_gb plans for less "
                  "memory")
     return "\n".join(lines)
-  fit = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
-                                "adamw", max(2, accumulation_steps))
-  alone = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, dtype, device.kind,
-                                  "adamw", 1)
-  if fit and splits_well(split(fit)[0], fit):
-    lines.append(f"  - {same_effective(fit)} (the largest batch that fits with accumulation is "
-                 f"{fit})")
+  lines += [
+      f"  - {fix}" for fix in fixes(config, max_seq_length, batch_size, dtype, device,
+                                    accumulation_steps, replicas)
+  ]
+  return "\n".join(lines)
+
+
+def _split(effective, micro):
+  """(batch, passes): the fewest equal passes of at most `micro` features giving `effective`."""
+  steps = next(k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
+  return effective // steps, steps
+
+
+def _same_effective(effective, micro, replicas):
+  """The flags of `_split` for each of `replicas` (train.py's batch flags are global)."""
+  batch, steps = _split(effective, micro)
+  return (f"--train_batch_size={batch * replicas} --gradient_accumulation_steps={steps}: the same "
+          f"{effective * replicas} features per optimizer step")
+
+
+def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1, replicas=1):
+  """The fixes for a batch that does not fit `device`, one line each (no bullet): a smaller batch
+  with accumulation keeping the effective batch, the largest batch without accumulation, a shorter
+  max_seq_length (in steps of 64 tokens), `--gpu`, `--train_batch_size=auto`. The arguments are
+  `diagnosis`' (`batch_size` one replica's); the flags named are train.py's, global over the
+  `replicas`.
+  """
+  effective = batch_size * accumulation_steps
+  lines = []
+
+  def largest(seq, steps, limit=estimate.BATCH_SEARCH_LIMIT, dtype=dtype):
+    return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
+                                   steps, replicas=replicas, limit=limit)
+
+  fit = largest(max_seq_length, max(2, accumulation_steps))
+  alone = largest(max_seq_length, 1)
+  if fit and splits_well(_split(effective, fit)[0], fit):
+    lines.append(f"{_same_effective(effective, fit, replicas)} (the largest batch that fits "
+                 f"with accumulation is {fit * replicas})")
   if alone and accumulation_steps == 1:
-    lines.append(f"  - --train_batch_size={alone}: the largest batch that fits without "
+    lines.append(f"--train_batch_size={alone * replicas}: the largest batch that fits without "
                  f"accumulation")
   if not fit and not alone:
-    lines.append(f"  - not even batch 1 fits at max_seq_length {max_seq_length}")
+    lines.append(f"not even batch 1 fits at max_seq_length {max_seq_length}")
   seq = max_seq_length - 64
-  while seq >= 64 and not fits(seq, batch_size, accumulation_steps):
+  while seq >= 64 and largest(seq, accumulation_steps, limit=batch_size) < batch_size:
     seq -= 64
   if seq >= 64:
-    lines.append(f"  - --max_seq_length={seq} ({commands.command('squad-qa-records')}) fits batch "
-                 f"{batch_size}")
+    lines.append(f"--max_seq_length={seq} ({commands.command('squad-qa-records')}) fits batch "
+                 f"{batch_size * replicas}")
   if dtype == "float32":
     if device.kind == "gpu":
-      mixed = estimate.max_batch_size(config, max_seq_length, device.usable_bytes, "mixed_float16",
-                                      device.kind, "adamw", accumulation_steps)
-      lines.append(f"  - --gpu (mixed_float16) fits batch {mixed}")
+      mixed = largest(max_seq_length, accumulation_steps, dtype="mixed_float16")
+      lines.append(f"--gpu (mixed_float16) fits batch {mixed * replicas}")
     else:
-      lines.append("  - on a GPU, --gpu (mixed_float16) halves most activations")
-  lines.append("  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
+      lines.append("on a GPU, --gpu (mixed_float16) halves most activations")
+  lines.append("--train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
                "accumulation steps itself")
-  return "\n".join(lines)
+  return lines

@@ -133,8 +133,10 @@ def layer_activation_bytes(config, max_seq_length, dtype="float32", program=THIS
 
 @dataclasses.dataclass(frozen=True)
 class Estimate:
-  """Estimated peak training memory, in bytes: `total` = (persistent part + the larger of the
-  backward and update peaks) x the allocator `overhead`."""
+  """Estimated peak training memory, in bytes: one replica's tensors, `replica_total` = (persistent
+  part + the larger of the backward and update peaks) x the allocator `overhead`; `total` =
+  `replicas` x that + `process` (the training process itself where it shares the device's memory:
+  `device.process_bytes`)."""
   max_seq_length: int
   batch_size: int
   dtype: str
@@ -154,6 +156,8 @@ class Estimate:
   update_workspace: int
   overhead: float
   program: str = THIS_TOOL.name
+  replicas: int = 1  # replicas whose tensors share the device's memory (CPU devices)
+  process: int = 0  # the process's own bytes on the device (the CPU's RAM), once
 
   @property
   def backward_peak(self):
@@ -173,8 +177,14 @@ class Estimate:
     return self.persistent + max(self.backward_peak, self.update_peak)
 
   @property
-  def total(self):
+  def replica_total(self):
+    """One replica's tensors at their peak, x `overhead` (bytes)."""
     return int(math.ceil(self.subtotal * self.overhead))
+
+  @property
+  def total(self):
+    """What the device must hold (bytes): `replicas` x `replica_total` + `process`."""
+    return self.replicas * self.replica_total + self.process
 
   @property
   def step_bytes(self):
@@ -184,13 +194,14 @@ class Estimate:
   def to_dict(self):
     """The fields and the derived totals (bytes), as `python -m model.memory --format=json`."""
     values = dataclasses.asdict(self)
-    values.update(subtotal=self.subtotal, total=self.total, backward_peak=self.backward_peak,
-                  update_peak=self.update_peak, step_bytes=self.step_bytes)
+    values.update(subtotal=self.subtotal, replica_total=self.replica_total, total=self.total,
+                  backward_peak=self.backward_peak, update_peak=self.update_peak,
+                  step_bytes=self.step_bytes)
     return values
 
 
 def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", optimizer="adamw",
-             accumulation_steps=1, program=THIS_TOOL):
+             accumulation_steps=1, program=THIS_TOOL, replicas=1):
   """The `Estimate` of one training step of the span model.
 
   Args:
@@ -202,6 +213,10 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
     optimizer: a key of `OPTIMIZER_SLOTS`.
     accumulation_steps: micro-batches per optimizer step.
     program: the `Program` counted: `THIS_TOOL` (train.py) or `GOOGLE_RESEARCH_TF1`.
+    replicas: replicas training on the device. Logical CPU devices share the host's RAM, each
+      with its own weights, slots and activations: on "cpu" the total counts `replicas` of them
+      and one process (`device.process_bytes`). Each GPU has its own memory: on "gpu" the total
+      is one replica's, whatever `replicas` is.
 
   Raises:
     ValueError: unknown dtype, device or optimizer, or a non-positive size.
@@ -210,8 +225,9 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
     raise ValueError(f"dtype must be one of {', '.join(POLICIES)}, not {dtype!r}")
   if optimizer not in OPTIMIZER_SLOTS:
     raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZER_SLOTS)}, not {optimizer!r}")
-  if max_seq_length < 1 or batch_size < 0 or accumulation_steps < 1:
-    raise ValueError("max_seq_length and accumulation_steps must be >= 1, batch_size >= 0")
+  if max_seq_length < 1 or batch_size < 0 or accumulation_steps < 1 or replicas < 1:
+    raise ValueError("max_seq_length, accumulation_steps and replicas must be >= 1, batch_size "
+                     ">= 0")
   overhead = memory_device.overhead_for(device)
   c = POLICIES[dtype][0]
   counts = count_parameters(config)
@@ -258,7 +274,9 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       # AdamW's sparse update of the word embeddings: ~3 dense temporaries of the table at once.
       update_workspace=3 * 4 * word_embeddings,
       overhead=overhead,
-      program=program.name)
+      program=program.name,
+      replicas=replicas if device == "cpu" else 1,
+      process=memory_device.process_bytes(device))
 
 
 # The largest batch `max_batch_size` tries: a batch this large fits only in an absurd memory size.

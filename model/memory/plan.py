@@ -74,12 +74,13 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
 
 
 def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
-                 gradient_accumulation_steps=1, effective_batch_size=None):
-  """Resolves train.py's batch flags into a `BatchPlan` (its estimate for the micro-batch).
+                 gradient_accumulation_steps=1, effective_batch_size=None, replicas=1):
+  """Resolves one replica's batch flags into a `BatchPlan` (its estimate for the micro-batch).
 
   `train_batch_size` is features per pass, or "auto": the largest batch that fits in
   `AUTO_BATCH_MARGIN` of `device`'s usable memory, split to give `effective_batch_size` exactly.
   With an int, `effective_batch_size` must be a multiple of it and sets the accumulation steps.
+  `replicas` train on `device` (`estimate.estimate`: on the CPU they share its RAM).
 
   Raises:
     MemoryPlanError: inconsistent flags (`accumulation_steps_for`), or "auto" finds no batch that
@@ -89,7 +90,8 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
   def plan(micro, steps):
     return BatchPlan(
         micro, steps, micro * steps,
-        estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw", steps))
+        estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw", steps,
+                          replicas=replicas))
 
   steps = accumulation_steps_for(train_batch_size, gradient_accumulation_steps,
                                  effective_batch_size)
@@ -102,11 +104,12 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
       continue
     micro = wanted // steps
     if micro <= estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw",
-                                        steps, limit=micro):
+                                        steps, replicas=replicas, limit=micro):
       return plan(micro, steps)
   raise MemoryPlanError(
       diagnose.diagnosis(config, max_seq_length, 1, dtype, device,
-                         headline="--train_batch_size=auto: not even one feature fits"))
+                         headline="--train_batch_size=auto: not even one feature fits",
+                         replicas=replicas))
 
 
 def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
@@ -120,12 +123,12 @@ def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
   budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
   # Passes of `fit` fit with accumulation (its float32 sums included).
   fit = estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw", 2,
-                                limit=wanted)
+                                replicas=replicas, limit=wanted)
   if batches.accumulation_steps == 1 or diagnose.splits_well(batches.micro_batch_size, fit):
     return ""
   for distance in range(1, wanted // 4 + 1):
     for other in (wanted - distance, wanted + distance):
-      split = plan_batches(config, max_seq_length, dtype, device, "auto", 1, other)
+      split = plan_batches(config, max_seq_length, dtype, device, "auto", 1, other, replicas)
       if diagnose.splits_well(split.micro_batch_size, fit):
         return (f"--effective_batch_size={wanted * replicas} splits only into "
                 f"{batches.accumulation_steps} passes of {batches.micro_batch_size} (up to {fit} "
@@ -135,10 +138,12 @@ def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
 
 
 def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
-               program=estimate.THIS_TOOL):
-  """[(model name, seq, max batch)] for each config and sequence length (within its positions)."""
+               program=estimate.THIS_TOOL, accumulation_steps=1):
+  """[(model name, seq, max batch)] for each config and sequence length (within its positions),
+  the batch counted with `accumulation_steps` (its float32 sums from 2 on)."""
   return [(name, seq,
-           estimate.max_batch_size(config, seq, usable_bytes, dtype, device, program=program))
+           estimate.max_batch_size(config, seq, usable_bytes, dtype, device,
+                                   accumulation_steps=accumulation_steps, program=program))
           for name, config in configs.items() for seq in seq_lengths
           if seq <= config.max_position_embeddings]
 
@@ -185,9 +190,12 @@ def format_estimate(est, usable_bytes=None, config_name=""):
   rows += [("logits and loss", est.logits), ("workspace", est.workspace),
            ("optimizer update workspace", est.update_workspace),
            (f"subtotal (peak: {peak})", est.subtotal),
-           (f"allocator overhead x{est.overhead:g}", est.total - est.subtotal),
-           ("total", est.total)]
-  lines += [f"  {name:<34}{size(value):>12}" for name, value in rows if value or name == "total"]
+           (f"allocator overhead x{est.overhead:g}", est.replica_total - est.subtotal)]
+  if est.replicas > 1:  # CPU devices sharing the RAM
+    rows += [(f"{est.replicas - 1} other replica(s) sharing the RAM",
+              (est.replicas - 1) * est.replica_total)]
+  rows += [("process (TensorFlow runtime, Python)", est.process), ("total", est.total)]
+  lines += [f"  {name:<38}{size(value):>12}" for name, value in rows if value or name == "total"]
   if usable_bytes is not None:
     verdict = "fits" if est.total <= usable_bytes else "does NOT fit"
     lines.append(f"  {verdict} in {size(usable_bytes)} usable")
@@ -308,12 +316,14 @@ def _fewest_bytes(config, max_seq_length, dtype, device, program):
   fixed = est.weights + est.gradients + est.optimizer_slots
   return (
       f"one feature needs {size(est.total)} of the {size(device.usable_bytes)} usable; weights, "
-      f"gradients and AdamW slots alone take {size(fixed)}")
+      f"gradients and AdamW slots alone take {size(fixed)}" +
+      (f", the process itself {size(est.process)}" if est.process else ""))
 
 
 def _train_plan(config, bert, seq, dtype, device):
-  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs).
-  Another `program`'s step is counted for the batch as given (it has no accumulation)."""
+  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs, or
+  would run and refuses when it does not fit `device`). Another `program`'s step is counted for the
+  batch as given (it has no accumulation)."""
   if config.program != estimate.THIS_TOOL.name:
     batch = config.train_batch_size
     return BatchPlan(
@@ -328,9 +338,12 @@ def _train_plan(config, bert, seq, dtype, device):
   if config.train_batch_size == "auto" or batches.accumulation_steps > 1:
     hint = (auto_split_hint(bert, seq, dtype, device, batches)
             if config.train_batch_size == "auto" else "")
-    return batches, (f"{commands.command('squad-qa-train')} runs {batches.micro_batch_size} "
-                     f"features per pass x {batches.accumulation_steps} accumulation steps = "
+    fits = batches.estimate.total <= device.usable_bytes
+    return batches, (f"{commands.command('squad-qa-train')} {'runs' if fits else 'would run'} "
+                     f"{batches.micro_batch_size} features per pass x "
+                     f"{batches.accumulation_steps} accumulation steps = "
                      f"{batches.effective_batch_size} per optimizer step" +
+                     ("" if fits else ", but its pre-flight check stops it: this does not fit") +
                      (f"; {hint}" if hint else ""))
   return batches, ""
 
@@ -338,12 +351,15 @@ def _train_plan(config, bert, seq, dtype, device):
 def report(config):
   """What `python -m model.memory` prints for a `PlannerConfig` (text, or a JSON document).
 
-  With `max_seq_length`: per model, the largest batch at that length, after the breakdown of the
-  batch train.py would run for `train_batch_size` (an int or "auto", with `effective_batch_size`
-  and `gradient_accumulation_steps` resolved as train.py does: `plan_batches`). Without: the
-  max-batch table (with a column of that batch's peak and whether it fits at each length, or
-  "auto"'s split, so the flag is never ignored) and, for the presets, the flattened Dense head next
-  to the span head.
+  With `max_seq_length`: per model, the largest batch at that length (with the accumulation steps
+  of the batch's plan, so that it fits exactly when that micro-batch is at most it), after the
+  breakdown of the batch train.py would run for `train_batch_size` (an int or "auto", with
+  `effective_batch_size` and `gradient_accumulation_steps` resolved as train.py does:
+  `plan_batches`) and, when it does not fit, the fixes train.py's pre-flight check names
+  (`diagnose.fixes`). Without: the max-batch table (with a column of that batch's peak and whether
+  it fits at each length, or "auto"'s split, so the flag is never ignored) and, for the presets,
+  the flattened Dense head next to the span head. On the CPU every total includes the process
+  itself (`device.process_bytes`).
 
   Raises:
     errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config,
@@ -386,11 +402,15 @@ def report(config):
                                 f"{bert.max_position_embeddings} positions")
     output["estimates"] = []
     for name, bert in configs.items():
+      batches, line = (_train_plan(config, bert, seq, dtype, device)
+                       if config.train_batch_size is not None else (None, ""))
+      # The largest batch with the plan's accumulation steps (their float32 sums): it fits exactly
+      # when the plan's micro-batch is at most it.
+      steps = batches.accumulation_steps if batches else 1
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
-                                      program=program)
+                                      accumulation_steps=steps, program=program)
       entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit}
       if config.train_batch_size is not None:
-        batches, line = _train_plan(config, bert, seq, dtype, device)
         entry["train_plan"] = None
         if batches:
           est = batches.estimate
@@ -404,13 +424,26 @@ def report(config):
           text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
         if line:
           text.append(f"{name}: {line}")
-      text.append(f"{name}: largest batch that fits at seq {seq}: {format_batch(limit)}" +
+      text.append(f"{name}: largest batch that fits at seq {seq}" +
+                  (f" with {steps} accumulation steps" if steps > 1 else "") +
+                  f": {format_batch(limit)}" +
                   (f": {_fewest_bytes(bert, seq, dtype, device, program)}" if not limit else ""))
+      if batches and not entry["fits"] and this_tool:  # train.py's pre-flight fixes
+        entry["fixes"] = diagnose.fixes(bert, seq, batches.micro_batch_size, dtype, device,
+                                        batches.accumulation_steps)
+        text.append(f"{name}: fixes:")
+        text += [f"  - {fix}" for fix in entry["fixes"]]
       output["estimates"].append(entry)
   else:
     size = (f"{config.device_memory_gb:g} GiB" if config.device_memory_gb else
             memory_device.format_bytes(device.usable_bytes) + " usable")
-    rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program)
+    # "auto" chooses its steps per length; a number's are the flags' (each row's max batch counts
+    # their float32 sums, as the batch's verdict does).
+    steps = (accumulation_steps_for(config.train_batch_size, config.gradient_accumulation_steps,
+                                    config.effective_batch_size)
+             if config.train_batch_size is not None else 1)
+    rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program,
+                      accumulation_steps=steps or 1)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     extra_column = None
     if config.train_batch_size is not None:
@@ -428,14 +461,14 @@ def report(config):
         split = (f"{batches.micro_batch_size} x {batches.accumulation_steps}, "
                  if config.train_batch_size == "auto" or batches.accumulation_steps > 1 else "")
         cells.append(f"{split}{verdict} (peak {memory_device.format_bytes(est.total)})")
-      steps = accumulation_steps_for(config.train_batch_size, config.gradient_accumulation_steps,
-                                     config.effective_batch_size)
       effective = config.effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
       header = (f"--train_batch_size=auto ({effective} per step)" if steps is None else
                 f"batch {config.train_batch_size}" + (f" x {steps} steps" if steps > 1 else ""))
       extra_column = (header, cells)
+    accumulating = f", {steps} accumulation steps" if steps and steps > 1 else ""
     text.append(
-        format_table(rows, f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]})",
+        format_table(rows,
+                     f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]}{accumulating})",
                      extra_column))
     if not config.bert_config_file:
       text += [

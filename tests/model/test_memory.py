@@ -8,6 +8,7 @@ import re
 import resource
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -363,6 +364,147 @@ def test_diagnosis_names_the_fixes():
   assert "--train_batch_size=auto" in message
 
 
+def test_the_cpu_count_holds_the_process_and_every_replica():
+  """On the CPU the total adds the training process itself (device.CPU_PROCESS_BYTES, measured)
+  and holds every replica's tensors (logical CPU devices share the RAM); a GPU's total is one
+  replica's tensors alone."""
+  config = tiny_config()
+  assert memory_device.CPU_PROCESS_BYTES == 1_288_490_188  # 1.2 GiB
+  cpu = estimate.estimate(config, 64, 8, "float32", "cpu")
+  assert (cpu.replica_total, cpu.process, cpu.total) == (48_633_120, 1_288_490_188, 1_337_123_308)
+  two = estimate.estimate(config, 64, 8, "float32", "cpu", replicas=2)
+  assert (two.replicas, two.total) == (2, 2 * 48_633_120 + 1_288_490_188)
+  gpu = estimate.estimate(config, 64, 8, "float32", "gpu", replicas=2)
+  assert (gpu.replicas, gpu.process, gpu.replica_total, gpu.total) == (1, 0, 50_578_445, 50_578_445)
+  assert memory_plan.format_estimate(two, 2 * GIB).splitlines()[-4:] == [
+      "  1 other replica(s) sharing the RAM        46.4 MiB",
+      "  process (TensorFlow runtime, Python)      1.20 GiB",
+      "  total                                     1.29 GiB",
+      "  fits in 2.00 GiB usable",
+  ]
+  assert memory_plan.format_estimate(gpu).splitlines()[-2:] == [
+      "  allocator overhead x1.04                   1.9 MiB",
+      "  total                                     48.2 MiB",
+  ]
+  values = two.to_dict()
+  assert (values["replicas"], values["process"], values["replica_total"],
+          values["total"]) == (2, 1_288_490_188, 48_633_120, 1_385_756_428)
+  # The largest batch beside one process: 57 for one replica, 7 each for two.
+  room = cpu.total + cpu.replica_total - 1
+  assert estimate.max_batch_size(config, 64, room, "float32", "cpu") == 57
+  assert estimate.max_batch_size(config, 64, room, "float32", "cpu", replicas=2) == 7
+  with pytest.raises(ValueError, match="replicas must be >= 1"):
+    estimate.estimate(config, 64, 8, "float32", "cpu", replicas=0)
+
+
+def batch_flags(train_batch_size, effective_batch_size=None):
+  """The batch settings of a TrainConfig that run_plan.plan_memory reads."""
+  return types.SimpleNamespace(train_batch_size=train_batch_size,
+                               effective_batch_size=effective_batch_size,
+                               gradient_accumulation_steps=1, memory_check=True)
+
+
+def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
+  """--num_cpu_devices=2 on a RAM where one replica of 8 and the process fit but two do not: the
+  check refuses, its fixes name global batches; "auto" plans each replica's share; a GPU's
+  replicas each have their own memory."""
+  config = tiny_config()
+  one = estimate.estimate(config, 64, 8, "float32", "cpu")
+  ram = memory_device.Device("cpu", one.total + one.replica_total - 1, "CPU with test RAM")
+  assert run_plan.plan_memory(batch_flags(8), config, 64, "float32", ram, 1).estimate == one
+  with pytest.raises(memory_plan.MemoryPlanError) as refused:
+    run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 2)
+  assert str(refused.value).splitlines() == [
+      "the planner estimates that this batch does not fit: estimated peak 1.29 GiB for batch 8 x "
+      "seq 64 (float32) on each of 2 replicas; device: CPU with test RAM",
+      "  weights + gradients + AdamW slots 24.0 MiB, activations 7.8 MiB, allocator overhead x1, "
+      f"the process 1.20 GiB (`{commands.command('squad-qa-memory')}` prints the breakdown)",
+      "fixes:",
+      "  - --train_batch_size=14: the largest batch that fits without accumulation",
+      "  - on a GPU, --gpu (mixed_float16) halves most activations",
+      "  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
+      "accumulation steps itself",
+      "  - or --nomemory_check to try anyway",
+  ]
+  # "auto" at 256 per step in 1.5 GiB: one replica runs 64 x 4; two replicas, 128 each, 16 x 8.
+  roomy = memory_device.Device("cpu", int(1.5 * GIB), "CPU with 1.5 GiB")
+  splits = [
+      run_plan.plan_memory(batch_flags("auto", 256), config, 64, "float32", roomy, replicas)
+      for replicas in (1, 2)
+  ]
+  assert [(p.micro_batch_size, p.accumulation_steps, p.estimate.replicas) for p in splits
+         ] == [(64, 4, 1), (16, 8, 2)]
+  assert all(p.estimate.total <= roomy.usable_bytes * memory_plan.AUTO_BATCH_MARGIN for p in splits)
+  gpu = memory_device.Device("gpu", 50_578_445, "test GPU")  # one replica of 8 exactly
+  assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", gpu,
+                              2).estimate.total == (50_578_445)
+  assert run_plan.describe_estimate(splits[1].estimate, roomy) == (
+      "1.33 GiB of CPU with 1.5 GiB (2 replicas sharing it and the process's 1.20 GiB included)")
+  assert run_plan.describe_estimate(
+      gpu_estimate := estimate.estimate(config, 64, 8),
+      gpu) == (f"{memory_device.format_bytes(gpu_estimate.total)} of test GPU per replica")
+
+
+def test_the_planner_counts_the_accumulators_in_the_largest_batch_and_names_the_fixes():
+  """With --gradient_accumulation_steps the largest batch is counted with the same steps (their
+  float32 sums), so it agrees with the verdict; a plan that does not fit is not said to run, and
+  gets train.py's pre-flight fixes (`diagnose.fixes`)."""
+  options = dict(max_seq_length=384, gpu=True, device_memory_gb=16)
+  text = memory_plan.report(
+      memory_plan.PlannerConfig(train_batch_size=9, gradient_accumulation_steps=4, **options))
+  train = commands.command("squad-qa-train")
+  summary = [line for line in text.splitlines() if not line.startswith("  ")]
+  assert summary[1:] == [
+      "BERT-Base: seq 384, batch 9, mixed_float16, adamw, gpu, 4 accumulation steps",
+      f"BERT-Base: {train} runs 9 features per pass x 4 accumulation steps = 36 per optimizer "
+      "step",
+      "BERT-Base: largest batch that fits at seq 384 with 4 accumulation steps: 34",
+      "BERT-Large: seq 384, batch 9, mixed_float16, adamw, gpu, 4 accumulation steps",
+      f"BERT-Large: {train} would run 9 features per pass x 4 accumulation steps = 36 per "
+      "optimizer step, but its pre-flight check stops it: this does not fit",
+      "BERT-Large: largest batch that fits at seq 384 with 4 accumulation steps: 8",
+      "BERT-Large: fixes:",
+  ]
+  report = json.loads(
+      memory_plan.report(
+          memory_plan.PlannerConfig(train_batch_size=9, gradient_accumulation_steps=4,
+                                    format="json", **options)))
+  large = estimate.presets()["BERT-Large"]
+  gpu = memory_device.device_from_flag(16)
+  fixes = diagnose.fixes(large, 384, 9, "mixed_float16", gpu, 4)
+  records = commands.command("squad-qa-records")
+  assert fixes == [
+      "--train_batch_size=6 --gradient_accumulation_steps=6: the same 36 features per optimizer "
+      "step (the largest batch that fits with accumulation is 8)",
+      f"--max_seq_length=320 ({records}) fits batch 9",
+      "--train_batch_size=auto [--effective_batch_size=N] picks the batch and the accumulation "
+      "steps itself",
+  ]
+  assert [(e["model"], e["max_batch_size"], e["fits"], e.get("fixes")) for e in report["estimates"]
+         ] == [("BERT-Base", 34, True, None), ("BERT-Large", 8, False, fixes)]
+  assert text.splitlines()[-3:] == [f"  - {fix}" for fix in fixes]
+  # The batch without accumulation that does not fit: the same fixes as train.py's refusal.
+  base = estimate.presets()["BERT-Base"]
+  text = memory_plan.report(memory_plan.PlannerConfig(train_batch_size=48, **options))
+  base_lines = text.splitlines()[text.splitlines().index("BERT-Base: fixes:") + 1:][:4]
+  refusal = diagnose.diagnosis(base, 384, 48, "mixed_float16", gpu).splitlines()
+  assert base_lines == refusal[refusal.index("fixes:") + 1:] == [
+      "  - --train_batch_size=24 --gradient_accumulation_steps=2: the same 48 features per "
+      "optimizer step (the largest batch that fits with accumulation is 34)",
+      "  - --train_batch_size=36: the largest batch that fits without accumulation",
+      f"  - --max_seq_length=256 ({records}) fits batch 48",
+      "  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
+      "accumulation steps itself",
+  ]
+  assert "BERT-Base: largest batch that fits at seq 384: 36" in text
+  # The table with accumulation: each row's largest batch counts the same steps.
+  table = memory_plan.report(
+      memory_plan.PlannerConfig(gpu=True, device_memory_gb=16, train_batch_size=9,
+                                gradient_accumulation_steps=4, format="json"))
+  for row in json.loads(table)["table"]:
+    assert row["fits"] == (row["max_batch_size"] >= 9), row
+
+
 @pytest.mark.slow
 def test_cli_table_and_breakdown(tmp_path):
   _, output = testutil.run_cli("-m model.memory", "--device_memory_gb=12", "--gpu",
@@ -691,15 +833,16 @@ def train_cli(records, model_dir, *args, expect_ok=True):
 @pytest.mark.slow
 def test_preflight_check_and_real_out_of_memory(tiny_records):
   model_dir = tiny_records["tmp"] / "preflight"
+  # 1.35 GiB of RAM: 0.15 GiB beside the process's own 1.2 GiB (device.CPU_PROCESS_BYTES).
   returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
-                                 "--device_memory_gb=0.15", expect_ok=False)
+                                 "--device_memory_gb=1.35", expect_ok=False)
   assert returncode != 0
   est = estimate.estimate(tiny_config(), 64, 512, "float32", "cpu")
   assert (f"train.py: the planner estimates that this batch does not fit: estimated peak "
           f"{memory_device.format_bytes(est.total)} for batch 512 x seq 64 (float32); device: "
           f"CPU with "
-          f"0.15 GiB of RAM (--device_memory_gb)") in output
-  fit = estimate.max_batch_size(tiny_config(), 64, int(0.15 * GIB), device="cpu",
+          f"1.35 GiB of RAM (--device_memory_gb)") in output
+  fit = estimate.max_batch_size(tiny_config(), 64, int(1.35 * GIB), device="cpu",
                                 accumulation_steps=2)
   assert 64 < fit < 128  # so 512 = 8 passes of 64
   assert "--train_batch_size=64 --gradient_accumulation_steps=8: the same 512 features" in output
@@ -890,7 +1033,10 @@ def test_the_planner_prints_the_batches_train_py_would_run():
     report = json.loads(
         memory_plan.report(memory_plan.PlannerConfig(max_seq_length=384, **batch_flags, **options)))
     entry = report["estimates"][0]
-    assert entry["model"] == "BERT-Base" and entry["max_batch_size"] == 15
+    # The largest batch with the plan's accumulation steps: their float32 sums leave room for 14,
+    # where 15 fit without them.
+    assert entry["model"] == "BERT-Base" and entry["max_batch_size"] == 14
+    assert estimate.max_batch_size(base, 384, gpu.usable_bytes, accumulation_steps=split[1]) == 14
     assert entry["train_plan"] == {
         "micro_batch_size": split[0],
         "accumulation_steps": split[1],
