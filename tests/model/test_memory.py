@@ -849,11 +849,14 @@ def test_preflight_check_and_real_out_of_memory(tiny_records):
   assert "--nomemory_check" in output
   assert "Traceback" not in output
   assert not tf.train.latest_checkpoint(str(model_dir))
-  # --nomemory_check trains anyway.
-  train_cli(tiny_records, model_dir, "--train_batch_size=4", "--device_memory_gb=0.02",
-            "--nomemory_check", "--max_steps=4", "--save_checkpoints_steps=2")
+  # --nomemory_check trains anyway: 64 features x 128 accumulated, the global batch of 8192 that
+  # check_real_out_of_memory resumes with in one pass.
+  train_cli(tiny_records, model_dir, "--train_batch_size=64", "--gradient_accumulation_steps=128",
+            "--device_memory_gb=0.02", "--nomemory_check", "--max_steps=4",
+            "--save_checkpoints_steps=2")
   assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-4")
-  # As if stopped at step 2 of the 4-step schedule (resuming needs the same --max_steps).
+  # As if stopped at step 2 of the 4-step schedule (resuming needs the same --max_steps and global
+  # batch).
   ckpt_2 = str(model_dir / "ckpt-2")
   tf.compat.v1.train.update_checkpoint_state(str(model_dir), ckpt_2,
                                              all_model_checkpoint_paths=[ckpt_2])
