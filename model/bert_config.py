@@ -10,6 +10,13 @@ from squad_qa import errors
 
 _REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size")
+# Keys whose value is a count (at least 1), and probabilities in [0, 1).
+_COUNTS = _REQUIRED + ("max_position_embeddings", "type_vocab_size")
+_PROBABILITIES = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+# hidden_act values the encoder builds: tf_keras's activation names (tf_keras.activations.get) and
+# Hugging Face's "gelu_new" (the tanh form).
+ACTIVATIONS = ("gelu", "gelu_new", "relu", "tanh", "swish", "silu", "sigmoid", "elu", "selu",
+               "mish", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,11 +42,14 @@ class BertConfig:
     """A config from a dict of the google-research/HF keys (others ignored).
 
     Raises:
-      ValueError: a required key is missing, naming `source`.
+      errors.UsageError: a required key is missing, or a value no encoder can have (a count that
+        is not a whole number of at least 1, hidden_size not a multiple of num_attention_heads, a
+        dropout probability outside [0, 1), an unknown hidden_act); one line naming `source`.
     """
     missing = [k for k in _REQUIRED if k not in values]
     if missing:
       raise errors.UsageError(f"{source}: not a BERT config, missing {', '.join(missing)}")
+    _check_values(values, source)
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {k: v for k, v in values.items() if k in names}
     is_hf = "model_type" in values or "architectures" in values
@@ -72,6 +82,29 @@ class BertConfig:
 
   def to_dict(self):
     return dataclasses.asdict(self)
+
+
+def _check_values(values, source):
+  """Raises errors.UsageError (one line naming `source` and the key) for a value of `values` no
+  encoder can have; see `BertConfig.from_dict`."""
+
+  def refuse(key, what):
+    raise errors.UsageError(f"{source}: {key}={json.dumps(values[key])} {what}; correct it in the "
+                            f"config file")
+
+  for key in _COUNTS:
+    value = values.get(key, 1)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      refuse(key, "must be a whole number of at least 1")
+  for key in _PROBABILITIES:
+    value = values.get(key, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+      refuse(key, "must be a probability from 0 up to (not including) 1")
+  if values["hidden_size"] % values["num_attention_heads"]:
+    refuse("hidden_size", f"is not a multiple of num_attention_heads="
+           f"{values['num_attention_heads']} (each head takes an equal share)")
+  if values.get("hidden_act", "gelu") not in ACTIVATIONS:
+    refuse("hidden_act", f"is not one of {', '.join(ACTIVATIONS)}")
 
 
 # A BERT config's name beside its checkpoint: google-research/bert's, and Hugging Face's.

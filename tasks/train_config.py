@@ -27,6 +27,12 @@ TRAINING_ONLY = ("train_batch_size", "effective_batch_size", "gradient_accumulat
 PREDICTION_ONLY = ("predict_file", "predict_batch_size", "max_eval_examples")
 
 
+def _seed_range(name, value):
+  """Refuses a --seed above TensorFlow's (tf.random.set_seed's) range, 2^32 - 1."""
+  if value > 2**32 - 1:
+    raise errors.UsageError(f"--{name}={value}: must be at most 4294967295 (2^32 - 1)")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.SquadFiles,
                   span_decoding.DecodingSettings, settings.GivenFields):
@@ -107,7 +113,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       plan.PlannerConfig, "device_memory_gb",
       help="Memory of the training device in GiB, instead of detecting it (a GPU: its capacity, "
       "e.g. 16 for a 16 GB card; the CPU: RAM to use).")
-  seed: int = settings.setting(42, "Seed of weight init, dropout and shuffling.")
+  seed: int = settings.setting(
+      42, "Seed of weight init, dropout and shuffling (0 to 2^32 - 1, "
+      "TensorFlow's range).", lower_bound=0, check=_seed_range)
   distribution_strategy: Optional[str] = settings.setting(
       None, "one_device, mirrored (the GPUs of this host), multi_worker_mirrored (hosts listed in "
       "$TF_CONFIG) or tpu. Default: mirrored when more than one GPU is visible, else one_device.")
@@ -157,6 +165,12 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
           raise errors.UsageError(f"--{name}={self.flag_text(name)} applies to scoring; "
                                   f"--do_predict=false without --eval_every_steps scores nothing: "
                                   f"drop one of the two")
+    if (self.do_train and self.eval_every_steps and self.max_steps and
+        self.eval_every_steps > self.max_steps and not self.do_predict):
+      raise errors.UsageError(
+          f"--eval_every_steps={self.eval_every_steps} is past --max_steps={self.max_steps}, and "
+          f"--do_predict=false: no point would be scored; use at most {self.max_steps}, or drop "
+          f"--do_predict=false (the final score is the curve's last point)")
     if self.do_train and self.given("float32_weight_gradients") and self.precision != "float16":
       raise errors.UsageError(
           f"{self.typed('float32_weight_gradients')} applies to float16 compute; this run "

@@ -523,3 +523,51 @@ def test_a_config_folder_names_the_file_to_pass(tmp_path):
     bert_config_lib.BertConfig.from_json_file(str(tmp_path))
   assert str(
       raised.value) == f"--bert_config_file={tmp_path} is a folder; pass the config's JSON file"
+
+
+@pytest.mark.parametrize("change, line", [
+    ({
+        "hidden_size": "384"
+    }, 'hidden_size="384" must be a whole number of at least 1'),
+    ({
+        "hidden_size": -384
+    }, "hidden_size=-384 must be a whole number of at least 1"),
+    ({
+        "hidden_size": 384.5
+    }, "hidden_size=384.5 must be a whole number of at least 1"),
+    ({
+        "num_hidden_layers": True
+    }, "num_hidden_layers=true must be a whole number of at least 1"),
+    ({
+        "max_position_embeddings": 0
+    }, "max_position_embeddings=0 must be a whole number of at least 1"),
+    ({
+        "hidden_size": 384,
+        "num_attention_heads": 5
+    }, "hidden_size=384 is not a multiple of num_attention_heads=5 (each head takes an equal "
+     "share)"),
+    ({
+        "hidden_dropout_prob": 1.0
+    }, "hidden_dropout_prob=1.0 must be a probability from 0 up to (not including) 1"),
+    ({
+        "hidden_act": "swish_custom"
+    }, 'hidden_act="swish_custom" is not one of gelu, gelu_new, relu, tanh, swish, silu, sigmoid, '
+     'elu, selu, mish, linear'),
+])
+def test_a_config_value_no_encoder_can_have_is_one_line(tmp_path, change, line):
+  """Before the planner counts it or TensorFlow builds it (which printed an estimate for a negative
+  width, or a traceback): the file, the key, its value and why."""
+  path = tmp_path / "config.json"
+  testutil.write_tiny_config(path)
+  values = {**json.loads(path.read_text(encoding="utf-8")), **change}
+  path.write_text(json.dumps(values), encoding="utf-8")
+  with pytest.raises(errors.UsageError) as raised:
+    bert_config_lib.BertConfig.from_json_file(str(path))
+  assert str(raised.value) == f"{path}: {line}; correct it in the config file"
+
+
+def test_the_activations_a_config_may_name_all_build():
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  for name in bert_config_lib.ACTIVATIONS:
+    if name != "gelu_new":  # read as "gelu" (the tanh form)
+      assert callable(tf_keras.activations.get(name)), name

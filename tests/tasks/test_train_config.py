@@ -40,6 +40,19 @@ from tests import testutil
         "num_cpu_devices": 0
     }, "--num_cpu_devices=0: must be at least 1"),
     ({
+        "seed": -1
+    }, "--seed=-1: must be at least 0"),
+    ({
+        "seed": 2**32
+    }, "--seed=4294967296: must be at most 4294967295 (2^32 - 1)"),
+    ({
+        "max_steps": 2,
+        "eval_every_steps": 1000,
+        "do_predict": False
+    }, "--eval_every_steps=1000 is past --max_steps=2, and --do_predict=false: no point would be "
+     "scored; use at most 2, or drop --do_predict=false (the final score is the curve's last "
+     "point)"),
+    ({
         "do_train": False,
         "eval_every_steps": 100
     },
