@@ -27,6 +27,7 @@ TERMINATED_EXIT_STATUS = 128 + signal.SIGTERM  # 143: what shells report for one
 # exits with it on any SIGTERM (training, tracing or the prediction after it), since the same
 # command resumes from whatever was done.
 PREEMPTED_EXIT_STATUS = 42
+BROKEN_PIPE_EXIT_STATUS = 128 + signal.SIGPIPE  # 141: what shells report for `cmd | head`
 
 
 class Terminated(KeyboardInterrupt):
@@ -222,6 +223,11 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
   previous = signal.signal(signal.SIGTERM, _raise_terminated)
   try:
     app.run(main_reporting_user_errors, flags_parser=parse_flags)
+  except BrokenPipeError:
+    # The reader of stdout left (`--help | head -1`): end quietly, as `cat` does; what Python
+    # still holds for stdout goes nowhere rather than into a second error at exit.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(BROKEN_PIPE_EXIT_STATUS)
   finally:
     signal.signal(signal.SIGTERM, previous)
 

@@ -117,10 +117,16 @@ def damaged_export(export_dir, what):
 
 def _check_text(name, text):
   """Raises errors.UsageError naming `name` (e.g. "question", "contexts[2]") unless `text` is a
-  str; bytes are told to be decoded."""
+  str that UTF-8 can encode (serve_text takes UTF-8); bytes are told to be decoded."""
   if not isinstance(text, str):
     raise errors.UsageError(f"{name}: expected str, got {type(text).__name__}" + (
         "; decode it first, e.g. text.decode('utf-8')" if isinstance(text, bytes) else ""))
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError as e:  # a lone surrogate, e.g. from bytes decoded with surrogateescape
+    raise errors.UsageError(
+        f"{name}: character {e.start} ({text[e.start]!r}) is half of a UTF-16 surrogate pair, not "
+        f"a character; decode the text from its bytes with its real encoding") from None
 
 
 def _text_lists(questions, contexts):

@@ -424,3 +424,16 @@ def test_signals_end_at_once_only_within():
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
   assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+@pytest.mark.parametrize(
+    "command", [["train.py", "--help"], ["-m", "model.memory", "--gpu", "--device_memory_gb=16"]])
+def test_a_reader_that_leaves_stdout_ends_the_command_quietly(command):
+  """`squad-qa-train --help | head -1`: the pipe's reader is gone before the command writes; the
+  command ends with the status shells give it (141), and no traceback."""
+  proc = subprocess.Popen([sys.executable, *command], cwd=testutil.REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+  proc.stdout.close()  # as `head` exits
+  stderr = proc.stderr.read()
+  assert proc.wait(timeout=300) == command_line.BROKEN_PIPE_EXIT_STATUS, stderr
+  assert "Traceback" not in stderr and "BrokenPipe" not in stderr

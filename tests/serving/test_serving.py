@@ -681,6 +681,9 @@ def test_features_only_export_loads_without_tensorflow_text(served, tmp_path):
     (["When?"], ["Painted in 1932.", b"The bridge was painted in 1932."],
      "contexts[1]: expected str, got bytes; decode it first, e.g. text.decode('utf-8')"),
     (["When?", 5], ["Painted in 1932.", "Painted in 1932."], "questions[1]: expected str, got int"),
+    (["When\ud800?"], ["Painted in 1932."], "questions[0]: character 4 ('\\ud800') is half of a "
+     "UTF-16 surrogate pair, not a character; decode the text from its bytes with its real "
+     "encoding"),
     (5, ["Painted in 1932."], "questions: expected a list of str, got int; one question and "
      "context: SavedModelQA.answer(question, context)"),
 ])
