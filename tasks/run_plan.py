@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from squad_qa import errors
 from squad_qa.base import commands
+from squad_qa.base.wording import counted
 from squad_qa.model import precision as precision_lib
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
@@ -103,9 +104,9 @@ def plan_run(config, bert_config, meta, strategy, policy):
       memory=batches,
       device=device)
   logging.info(
-      "batch: %d features per step = %d replicas x %d features x %d accumulated, %s; "
-      "XLA %s (%s); %s; planner: %s", global_batch, replicas, plan.micro_batch_size,
-      plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
+      "batch: %d features per step = %s x %d features x %d accumulated, %s; "
+      "XLA %s (%s); %s; planner: %s", global_batch, counted(replicas, "replica"),
+      plan.micro_batch_size, plan.accumulation_steps, policy, "on" if xla else "off", xla_reason,
       f"{plan.num_train_steps} steps"
       if plan.num_train_steps else "steps planned by --train_budget",
       describe_estimate(batches.estimate, device))
@@ -186,7 +187,9 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
   if effective is not None:
     if effective % num_replicas:
       raise distribution.DistributionError(
-          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas")
+          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas; "
+          f"use {max(num_replicas, effective - effective % num_replicas)} or "
+          f"{effective - effective % num_replicas + num_replicas}")
     effective //= num_replicas
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
                                   config.gradient_accumulation_steps, effective, num_replicas)

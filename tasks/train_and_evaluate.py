@@ -17,6 +17,7 @@ from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.base import commands
 from squad_qa.base import progress as progress_lib
+from squad_qa.base.wording import counted
 from squad_qa.flags import settings
 from squad_qa.model import checkpoints
 from squad_qa.model import precision
@@ -208,7 +209,8 @@ def summary_line(seconds, stats, results, model_dir):
     rate = stats["steps"] * stats["effective_batch_size"] / stats["train_seconds"]
     parts.append(f"trained steps {stats['start_step']}..{stats['end_step']} in "
                  f"{progress_lib.format_seconds(stats['train_seconds'])} ({rate:.1f} examples/s, "
-                 f"final loss {stats['loss']:.4f})")
+                 f"loss {stats['loss']:.4f} over steps {stats['loss_steps'][0]}.."
+                 f"{stats['loss_steps'][1]})")
   if results and "exact_match" in results:
     parts.append(f"EM {results['exact_match']:.2f} / F1 {results['f1']:.2f} on "
                  f"{results['num_questions']:,} questions")
@@ -326,8 +328,8 @@ def _train_and_score(config, strategy, inputs, started, budget_clock):
   bert_config, config_file, meta, predict_file = inputs
   decoding = decoding_settings(config, meta)
   is_chief = distribution.is_chief(strategy)
-  logging.info("strategy: %s, %d replicas%s",
-               type(strategy).__name__, strategy.num_replicas_in_sync,
+  logging.info("strategy: %s, %s%s",
+               type(strategy).__name__, counted(strategy.num_replicas_in_sync, "replica"),
                "" if is_chief else " (not the chief)")
   run_plan.set_precision(config)
   tf_keras.utils.set_random_seed(config.seed)

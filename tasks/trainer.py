@@ -59,6 +59,7 @@ class QATrainer(orbit.StandardTrainer):
     self._loop_start_step = 0
     self._loops = 0  # loops run in this process
     self.last_output = {}  # train_loop_end's figures of the last loop
+    self.loss_steps = (0, 0)  # the first and last step of the last loop (its loss is their mean)
     # `train` sets the dataset once the step is restored.
     super().__init__(train_dataset=None,
                      options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
@@ -83,6 +84,7 @@ class QATrainer(orbit.StandardTrainer):
         "loss": loss,
         "learning_rate": optimization.learning_rate_at(self.optimizer, step - 1)
     }
+    self.loss_steps = (self._loop_start_step + 1, step)  # the steps `loss` is the mean of
     # A process's first loop is mostly tracing.
     if elapsed and self._loops:
       self.last_output["examples_per_second"] = steps * self.global_batch_size / elapsed
@@ -351,8 +353,8 @@ def _out_of_memory_as_error(trainer, manager):
 def _log_trained(trainer, start_step, end_step):
   rate = trainer.last_output.get("examples_per_second")
   logging.info(
-      "trained steps %d..%d: final loss %.4f, %s", start_step, end_step,
-      trainer.last_output.get("loss", float("nan")),
+      "trained steps %d..%d: loss %.4f (mean of steps %d..%d), %s", start_step, end_step,
+      trainer.last_output.get("loss", float("nan")), *trainer.loss_steps,
       "speed n/a (one loop, whose time includes tracing)"
       if rate is None else f"{rate:.2f} examples/s (last loop)")
 
@@ -438,5 +440,6 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
       **last_loop,
       # The run's rate (tracing and checkpoints included), as the summary line gives it.
       "examples_per_second": (end_step - start_step) * trainer.global_batch_size / train_seconds,
+      "loss_steps": list(trainer.loss_steps),
       "last_loop_examples_per_second": last_loop_rate,
   }

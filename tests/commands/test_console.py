@@ -43,11 +43,11 @@ PRODUCT_LINES = {
     "records": ("read train: 24 usable questions, eval: 8 usable questions",
                 "train: 24 questions -> ", "done in ", "the shards and meta.json in "),
     "train":
-        ("strategy: OneDeviceStrategy, 1 replicas", "precision: ", " (auto: ",
+        ("strategy: OneDeviceStrategy, 1 replica", "precision: ", " (auto: ",
          "batch: 8 features per step = ",
          "no --init_checkpoint: the encoder starts from random weights",
          "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
-         "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: final loss",
+         "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: loss ",
          "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ", " on 8 questions; in "),
     "export": ("exporting ", "serving max_seq_length=64 (training)", "exported SavedModel to ",
                "signatures serving_default, serve_features, serve_examples, serve_text; ",

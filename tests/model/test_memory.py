@@ -932,7 +932,7 @@ def test_auto_batch_with_accumulation_trains(tiny_records):
   assert (results["train_batch_size"], results["gradient_accumulation_steps"],
           results["effective_batch_size"]) == (32, 4, 128)
   assert results["steps"] == 2 and results["xla"] is False
-  assert "batch: 128 features per step = 1 replicas x 32 features x 4 accumulated" in output
+  assert "batch: 128 features per step = 1 replica x 32 features x 4 accumulated" in output
 
 
 @pytest.mark.slow

@@ -216,7 +216,7 @@ def test_train_one_step_then_nothing_left_to_train(tiny_init, tmp_path, caplog):
   assert stats["steps"] == 1 and stats["last_loop_examples_per_second"] is None
   # The run's rate: 1 step of run_trainer's 4 features over the whole training time.
   assert stats["examples_per_second"] == pytest.approx(4 / stats["train_seconds"], rel=1e-6)
-  assert "trained steps 0..1: final loss" in caplog.text
+  assert "trained steps 0..1: loss " in caplog.text and "(mean of steps 1..1)" in caplog.text
   assert "speed n/a (one loop, whose time includes tracing)" in caplog.text
   assert "examples/s" not in caplog.text
   assert artifacts.read_qa_config(model_dir) == {

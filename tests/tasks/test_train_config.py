@@ -7,6 +7,8 @@ import pytest
 from squad_qa import errors
 from squad_qa.flags import settings
 from squad_qa.preprocess import records_config
+from squad_qa.tasks import distribution
+from squad_qa.tasks import run_plan
 from squad_qa.tasks import train_config
 from tests import testutil
 
@@ -239,3 +241,11 @@ def test_the_conversion_has_no_setting_it_would_ignore():
       convert_checkpoint.ConvertConfig.__dataclass_fields__["init_checkpoint"]).help
   assert help_text.startswith(
       "The checkpoint to convert (required): ") and "random" not in help_text
+
+
+def test_an_effective_batch_the_replicas_do_not_divide_names_the_nearest_that_do():
+  config = train_config.TrainConfig(train_batch_size="auto", effective_batch_size=32)
+  with pytest.raises(distribution.DistributionError) as error:
+    run_plan.plan_memory(config, None, 128, None, None, num_replicas=3)
+  assert str(error.value) == ("--effective_batch_size=32 must be a multiple of the 3 replicas; use "
+                              "30 or 33")

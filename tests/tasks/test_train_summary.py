@@ -29,14 +29,15 @@ def test_the_summary_names_time_steps_rate_scores_and_outputs(tmp_path):
       "end_step": 320,
       "effective_batch_size": 16,
       "train_seconds": 400.0,
-      "loss": 1.23456
+      "loss": 1.23456,
+      "loss_steps": [301, 320]
   }
   results = {"exact_match": 51.7, "f1": 61.1825, "num_questions": 1000}
   model = _model_dir(tmp_path / "model", "checkpoint", "qa_config.json", "predictions.json",
                      "eval_results.json")
   assert train_and_evaluate.summary_line(512.4, stats, results, model) == (
-      f"done in 8 min 32 s; trained steps 0..320 in 6 min 40 s (12.8 examples/s, final loss "
-      f"1.2346); EM 51.70 / F1 61.18 on 1,000 questions; in {model}: checkpoints, "
+      f"done in 8 min 32 s; trained steps 0..320 in 6 min 40 s (12.8 examples/s, loss 1.2346 "
+      f"over steps 301..320); EM 51.70 / F1 61.18 on 1,000 questions; in {model}: checkpoints, "
       f"qa_config.json, predictions.json, eval_results.json, TensorBoard logs "
       f"(tensorboard --logdir={model})")
   v2 = {"exact": 50.0, "f1": 52.5, "total": 11873}
