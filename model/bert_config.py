@@ -101,8 +101,9 @@ def _check_values(values, source):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
       refuse(key, "must be a probability from 0 up to (not including) 1")
   if values["hidden_size"] % values["num_attention_heads"]:
-    refuse("hidden_size", f"is not a multiple of num_attention_heads="
-           f"{values['num_attention_heads']} (each head takes an equal share)")
+    refuse(
+        "hidden_size", f"is not a multiple of num_attention_heads="
+        f"{values['num_attention_heads']} (each head takes an equal share)")
   if values.get("hidden_act", "gelu") not in ACTIVATIONS:
     refuse("hidden_act", f"is not one of {', '.join(ACTIVATIONS)}")
 

@@ -51,6 +51,10 @@ class ConvertConfig(model_files.EncoderFiles, features.VocabFile):
       help="The checkpoint to convert (required): an HF BERT folder, a google-research/bert TF1 "
       "checkpoint (folder or prefix), a tf-models-official TF2 encoder checkpoint, or a "
       "--model_dir of train.py.")
+  vocab_file: Optional[str] = settings.variant(
+      features.VocabFile, "vocab_file",
+      help="WordPiece vocab.txt copied beside the converted checkpoint. Default: the vocab.txt "
+      "beside --init_checkpoint (none there: the output has no vocab).")
   output: Optional[str] = settings.setting(
       None, "Folder for the converted TF2 checkpoint, with the config and vocab copied beside it; "
       "must not exist yet.")

@@ -41,8 +41,9 @@ class SquadVersion(settings.Settings):
       False,
       "SQuAD 2.0: questions with \"is_impossible\": true have no answer; training targets [CLS] "
       "for them and prediction (and an export's serve_text) answers \"\" when the null score "
-      "beats the best span by more than --null_score_diff_threshold (train.py and export.py also "
-      "take it from the records / the model_dir's qa_config.json).")
+      "beats the best span by more than the null-score threshold (train.py's and export.py's "
+      "--null_score_diff_threshold; they also take this setting from the records / the "
+      "model_dir's qa_config.json).")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

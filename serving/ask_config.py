@@ -31,7 +31,7 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
   """
   export_dir: str = settings.setting("export", "The folder export.py wrote.")
   question: Optional[Tuple[str, ...]] = settings.setting(
-      None, "A question; give the flag again for more questions about the same passage.")
+      None, "A question; give the flag again for more questions about the same passage")
   context: Optional[str] = settings.setting(None, "The passage holding the answer.")
   context_file: Optional[str] = settings.setting(None,
                                                  "Read the passage from this UTF-8 file instead.")

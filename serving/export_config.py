@@ -51,6 +51,10 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
     errors.UsageError: --serve_text or --window_batch_size given with --serving_precision=int8 (no
       serve_text to hold them).
   """
+  model_dir: str = settings.variant(
+      model_files.ModelFiles, "model_dir",
+      help="The training run to export: its latest checkpoint and the settings its "
+      "qa_config.json records.")
   export_dir: str = settings.setting("export", "Where the SavedModel is written.")
   doc_stride: Optional[int] = settings.variant(
       features.Featurization, "doc_stride", default=None,
