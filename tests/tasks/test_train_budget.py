@@ -437,17 +437,22 @@ def test_a_run_slower_than_measured_is_planned_again(records, tmp_path, caplog):
   assert read_json(model_dir / "train_config.json")["planned_train_steps"] == 4
 
 
-@pytest.mark.slow
-def test_a_resume_keeps_the_plan(records, budget_run, tmp_path, caplog):
-  """The budgeted run as if stopped after its checkpoint at step 4: the same command resumes to
-  the planned step 8 without measuring again (this clock, 1 s a step, would plan more), and ends
-  with the same weights."""
-  model_dir = tmp_path / "resumed"
+def stopped_at_step_4(budget_run, model_dir):
+  """A copy of budget_run in `model_dir` as if stopped after its checkpoint at step 4."""
   shutil.copytree(budget_run, model_dir)
   for path in model_dir.glob(f"ckpt-{PLANNED}.*"):
     path.unlink()
   (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n'
                                         'all_model_checkpoint_paths: "ckpt-4"\n')
+  return model_dir
+
+
+@pytest.mark.slow
+def test_a_resume_keeps_the_plan(records, budget_run, tmp_path, caplog):
+  """The budgeted run as if stopped after its checkpoint at step 4: the same command resumes to
+  the planned step 8 without measuring again (this clock, 1 s a step, would plan more), and ends
+  with the same weights."""
+  model_dir = stopped_at_step_4(budget_run, tmp_path / "resumed")
   caplog.set_level(std_logging.INFO)
   train_and_evaluate.train_and_evaluate(
       config_for(records, model_dir, train_budget=BUDGET, save_checkpoints_steps=4),
@@ -500,12 +505,7 @@ def test_resuming_with_another_global_batch_refuses(records, budget_run, tmp_pat
   """budget_run, as if stopped after its checkpoint at step 4, trained 8 features a step
   (--train_batch_size=8): the same command with 4 a step is refused before it trains; 4 x 2
   accumulated is the same global batch and resumes to the planned step."""
-  model_dir = tmp_path / "resumed"
-  shutil.copytree(budget_run, model_dir)
-  for path in model_dir.glob(f"ckpt-{PLANNED}.*"):
-    path.unlink()
-  (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-4"\n'
-                                        'all_model_checkpoint_paths: "ckpt-4"\n')
+  model_dir = stopped_at_step_4(budget_run, tmp_path / "resumed")
   with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
     train_and_evaluate.train_and_evaluate(
         config_for(records, model_dir, train_budget=BUDGET, train_batch_size=4),
