@@ -190,8 +190,8 @@ class SavedModelQA:
 
   def answers(self, questions, contexts):
     """A list of span_decoding.Answer for equally long lists (or iterables) of str, through
-    serve_text (int8:
-    `answers_with_serve_features`); text == context[start_char:end_char], score -inf without a span.
+    serve_text (int8: `answers_with_serve_features`); text == context[start_char:end_char], score
+    -inf without a span.
 
     An export without serve_text (int8, or written with --serve_text=false) answers through
     `answers_with_serve_features`, as squad-qa-ask does.
