@@ -100,6 +100,10 @@ def _check_values(values, source):
     value = values.get(key, 0.0)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
       refuse(key, "must be a probability from 0 up to (not including) 1")
+  value = values.get("initializer_range", 0.02)
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    refuse("initializer_range", "must be a number above 0 (the weights' initial standard "
+           "deviation)")
   if values["hidden_size"] % values["num_attention_heads"]:
     refuse(
         "hidden_size", f"is not a multiple of num_attention_heads="

@@ -60,6 +60,7 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
       --all_reduce_alg or --num_cpu_devices with a strategy that does not use it, or a $TF_CONFIG
       that is not JSON (one line).
   """
+  tf_config = _tf_config()  # TensorFlow's resolver reads it under every strategy
   if num_cpu_devices > 1 and distribution_strategy != "mirrored":
     raise DistributionError(
         f"--num_cpu_devices={num_cpu_devices} applies to --distribution_strategy=mirrored, and "
@@ -92,7 +93,8 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
   if distribution_strategy == "mirrored" and not num_gpus and num_cpu_devices > 1:
     devices = [d.name for d in tf.config.list_logical_devices("CPU")]
     return tf.distribute.MirroredStrategy(devices)
-  waiting = (_waiting_for_workers() if distribution_strategy == "multi_worker_mirrored" else None)
+  waiting = (_waiting_for_workers(tf_config)
+             if distribution_strategy == "multi_worker_mirrored" else None)
   try:
     if waiting:
       # TensorFlow waits holding Python's lock, and its preemption notifier takes SIGTERM from
@@ -113,14 +115,12 @@ def make_strategy(distribution_strategy=None, num_gpus=None, all_reduce_alg=None
                             f"{message[0] if message else type(e).__name__}") from None
 
 
-def _waiting_for_workers():
-  """What a multi-worker strategy waits for at its start, from $TF_CONFIG: e.g. "waiting for the
-  other 2 tasks of TF_CONFIG's cluster to connect (worker 1 at host:port, ...)"; None without
-  other tasks.
+def _tf_config():
+  """$TF_CONFIG as a dict ({} when unset or empty).
 
   Raises:
-    DistributionError: $TF_CONFIG is not a JSON object (one line; TensorFlow's resolver would
-      say only the JSON error).
+    DistributionError: it is not a JSON object (one line; TensorFlow's resolver would raise the
+      JSON error alone, with a traceback).
   """
   text = os.environ.get("TF_CONFIG", "")
   try:
@@ -132,6 +132,13 @@ def _waiting_for_workers():
         f"{{\"type\": \"worker\", \"index\": 0}}}}', or unset it") from None
   if not isinstance(tf_config, dict):
     raise DistributionError(f"$TF_CONFIG is not a JSON object: {text[:80]}")
+  return tf_config
+
+
+def _waiting_for_workers(tf_config):
+  """What a multi-worker strategy waits for at its start, from $TF_CONFIG (`tf_config`, a dict):
+  e.g. "waiting for the other 2 tasks of TF_CONFIG's cluster to connect (worker 1 at host:port,
+  ...)"; None without other tasks."""
   cluster, task = tf_config.get("cluster") or {}, tf_config.get("task") or {}
   others = [
       f"{kind} {i} at {address}" for kind, addresses in sorted(cluster.items())

@@ -550,6 +550,9 @@ def test_a_config_folder_names_the_file_to_pass(tmp_path):
         "hidden_dropout_prob": 1.0
     }, "hidden_dropout_prob=1.0 must be a probability from 0 up to (not including) 1"),
     ({
+        "initializer_range": "x"
+    }, 'initializer_range="x" must be a number above 0 (the weights\' initial standard deviation)'),
+    ({
         "hidden_act": "swish_custom"
     }, 'hidden_act="swish_custom" is not one of gelu, gelu_new, relu, tanh, swish, silu, sigmoid, '
      'elu, selu, mish, linear'),

@@ -601,6 +601,9 @@ def test_a_tf_config_that_is_not_json_is_named_in_one_line(monkeypatch):
   with pytest.raises(distribution.DistributionError) as error:
     distribution.make_strategy("multi_worker_mirrored")
   assert str(error.value) == "$TF_CONFIG is not a JSON object: [1]"
+  with pytest.raises(distribution.DistributionError) as error:
+    distribution.make_strategy()  # one_device reads it too (the chief's check)
+  assert str(error.value) == "$TF_CONFIG is not a JSON object: [1]"
 
 
 @pytest.mark.parametrize("cluster, task, waiting", [
@@ -626,7 +629,8 @@ def test_a_worker_says_which_tasks_it_waits_for(monkeypatch, cluster, task, wait
                              "index": task[1]
                          }
                      }))
-  assert distribution._waiting_for_workers() == waiting  # pylint: disable=protected-access
+  assert distribution._waiting_for_workers(  # pylint: disable=protected-access
+      distribution._tf_config()) == waiting  # pylint: disable=protected-access
 
 
 @pytest.mark.slow
