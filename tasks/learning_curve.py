@@ -124,6 +124,12 @@ class LearningCurve:
         self._add_score(start_step, self._score(), " (scored on resuming)")
     self._started = self._clock()
 
+  @property
+  def scoring_seconds(self):
+    """Seconds this run spent scoring points between training loops (not those scored on
+    resuming, before training starts)."""
+    return self._scoring_seconds
+
   def set_num_train_steps(self, steps):
     """The final point is at `steps` (planned again), when there is one."""
     if self.final_step is not None:

@@ -126,6 +126,13 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
     raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
         bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
         plan.accumulation_steps, headline="out of memory", replicas=plan.replicas)) from None
+  if curve and stats["steps"]:
+    # The learning curve's scorings ran between the loops: training time and rate leave them out,
+    # as learning_curve.csv's train_seconds does.
+    scoring = curve.scoring_seconds
+    train_seconds = max(stats["train_seconds"] - scoring, 1e-9)
+    stats.update(train_seconds=train_seconds, scoring_seconds=scoring,
+                 examples_per_second=stats["steps"] * plan.global_batch_size / train_seconds)
   stats.update(plan.summary(), distribution_strategy=type(strategy).__name__,
                learning_curve=bool(curve), num_train_steps=stats.get("num_train_steps",
                                                                      plan.num_train_steps))
@@ -211,6 +218,9 @@ def summary_line(seconds, stats, results, model_dir):
                  f"{progress_lib.format_seconds(stats['train_seconds'])} ({rate:.1f} examples/s, "
                  f"loss {stats['loss']:.4f} over steps {stats['loss_steps'][0]}.."
                  f"{stats['loss_steps'][1]})")
+    if stats.get("scoring_seconds"):
+      parts[-1] += (f" and {progress_lib.format_seconds(stats['scoring_seconds'])} scoring the "
+                    f"learning curve")
   if results and "exact_match" in results:
     parts.append(f"EM {results['exact_match']:.2f} / F1 {results['f1']:.2f} on "
                  f"{results['num_questions']:,} questions")

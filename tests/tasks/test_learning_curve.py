@@ -180,6 +180,11 @@ def test_train_py_writes_the_curve_and_its_last_point_is_the_final_score(tmp_pat
   with open(model_dir / "eval_results.json") as f:
     final = json.load(f)
   assert final["num_questions"] == 6
+  # The run's training time and rate leave the scoring at step 3 out, as the curve does.
+  with open(model_dir / "train_results.json") as f:
+    trained = json.load(f)
+  assert trained["scoring_seconds"] > 0
+  assert trained["examples_per_second"] == pytest.approx(6 * 8 / trained["train_seconds"])
   assert (rows[1]["exact_match"], rows[1]["f1"]) == (round(final["exact_match"],
                                                            2), round(final["f1"], 2))
   assert "dev at step 3 (" in log and "on 6 questions" in log

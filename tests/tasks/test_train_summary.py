@@ -40,6 +40,10 @@ def test_the_summary_names_time_steps_rate_scores_and_outputs(tmp_path):
       f"over steps 301..320); EM 51.70 / F1 61.18 on 1,000 questions; in {model}: checkpoints, "
       f"qa_config.json, predictions.json, eval_results.json, TensorBoard logs "
       f"(tensorboard --logdir={model})")
+  with_curve = dict(stats, train_seconds=200.0, scoring_seconds=75.0)
+  assert train_and_evaluate.summary_line(400.0, with_curve, None, model).startswith(
+      "done in 6 min 40 s; trained steps 0..320 in 3 min 20 s (25.6 examples/s, loss 1.2346 over "
+      "steps 301..320) and 1 min 15 s scoring the learning curve; ")
   v2 = {"exact": 50.0, "f1": 52.5, "total": 11873}
   assert train_and_evaluate.summary_line(3.0, None, v2, model) == (
       f"done in 3 s; exact 50.00 / F1 52.50 on 11,873 questions; in {model}: checkpoints, "
