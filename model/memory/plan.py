@@ -9,6 +9,7 @@ from typing import Optional, Union
 
 from squad_qa import errors
 from squad_qa.base import commands
+from squad_qa.base.wording import counted
 from squad_qa.flags import settings
 from squad_qa.model import precision
 from squad_qa.model.memory import device as memory_device
@@ -192,7 +193,7 @@ def format_estimate(est, usable_bytes=None, config_name=""):
            (f"subtotal (peak: {peak})", est.subtotal),
            (f"allocator overhead x{est.overhead:g}", est.replica_total - est.subtotal)]
   if est.replicas > 1:  # CPU devices sharing the RAM
-    rows += [(f"{est.replicas - 1} other replica(s) sharing the RAM",
+    rows += [(f"{counted(est.replicas - 1, 'other replica')} sharing the RAM",
               (est.replicas - 1) * est.replica_total)]
   rows += [("process (TensorFlow runtime, Python)", est.process), ("total", est.total)]
   lines += [f"  {name:<38}{size(value):>12}" for name, value in rows if value or name == "total"]

@@ -377,7 +377,7 @@ def test_the_cpu_count_holds_the_process_and_every_replica():
   gpu = estimate.estimate(config, 64, 8, "float32", "gpu", replicas=2)
   assert (gpu.replicas, gpu.process, gpu.replica_total, gpu.total) == (1, 0, 50_578_445, 50_578_445)
   assert memory_plan.format_estimate(two, 2 * GIB).splitlines()[-4:] == [
-      "  1 other replica(s) sharing the RAM        46.4 MiB",
+      "  1 other replica sharing the RAM           46.4 MiB",
       "  process (TensorFlow runtime, Python)      1.20 GiB",
       "  total                                     1.29 GiB",
       "  fits in 2.00 GiB usable",
