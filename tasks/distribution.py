@@ -120,7 +120,8 @@ def _tf_config():
 
   Raises:
     DistributionError: it is not a JSON object (one line; TensorFlow's resolver would raise the
-      JSON error alone, with a traceback).
+      JSON error alone, with a traceback), or its task's index is not one of its cluster's tasks
+      of that type.
   """
   text = os.environ.get("TF_CONFIG", "")
   try:
@@ -132,6 +133,14 @@ def _tf_config():
         f"{{\"type\": \"worker\", \"index\": 0}}}}', or unset it") from None
   if not isinstance(tf_config, dict):
     raise DistributionError(f"$TF_CONFIG is not a JSON object: {text[:80]}")
+  task, cluster = tf_config.get("task") or {}, tf_config.get("cluster") or {}
+  tasks = cluster.get(task.get("type")) if isinstance(cluster, dict) else None
+  index = task.get("index", 0)
+  if isinstance(tasks, list) and not (isinstance(index, int) and 0 <= index < len(tasks)):
+    raise DistributionError(
+        f"$TF_CONFIG's task is {task['type']} {json.dumps(index)}, but its cluster has "
+        f"{len(tasks)} {task['type']} task{'s' if len(tasks) != 1 else ''} (index 0 to "
+        f"{len(tasks) - 1}): give this process's index among them")
   return tf_config
 
 

@@ -604,6 +604,13 @@ def test_a_tf_config_that_is_not_json_is_named_in_one_line(monkeypatch):
   with pytest.raises(distribution.DistributionError) as error:
     distribution.make_strategy()  # one_device reads it too (the chief's check)
   assert str(error.value) == "$TF_CONFIG is not a JSON object: [1]"
+  monkeypatch.setenv(
+      "TF_CONFIG", '{"cluster": {"worker": ["localhost:23456"]}, "task": {"type": "worker", '
+      '"index": 3}}')
+  with pytest.raises(distribution.DistributionError) as error:
+    distribution.make_strategy("multi_worker_mirrored")
+  assert str(error.value) == ("$TF_CONFIG's task is worker 3, but its cluster has 1 worker task "
+                              "(index 0 to 0): give this process's index among them")
 
 
 @pytest.mark.parametrize("cluster, task, waiting", [
