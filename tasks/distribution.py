@@ -203,8 +203,14 @@ def per_replica_batch_size(global_batch_size, num_replicas):
     DistributionError: it does not divide (one line with the nearest global batches that do)."""
   per_replica, remainder = divmod(global_batch_size, num_replicas)
   if remainder or not per_replica:
-    lower = max(num_replicas, global_batch_size - remainder)
     raise DistributionError(
         f"--train_batch_size={global_batch_size} is the global batch and must be a multiple of "
-        f"the {num_replicas} replicas; use {lower} or {lower + num_replicas}")
+        f"the {num_replicas} replicas; use {nearest_multiples(global_batch_size, num_replicas)}")
   return per_replica
+
+
+def nearest_multiples(batch, num_replicas):
+  """The multiples of `num_replicas` (at least one) nearest below and above `batch`, as
+  "30 or 33" for a refusal's fix."""
+  lower = max(num_replicas, batch - batch % num_replicas)
+  return f"{lower} or {lower + num_replicas}"

@@ -188,8 +188,7 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
     if effective % num_replicas:
       raise distribution.DistributionError(
           f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas; "
-          f"use {max(num_replicas, effective - effective % num_replicas)} or "
-          f"{effective - effective % num_replicas + num_replicas}")
+          f"use {distribution.nearest_multiples(effective, num_replicas)}")
     effective //= num_replicas
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
                                   config.gradient_accumulation_steps, effective, num_replicas)
