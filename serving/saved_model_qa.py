@@ -203,9 +203,12 @@ class SavedModelQA:
       errors.UsageError: inputs that are not two equally long lists of str (the first item that is
         not a str named by its position).
     """
-    questions, contexts = _text_lists(questions, contexts)
+    return self._answers(*_text_lists(questions, contexts))
+
+  def _answers(self, questions, contexts):
+    """`answers` of two checked lists of str."""
     if not self.has_serve_text:
-      return self.answers_with_serve_features(questions, contexts)
+      return self._answers_with_serve_features(questions, contexts)
     out = self._loaded.signatures["serve_text"](question=tf.constant(questions, tf.string),
                                                 context=tf.constant(contexts, tf.string))
     # Exports of earlier versions return no null_score: +inf, span_decoding.Answer's "unknown".
@@ -226,7 +229,7 @@ class SavedModelQA:
     """
     _check_text("question", question)
     _check_text("context", context)
-    return self.answers([question], [context])[0]
+    return self._answers([question], [context])[0]
 
   def has_tokens(self, question):
     """Whether `question` holds a token (not empty, spaces, or only characters the tokenizer
@@ -284,7 +287,12 @@ class SavedModelQA:
       errors.UsageError: inputs that are not two equally long lists of str (the first item that is
         not a str named by its position).
     """
-    questions, contexts = _text_lists(questions, contexts)
+    return self._answers_with_serve_features(*_text_lists(questions, contexts), n_best_size,
+                                             max_answer_length, null_score_diff_threshold)
+
+  def _answers_with_serve_features(self, questions, contexts, n_best_size=None,
+                                   max_answer_length=None, null_score_diff_threshold=None):
+    """`answers_with_serve_features` of two checked lists of str."""
     per_question = self._features_batch(questions, contexts)
     start_logits, end_logits = self.window_logits([f for fs in per_question for f in fs])
     return self.decode(contexts, per_question, start_logits, end_logits, n_best_size,
@@ -355,8 +363,8 @@ class SavedModelQA:
     """
     _check_text("question", question)
     _check_text("context", context)
-    return self.answers_with_serve_features([question], [context], n_best_size, max_answer_length,
-                                            null_score_diff_threshold)[0]
+    return self._answers_with_serve_features([question], [context], n_best_size, max_answer_length,
+                                             null_score_diff_threshold)[0]
 
 
 # ask.py's config (its own module loads without TensorFlow, so the flags parse first).
