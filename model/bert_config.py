@@ -92,18 +92,19 @@ def _check_values(values, source):
     raise errors.UsageError(f"{source}: {key}={json.dumps(values[key])} {what}; correct it in the "
                             f"config file")
 
+  def check(key, default, kinds, valid, what):
+    value = values.get(key, default)
+    # JSON's true and false are ints to Python, not numbers to a config.
+    if isinstance(value, bool) or not isinstance(value, kinds) or not valid(value):
+      refuse(key, what)
+
   for key in _COUNTS:
-    value = values.get(key, 1)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      refuse(key, "must be a whole number of at least 1")
+    check(key, 1, int, lambda v: v >= 1, "must be a whole number of at least 1")
   for key in _PROBABILITIES:
-    value = values.get(key, 0.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-      refuse(key, "must be a probability from 0 up to (not including) 1")
-  value = values.get("initializer_range", 0.02)
-  if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-    refuse("initializer_range", "must be a number above 0 (the weights' initial standard "
-           "deviation)")
+    check(key, 0.0, (int, float), lambda v: 0 <= v < 1,
+          "must be a probability from 0 up to (not including) 1")
+  check("initializer_range", 0.02, (int, float), lambda v: v > 0,
+        "must be a number above 0 (the weights' initial standard deviation)")
   if values["hidden_size"] % values["num_attention_heads"]:
     refuse(
         "hidden_size", f"is not a multiple of num_attention_heads="

@@ -35,6 +35,11 @@ MANY_QUESTIONS = 1000
 INT_FIELDS = ("step", "examples")  # read back as floats (`read_rows`), written as ints
 
 
+def _csv_row(row):
+  """`row` (a dict of CSV_FIELDS) as written: INT_FIELDS as ints."""
+  return {k: int(v) if k in INT_FIELDS else v for k, v in row.items()}
+
+
 def _write_rows(path, rows):
   """Writes learning_curve.csv with `rows` (dicts of CSV_FIELDS) in place of its rows, via a
   temporary file (a kill leaves the old file or the new one)."""
@@ -42,7 +47,7 @@ def _write_rows(path, rows):
     writer = csv.DictWriter(f, CSV_FIELDS)
     writer.writeheader()
     for row in rows:
-      writer.writerow({k: int(v) if k in INT_FIELDS else v for k, v in row.items()})
+      writer.writerow(_csv_row(row))
   os.replace(path + ".tmp", path)
 
 
@@ -181,7 +186,7 @@ class LearningCurve:
       writer = csv.DictWriter(f, CSV_FIELDS)
       if new_file:
         writer.writeheader()
-      writer.writerow({k: int(v) if k in INT_FIELDS else v for k, v in row.items()})
+      writer.writerow(_csv_row(row))
 
   def _add_score(self, step, results, note):
     """Fills in the scores of the point at `step` (its row, written unscored) and writes them to
