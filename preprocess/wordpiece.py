@@ -30,12 +30,12 @@ _RUN_SQUAD_WORD_SEPARATOR = "\u202f"  # run_squad.py whitespace that is not ASCI
 
 
 def refuse_a_folder(vocab_file):
-  """Raises errors.UsageError when `vocab_file` is a folder (as --init_checkpoint takes), naming
-  the vocab.txt inside it when there is one."""
+  """Raises errors.UsageError when `vocab_file` (the commands' --vocab_file) is a folder (as
+  --init_checkpoint takes), naming the vocab.txt inside it when there is one."""
   if tf.io.gfile.isdir(vocab_file):
     inside = os.path.join(vocab_file, "vocab.txt")
-    raise errors.UsageError(f"{vocab_file} is a folder, not a vocab file; pass " +
-                            (inside if tf.io.gfile.exists(inside) else "the vocab.txt file"))
+    raise errors.UsageError(f"--vocab_file={vocab_file} is a folder, not a vocab file; pass " + (
+        f"--vocab_file={inside}" if tf.io.gfile.exists(inside) else "the vocab.txt file"))
 
 
 def read_vocab(vocab_file):

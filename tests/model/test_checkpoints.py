@@ -185,8 +185,8 @@ def test_an_init_checkpoint_that_does_not_exist_is_named_as_such(tmp_path, tf1_p
   # A folder as --vocab_file (train.py, export.py, convert_checkpoint): named, with the file in it.
   with pytest.raises(errors.UsageError) as error:
     checkpoints.resolve_model_files(folder, None, folder)
-  assert str(error.value) == (f"{folder} is a folder, not a vocab file; pass "
-                              f"{os.path.join(folder, 'vocab.txt')}")
+  assert str(error.value) == (f"--vocab_file={folder} is a folder, not a vocab file; pass "
+                              f"--vocab_file={os.path.join(folder, 'vocab.txt')}")
 
 
 def test_tf1_squad_checkpoint_restores_the_span_head(tf1_squad):

@@ -562,12 +562,13 @@ def test_a_vocab_that_is_not_one_is_named_with_the_fix(tmp_path):
   special tokens says which are missing."""
   with pytest.raises(errors.UsageError) as raised:
     wordpiece.read_vocab(str(tmp_path))
-  assert str(raised.value) == f"{tmp_path} is a folder, not a vocab file; pass the vocab.txt file"
+  assert str(raised.value) == (f"--vocab_file={tmp_path} is a folder, not a vocab file; pass the "
+                               f"vocab.txt file")
   (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n")
   with pytest.raises(errors.UsageError) as raised:
     wordpiece.read_vocab(str(tmp_path))
-  assert str(raised.value) == (f"{tmp_path} is a folder, not a vocab file; pass "
-                               f"{tmp_path / 'vocab.txt'}")
+  assert str(raised.value) == (f"--vocab_file={tmp_path} is a folder, not a vocab file; pass "
+                               f"--vocab_file={tmp_path / 'vocab.txt'}")
   with pytest.raises(errors.UsageError) as raised:
     wordpiece.read_vocab(str(tmp_path / "vocab.txt"))
   assert str(
