@@ -120,13 +120,15 @@ def align_word(word, tokens, do_lower_case, unk_token="[UNK]"):
 
 
 def widen_over_removed(word, offsets, do_lower_case):
-  """Token offsets that also cover the characters BasicTokenizer removes next to them.
+  """Token offsets that also cover the combining marks BasicTokenizer strips next to them.
 
-  A removed character (controls, format characters, NUL, U+FFFD, combining marks stripped by
-  do_lower_case) joins the token before it, or the one after at the start of a piece; so "cafe" +
-  U+0301 gives "cafe" the offsets (0, 5). serving/tokenizer.py widens by the same rule.
+  A stripped mark (do_lower_case drops Mn after NFD) joins the token before it, or the one after at
+  the start of a piece; so "cafe" + U+0301 gives "cafe" the offsets (0, 5). Deleted characters
+  (controls, format characters such as U+200B and U+00AD, NUL, U+FFFD) join no token: an answer
+  does not start or end with an invisible character (no SQuAD v1.1 or v2.0 answer does, and the
+  official scorer would count one as a wrong answer). serving/tokenizer.py widens by the same rule.
   """
-  removed = [_char_pieces(c, do_lower_case) in (_DELETED, ()) for c in word]
+  removed = [_char_pieces(c, do_lower_case) == () for c in word]
   widened = []
   previous_end = 0
   for start, end in offsets:

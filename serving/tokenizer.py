@@ -47,11 +47,12 @@ class BertTextTokenizer(tf.Module):
     """(normalized string [B], piece_start int64 RaggedTensor [B, (input characters)]):
     BasicTokenizer's normalization of `text` and the byte where each character's replacement starts.
     """
-    normalized, piece_start, _ = self._normalize_with_pieces(text)
+    normalized, piece_start, _, _ = self._normalize_with_pieces(text)
     return normalized, piece_start
 
   def _normalize_with_pieces(self, text):
-    """`normalize`, plus each input character's replacement: string RaggedTensor [B, (chars)]."""
+    """`normalize`, plus each input character's replacement (string RaggedTensor [B, (chars)]) and
+    whether normalization deleted it (bool [total chars], the flat values' order)."""
     chars = tf.strings.unicode_split(text, "UTF-8", errors="replace")
     flat = chars.flat_values
     piece = flat
@@ -60,17 +61,18 @@ class BertTextTokenizer(tf.Module):
           tf_text.normalize_utf8(tf.strings.lower(piece, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
     piece = tf.where(tf.strings.regex_full_match(flat, _CJK), " " + flat + " ", piece)
     piece = tf.where(tf.strings.regex_full_match(flat, _SPACE), " ", piece)
-    piece = tf.where(tf.strings.regex_full_match(flat, _DELETED), "", piece)
+    deleted = tf.strings.regex_full_match(flat, _DELETED)
+    piece = tf.where(deleted, "", piece)
     pieces = chars.with_flat_values(piece)
     normalized = tf.strings.reduce_join(pieces, axis=1)
     piece_start = _exclusive_cumsum_per_row(
         chars.with_flat_values(tf.strings.length(piece, unit="BYTE")))
-    return normalized, tf.cast(piece_start, tf.int64), pieces
+    return normalized, tf.cast(piece_start, tf.int64), pieces, deleted
 
   def tokenize_with_offsets(self, text):
     """(ids int32, start_chars int64, end_chars int64) RaggedTensors [B, (tokens)] of string [B];
     offsets in code points of the input, end exclusive."""
-    normalized, piece_start, pieces = self._normalize_with_pieces(text)
+    normalized, piece_start, pieces, deleted = self._normalize_with_pieces(text)
     ids, starts, ends = self._wordpiece.tokenize_with_offsets(normalized)
     # Character holding byte b of the normalized text: the last piece starting at or before b.
     sorted_starts = piece_start.to_tensor(default_value=tf.int64.max)
@@ -78,21 +80,23 @@ class BertTextTokenizer(tf.Module):
                                        out_type=tf.int64) - 1
     start_chars = tf.RaggedTensor.from_tensor(locate(starts), lengths=starts.row_lengths())
     end_chars = tf.RaggedTensor.from_tensor(locate(ends - 1) + 1, lengths=ends.row_lengths())
-    start_chars, end_chars = _widen_over_removed(pieces, start_chars, end_chars)
+    start_chars, end_chars = _widen_over_removed(pieces, deleted, start_chars, end_chars)
     return ids, start_chars, end_chars
 
 
-def _widen_over_removed(pieces, start_chars, end_chars):
-  """Token offsets widened over the input characters normalization removed next to them.
+def _widen_over_removed(pieces, deleted, start_chars, end_chars):
+  """Token offsets widened over the combining marks normalization stripped next to them.
 
-  preprocess/word_alignment.py's rule: a removed character belongs to the token before it, or,
-  after a space or the text's start, to the token after it. `pieces`: string RaggedTensor [B,
+  preprocess/word_alignment.py's rule: a stripped mark belongs to the token before it, or, after a
+  space, a deleted character or the text's start, to the token after it; deleted characters
+  (`deleted`: bool [total chars]) belong to no token. `pieces`: string RaggedTensor [B,
   (characters)], each character's replacement; offsets: int64 RaggedTensors [B, (tokens)], code
   points.
   """
   flat = pieces.flat_values
-  kept = tf.where(tf.strings.length(flat, unit="BYTE") > 0)[:, 0]  # int64 [K], sorted
-  is_space = tf.equal(flat, " ")
+  # The characters a token's offsets stop at: all but the stripped marks.
+  kept = tf.where((tf.strings.length(flat, unit="BYTE") > 0) | deleted)[:, 0]  # int64 [K], sorted
+  is_boundary = tf.equal(flat, " ") | deleted
   token_row = start_chars.value_rowids()
   base = tf.gather(pieces.row_starts(), token_row)  # the row's first character, as a flat index
   row_end = base + tf.gather(pieces.row_lengths(), token_row)
@@ -101,8 +105,9 @@ def _widen_over_removed(pieces, start_chars, end_chars):
   # End: the first kept character at or after it (at most the row's end).
   next_kept = tf.gather(tf.concat([kept, total], 0), tf.searchsorted(kept, end, side="left"))
   end = tf.minimum(next_kept, row_end)
-  # Start: just after the last kept character before it, when that one is a space or is missing.
+  # Start: just after the last kept character before it, when that one is a space or deleted, or
+  # is missing.
   previous = tf.gather(tf.concat([[-1], kept], 0), tf.searchsorted(kept, start, side="left"))
-  at_boundary = (previous < base) | tf.gather(is_space, tf.maximum(previous, 0))
+  at_boundary = (previous < base) | tf.gather(is_boundary, tf.maximum(previous, 0))
   start = tf.where(at_boundary, tf.maximum(previous + 1, base), start)
   return start_chars.with_flat_values(start - base), end_chars.with_flat_values(end - base)

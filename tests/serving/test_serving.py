@@ -252,8 +252,9 @@ def test_graph_tokenizer_gives_the_reference_tokens(served):
     assert ends[i].numpy().tolist() == expected.end_chars.tolist(), texts[i]
 
 
-# Answers whose first or last word holds characters the normalizer removes (combining marks after
-# NFD, zero-width and control characters): the answer is the text as written, marks included.
+# Answers whose first or last word holds characters the normalizer removes: the answer is the text
+# as written, combining marks (stripped after NFD) included, zero-width and control characters at
+# its ends left out (the official scorer counts "cafe\u200b" against "cafe" as wrong).
 KEEP_EVERY_CHARACTER = [
     ("Then the cafe\u0301 opened.", "cafe\u0301"),  # NFD, mark at the end of the word
     ("Then the caf\u00e9 opened.", "caf\u00e9"),  # NFC
@@ -261,8 +262,10 @@ KEEP_EVERY_CHARACTER = [
     ("Then old Zu\u0308rich fell.", "Zu\u0308rich"),  # NFD, in the middle
     ("Then old Z\u00fcrich fell.", "Z\u00fcrich"),  # NFC, in the middle
     ("Then crème bru\u0302le\u0301e was served.", "crème bru\u0302le\u0301e"),  # two words
-    ("Then a \u200bcafe\u200b opened.", "\u200bcafe\u200b"),  # zero-width space at both ends
-    ("Then a cafe\u00ad\u0007, it said.", "cafe\u00ad\u0007"),  # soft hyphen + bell before ","
+    ("Then a \u200bcafe\u200b opened.", "cafe"),  # zero-width space at both ends
+    ("Then a cafe\u00ad\u0007, it said.", "cafe"),  # soft hyphen + bell before ","
+    ("Then a ca\u00adfe opened.", "ca\u00adfe"),  # a soft hyphen inside stays
+    ("Then a \u200bcafe\u0301\u200b opened.", "cafe\u0301"),  # the mark kept, U+200B not
 ]
 
 
@@ -306,14 +309,16 @@ def test_answers_keep_every_character(served, tmp_path, context, answer):
 
 
 def test_removed_characters_stay_with_their_word_in_both_tokenizers(served):
-  """Token offsets on both paths, by hand: a removed character joins the token before it, or the
-  token after it when it starts a space-separated piece."""
+  """Token offsets on both paths, by hand: a stripped combining mark joins the token before it,
+  or the token after it when it starts a space-separated piece or follows a deleted character; a
+  deleted (zero-width, control) character joins no token."""
   texts = [
       "cafe\u0301", "caf\u00e9 x", "\u0301cafe", "a \u200bword\u200b b", "x\u00a0\u0301y\u0301",
-      "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by"
+      "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by", "\u200b\u0301a"
   ]
-  expected = [[(0, 5)], [(0, 4), (5, 6)], [(0, 5)], [(0, 1), (2, 8), (9, 10)], [(0, 1), (2, 5)],
-              [(0, 2), (2, 3), (4, 6), (6, 7)], [(0, 4), (4, 6)], [], [(0, 1), (2, 4)]]
+  expected = [[(0, 5)], [(0, 4), (5, 6)], [(0, 5)], [(0, 1), (3, 7), (9, 10)], [(0, 1), (2, 5)],
+              [(0, 2), (2, 3), (4, 5), (6, 7)], [(0, 4), (4, 5)], [], [(0, 1), (3, 4)],
+              [(1, 3)]]
   ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
   for i, tokens in enumerate(served["tokenizer"].tokenize(texts)):
     python = list(zip(tokens.start_chars.tolist(), tokens.end_chars.tolist()))
