@@ -54,21 +54,33 @@ def usable_gpu_bytes(capacity_bytes):
   return max(0, int(capacity_bytes * 0.95 - 0.3 * GIB))
 
 
-def host_available_bytes():
-  """`MemAvailable` of /proc/meminfo in bytes (Linux), else None."""
+def _read_kib_field(path, field):
+  """The value of a "Field:  N kB" line of `path` in bytes, or None (no such file or line)."""
   try:
-    with open("/proc/meminfo") as f:
+    with open(path) as f:
       for line in f:
-        if line.startswith("MemAvailable:"):
+        if line.startswith(field + ":"):
           return int(line.split()[1]) * 1024
   except OSError:
     pass
   return None
 
 
+def host_available_bytes():
+  """`MemAvailable` of /proc/meminfo in bytes (Linux), else None."""
+  return _read_kib_field("/proc/meminfo", "MemAvailable")
+
+
+def own_anonymous_bytes():
+  """This process's anonymous resident memory in bytes (`RssAnon` of /proc/self/status, Linux),
+  else 0: the part of its resident set that `MemAvailable` leaves out (its file-backed pages, the
+  libraries' code, stay in MemAvailable as reclaimable page cache)."""
+  return _read_kib_field("/proc/self/status", "RssAnon") or 0
+
+
 @dataclasses.dataclass(frozen=True)
 class Device:
-  """Where training runs and how much of its memory TensorFlow may use."""
+  """Where training runs and how much of its memory TensorFlow may use (`usable_bytes`, bytes)."""
   kind: str  # "gpu" or "cpu"
   usable_bytes: int
   description: str  # for messages, e.g. "12.0 GiB GPU (--device_memory_gb), 11.1 GiB usable"
@@ -83,8 +95,9 @@ def device_from_flag(device_memory_gb):
 
 def detect_device(device_memory_gb=None):
   """The `Device` TensorFlow trains on: the first visible GPU with its allocator limit, else the
-  CPU with the host's available RAM; `device_memory_gb` (GiB, a GPU's capacity or the CPU's RAM)
-  replaces the detected memory."""
+  CPU with the host's available RAM (`MemAvailable`) plus what this process holds of it
+  (`own_anonymous_bytes`: the count includes the whole process); `device_memory_gb` (GiB, a GPU's
+  capacity or the CPU's RAM) replaces the detected memory."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   gpu_visible = bool(tf.config.list_physical_devices("GPU"))
   if device_memory_gb:
@@ -100,7 +113,14 @@ def detect_device(device_memory_gb=None):
             "gpu", int(d.memory_limit), f"GPU ({d.physical_device_desc}), TensorFlow may allocate "
             f"{d.memory_limit / GIB:.1f} GiB")
   available = host_available_bytes() or 0
-  return Device("cpu", available, f"CPU with {available / GIB:.1f} GiB of RAM available")
+  # The estimate counts the training process whole (`process_bytes`), and MemAvailable already
+  # left out what this process holds (TensorFlow loaded to plan): it is added back, once. It is
+  # the training process (train.py), or the planner, whose memory is free again when it exits.
+  own = own_anonymous_bytes() if available else 0
+  usable = available + own
+  return Device(
+      "cpu", usable, f"CPU with {usable / GIB:.1f} GiB of RAM available" +
+      (f" ({own / GIB:.2f} GiB of it held by this process)" if own else ""))
 
 
 def format_bytes(n):

@@ -397,6 +397,28 @@ def test_the_cpu_count_holds_the_process_and_every_replica():
     estimate.estimate(config, 64, 8, "float32", "cpu", replicas=0)
 
 
+def test_the_detected_ram_gives_back_what_the_planning_process_holds(monkeypatch):
+  """MemAvailable leaves out what the planning process already holds (TensorFlow loaded), which
+  the count includes in the process: the detected CPU adds this process's anonymous resident
+  memory back, once; a --device_memory_gb is taken as given."""
+  monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+  monkeypatch.setattr(memory_device, "host_available_bytes", lambda: 3 * GIB)
+  monkeypatch.setattr(memory_device, "own_anonymous_bytes", lambda: 3 * GIB // 4)
+  device = memory_device.detect_device()
+  assert (device.kind, device.usable_bytes, device.description) == (
+      "cpu", 3 * GIB + 3 * GIB // 4,
+      "CPU with 3.8 GiB of RAM available (0.75 GiB of it held by this process)")
+  assert memory_device.detect_device(2).usable_bytes == 2 * GIB
+  monkeypatch.setattr(memory_device, "host_available_bytes", lambda: None)  # no /proc/meminfo
+  assert memory_device.detect_device().usable_bytes == 0
+  monkeypatch.undo()
+  # The real reading: TensorFlow is loaded here, and anonymous memory is part of the resident set.
+  with open("/proc/self/status") as f:
+    status = dict(line.split(":", 1) for line in f)
+  resident = int(status["VmRSS"].split()[0]) * 1024
+  assert 100 * memory_device.MIB < memory_device.own_anonymous_bytes() <= resident
+
+
 def batch_flags(train_batch_size, effective_batch_size=None):
   """The batch settings of a TrainConfig that run_plan.plan_memory reads."""
   return types.SimpleNamespace(train_batch_size=train_batch_size,
