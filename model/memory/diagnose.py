@@ -4,6 +4,7 @@ a step that ran out of memory: the count, the usable memory and the fixes the co
 import math
 
 from squad_qa.base import commands
+from squad_qa.base.wording import counted
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import estimate
 
@@ -55,6 +56,98 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
   return "\n".join(lines)
 
 
+def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, replicas=1):
+  """Why --train_batch_size=auto found no micro-batch for `effective` features per optimizer step
+  (one replica's) within `margin` of `device`'s usable memory, and the fixes that do run: a
+  multi-line message in `diagnosis`' format, the figures compared included.
+
+  "auto" plans within `margin` (headroom for the count's error) and splitting a step into passes
+  adds the float32 gradient accumulators (`estimate.Estimate.accumulators`), so a batch the
+  pre-flight check would let through (it compares with all the usable memory) can find no plan.
+  The fixes are a smaller `--effective_batch_size` that "auto" runs in one pass, an explicit batch
+  the pre-flight check lets through, a shorter `--max_seq_length`; never "auto" with the same
+  memory. `replicas` as in `diagnosis`; the flags named are global.
+  """
+  size = memory_device.format_bytes
+  budget = int(device.usable_bytes * margin)
+  within = (f"{margin * 100:g} % of the usable memory ({size(budget)} of "
+            f"{size(device.usable_bytes)})")
+  shared = f" on each of {replicas} replicas" if replicas > 1 else ""
+
+  def peak(batch, steps):
+    return estimate.estimate(config, max_seq_length, batch, dtype, device.kind, "adamw", steps,
+                             replicas=replicas)
+
+  one = peak(1, 1)
+  compared = f"one feature x seq {max_seq_length} ({dtype}){shared} needs {size(one.total)}"
+  if effective > 1:
+    # Passes of 1 are the smallest split (the accumulators do not depend on the passes); one pass
+    # of the whole batch has no accumulators.
+    passes, whole = peak(1, effective), peak(effective, 1)
+    compared = (f"for {effective} features per step, {effective} passes of 1 x seq "
+                f"{max_seq_length} ({dtype}){shared} need {size(passes.total)} with the float32 "
+                f"gradient accumulators that splitting adds "
+                f"({size(passes.accumulators * passes.replicas)}), one pass of {effective} needs "
+                f"{size(whole.total)}, and one feature alone {size(one.total)}")
+  what = ("not even one feature fits" if one.total > budget else
+          f"no split of --effective_batch_size={effective * replicas} fits")
+  headline = f"--train_batch_size=auto: {what} in {within}: {compared}"
+  fixed = one.weights + one.gradients + one.optimizer_slots
+  process = f", the process {size(one.process)}" if one.process else ""
+  lines = [
+      f"{headline}; device: {device.description}",
+      f"  weights + gradients + AdamW slots {size(fixed)}, activations per feature "
+      f"{size(one.activations)}, allocator overhead x{one.overhead:g}{process} "
+      f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
+  ]
+  return "\n".join(lines + [
+      f"  - {fix}"
+      for fix in auto_fixes(config, max_seq_length, effective, dtype, device, margin, replicas)
+  ])
+
+
+def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replicas=1):
+  """`auto_diagnosis`' fixes (same arguments), one line each (no bullet)."""
+  size = memory_device.format_bytes
+  budget = int(device.usable_bytes * margin)
+
+  def largest(room, steps, seq=max_seq_length, limit=estimate.BATCH_SEARCH_LIMIT):
+    return estimate.max_batch_size(config, seq, room, dtype, device.kind, "adamw", steps,
+                                   replicas=replicas, limit=limit)
+
+  fixes_ = []
+  single = largest(budget, 1, limit=effective)
+  if single:  # below `effective`: that one pass would have been planned
+    fixes_.append(f"--effective_batch_size={single * replicas}: --train_batch_size=auto runs it "
+                  f"in one pass, without accumulators, within the {margin * 100:g} %")
+  # An explicit batch: the pre-flight check compares it with all the usable memory.
+  fit = largest(device.usable_bytes, 2)
+  alone = largest(device.usable_bytes, 1)
+  checked = f"(the pre-flight check compares with all {size(device.usable_bytes)})"
+  if alone >= effective:
+    fixes_.append(f"--train_batch_size={effective * replicas}: one pass of the "
+                  f"{effective * replicas} features fits {checked}")
+  else:
+    if effective > 1 and fit and splits_well(_split(effective, fit)[0], fit):
+      fixes_.append(f"{_same_effective(effective, fit, replicas)} {checked}")
+    if alone:
+      fixes_.append(f"--train_batch_size={alone * replicas}: the largest batch that fits without "
+                    f"accumulation, {counted(alone * replicas, 'feature')} per optimizer step "
+                    f"{checked}")
+  if not alone:
+    fixes_.append(f"not even batch 1 fits at max_seq_length {max_seq_length} in all "
+                  f"{size(device.usable_bytes)}")
+  seq = max_seq_length - 64
+  while seq >= 64 and not largest(budget, max(2, effective) if effective > 1 else 1, seq, 1):
+    seq -= 64
+  if seq >= 64:
+    fixes_.append(f"--max_seq_length={seq} ({commands.command('squad-qa-records')}): "
+                  f"--train_batch_size=auto plans passes within the {margin * 100:g} % there")
+  if dtype == "float32" and device.kind == "gpu":
+    fixes_.append("--gpu (mixed_float16) halves most activations")
+  return fixes_
+
+
 def _split(effective, micro):
   """(batch, passes): the fewest equal passes of at most `micro` features giving `effective`."""
   steps = next(k for k in range(math.ceil(effective / micro), effective + 1) if effective % k == 0)
@@ -71,7 +164,8 @@ def _same_effective(effective, micro, replicas):
 def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1, replicas=1):
   """The fixes for a batch that does not fit `device`, one line each (no bullet): a smaller batch
   with accumulation keeping the effective batch, the largest batch without accumulation, a shorter
-  max_seq_length (in steps of 64 tokens), `--gpu`, `--train_batch_size=auto`. The arguments are
+  max_seq_length (in steps of 64 tokens), `--gpu`, `--train_batch_size=auto` (unless not even one
+  feature fits, where it finds nothing either). The arguments are
   `diagnosis`' (`batch_size` one replica's); the flags named are train.py's, global over the
   `replicas`.
   """
@@ -101,9 +195,11 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
   if dtype == "float32":
     if device.kind == "gpu":
       mixed = largest(max_seq_length, accumulation_steps, dtype="mixed_float16")
-      lines.append(f"--gpu (mixed_float16) fits batch {mixed * replicas}")
+      if mixed:
+        lines.append(f"--gpu (mixed_float16) fits batch {mixed * replicas}")
     else:
       lines.append("on a GPU, --gpu (mixed_float16) halves most activations")
-  lines.append("--train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
-               "accumulation steps itself")
+  if fit or alone:  # else "auto" finds no batch either
+    lines.append("--train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
+                 "accumulation steps itself")
   return lines

@@ -85,7 +85,7 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
 
   Raises:
     MemoryPlanError: inconsistent flags (`accumulation_steps_for`), or "auto" finds no batch that
-      fits (with a diagnosis).
+      fits (`diagnose.auto_diagnosis`: why, and the fixes that run).
   """
 
   def plan(micro, steps):
@@ -108,9 +108,8 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
                                         steps, replicas=replicas, limit=micro):
       return plan(micro, steps)
   raise MemoryPlanError(
-      diagnose.diagnosis(config, max_seq_length, 1, dtype, device,
-                         headline="--train_batch_size=auto: not even one feature fits",
-                         replicas=replicas))
+      diagnose.auto_diagnosis(config, max_seq_length, wanted, dtype, device, AUTO_BATCH_MARGIN,
+                              replicas))
 
 
 def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
@@ -310,14 +309,18 @@ class PlannerConfig(settings.Settings):
     return precision.POLICIES[dtype], why
 
 
-def _fewest_bytes(config, max_seq_length, dtype, device, program):
-  """Why no batch fits: one feature's peak against `device`'s usable memory, in a few words."""
-  est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind, program=program)
+def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_steps=1):
+  """Why no batch fits: one feature's peak with `accumulation_steps` (their float32 sums from 2
+  on, as the largest batch it explains counts them) against `device`'s usable memory, in a few
+  words."""
+  est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind,
+                          accumulation_steps=accumulation_steps, program=program)
   size = memory_device.format_bytes
   fixed = est.weights + est.gradients + est.optimizer_slots
   return (
       f"one feature needs {size(est.total)} of the {size(device.usable_bytes)} usable; weights, "
       f"gradients and AdamW slots alone take {size(fixed)}" +
+      (f", the gradient accumulators {size(est.accumulators)}" if est.accumulators else "") +
       (f", the process itself {size(est.process)}" if est.process else ""))
 
 
@@ -334,8 +337,8 @@ def _train_plan(config, bert, seq, dtype, device):
   try:
     batches = plan_batches(bert, seq, dtype, device, config.train_batch_size,
                            config.gradient_accumulation_steps, config.effective_batch_size)
-  except MemoryPlanError:  # "auto" found no batch; the flags themselves were checked (`check`)
-    return None, "--train_batch_size=auto: no batch fits"
+  except MemoryPlanError as e:  # "auto" found no batch; the flags themselves were checked (`check`)
+    return None, str(e)
   if config.train_batch_size == "auto" or batches.accumulation_steps > 1:
     hint = (auto_split_hint(bert, seq, dtype, device, batches)
             if config.train_batch_size == "auto" else "")
@@ -425,10 +428,10 @@ def report(config):
           text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
         if line:
           text.append(f"{name}: {line}")
-      text.append(f"{name}: largest batch that fits at seq {seq}" +
-                  (f" with {steps} accumulation steps" if steps > 1 else "") +
-                  f": {format_batch(limit)}" +
-                  (f": {_fewest_bytes(bert, seq, dtype, device, program)}" if not limit else ""))
+      text.append(
+          f"{name}: largest batch that fits at seq {seq}" +
+          (f" with {steps} accumulation steps" if steps > 1 else "") + f": {format_batch(limit)}" +
+          (f": {_fewest_bytes(bert, seq, dtype, device, program, steps)}" if not limit else ""))
       if batches and not entry["fits"] and this_tool:  # train.py's pre-flight fixes
         entry["fixes"] = diagnose.fixes(bert, seq, batches.micro_batch_size, dtype, device,
                                         batches.accumulation_steps)

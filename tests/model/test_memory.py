@@ -364,6 +364,67 @@ def test_diagnosis_names_the_fixes():
   assert "--train_batch_size=auto" in message
 
 
+def test_auto_says_why_it_found_no_split_and_names_fixes_that_run():
+  """"auto" plans within AUTO_BATCH_MARGIN (90 %) of the memory, and splitting into passes adds the
+  float32 accumulators: a batch that fits the whole memory can find no plan. The refusal names
+  the margin, the accumulators and the figures compared, and fixes that run, never "auto" with the
+  same memory."""
+  config = tiny_config()
+  # 16 features fit 1.25 GiB in one pass (the pre-flight check's comparison), not its 90 %.
+  ram = memory_device.Device("cpu", int(1.25 * GIB), "CPU with 1.25 GiB")
+  with pytest.raises(memory_plan.MemoryPlanError) as refused:
+    memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=16)
+  assert str(refused.value).splitlines() == [
+      "--train_batch_size=auto: not even one feature fits in 90 % of the usable memory (1.12 GiB "
+      "of 1.25 GiB): for 16 features per step, 16 passes of 1 x seq 64 (float32) need 1.27 GiB "
+      "with the float32 gradient accumulators that splitting adds (15.3 MiB), one pass of 16 needs "
+      "1.25 GiB, and one feature alone 1.25 GiB; device: CPU with 1.25 GiB",
+      "  weights + gradients + AdamW slots 23.9 MiB, activations per feature 996.0 KiB, allocator "
+      f"overhead x1, the process 1.20 GiB (`{commands.command('squad-qa-memory')}` prints the "
+      "breakdown)",
+      "fixes:",
+      "  - --train_batch_size=16: one pass of the 16 features fits (the pre-flight check compares "
+      "with all 1.25 GiB)",
+  ]
+  assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 1).micro_batch_size == 16
+  # One feature fits the 90 %, 16 in one pass and 16 passes of 1 (accumulators) do not.
+  ram = memory_device.Device("cpu", int(1.3836 * GIB), "CPU with 1.38 GiB")
+  with pytest.raises(memory_plan.MemoryPlanError) as refused:
+    memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=16)
+  lines = str(refused.value).splitlines()
+  assert lines[0].startswith("--train_batch_size=auto: no split of --effective_batch_size=16 fits "
+                             "in 90 % of the usable memory (1.25 GiB of 1.38 GiB): for 16 features "
+                             "per step, 16 passes of 1 x seq 64 (float32) need 1.27 GiB with the "
+                             "float32 gradient accumulators that splitting adds (15.3 MiB)")
+  assert lines[2:] == [
+      "fixes:",
+      "  - --effective_batch_size=4: --train_batch_size=auto runs it in one pass, without "
+      "accumulators, within the 90 %",
+      "  - --train_batch_size=16: one pass of the 16 features fits (the pre-flight check compares "
+      "with all 1.38 GiB)",
+  ]
+  plan = memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=4)
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (4, 1)
+  assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 1).micro_batch_size == 16
+  # Nothing fits at all: no "auto" among the fixes (it would find nothing either), nor a --gpu
+  # that fits batch 0.
+  text = memory_plan.report(
+      memory_plan.PlannerConfig(max_seq_length=384, device_memory_gb=2, gpu=True,
+                                mixed_precision_dtype="float32", train_batch_size=1,
+                                gradient_accumulation_steps=2))
+  assert "auto" not in text.split("BERT-Base: fixes:")[1]
+  assert "fits batch 0" not in text
+  # The largest batch with the plan's 2 accumulation steps is 0: the figure quoted counts them.
+  base = estimate.presets()["BERT-Base"]
+  two = estimate.estimate(base, 384, 1, accumulation_steps=2)
+  assert (memory_device.format_bytes(two.total),
+          memory_device.format_bytes(estimate.estimate(base, 384,
+                                                       1).total)) == ("2.83 GiB", "2.23 GiB")
+  assert ("BERT-Base: largest batch that fits at seq 384 with 2 accumulation steps: 0: one feature "
+          "needs 2.83 GiB of the 1.60 GiB usable; weights, gradients and AdamW slots alone take "
+          "1.62 GiB, the gradient accumulators 504.8 MiB") in text.splitlines()
+
+
 def test_the_cpu_count_holds_the_process_and_every_replica():
   """On the CPU the total adds the training process itself (device.CPU_PROCESS_BYTES, measured)
   and holds every replica's tensors (logical CPU devices share the RAM); a GPU's total is one
