@@ -115,15 +115,18 @@ def plan_run(config, bert_config, meta, strategy, policy):
 
 
 def describe_estimate(est, device):
-  """The planner's count against `device` in a few words: "1.66 GiB of CPU with 16.0 GiB of RAM
-  available (the process's 1.20 GiB included)", "... (2 replicas sharing it and the process's
-  ...)" for CPU devices, "3.10 GiB of 16 GiB GPU (14.9 GiB usable) per replica" on a GPU."""
+  """The planner's count against `device` in a few words: "1.91 GiB of CPU with 16.0 GiB of RAM
+  available (the process's 1.45 GiB included)", "... (2 replicas sharing it and the process's
+  ...)" for CPU devices, "... and the float32 prediction copy's 86.6 MiB included)" after mixed
+  precision, "3.10 GiB of 16 GiB GPU (14.9 GiB usable) per replica" on a GPU."""
   size = memory_device.format_bytes
   if not est.process:  # a GPU: each replica has its own
     return f"{size(est.total)} of {device.description} per replica"
   shared = f"{est.replicas} replicas sharing it and " if est.replicas > 1 else ""
+  copy = (f" and the float32 prediction copy's {size(est.prediction_copy)}"
+          if est.prediction_copy else "")
   return (f"{size(est.total)} of {device.description} ({shared}the process's "
-          f"{size(est.process)} included)")
+          f"{size(est.process)}{copy} included)")
 
 
 def set_precision(config):
@@ -167,7 +170,8 @@ def warn_if_slow_on_this_cpu(dtype, has_gpu, xla):
 def plan_memory(config, bert_config, max_seq_length, policy, device, num_replicas):
   """Resolves the global batch settings into one replica's plan, and runs the pre-flight check:
   on a GPU each of the `num_replicas` has its own memory; on the CPU they share the RAM with the
-  process (`estimate.estimate`'s `replicas`).
+  process (`estimate.estimate`'s `replicas`), and with the float32 copy that predicts after
+  mixed-precision training when `config.do_predict` (`estimate.estimate`'s `predicts`).
 
   Returns:
     A `memory_plan.BatchPlan` for one replica (micro_batch_size, accumulation_steps); its estimate
@@ -191,17 +195,18 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
           f"use {distribution.nearest_multiples(effective, num_replicas)}")
     effective //= num_replicas
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
-                                  config.gradient_accumulation_steps, effective, num_replicas)
+                                  config.gradient_accumulation_steps, effective, num_replicas,
+                                  config.do_predict)
   if per_replica == "auto":
     hint = memory_plan.auto_split_hint(bert_config, max_seq_length, policy, device, plan,
-                                       num_replicas)
+                                       num_replicas, config.do_predict)
     if hint:
       logging.warning("--train_batch_size=auto: %s", hint)
   if plan.estimate.total > device.usable_bytes:
     message = diagnose.diagnosis(bert_config, max_seq_length, plan.micro_batch_size, policy, device,
                                  plan.accumulation_steps,
                                  headline="the planner estimates that this batch does not fit",
-                                 replicas=num_replicas)
+                                 replicas=num_replicas, predicts=config.do_predict)
     if config.memory_check:
       raise memory_plan.MemoryPlanError(message + "\n  - or --nomemory_check to try anyway")
     logging.warning("--nomemory_check: training anyway although %s", message)

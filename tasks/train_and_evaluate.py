@@ -123,9 +123,11 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
             int(schedule.num_train_steps.numpy()) if config.train_budget else None)),
         watchers=watchers + ([curve] if curve else []), replanner=replanner)
   except trainer_lib.OutOfMemoryError as e:
-    raise trainer_lib.OutOfMemoryError(f"{e}\n" + diagnose.diagnosis(
-        bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size, policy, plan.device,
-        plan.accumulation_steps, headline="out of memory", replicas=plan.replicas)) from None
+    raise trainer_lib.OutOfMemoryError(
+        f"{e}\n" +
+        diagnose.diagnosis(bert_config, meta["flags"]["max_seq_length"], plan.micro_batch_size,
+                           policy, plan.device, plan.accumulation_steps, headline="out of memory",
+                           replicas=plan.replicas, predicts=config.do_predict)) from None
   if curve and stats["steps"]:
     # The learning curve's scorings ran between the loops: training time and rate leave them out,
     # as learning_curve.csv's train_seconds does.

@@ -14,17 +14,27 @@ MIB = 2**20
 # `benchmarks/memory.py --mode=bfc`, rounded up.
 GPU_ALLOCATOR_OVERHEAD = 1.04
 CPU_ALLOCATOR_OVERHEAD = 1.0  # the CPU pool grows on demand
-# Resident memory of a training process on the CPU beyond its tensors: the TensorFlow runtime,
-# Python, the libraries, the traced step's graphs and kernel caches (on a GPU it stays in host RAM,
-# off the device). Measured as the peak resident set (VmHWM of /proc/self/status) minus the peak of
-# TensorFlow's CPU allocator (`tf.config.experimental.get_memory_info("CPU:0")["peak"]`), both read
-# after the last step of `train.py --init_checkpoint=<all-MiniLM-L6-v2> --max_steps=3
-# --nodo_predict --nolength_buckets --mixed_precision_dtype=float32` on records of
-# max_seq_length 128: 1201, 1179 and 1198 MiB at --train_batch_size 4, 16 and 32 (TensorFlow 2.20
-# with oneDNN, a 2-core AMD EPYC), rounded up to 1.2 GiB. The same runs' resident set just before
-# the first step less the allocator's bytes in use was 975 MiB: the first step's graph building
-# and kernel setup add the rest.
-CPU_PROCESS_BYTES = int(1.2 * GIB)
+# Resident memory of a training process on the CPU beyond the planner's count of its tensors: the
+# TensorFlow runtime, Python, the libraries, the traced graphs, kernel caches and the allocator's
+# pool beyond its peak in use (on a GPU it stays in host RAM, off the device). It grows with the
+# padded lengths a run trains on (length buckets: 16 at max_seq_length 128, 48 at 384) and levels
+# off once each has been seen. Measured as the peak resident set (/usr/bin/time -v; VmHWM of
+# /proc/self/status) less the planner's tensors (`Estimate.replica_total`) and the float32
+# prediction copy (`Estimate.prediction_copy`), on `train.py --init_checkpoint=<all-MiniLM-L6-v2>`
+# runs with the default length buckets that predict after training (records of the first 2,502
+# train and 401 dev questions, --max_eval_examples=300; TensorFlow 2.20 with oneDNN, a 2-core AMD
+# EPYC with AVX512-BF16): at seq 128, batch 4 for 80 steps 1256 MiB (float32) and 1324 (bfloat16;
+# 1324 for 240 steps too), 8 x 2 accumulated for 60 steps 1196, 16 for 80 steps 1169; at seq 384,
+# batch 4 for 80 steps (200 questions) 1468 (bfloat16) and 1467 (float32): rounded up to
+# 1.45 GiB. Without length buckets the seq-384 run needed 964 MiB; 3 steps without prediction or
+# buckets at seq 128, 1.2 GiB.
+CPU_PROCESS_BYTES = int(1.45 * GIB)
+# Each further logical CPU device (--num_cpu_devices under mirrored) adds its own graphs, kernels
+# and pool: the peak resident set less TensorFlow's allocator peak of 2 mirrored replicas of 8
+# (seq 128, bfloat16, 60 steps, 300 questions) was 1709 MiB, against 1368 MiB for one replica of
+# 16 (the same global batch): 341 MiB more (436 more than one replica of 4), rounded up to
+# 0.35 GiB (the count's tensors of the two replicas, 1147 MiB, exceed their measured 1070).
+CPU_REPLICA_PROCESS_BYTES = int(0.35 * GIB)
 
 
 def overhead_for(device):
@@ -38,15 +48,18 @@ def overhead_for(device):
   return GPU_ALLOCATOR_OVERHEAD if device == "gpu" else CPU_ALLOCATOR_OVERHEAD
 
 
-def process_bytes(device):
+def process_bytes(device, replicas=1):
   """Bytes of the training process itself that share `device`'s ("gpu" or "cpu") memory with its
-  tensors: `CPU_PROCESS_BYTES` on the CPU, 0 on a GPU (the process lives in host RAM).
+  tensors: on the CPU `CPU_PROCESS_BYTES`, plus `CPU_REPLICA_PROCESS_BYTES` for each of the
+  `replicas` (logical CPU devices) after the first; 0 on a GPU (the process lives in host RAM).
 
   Raises:
     ValueError: any other device name.
   """
   overhead_for(device)  # checks the name
-  return CPU_PROCESS_BYTES if device == "cpu" else 0
+  if device != "cpu":
+    return 0
+  return CPU_PROCESS_BYTES + (replicas - 1) * CPU_REPLICA_PROCESS_BYTES
 
 
 def usable_gpu_bytes(capacity_bytes):

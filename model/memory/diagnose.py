@@ -16,19 +16,22 @@ def splits_well(batch, fit):
 
 
 def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1,
-              headline="the configuration does not fit in memory", replicas=1):
+              headline="the configuration does not fit in memory", replicas=1, predicts=False):
   """A multi-line message: the estimate, the device memory and the fixes that fit (`fixes`).
 
   `batch_size` is the micro-batch of one replica, `accumulation_steps` passes per optimizer step,
   `device` a `device.Device`, `headline` the first line's opening words, `replicas` the replicas
-  training on it (`estimate.estimate`: on the CPU they share its RAM).
+  training on it (`estimate.estimate`: on the CPU they share its RAM), `predicts` whether train.py
+  predicts after training (`estimate.estimate`: the float32 copy).
   """
   est = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
-                          accumulation_steps, replicas=replicas)
+                          accumulation_steps, replicas=replicas, predicts=predicts)
   fixed = est.weights + est.gradients + est.optimizer_slots
   size = memory_device.format_bytes
   shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
   process = f", the process {size(est.process)}" if est.process else ""
+  if est.prediction_copy:
+    process += f", the float32 prediction copy {size(est.prediction_copy)}"
   lines = [
       f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
       f"{max_seq_length} ({dtype}){shared}; device: {device.description}",
@@ -51,12 +54,13 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
     return "\n".join(lines)
   lines += [
       f"  - {fix}" for fix in fixes(config, max_seq_length, batch_size, dtype, device,
-                                    accumulation_steps, replicas)
+                                    accumulation_steps, replicas, predicts)
   ]
   return "\n".join(lines)
 
 
-def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, replicas=1):
+def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, replicas=1,
+                   predicts=False):
   """Why --train_batch_size=auto found no micro-batch for `effective` features per optimizer step
   (one replica's) within `margin` of `device`'s usable memory, and the fixes that do run: a
   multi-line message in `diagnosis`' format, the figures compared included.
@@ -66,7 +70,7 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
   pre-flight check would let through (it compares with all the usable memory) can find no plan.
   The fixes are a smaller `--effective_batch_size` that "auto" runs in one pass, an explicit batch
   the pre-flight check lets through, a shorter `--max_seq_length`; never "auto" with the same
-  memory. `replicas` as in `diagnosis`; the flags named are global.
+  memory. `replicas` and `predicts` as in `diagnosis`; the flags named are global.
   """
   size = memory_device.format_bytes
   budget = int(device.usable_bytes * margin)
@@ -76,7 +80,7 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
 
   def peak(batch, steps):
     return estimate.estimate(config, max_seq_length, batch, dtype, device.kind, "adamw", steps,
-                             replicas=replicas)
+                             replicas=replicas, predicts=predicts)
 
   one = peak(1, 1)
   compared = f"one feature x seq {max_seq_length} ({dtype}){shared} needs {size(one.total)}"
@@ -94,6 +98,8 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
   headline = f"--train_batch_size=auto: {what} in {within}: {compared}"
   fixed = one.weights + one.gradients + one.optimizer_slots
   process = f", the process {size(one.process)}" if one.process else ""
+  if one.prediction_copy:
+    process += f", the float32 prediction copy {size(one.prediction_copy)}"
   lines = [
       f"{headline}; device: {device.description}",
       f"  weights + gradients + AdamW slots {size(fixed)}, activations per feature "
@@ -101,19 +107,20 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
       f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
   ]
   return "\n".join(lines + [
-      f"  - {fix}"
-      for fix in auto_fixes(config, max_seq_length, effective, dtype, device, margin, replicas)
+      f"  - {fix}" for fix in auto_fixes(config, max_seq_length, effective, dtype, device, margin,
+                                         replicas, predicts)
   ])
 
 
-def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replicas=1):
+def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replicas=1,
+               predicts=False):
   """`auto_diagnosis`' fixes (same arguments), one line each (no bullet)."""
   size = memory_device.format_bytes
   budget = int(device.usable_bytes * margin)
 
   def largest(room, steps, seq=max_seq_length, limit=estimate.BATCH_SEARCH_LIMIT):
     return estimate.max_batch_size(config, seq, room, dtype, device.kind, "adamw", steps,
-                                   replicas=replicas, limit=limit)
+                                   replicas=replicas, predicts=predicts, limit=limit)
 
   fixes_ = []
   single = largest(budget, 1, limit=effective)
@@ -161,11 +168,13 @@ def _same_effective(effective, micro, replicas):
           f"{effective * replicas} features per optimizer step")
 
 
-def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1, replicas=1):
+def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=1, replicas=1,
+          predicts=False):
   """The fixes for a batch that does not fit `device`, one line each (no bullet): a smaller batch
   with accumulation keeping the effective batch, the largest batch without accumulation, a shorter
-  max_seq_length (in steps of 64 tokens), `--gpu`, `--train_batch_size=auto` (unless not even one
-  feature fits, where it finds nothing either). The arguments are
+  max_seq_length (in steps of 64 tokens), `--do_predict=false` when the float32 prediction copy
+  is what does not fit, `--gpu`, `--train_batch_size=auto` (unless not even one feature fits,
+  where it finds nothing either). The arguments are
   `diagnosis`' (`batch_size` one replica's); the flags named are train.py's, global over the
   `replicas`.
   """
@@ -174,7 +183,7 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
 
   def largest(seq, steps, limit=estimate.BATCH_SEARCH_LIMIT, dtype=dtype):
     return estimate.max_batch_size(config, seq, device.usable_bytes, dtype, device.kind, "adamw",
-                                   steps, replicas=replicas, limit=limit)
+                                   steps, replicas=replicas, predicts=predicts, limit=limit)
 
   fit = largest(max_seq_length, max(2, accumulation_steps))
   alone = largest(max_seq_length, 1)
@@ -192,6 +201,12 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
   if seq >= 64:
     lines.append(f"--max_seq_length={seq} ({commands.command('squad-qa-records')}) fits batch "
                  f"{batch_size * replicas}")
+  copy = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
+                           accumulation_steps, replicas=replicas, predicts=predicts)
+  if copy.prediction_copy and copy.total - copy.prediction_copy <= device.usable_bytes:
+    lines.append(f"--do_predict=false leaves out the float32 copy that predicts after training "
+                 f"({memory_device.format_bytes(copy.prediction_copy)}); then predict with "
+                 f"--do_train=false, which builds the model in float32 alone")
   if dtype == "float32":
     if device.kind == "gpu":
       mixed = largest(max_seq_length, accumulation_steps, dtype="mixed_float16")

@@ -17,6 +17,14 @@ LAYER_NORM_BYTES = 4  # tfm's layer norms run in float32 under every policy
 # other tensors (docs/memory.md "How the CPU benchmark measures"): the count keeps the masks.
 MASK_BYTES = 1
 
+# The float32 prediction copy after mixed-precision training, per parameter (weights and pooler):
+# the NumPy arrays of `get_weights` while the copy is built. Measured with `/usr/bin/time -v` and
+# VmHWM on train.py runs of MiniLM-L6 (22.7 M parameters, 86.6 MiB) under mixed_bfloat16 at seq 128:
+# the peak resident set rose 93, 96 and 92 MiB above training's when the copy was made (batch 4 for
+# 80 and 240 steps, 8 x 2 accumulated for 60), 74 MiB with 2 mirrored CPU replicas (one NumPy copy
+# for both; docs/memory.md "The process on the CPU").
+PREDICTION_COPY_BYTES_PER_PARAMETER = 4
+
 # [s, i] tensors the backward pass keeps per FFN activation, its output included.
 _ACTIVATION_KEPT = {"gelu_tanh": 5, "gelu_exact": 4, "relu": 1}
 
@@ -136,7 +144,8 @@ class Estimate:
   """Estimated peak training memory, in bytes: one replica's tensors, `replica_total` = (persistent
   part + the larger of the backward and update peaks) x the allocator `overhead`; `total` =
   `replicas` x that + `process` (the training process itself where it shares the device's memory:
-  `device.process_bytes`)."""
+  `device.process_bytes`) + `prediction_copy` (the float32 copy of the weights that train.py
+  predicts with after training under a mixed policy, on the CPU)."""
   max_seq_length: int
   batch_size: int
   dtype: str
@@ -158,6 +167,7 @@ class Estimate:
   program: str = THIS_TOOL.name
   replicas: int = 1  # replicas whose tensors share the device's memory (CPU devices)
   process: int = 0  # the process's own bytes on the device (the CPU's RAM), once
+  prediction_copy: int = 0  # the float32 prediction copy's bytes on the CPU, once
 
   @property
   def backward_peak(self):
@@ -183,8 +193,9 @@ class Estimate:
 
   @property
   def total(self):
-    """What the device must hold (bytes): `replicas` x `replica_total` + `process`."""
-    return self.replicas * self.replica_total + self.process
+    """What the device must hold (bytes): `replicas` x `replica_total` + `process` +
+    `prediction_copy`."""
+    return self.replicas * self.replica_total + self.process + self.prediction_copy
 
   @property
   def step_bytes(self):
@@ -201,7 +212,7 @@ class Estimate:
 
 
 def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", optimizer="adamw",
-             accumulation_steps=1, program=THIS_TOOL, replicas=1):
+             accumulation_steps=1, program=THIS_TOOL, replicas=1, predicts=False):
   """The `Estimate` of one training step of the span model.
 
   Args:
@@ -217,6 +228,11 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       with its own weights, slots and activations: on "cpu" the total counts `replicas` of them
       and one process (`device.process_bytes`). Each GPU has its own memory: on "gpu" the total
       is one replica's, whatever `replicas` is.
+    predicts: whether train.py predicts after training (`--do_predict`, its default). Under a
+      mixed policy it predicts with a float32 copy of the model, built from a NumPy copy of the
+      weights (`get_weights`) outside TensorFlow's pool: on "cpu" the total adds 4 B x all
+      parameters, once (`PREDICTION_COPY_BYTES_PER_PARAMETER`). On "gpu" the copy's variables take
+      memory the training step freed, and the NumPy copy is in host RAM: nothing is added.
 
   Raises:
     ValueError: unknown dtype, device or optimizer, or a non-positive size.
@@ -276,7 +292,9 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
       overhead=overhead,
       program=program.name,
       replicas=replicas if device == "cpu" else 1,
-      process=memory_device.process_bytes(device))
+      process=memory_device.process_bytes(device, replicas),
+      prediction_copy=(PREDICTION_COPY_BYTES_PER_PARAMETER *
+                       counts.total if predicts and mixed and device == "cpu" else 0))
 
 
 # The largest batch `max_batch_size` tries: a batch this large fits only in an absurd memory size.

@@ -22,6 +22,9 @@ AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
 DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
 OUTPUT_FORMATS = ("text", "json")  # python -m model.memory --format
+# python -m model.memory counts train.py's default --do_predict: the prediction after training (its
+# float32 copy under a mixed policy on the CPU, `estimate.estimate`'s `predicts`).
+PREDICTS = True
 
 
 class MemoryPlanError(errors.UserError, ValueError):
@@ -75,13 +78,15 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
 
 
 def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
-                 gradient_accumulation_steps=1, effective_batch_size=None, replicas=1):
+                 gradient_accumulation_steps=1, effective_batch_size=None, replicas=1,
+                 predicts=False):
   """Resolves one replica's batch flags into a `BatchPlan` (its estimate for the micro-batch).
 
   `train_batch_size` is features per pass, or "auto": the largest batch that fits in
   `AUTO_BATCH_MARGIN` of `device`'s usable memory, split to give `effective_batch_size` exactly.
   With an int, `effective_batch_size` must be a multiple of it and sets the accumulation steps.
-  `replicas` train on `device` (`estimate.estimate`: on the CPU they share its RAM).
+  `replicas` train on `device` (`estimate.estimate`: on the CPU they share its RAM); `predicts`:
+  train.py predicts after training (`estimate.estimate`: the float32 copy).
 
   Raises:
     MemoryPlanError: inconsistent flags (`accumulation_steps_for`), or "auto" finds no batch that
@@ -92,7 +97,7 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
     return BatchPlan(
         micro, steps, micro * steps,
         estimate.estimate(config, max_seq_length, micro, dtype, device.kind, "adamw", steps,
-                          replicas=replicas))
+                          replicas=replicas, predicts=predicts))
 
   steps = accumulation_steps_for(train_batch_size, gradient_accumulation_steps,
                                  effective_batch_size)
@@ -105,30 +110,31 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
       continue
     micro = wanted // steps
     if micro <= estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw",
-                                        steps, replicas=replicas, limit=micro):
+                                        steps, replicas=replicas, predicts=predicts, limit=micro):
       return plan(micro, steps)
   raise MemoryPlanError(
       diagnose.auto_diagnosis(config, max_seq_length, wanted, dtype, device, AUTO_BATCH_MARGIN,
-                              replicas))
+                              replicas, predicts))
 
 
-def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
+def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1, predicts=False):
   """What to say when "auto" split the effective batch into passes of under half what fits, e.g. a
   prime 37 with 12 fitting runs 37 passes of 1: the nearest effective batch whose split runs
   passes of at least half of it ("--effective_batch_size=36 runs 12 features per pass x 3"), or
   "" when the split is fine (`diagnose.splits_well`). `batches` is `plan_batches`' "auto" plan
-  for one of `replicas`.
+  for one of `replicas` (with `predicts`).
   """
   wanted = batches.effective_batch_size
   budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
   # Passes of `fit` fit with accumulation (its float32 sums included).
   fit = estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw", 2,
-                                replicas=replicas, limit=wanted)
+                                replicas=replicas, predicts=predicts, limit=wanted)
   if batches.accumulation_steps == 1 or diagnose.splits_well(batches.micro_batch_size, fit):
     return ""
   for distance in range(1, wanted // 4 + 1):
     for other in (wanted - distance, wanted + distance):
-      split = plan_batches(config, max_seq_length, dtype, device, "auto", 1, other, replicas)
+      split = plan_batches(config, max_seq_length, dtype, device, "auto", 1, other, replicas,
+                           predicts)
       if diagnose.splits_well(split.micro_batch_size, fit):
         return (f"--effective_batch_size={wanted * replicas} splits only into "
                 f"{batches.accumulation_steps} passes of {batches.micro_batch_size} (up to {fit} "
@@ -138,14 +144,15 @@ def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1):
 
 
 def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
-               program=estimate.THIS_TOOL, accumulation_steps=1):
+               program=estimate.THIS_TOOL, accumulation_steps=1, predicts=False):
   """[(model name, seq, max batch)] for each config and sequence length (within its positions),
-  the batch counted with `accumulation_steps` (its float32 sums from 2 on)."""
+  the batch counted with `accumulation_steps` (its float32 sums from 2 on) and `predicts`
+  (`estimate.estimate`)."""
   return [(name, seq,
            estimate.max_batch_size(config, seq, usable_bytes, dtype, device,
-                                   accumulation_steps=accumulation_steps, program=program))
-          for name, config in configs.items() for seq in seq_lengths
-          if seq <= config.max_position_embeddings]
+                                   accumulation_steps=accumulation_steps, program=program,
+                                   predicts=predicts)) for name, config in configs.items()
+          for seq in seq_lengths if seq <= config.max_position_embeddings]
 
 
 def format_batch(limit):
@@ -194,7 +201,8 @@ def format_estimate(est, usable_bytes=None, config_name=""):
   if est.replicas > 1:  # CPU devices sharing the RAM
     rows += [(f"{counted(est.replicas - 1, 'other replica')} sharing the RAM",
               (est.replicas - 1) * est.replica_total)]
-  rows += [("process (TensorFlow runtime, Python)", est.process), ("total", est.total)]
+  rows += [("process (TensorFlow runtime, Python)", est.process),
+           ("float32 copy to predict after training", est.prediction_copy), ("total", est.total)]
   lines += [f"  {name:<38}{size(value):>12}" for name, value in rows if value or name == "total"]
   if usable_bytes is not None:
     verdict = "fits" if est.total <= usable_bytes else "does NOT fit"
@@ -314,7 +322,7 @@ def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_s
   on, as the largest batch it explains counts them) against `device`'s usable memory, in a few
   words."""
   est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind,
-                          accumulation_steps=accumulation_steps, program=program)
+                          accumulation_steps=accumulation_steps, program=program, predicts=PREDICTS)
   size = memory_device.format_bytes
   fixed = est.weights + est.gradients + est.optimizer_slots
   return (
@@ -336,11 +344,12 @@ def _train_plan(config, bert, seq, dtype, device):
                           program=estimate.PROGRAMS[config.program])), ""
   try:
     batches = plan_batches(bert, seq, dtype, device, config.train_batch_size,
-                           config.gradient_accumulation_steps, config.effective_batch_size)
+                           config.gradient_accumulation_steps, config.effective_batch_size,
+                           predicts=PREDICTS)
   except MemoryPlanError as e:  # "auto" found no batch; the flags themselves were checked (`check`)
     return None, str(e)
   if config.train_batch_size == "auto" or batches.accumulation_steps > 1:
-    hint = (auto_split_hint(bert, seq, dtype, device, batches)
+    hint = (auto_split_hint(bert, seq, dtype, device, batches, predicts=PREDICTS)
             if config.train_batch_size == "auto" else "")
     fits = batches.estimate.total <= device.usable_bytes
     return batches, (f"{commands.command('squad-qa-train')} {'runs' if fits else 'would run'} "
@@ -412,7 +421,7 @@ def report(config):
       # when the plan's micro-batch is at most it.
       steps = batches.accumulation_steps if batches else 1
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
-                                      accumulation_steps=steps, program=program)
+                                      accumulation_steps=steps, program=program, predicts=PREDICTS)
       entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit}
       if config.train_batch_size is not None:
         entry["train_plan"] = None
@@ -434,7 +443,7 @@ def report(config):
           (f": {_fewest_bytes(bert, seq, dtype, device, program, steps)}" if not limit else ""))
       if batches and not entry["fits"] and this_tool:  # train.py's pre-flight fixes
         entry["fixes"] = diagnose.fixes(bert, seq, batches.micro_batch_size, dtype, device,
-                                        batches.accumulation_steps)
+                                        batches.accumulation_steps, predicts=PREDICTS)
         text.append(f"{name}: fixes:")
         text += [f"  - {fix}" for fix in entry["fixes"]]
       output["estimates"].append(entry)
@@ -447,7 +456,7 @@ def report(config):
                                     config.effective_batch_size)
              if config.train_batch_size is not None else 1)
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program,
-                      accumulation_steps=steps or 1)
+                      accumulation_steps=steps or 1, predicts=PREDICTS)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     extra_column = None
     if config.train_batch_size is not None:

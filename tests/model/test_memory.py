@@ -370,41 +370,41 @@ def test_auto_says_why_it_found_no_split_and_names_fixes_that_run():
   the margin, the accumulators and the figures compared, and fixes that run, never "auto" with the
   same memory."""
   config = tiny_config()
-  # 16 features fit 1.25 GiB in one pass (the pre-flight check's comparison), not its 90 %.
-  ram = memory_device.Device("cpu", int(1.25 * GIB), "CPU with 1.25 GiB")
+  # 16 features fit 1.5 GiB in one pass (the pre-flight check's comparison), not its 90 %.
+  ram = memory_device.Device("cpu", int(1.5 * GIB), "CPU with 1.5 GiB")
   with pytest.raises(memory_plan.MemoryPlanError) as refused:
     memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=16)
   assert str(refused.value).splitlines() == [
-      "--train_batch_size=auto: not even one feature fits in 90 % of the usable memory (1.12 GiB "
-      "of 1.25 GiB): for 16 features per step, 16 passes of 1 x seq 64 (float32) need 1.27 GiB "
+      "--train_batch_size=auto: not even one feature fits in 90 % of the usable memory (1.35 GiB "
+      "of 1.50 GiB): for 16 features per step, 16 passes of 1 x seq 64 (float32) need 1.52 GiB "
       "with the float32 gradient accumulators that splitting adds (15.3 MiB), one pass of 16 needs "
-      "1.25 GiB, and one feature alone 1.25 GiB; device: CPU with 1.25 GiB",
+      "1.50 GiB, and one feature alone 1.50 GiB; device: CPU with 1.5 GiB",
       "  weights + gradients + AdamW slots 23.9 MiB, activations per feature 996.0 KiB, allocator "
-      f"overhead x1, the process 1.20 GiB (`{commands.command('squad-qa-memory')}` prints the "
+      f"overhead x1, the process 1.45 GiB (`{commands.command('squad-qa-memory')}` prints the "
       "breakdown)",
       "fixes:",
       "  - --train_batch_size=16: one pass of the 16 features fits (the pre-flight check compares "
-      "with all 1.25 GiB)",
+      "with all 1.50 GiB)",
   ]
   assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 1).micro_batch_size == 16
   # One feature fits the 90 %, 16 in one pass and 16 passes of 1 (accumulators) do not.
-  ram = memory_device.Device("cpu", int(1.3836 * GIB), "CPU with 1.38 GiB")
+  ram = memory_device.Device("cpu", int(1.6614 * GIB), "CPU with 1.66 GiB")
   with pytest.raises(memory_plan.MemoryPlanError) as refused:
     memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=16)
   lines = str(refused.value).splitlines()
   assert lines[0].startswith("--train_batch_size=auto: no split of --effective_batch_size=16 fits "
-                             "in 90 % of the usable memory (1.25 GiB of 1.38 GiB): for 16 features "
-                             "per step, 16 passes of 1 x seq 64 (float32) need 1.27 GiB with the "
+                             "in 90 % of the usable memory (1.50 GiB of 1.66 GiB): for 16 features "
+                             "per step, 16 passes of 1 x seq 64 (float32) need 1.52 GiB with the "
                              "float32 gradient accumulators that splitting adds (15.3 MiB)")
   assert lines[2:] == [
       "fixes:",
-      "  - --effective_batch_size=4: --train_batch_size=auto runs it in one pass, without "
+      "  - --effective_batch_size=5: --train_batch_size=auto runs it in one pass, without "
       "accumulators, within the 90 %",
       "  - --train_batch_size=16: one pass of the 16 features fits (the pre-flight check compares "
-      "with all 1.38 GiB)",
+      "with all 1.66 GiB)",
   ]
-  plan = memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=4)
-  assert (plan.micro_batch_size, plan.accumulation_steps) == (4, 1)
+  plan = memory_plan.plan_batches(config, 64, "float32", ram, "auto", effective_batch_size=5)
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (5, 1)
   assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 1).micro_batch_size == 16
   # Nothing fits at all: no "auto" among the fixes (it would find nothing either), nor a --gpu
   # that fits batch 0.
@@ -426,21 +426,23 @@ def test_auto_says_why_it_found_no_split_and_names_fixes_that_run():
 
 
 def test_the_cpu_count_holds_the_process_and_every_replica():
-  """On the CPU the total adds the training process itself (device.CPU_PROCESS_BYTES, measured)
-  and holds every replica's tensors (logical CPU devices share the RAM); a GPU's total is one
-  replica's tensors alone."""
+  """On the CPU the total adds the training process itself (device.CPU_PROCESS_BYTES, measured,
+  and CPU_REPLICA_PROCESS_BYTES for each further logical CPU device) and holds every replica's
+  tensors (logical CPU devices share the RAM); a GPU's total is one replica's tensors alone."""
   config = tiny_config()
-  assert memory_device.CPU_PROCESS_BYTES == 1_288_490_188  # 1.2 GiB
+  assert memory_device.CPU_PROCESS_BYTES == 1_556_925_644  # 1.45 GiB
+  assert memory_device.CPU_REPLICA_PROCESS_BYTES == 375_809_638  # 0.35 GiB
   cpu = estimate.estimate(config, 64, 8, "float32", "cpu")
-  assert (cpu.replica_total, cpu.process, cpu.total) == (48_633_120, 1_288_490_188, 1_337_123_308)
+  assert (cpu.replica_total, cpu.process, cpu.total) == (48_633_120, 1_556_925_644, 1_605_558_764)
   two = estimate.estimate(config, 64, 8, "float32", "cpu", replicas=2)
-  assert (two.replicas, two.total) == (2, 2 * 48_633_120 + 1_288_490_188)
+  assert (two.replicas, two.process, two.total) == (2, 1_932_735_282,
+                                                    2 * 48_633_120 + 1_932_735_282)
   gpu = estimate.estimate(config, 64, 8, "float32", "gpu", replicas=2)
   assert (gpu.replicas, gpu.process, gpu.replica_total, gpu.total) == (1, 0, 50_578_445, 50_578_445)
   assert memory_plan.format_estimate(two, 2 * GIB).splitlines()[-4:] == [
       "  1 other replica sharing the RAM           46.4 MiB",
-      "  process (TensorFlow runtime, Python)      1.20 GiB",
-      "  total                                     1.29 GiB",
+      "  process (TensorFlow runtime, Python)      1.80 GiB",
+      "  total                                     1.89 GiB",
       "  fits in 2.00 GiB usable",
   ]
   assert memory_plan.format_estimate(gpu).splitlines()[-2:] == [
@@ -449,11 +451,13 @@ def test_the_cpu_count_holds_the_process_and_every_replica():
   ]
   values = two.to_dict()
   assert (values["replicas"], values["process"], values["replica_total"],
-          values["total"]) == (2, 1_288_490_188, 48_633_120, 1_385_756_428)
-  # The largest batch beside one process: 57 for one replica, 7 each for two.
+          values["total"]) == (2, 1_932_735_282, 48_633_120, 2_030_001_522)
+  # The largest batch beside one process: 57 for one replica, 7 each for two (beside the second
+  # device's own runtime too).
   room = cpu.total + cpu.replica_total - 1
   assert estimate.max_batch_size(config, 64, room, "float32", "cpu") == 57
-  assert estimate.max_batch_size(config, 64, room, "float32", "cpu", replicas=2) == 7
+  assert estimate.max_batch_size(config, 64, room + memory_device.CPU_REPLICA_PROCESS_BYTES,
+                                 "float32", "cpu", replicas=2) == 7
   with pytest.raises(ValueError, match="replicas must be >= 1"):
     estimate.estimate(config, 64, 8, "float32", "cpu", replicas=0)
 
@@ -480,11 +484,62 @@ def test_the_detected_ram_gives_back_what_the_planning_process_holds(monkeypatch
   assert 100 * memory_device.MIB < memory_device.own_anonymous_bytes() <= resident
 
 
-def batch_flags(train_batch_size, effective_batch_size=None):
+def test_the_cpu_count_holds_the_float32_copy_that_predicts_after_mixed_training():
+  """train.py predicts after mixed-precision training with a float32 copy of the model, made from
+  a NumPy copy of the weights: on the CPU, where train.py predicts (--do_predict), the total adds
+  4 B per parameter once; not after float32 training, nor on a GPU."""
+  config = tiny_config()
+  assert estimate.count_parameters(config).total == 2_057_666
+  mixed = estimate.estimate(config, 64, 8, "mixed_bfloat16", "cpu", predicts=True)
+  alone = estimate.estimate(config, 64, 8, "mixed_bfloat16", "cpu")
+  assert (mixed.prediction_copy, alone.prediction_copy) == (8_230_664, 0)
+  assert (mixed.total, alone.total) == (1_613_920_500, 1_605_689_836)
+  assert estimate.estimate(config, 64, 8, "mixed_bfloat16", "cpu", replicas=2,
+                           predicts=True).prediction_copy == 8_230_664  # once
+  assert estimate.estimate(config, 64, 8, "float32", "cpu", predicts=True).prediction_copy == 0
+  gpu = estimate.estimate(config, 64, 8, "mixed_float16", "gpu", predicts=True)
+  assert (gpu.prediction_copy, gpu.total) == (0,
+                                              estimate.estimate(config, 64, 8, "mixed_float16",
+                                                                "gpu").total)
+  assert memory_plan.format_estimate(mixed, 2 * GIB).splitlines()[-4:] == [
+      "  process (TensorFlow runtime, Python)      1.45 GiB",
+      "  float32 copy to predict after training     7.8 MiB",
+      "  total                                     1.50 GiB",
+      "  fits in 2.00 GiB usable",
+  ]
+  # The pre-flight check counts it with --do_predict: a RAM where the step fits but not the copy.
+  ram = memory_device.Device("cpu", alone.total + 4 * 2**20, "CPU with test RAM")
+  assert run_plan.plan_memory(batch_flags(8), config, 64, "mixed_bfloat16", ram,
+                              1).estimate == alone
+  with pytest.raises(memory_plan.MemoryPlanError) as refused:
+    run_plan.plan_memory(batch_flags(8, do_predict=True), config, 64, "mixed_bfloat16", ram, 1)
+  assert str(refused.value).splitlines()[1:] == [
+      "  weights + gradients + AdamW slots 24.0 MiB, activations 5.7 MiB, allocator overhead x1, "
+      "the process 1.45 GiB, the float32 prediction copy 7.8 MiB "
+      f"(`{commands.command('squad-qa-memory')}` prints the breakdown)",
+      "fixes:",
+      "  - not even batch 1 fits at max_seq_length 64",
+      "  - --do_predict=false leaves out the float32 copy that predicts after training (7.8 MiB); "
+      "then predict with --do_train=false, which builds the model in float32 alone",
+      "  - or --nomemory_check to try anyway",
+  ]
+  assert run_plan.describe_estimate(mixed, ram) == (
+      "1.50 GiB of CPU with test RAM (the process's 1.45 GiB and the float32 prediction copy's "
+      "7.8 MiB included)")
+  # The planner counts train.py's default --do_predict: BERT-Base's copy, 4 x 109.5 M parameters.
+  text = memory_plan.report(
+      memory_plan.PlannerConfig(max_seq_length=128, train_batch_size=8, device_memory_gb=16,
+                                mixed_precision_dtype="bfloat16"))
+  assert "  float32 copy to predict after training   417.6 MiB" in text.splitlines()
+  assert 4 * estimate.count_parameters(estimate.presets()["BERT-Base"]).total == 437_935_112
+
+
+def batch_flags(train_batch_size, effective_batch_size=None, do_predict=False):
   """The batch settings of a TrainConfig that run_plan.plan_memory reads."""
   return types.SimpleNamespace(train_batch_size=train_batch_size,
                                effective_batch_size=effective_batch_size,
-                               gradient_accumulation_steps=1, memory_check=True)
+                               gradient_accumulation_steps=1, memory_check=True,
+                               do_predict=do_predict)
 
 
 def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
@@ -493,15 +548,16 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
   replicas each have their own memory."""
   config = tiny_config()
   one = estimate.estimate(config, 64, 8, "float32", "cpu")
-  ram = memory_device.Device("cpu", one.total + one.replica_total - 1, "CPU with test RAM")
+  two = estimate.estimate(config, 64, 8, "float32", "cpu", replicas=2)
+  ram = memory_device.Device("cpu", two.total - 1, "CPU with test RAM")
   assert run_plan.plan_memory(batch_flags(8), config, 64, "float32", ram, 1).estimate == one
   with pytest.raises(memory_plan.MemoryPlanError) as refused:
     run_plan.plan_memory(batch_flags(16), config, 64, "float32", ram, 2)
   assert str(refused.value).splitlines() == [
-      "the planner estimates that this batch does not fit: estimated peak 1.29 GiB for batch 8 x "
+      "the planner estimates that this batch does not fit: estimated peak 1.89 GiB for batch 8 x "
       "seq 64 (float32) on each of 2 replicas; device: CPU with test RAM",
       "  weights + gradients + AdamW slots 24.0 MiB, activations 7.8 MiB, allocator overhead x1, "
-      f"the process 1.20 GiB (`{commands.command('squad-qa-memory')}` prints the breakdown)",
+      f"the process 1.80 GiB (`{commands.command('squad-qa-memory')}` prints the breakdown)",
       "fixes:",
       "  - --train_batch_size=14: the largest batch that fits without accumulation",
       "  - on a GPU, --gpu (mixed_float16) halves most activations",
@@ -509,20 +565,21 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
       "accumulation steps itself",
       "  - or --nomemory_check to try anyway",
   ]
-  # "auto" at 256 per step in 1.5 GiB: one replica runs 64 x 4; two replicas, 128 each, 16 x 8.
-  roomy = memory_device.Device("cpu", int(1.5 * GIB), "CPU with 1.5 GiB")
+  # "auto" at 256 per step in 2.16 GiB: one replica runs 256 at once; two replicas (the second
+  # device's runtime beside them), 128 each, 16 x 8.
+  roomy = memory_device.Device("cpu", int(2.16 * GIB), "CPU with 2.16 GiB")
   splits = [
       run_plan.plan_memory(batch_flags("auto", 256), config, 64, "float32", roomy, replicas)
       for replicas in (1, 2)
   ]
   assert [(p.micro_batch_size, p.accumulation_steps, p.estimate.replicas) for p in splits
-         ] == [(64, 4, 1), (16, 8, 2)]
+         ] == [(256, 1, 1), (16, 8, 2)]
   assert all(p.estimate.total <= roomy.usable_bytes * memory_plan.AUTO_BATCH_MARGIN for p in splits)
   gpu = memory_device.Device("gpu", 50_578_445, "test GPU")  # one replica of 8 exactly
   assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", gpu,
                               2).estimate.total == (50_578_445)
   assert run_plan.describe_estimate(splits[1].estimate, roomy) == (
-      "1.33 GiB of CPU with 1.5 GiB (2 replicas sharing it and the process's 1.20 GiB included)")
+      "1.93 GiB of CPU with 2.16 GiB (2 replicas sharing it and the process's 1.80 GiB included)")
   assert run_plan.describe_estimate(
       gpu_estimate := estimate.estimate(config, 64, 8),
       gpu) == (f"{memory_device.format_bytes(gpu_estimate.total)} of test GPU per replica")
@@ -916,16 +973,16 @@ def train_cli(records, model_dir, *args, expect_ok=True):
 @pytest.mark.slow
 def test_preflight_check_and_real_out_of_memory(tiny_records):
   model_dir = tiny_records["tmp"] / "preflight"
-  # 1.35 GiB of RAM: 0.15 GiB beside the process's own 1.2 GiB (device.CPU_PROCESS_BYTES).
+  # 1.6 GiB of RAM: 0.15 GiB beside the process's own 1.45 GiB (device.CPU_PROCESS_BYTES).
   returncode, output = train_cli(tiny_records, model_dir, "--train_batch_size=512",
-                                 "--device_memory_gb=1.35", expect_ok=False)
+                                 "--device_memory_gb=1.6", expect_ok=False)
   assert returncode != 0
   est = estimate.estimate(tiny_config(), 64, 512, "float32", "cpu")
   assert (f"train.py: the planner estimates that this batch does not fit: estimated peak "
           f"{memory_device.format_bytes(est.total)} for batch 512 x seq 64 (float32); device: "
           f"CPU with "
-          f"1.35 GiB of RAM (--device_memory_gb)") in output
-  fit = estimate.max_batch_size(tiny_config(), 64, int(1.35 * GIB), device="cpu",
+          f"1.6 GiB of RAM (--device_memory_gb)") in output
+  fit = estimate.max_batch_size(tiny_config(), 64, int(1.6 * GIB), device="cpu",
                                 accumulation_steps=2)
   assert 64 < fit < 128  # so 512 = 8 passes of 64
   assert "--train_batch_size=64 --gradient_accumulation_steps=8: the same 512 features" in output
