@@ -1,6 +1,6 @@
 """The tf.distribute strategy from tfm's flags (built by tfm's `get_distribution_strategy`;
-multi-worker membership from `TF_CONFIG`), the chief, splitting the global batch, and the training
-input for the strategy.
+multi-worker membership from `TF_CONFIG`), the chief, and the training input for the strategy
+(splitting the global batch: `model.memory.plan.per_replica_batches`).
 `--num_cpu_devices=N` splits the CPU into N logical devices for `mirrored`: a multi-GPU run's
 arithmetic without GPUs.
 """
@@ -194,23 +194,3 @@ def distribute_inputs(strategy, dataset_fn):
   if isinstance(strategy, tf.distribute.OneDeviceStrategy):
     return dataset_fn(tf.distribute.InputContext())
   return strategy.distribute_datasets_from_function(dataset_fn)
-
-
-def per_replica_batch_size(global_batch_size, num_replicas):
-  """`global_batch_size` / `num_replicas`.
-
-  Raises:
-    DistributionError: it does not divide (one line with the nearest global batches that do)."""
-  per_replica, remainder = divmod(global_batch_size, num_replicas)
-  if remainder or not per_replica:
-    raise DistributionError(
-        f"--train_batch_size={global_batch_size} is the global batch and must be a multiple of "
-        f"the {num_replicas} replicas; use {nearest_multiples(global_batch_size, num_replicas)}")
-  return per_replica
-
-
-def nearest_multiples(batch, num_replicas):
-  """The multiples of `num_replicas` (at least one) nearest below and above `batch`, as
-  "30 or 33" for a refusal's fix."""
-  lower = max(num_replicas, batch - batch % num_replicas)
-  return f"{lower} or {lower + num_replicas}"

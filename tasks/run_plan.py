@@ -182,18 +182,12 @@ def plan_memory(config, bert_config, max_seq_length, policy, device, num_replica
       planner estimates that the micro-batch does not fit `device`; the message is the diagnosis.
     distribution.DistributionError: a global batch that the replicas do not divide.
   """
-  per_replica = config.train_batch_size
-  if per_replica != "auto":
-    per_replica = distribution.per_replica_batch_size(per_replica, num_replicas)
-  effective = config.effective_batch_size
-  if effective is None and per_replica == "auto":
-    effective = memory_plan.DEFAULT_EFFECTIVE_BATCH_SIZE
-  if effective is not None:
-    if effective % num_replicas:
-      raise distribution.DistributionError(
-          f"--effective_batch_size={effective} must be a multiple of the {num_replicas} replicas; "
-          f"use {distribution.nearest_multiples(effective, num_replicas)}")
-    effective //= num_replicas
+  try:  # the split squad-qa-memory --num_cpu_devices counts too
+    per_replica, effective = memory_plan.per_replica_batches(config.train_batch_size,
+                                                             config.effective_batch_size,
+                                                             num_replicas)
+  except memory_plan.MemoryPlanError as e:
+    raise distribution.DistributionError(str(e)) from None
   plan = memory_plan.plan_batches(bert_config, max_seq_length, policy, device, per_replica,
                                   config.gradient_accumulation_steps, effective, num_replicas,
                                   config.do_predict)

@@ -125,10 +125,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       "(multi_worker_mirrored); default: TensorFlow's choice.")
   tpu: Optional[str] = settings.setting(
       None, "The TPU's gRPC address or Cloud TPU name (--distribution_strategy=tpu).")
-  num_cpu_devices: int = settings.setting(
-      1,
-      "Without GPUs: split the CPU into this many logical devices; mirrored then runs one replica "
-      "on each (for tests and trying a multi-device configuration).", check=settings.at_least(1))
+  num_cpu_devices: int = settings.variant(plan.PlannerConfig, "num_cpu_devices")
   steps_per_loop: int = settings.setting(
       100, "The most training steps in one compiled loop (tfm's trainer.steps_per_loop): progress, "
       "summaries and the SIGTERM check happen between loops, which also end at checkpoint steps, "

@@ -88,7 +88,8 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
     # Passes of 1 are the smallest split (the accumulators do not depend on the passes); one pass
     # of the whole batch has no accumulators.
     passes, whole = peak(1, effective), peak(effective, 1)
-    compared = (f"for {effective} features per step, {effective} passes of 1 x seq "
+    per = "per replica and step" if replicas > 1 else "per step"
+    compared = (f"for {effective} features {per}, {effective} passes of 1 x seq "
                 f"{max_seq_length} ({dtype}){shared} need {size(passes.total)} with the float32 "
                 f"gradient accumulators that splitting adds "
                 f"({size(passes.accumulators * passes.replicas)}), one pass of {effective} needs "

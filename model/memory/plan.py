@@ -77,6 +77,40 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
   return steps
 
 
+def nearest_multiples(batch, num_replicas):
+  """The multiples of `num_replicas` (at least one) nearest below and above `batch`, as
+  "30 or 33" for a refusal's fix."""
+  lower = max(num_replicas, batch - batch % num_replicas)
+  return f"{lower} or {lower + num_replicas}"
+
+
+def per_replica_batches(train_batch_size, effective_batch_size, replicas):
+  """One replica's (train_batch_size, effective_batch_size) from train.py's global batch flags:
+  each divided by `replicas`; "auto" stays "auto", its effective batch defaulting to
+  `DEFAULT_EFFECTIVE_BATCH_SIZE`; an effective batch of None stays None otherwise.
+
+  Raises:
+    MemoryPlanError: a global batch that `replicas` do not divide (one line naming the nearest
+      global batches that they do).
+  """
+  per_replica = train_batch_size
+  if per_replica != "auto":
+    if per_replica % replicas:
+      raise MemoryPlanError(
+          f"--train_batch_size={per_replica} is the global batch and must be a multiple of the "
+          f"{replicas} replicas; use {nearest_multiples(per_replica, replicas)}")
+    per_replica //= replicas
+  effective = effective_batch_size
+  if effective is None and per_replica == "auto":
+    effective = DEFAULT_EFFECTIVE_BATCH_SIZE
+  if effective is not None:
+    if effective % replicas:
+      raise MemoryPlanError(f"--effective_batch_size={effective} must be a multiple of the "
+                            f"{replicas} replicas; use {nearest_multiples(effective, replicas)}")
+    effective //= replicas
+  return per_replica, effective
+
+
 def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
                  gradient_accumulation_steps=1, effective_batch_size=None, replicas=1,
                  predicts=False):
@@ -144,14 +178,13 @@ def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1, 
 
 
 def table_rows(configs, usable_bytes, dtype="float32", device="gpu", seq_lengths=TABLE_SEQ_LENGTHS,
-               program=estimate.THIS_TOOL, accumulation_steps=1, predicts=False):
+               program=estimate.THIS_TOOL, accumulation_steps=1, predicts=False, replicas=1):
   """[(model name, seq, max batch)] for each config and sequence length (within its positions),
-  the batch counted with `accumulation_steps` (its float32 sums from 2 on) and `predicts`
-  (`estimate.estimate`)."""
-  return [(name, seq,
-           estimate.max_batch_size(config, seq, usable_bytes, dtype, device,
-                                   accumulation_steps=accumulation_steps, program=program,
-                                   predicts=predicts)) for name, config in configs.items()
+  the batch counted with `accumulation_steps` (its float32 sums from 2 on), `predicts` and
+  `replicas` (`estimate.estimate`; the batch is global, `replicas` x one replica's)."""
+  return [(name, seq, replicas * estimate.max_batch_size(
+      config, seq, usable_bytes, dtype, device, accumulation_steps=accumulation_steps,
+      program=program, predicts=predicts, replicas=replicas)) for name, config in configs.items()
           for seq in seq_lengths if seq <= config.max_position_embeddings]
 
 
@@ -230,10 +263,15 @@ class PlannerConfig(settings.Settings):
       (`device.detect_device`).
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
+    num_cpu_devices: logical CPU devices train.py runs one replica on each of under
+      --distribution_strategy=mirrored (at least 1): their tensors and runtimes share the RAM,
+      and the batch flags are global over them (`per_replica_batches`).
 
   Raises:
-    errors.UsageError: (on construction) a value outside those, or a program other than this
-      tool's under a mixed policy.
+    errors.UsageError: (on construction) a value outside those, a program other than this
+      tool's under a mixed policy or with several CPU devices, or CPU devices with `gpu`.
+    MemoryPlanError: (on construction) batch flags train.py refuses, a global batch the CPU
+      devices do not divide among them included.
   """
   bert_config_file: Optional[str] = settings.setting(
       None, "BERT JSON config (google-research bert_config.json or an HF config.json). "
@@ -280,6 +318,11 @@ class PlannerConfig(settings.Settings):
       "Whose training step to count: tfm (this tool's train.py) or google_research_tf1 "
       "(google-research/bert's TF1 run_squad.py, to compare with its published OOM table).",
       choices=estimate.PROGRAMS)
+  num_cpu_devices: int = settings.setting(
+      1, "Without GPUs: split the CPU into this many logical devices; "
+      "--distribution_strategy=mirrored then runs one replica on each (for tests and trying a "
+      "multi-device configuration). They share the RAM, and --train_batch_size and "
+      "--effective_batch_size are global over them.", check=settings.at_least(1))
 
   def check(self):
     if self.program != estimate.THIS_TOOL.name and self.mixed_precision_dtype not in (
@@ -294,6 +337,13 @@ class PlannerConfig(settings.Settings):
           f"--program={self.program} counts a batch as given: --train_batch_size=auto, "
           f"--effective_batch_size and --gradient_accumulation_steps plan this tool's training; "
           f"drop them or --program")
+    if self.num_cpu_devices > 1 and self.gpu:
+      raise errors.UsageError(
+          f"--num_cpu_devices={self.num_cpu_devices} splits the CPU, and --gpu plans a GPU (each "
+          f"GPU replica has its own memory): drop one of the two")
+    if self.num_cpu_devices > 1 and self.program != estimate.THIS_TOOL.name:
+      raise errors.UsageError(f"--program={self.program} counts one device: drop "
+                              f"--num_cpu_devices={self.num_cpu_devices}")
     if self.train_batch_size is None:
       if self.effective_batch_size is not None or self.gradient_accumulation_steps != 1:
         raise errors.UsageError(
@@ -302,6 +352,7 @@ class PlannerConfig(settings.Settings):
     else:
       accumulation_steps_for(self.train_batch_size, self.gradient_accumulation_steps,
                              self.effective_batch_size)
+      per_replica_batches(self.train_batch_size, self.effective_batch_size, self.num_cpu_devices)
 
   @property
   def policy_and_reason(self):
@@ -317,45 +368,53 @@ class PlannerConfig(settings.Settings):
     return precision.POLICIES[dtype], why
 
 
-def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_steps=1):
-  """Why no batch fits: one feature's peak with `accumulation_steps` (their float32 sums from 2
-  on, as the largest batch it explains counts them) against `device`'s usable memory, in a few
-  words."""
+def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_steps=1, replicas=1):
+  """Why no batch fits: one feature's peak (on each of `replicas`) with `accumulation_steps` (their
+  float32 sums from 2 on, as the largest batch it explains counts them) against `device`'s usable
+  memory, in a few words."""
   est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind,
-                          accumulation_steps=accumulation_steps, program=program, predicts=PREDICTS)
+                          accumulation_steps=accumulation_steps, program=program, replicas=replicas,
+                          predicts=PREDICTS)
   size = memory_device.format_bytes
   fixed = est.weights + est.gradients + est.optimizer_slots
-  return (
-      f"one feature needs {size(est.total)} of the {size(device.usable_bytes)} usable; weights, "
-      f"gradients and AdamW slots alone take {size(fixed)}" +
-      (f", the gradient accumulators {size(est.accumulators)}" if est.accumulators else "") +
-      (f", the process itself {size(est.process)}" if est.process else ""))
+  shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
+  return (f"one feature{shared} needs {size(est.total)} of the {size(device.usable_bytes)} usable; "
+          f"weights, "
+          f"gradients and AdamW slots alone take {size(fixed)}" +
+          (f", the gradient accumulators {size(est.accumulators)}" if est.accumulators else "") +
+          (f", the process itself {size(est.process)}" if est.process else ""))
 
 
 def _train_plan(config, bert, seq, dtype, device):
-  """(`plan_batches` for the config's batch flags, or None; a line saying what train.py runs, or
-  would run and refuses when it does not fit `device`). Another `program`'s step is counted for the
-  batch as given (it has no accumulation)."""
+  """(`plan_batches` for one replica of the config's batch flags, or None; a line saying what
+  train.py runs, or would run and refuses when it does not fit `device`). Another `program`'s step
+  is counted for the batch as given (it has no accumulation)."""
   if config.program != estimate.THIS_TOOL.name:
     batch = config.train_batch_size
     return BatchPlan(
         batch, 1, batch,
         estimate.estimate(bert, seq, batch, dtype, device.kind,
                           program=estimate.PROGRAMS[config.program])), ""
+  replicas = config.num_cpu_devices
+  per_replica, effective = per_replica_batches(config.train_batch_size, config.effective_batch_size,
+                                               replicas)
   try:
-    batches = plan_batches(bert, seq, dtype, device, config.train_batch_size,
-                           config.gradient_accumulation_steps, config.effective_batch_size,
-                           predicts=PREDICTS)
+    batches = plan_batches(bert, seq, dtype, device, per_replica,
+                           config.gradient_accumulation_steps, effective, replicas, PREDICTS)
   except MemoryPlanError as e:  # "auto" found no batch; the flags themselves were checked (`check`)
     return None, str(e)
-  if config.train_batch_size == "auto" or batches.accumulation_steps > 1:
-    hint = (auto_split_hint(bert, seq, dtype, device, batches, predicts=PREDICTS)
+  if config.train_batch_size == "auto" or batches.accumulation_steps > 1 or replicas > 1:
+    hint = (auto_split_hint(bert, seq, dtype, device, batches, replicas, PREDICTS)
             if config.train_batch_size == "auto" else "")
     fits = batches.estimate.total <= device.usable_bytes
-    return batches, (f"{commands.command('squad-qa-train')} {'runs' if fits else 'would run'} "
+    train = commands.command("squad-qa-train")
+    if replicas > 1:
+      train += f" --distribution_strategy=mirrored --num_cpu_devices={replicas}"
+    return batches, (f"{train} {'runs' if fits else 'would run'} " +
+                     (f"{replicas} replicas x " if replicas > 1 else "") +
                      f"{batches.micro_batch_size} features per pass x "
                      f"{batches.accumulation_steps} accumulation steps = "
-                     f"{batches.effective_batch_size} per optimizer step" +
+                     f"{batches.effective_batch_size * replicas} per optimizer step" +
                      ("" if fits else ", but its pre-flight check stops it: this does not fit") +
                      (f"; {hint}" if hint else ""))
   return batches, ""
@@ -372,7 +431,8 @@ def report(config):
   (`diagnose.fixes`). Without: the max-batch table (with a column of that batch's peak and whether
   it fits at each length, or "auto"'s split, so the flag is never ignored) and, for the presets,
   the flattened Dense head next to the span head. On the CPU every total includes the process
-  itself (`device.process_bytes`).
+  itself (`device.process_bytes`); with `num_cpu_devices` every replica's tensors, the batches
+  printed being global over them, as train.py's flags are.
 
   Raises:
     errors.MissingFileError, errors.UsageError: a --bert_config_file missing or not a BERT config,
@@ -397,15 +457,26 @@ def report(config):
     if config.gpu and device.kind == "cpu":
       raise errors.UsageError("--gpu: TensorFlow sees no GPU here; give the GPU's memory to plan "
                               "for one, e.g. --device_memory_gb=16 for a 16 GB card")
+  replicas = config.num_cpu_devices  # train.py's mirrored replicas on the CPU
+  if replicas > 1 and device.kind == "gpu":
+    raise errors.UsageError(f"--num_cpu_devices={replicas} splits the CPU, and training here runs "
+                            f"on the GPU TensorFlow sees: drop it")
   program = estimate.PROGRAMS[config.program]
   this_tool = program == estimate.THIS_TOOL
-  output = {"device": dataclasses.asdict(device), "dtype": dtype, "program": program.name}
+  output = {
+      "device": dataclasses.asdict(device),
+      "dtype": dtype,
+      "program": program.name,
+      "replicas": replicas
+  }
   text = [
       f"device: {device.description}; {dtype} ({why}); AdamW; allocator overhead "
       f"x{memory_device.overhead_for(device.kind):g}" +
       ("" if this_tool else f"; counting {program.name}, not this tool") +
       ("; --gpu plans a GPU of that size"
-       if config.device_memory_gb and device.kind == "cpu" else "")
+       if config.device_memory_gb and device.kind == "cpu" else "") +
+      (f"; {replicas} replicas (--distribution_strategy=mirrored --num_cpu_devices={replicas}) "
+       f"share the RAM, batches are global" if replicas > 1 else "")
   ]
   if config.max_seq_length:
     seq = config.max_seq_length
@@ -421,8 +492,9 @@ def report(config):
       # when the plan's micro-batch is at most it.
       steps = batches.accumulation_steps if batches else 1
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
-                                      accumulation_steps=steps, program=program, predicts=PREDICTS)
-      entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit}
+                                      accumulation_steps=steps, program=program, predicts=PREDICTS,
+                                      replicas=replicas)
+      entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit * replicas}
       if config.train_batch_size is not None:
         entry["train_plan"] = None
         if batches:
@@ -437,13 +509,15 @@ def report(config):
           text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
         if line:
           text.append(f"{name}: {line}")
-      text.append(
-          f"{name}: largest batch that fits at seq {seq}" +
-          (f" with {steps} accumulation steps" if steps > 1 else "") + f": {format_batch(limit)}" +
-          (f": {_fewest_bytes(bert, seq, dtype, device, program, steps)}" if not limit else ""))
+      text.append(f"{name}: largest batch that fits at seq {seq}" +
+                  (f" with {steps} accumulation steps" if steps > 1 else "") +
+                  f": {format_batch(limit * replicas)}" +
+                  (f" ({limit} per replica)" if replicas > 1 and limit else "") +
+                  (f": {_fewest_bytes(bert, seq, dtype, device, program, steps, replicas)}"
+                   if not limit else ""))
       if batches and not entry["fits"] and this_tool:  # train.py's pre-flight fixes
         entry["fixes"] = diagnose.fixes(bert, seq, batches.micro_batch_size, dtype, device,
-                                        batches.accumulation_steps, predicts=PREDICTS)
+                                        batches.accumulation_steps, replicas, PREDICTS)
         text.append(f"{name}: fixes:")
         text += [f"  - {fix}" for fix in entry["fixes"]]
       output["estimates"].append(entry)
@@ -456,7 +530,7 @@ def report(config):
                                     config.effective_batch_size)
              if config.train_batch_size is not None else 1)
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program,
-                      accumulation_steps=steps or 1, predicts=PREDICTS)
+                      accumulation_steps=steps or 1, predicts=PREDICTS, replicas=replicas)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     extra_column = None
     if config.train_batch_size is not None:
@@ -473,12 +547,16 @@ def report(config):
         verdict = "fits" if entry["fits"] else "does NOT fit"
         split = (f"{batches.micro_batch_size} x {batches.accumulation_steps}, "
                  if config.train_batch_size == "auto" or batches.accumulation_steps > 1 else "")
+        if split and replicas > 1:
+          split = f"{replicas} replicas x {split}"
         cells.append(f"{split}{verdict} (peak {memory_device.format_bytes(est.total)})")
       effective = config.effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
       header = (f"--train_batch_size=auto ({effective} per step)" if steps is None else
                 f"batch {config.train_batch_size}" + (f" x {steps} steps" if steps > 1 else ""))
       extra_column = (header, cells)
     accumulating = f", {steps} accumulation steps" if steps and steps > 1 else ""
+    if replicas > 1:
+      accumulating += f", {replicas} replicas"
     text.append(
         format_table(rows,
                      f"max batch ({size}, {estimate.SHORT_POLICY_NAMES[dtype]}{accumulating})",

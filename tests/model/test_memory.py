@@ -19,6 +19,7 @@ from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import float32_gradients
 from squad_qa import errors
 from squad_qa.base import commands
+from squad_qa.flags import settings
 from squad_qa.model.memory import device as memory_device
 from squad_qa.model.memory import diagnose
 from squad_qa.model.memory import estimate
@@ -583,6 +584,59 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
   assert run_plan.describe_estimate(
       gpu_estimate := estimate.estimate(config, 64, 8),
       gpu) == (f"{memory_device.format_bytes(gpu_estimate.total)} of test GPU per replica")
+
+
+def test_the_planner_counts_cpu_replicas_as_train_py_does(tmp_path):
+  """squad-qa-memory --num_cpu_devices (the setting train.py declares through it) counts the
+  mirrored CPU replicas as train.py's pre-flight check does: global batch flags split among them,
+  their tensors and runtimes sharing the RAM; a global batch they do not divide is refused with
+  train.py's line, and so are CPU devices beside --gpu."""
+  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
+  config_file = testutil.write_tiny_config(tmp_path / "tiny.json")
+  options = dict(bert_config_file=config_file, max_seq_length=64, device_memory_gb=4,
+                 mixed_precision_dtype="float32", num_cpu_devices=2)
+  report = json.loads(
+      memory_plan.report(memory_plan.PlannerConfig(train_batch_size=16, format="json", **options)))
+  ram = memory_device.Device("cpu", 4 * GIB, "CPU with 4 GiB")
+  checked = run_plan.plan_memory(batch_flags(16, do_predict=True), tiny_config(), 64, "float32",
+                                 ram, 2)
+  (entry,) = report["estimates"]
+  assert (report["replicas"], entry["train_plan"]) == (2, {
+      "micro_batch_size": 8,
+      "accumulation_steps": 1,
+      "effective_batch_size": 8
+  })
+  assert entry["estimate"] == checked.estimate.to_dict()
+  assert entry["estimate"]["total"] == 2_030_001_522  # 2 x 48_633_120 + 1.45 + 0.35 GiB
+  # The largest global batch: an even split, each replica's share beside the other's.
+  per_replica = estimate.max_batch_size(tiny_config(), 64, 4 * GIB, "float32", "cpu", replicas=2,
+                                        predicts=True)
+  assert (entry["max_batch_size"], per_replica) == (2 * 924, 924)
+  text = memory_plan.report(memory_plan.PlannerConfig(train_batch_size=16, **options))
+  lines = [line.split("tiny.json: ", 1)[-1] for line in text.splitlines()]
+  train = commands.command("squad-qa-train")
+  assert (f"{train} --distribution_strategy=mirrored --num_cpu_devices=2 runs 2 "
+          f"replicas x 8 features per pass x 1 accumulation steps = 16 per optimizer step") in lines
+  assert "largest batch that fits at seq 64: 1848 (924 per replica)" in lines
+  assert text.splitlines()[0].endswith(
+      "; 2 replicas (--distribution_strategy=mirrored --num_cpu_devices=2) share the RAM, "
+      "batches are global")
+  # A global batch the replicas do not divide: train.py's own refusal.
+  with pytest.raises(memory_plan.MemoryPlanError) as planner:
+    memory_plan.PlannerConfig(train_batch_size=15, **options)
+  with pytest.raises(run_plan.distribution.DistributionError) as trainer:
+    run_plan.plan_memory(batch_flags(15), tiny_config(), 64, "float32", ram, 2)
+  assert str(planner.value) == str(trainer.value) == (
+      "--train_batch_size=15 is the global batch and must be a multiple of the 2 replicas; use 14 "
+      "or 16")
+  with pytest.raises(errors.UsageError) as error:
+    memory_plan.PlannerConfig(num_cpu_devices=2, gpu=True, device_memory_gb=16)
+  assert str(error.value) == ("--num_cpu_devices=2 splits the CPU, and --gpu plans a GPU (each GPU "
+                              "replica has its own memory): drop one of the two")
+  # One declaration: train.py's flag is the planner's.
+  trained, planned = (settings.spec_of(config.__dataclass_fields__["num_cpu_devices"])
+                      for config in (train_config.TrainConfig, memory_plan.PlannerConfig))
+  assert trained == planned and trained.help.startswith("Without GPUs: split the CPU")
 
 
 def test_the_planner_counts_the_accumulators_in_the_largest_batch_and_names_the_fixes():
