@@ -119,7 +119,8 @@ def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replica
   size = memory_device.format_bytes
   budget = int(device.usable_bytes * margin)
 
-  def largest(room, steps, seq=max_seq_length, limit=estimate.BATCH_SEARCH_LIMIT):
+  def largest(room, steps, seq=max_seq_length, limit=estimate.BATCH_SEARCH_LIMIT,
+              predicts=predicts):
     return estimate.max_batch_size(config, seq, room, dtype, device.kind, "adamw", steps,
                                    replicas=replicas, predicts=predicts, limit=limit)
 
@@ -151,6 +152,23 @@ def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replica
   if seq >= 64:
     fixes_.append(f"--max_seq_length={seq} ({commands.command('squad-qa-records')}): "
                   f"--train_batch_size=auto plans passes within the {margin * 100:g} % there")
+  copy = estimate.estimate(config, max_seq_length, 1, dtype, device.kind, "adamw",
+                           replicas=replicas, predicts=predicts).prediction_copy
+  if copy and not single:  # without the float32 copy that predicts after training
+    planned = largest(budget, 1, limit=effective, predicts=False)
+    split = effective > 1 and largest(budget, effective, limit=1, predicts=False)
+    explicit = largest(device.usable_bytes, 1, limit=effective, predicts=False)
+    leaves = (f"leaves out the float32 copy that predicts after training ({size(copy)}); then "
+              f"predict with --do_train=false")
+    if split or planned >= effective:
+      fixes_.append(f"--do_predict=false: --train_batch_size=auto then plans the "
+                    f"{effective * replicas} features per step; it {leaves}")
+    elif planned:
+      fixes_.append(f"--do_predict=false --effective_batch_size={planned * replicas}: "
+                    f"--train_batch_size=auto runs it in one pass; it {leaves}")
+    elif explicit:
+      fixes_.append(f"--do_predict=false --train_batch_size={explicit * replicas}: fits {checked}; "
+                    f"it {leaves}")
   if dtype == "float32" and device.kind == "gpu":
     fixes_.append("--gpu (mixed_float16) halves most activations")
   return fixes_

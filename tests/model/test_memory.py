@@ -527,6 +527,22 @@ def test_the_cpu_count_holds_the_float32_copy_that_predicts_after_mixed_training
   assert run_plan.describe_estimate(mixed, ram) == (
       "1.50 GiB of CPU with test RAM (the process's 1.45 GiB and the float32 prediction copy's "
       "7.8 MiB included)")
+  # "auto" plans within 90 %: one feature fits there without the copy, not with it; the fix says so.
+  ram = memory_device.Device("cpu", 1_785_135_480, "CPU with test RAM")  # (a.total + 1 MiB) / 0.9
+  with pytest.raises(memory_plan.MemoryPlanError) as refused:
+    memory_plan.plan_batches(config, 64, "mixed_bfloat16", ram, "auto", effective_batch_size=4,
+                             predicts=True)
+  assert str(refused.value).splitlines()[-1] == (
+      "  - --do_predict=false: --train_batch_size=auto then plans the 4 features per step; it "
+      "leaves out the float32 copy that predicts after training (7.8 MiB); then predict with "
+      "--do_train=false")
+  plan = memory_plan.plan_batches(config, 64, "mixed_bfloat16", ram, "auto", effective_batch_size=4)
+  assert (plan.micro_batch_size, plan.accumulation_steps) == (4, 1)
+  # The planner's "one feature needs" names the copy it counts.
+  assert memory_plan._fewest_bytes(
+      config, 64, "mixed_bfloat16", memory_device.Device("cpu", GIB, "1 GiB"),
+      estimate.THIS_TOOL).endswith(
+          "the process itself 1.45 GiB, the float32 prediction copy 7.8 MiB")
   # The planner counts train.py's default --do_predict: BERT-Base's copy, 4 x 109.5 M parameters.
   text = memory_plan.report(
       memory_plan.PlannerConfig(max_seq_length=128, train_batch_size=8, device_memory_gb=16,
