@@ -56,6 +56,21 @@ def checkpoint_prefix(path):
   return prefix if tf.io.gfile.exists(prefix + ".index") else None
 
 
+def _refuse_a_near_miss(path):
+  """Raises errors.UsageError when `path` is not a checkpoint but names one: a file of an HF folder
+  (its model.safetensors or config.json; the folder is the checkpoint) or an export of
+  squad-qa-export (its weights serve, the --model_dir it came from trains)."""
+  folder = os.path.dirname(path.rstrip("/")) or "."
+  if os.path.isfile(path) and hf_checkpoint.is_hf_folder(folder):
+    raise errors.UsageError(
+        f"--init_checkpoint={path} is a file of a Hugging Face checkpoint; pass "
+        f"the folder holding it: --init_checkpoint={folder}")
+  if os.path.isfile(os.path.join(path, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
+    raise errors.UsageError(
+        f"--init_checkpoint={path} is an export of {commands.command('squad-qa-export')}, which "
+        f"serves and does not train; pass the --model_dir it was exported from")
+
+
 def checkpoint_kind(path):
   """`HF_FOLDER`, `TF1_CHECKPOINT` or `TF2_CHECKPOINT`.
 
@@ -67,6 +82,7 @@ def checkpoint_kind(path):
     return HF_FOLDER
   prefix = checkpoint_prefix(path)
   if not prefix:
+    _refuse_a_near_miss(path)
     raise errors.MissingFileError(
         f"--init_checkpoint={path}: not found or not a checkpoint; expected an HF BERT folder "
         f"(config.json + model.safetensors), a google-research/bert TF1 checkpoint (a folder or "

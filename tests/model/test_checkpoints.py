@@ -23,6 +23,7 @@ from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
 from squad_qa import errors
+from squad_qa.base import commands
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import named_weights
@@ -355,6 +356,32 @@ def hf_to_google(tensors):
       params[f"bert/{module}/{'kernel' if leaf == 'weight' else 'bias'}"] = (value.T if leaf
                                                                              == "weight" else value)
   return params
+
+
+def test_a_checkpoint_file_or_an_export_as_init_checkpoint_names_what_to_pass(tmp_path):
+  """The weights file of an HF folder names its folder; an export (assets.extra/qa_config.json)
+  names the --model_dir it came from. A plain missing path keeps the general line."""
+  folder = tmp_path / "hf"
+  folder.mkdir()
+  (folder / "config.json").write_text(json.dumps(CONFIG))
+  (folder / "model.safetensors").write_bytes(b"")
+  for name in ("model.safetensors", "config.json"):
+    with pytest.raises(errors.UsageError) as raised:
+      checkpoints.checkpoint_kind(str(folder / name))
+    assert str(
+        raised.value) == (f"--init_checkpoint={folder / name} is a file of a Hugging Face "
+                          f"checkpoint; pass the folder holding it: --init_checkpoint={folder}")
+  export = tmp_path / "export"
+  (export / "assets.extra").mkdir(parents=True)
+  (export / "assets.extra" / "qa_config.json").write_text("{}")
+  with pytest.raises(errors.UsageError) as raised:
+    checkpoints.resolve_model_files(str(export), None, None)
+  assert str(raised.value) == (f"--init_checkpoint={export} is an export of "
+                               f"{commands.command('squad-qa-export')}, which "
+                               f"serves and does not train; pass the --model_dir it was exported "
+                               f"from")
+  with pytest.raises(FileNotFoundError, match="not found or not a checkpoint"):
+    checkpoints.checkpoint_kind(str(tmp_path / "model.safetensors"))
 
 
 def test_hf_folder_with_qa_head_matches_numpy_bert(tmp_path):
