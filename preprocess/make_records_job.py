@@ -67,6 +67,18 @@ def _resolve_inputs(config):
   return inputs
 
 
+def _refuse_a_file_in_the_way(output_dir):
+  """Raises OutputDirError when `output_dir` or a folder above it is a file (checked before the
+  inputs are read, so that a mistyped path costs no work)."""
+  path = os.path.abspath(output_dir)
+  while not os.path.exists(path) and os.path.dirname(path) != path:
+    path = os.path.dirname(path)
+  if not os.path.isdir(path):
+    shown = output_dir if path == os.path.abspath(output_dir) else path
+    raise OutputDirError(f"--output_dir={output_dir}: {shown} is a file, not a folder; pass a "
+                         f"folder you can write to (it is made when missing)")
+
+
 def _prepare_output_dir(output_dir):
   """Creates `output_dir` if needed and checks that this process may write there.
 
@@ -279,6 +291,7 @@ def _make_records(config):
   inputs = _resolve_inputs(config)
   vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
   output_dir = config.output_dir
+  _refuse_a_file_in_the_way(output_dir)
   started = time.time()
   started_cpu = _cpu_seconds()
   splits = _read_splits(inputs, config)

@@ -177,6 +177,8 @@ def _load(path):
     raise SquadInputError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); "
                           f"re-export the file as UTF-8") from None
   except json.JSONDecodeError as e:
+    if not e.doc.strip():
+      raise SquadInputError(f"{path}: the file is empty; re-download or re-export it") from None
     raise SquadInputError(
         artifacts.not_valid_json(
             path, e, "the file may be truncated, re-download or re-export it")) from None

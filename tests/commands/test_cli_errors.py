@@ -45,7 +45,7 @@ def test_records_output_dir_in_the_way_is_one_line(tmp_path):
   ])
   assert returncode == 1 and "Traceback" not in output
   assert output.strip().splitlines()[-1] == (
-      f"make_records.py: --output_dir={tmp_path}/afile: cannot make that folder (File exists); "
+      f"make_records.py: --output_dir={tmp_path}/afile: {tmp_path}/afile is a file, not a folder; "
       f"pass a folder you can write to (it is made when missing)")
 
 

@@ -521,6 +521,11 @@ def test_read_squad_not_json(tmp_path):
   message = str(info.value)
   assert message.startswith(f"{path}: not valid JSON (line 1 column 2")
   assert "broken.json" in message
+  for text in ("", " \n"):  # an empty file is said to be empty, not truncated JSON
+    path = _write(tmp_path, "empty.json", text)
+    with pytest.raises(SquadInputError) as info:
+      read_squad(path, is_training=True)
+    assert str(info.value) == f"{path}: the file is empty; re-download or re-export it"
 
 
 def test_read_squad_missing_file_and_no_data(tmp_path):

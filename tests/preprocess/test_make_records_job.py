@@ -101,8 +101,14 @@ def test_output_dir_in_the_way_is_one_line_with_the_fix(tmp_path, train_file):
   for output_dir in (str(in_the_way), str(in_the_way / "sub")):
     with pytest.raises(make_records_job.OutputDirError) as raised:
       make_records_job.make_records(config(train_file=train_file, output_dir=output_dir))
-    assert str(raised.value).startswith(f"--output_dir={output_dir}: cannot make that folder (")
-    assert "pass a folder you can write to" in str(raised.value)
+    assert str(raised.value) == (f"--output_dir={output_dir}: {in_the_way} is a file, not a "
+                                 f"folder; pass a folder you can write to (it is made when "
+                                 f"missing)")
+  # Said before the inputs are read: a bad input file is not reached.
+  not_json = tmp_path / "not.json"
+  not_json.write_text("{")
+  with pytest.raises(make_records_job.OutputDirError):
+    make_records_job.make_records(config(train_file=str(not_json), output_dir=str(in_the_way)))
 
 
 def test_an_output_dir_another_run_is_writing_is_refused_and_left_as_it_was(tmp_path, train_file):

@@ -317,8 +317,7 @@ def test_removed_characters_stay_with_their_word_in_both_tokenizers(served):
       "日\u0301本 a\u200b日", "ab\x00cd\x07", "\u200b\u00ad", "x\u202f\u200by", "\u200b\u0301a"
   ]
   expected = [[(0, 5)], [(0, 4), (5, 6)], [(0, 5)], [(0, 1), (3, 7), (9, 10)], [(0, 1), (2, 5)],
-              [(0, 2), (2, 3), (4, 5), (6, 7)], [(0, 4), (4, 5)], [], [(0, 1), (3, 4)],
-              [(1, 3)]]
+              [(0, 2), (2, 3), (4, 5), (6, 7)], [(0, 4), (4, 5)], [], [(0, 1), (3, 4)], [(1, 3)]]
   ids, starts, ends = served["module"].tokenizer.tokenize_with_offsets(tf.constant(texts))
   for i, tokens in enumerate(served["tokenizer"].tokenize(texts)):
     python = list(zip(tokens.start_chars.tolist(), tokens.end_chars.tolist()))
