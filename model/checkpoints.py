@@ -167,7 +167,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   Raises:
     errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix, or,
       when no config is found for it, holds no checkpoint (said before a missing config is).
-    errors.UsageError: a folder as `vocab_file`.
+    errors.UsageError: a folder as `vocab_file`, or a `vocab_file` with other tokens than the
+      checkpoint's own vocab (its token ids would mean other words to the encoder).
   """
   if vocab_file:
     wordpiece.refuse_a_folder(vocab_file)
@@ -175,7 +176,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
     raise errors.MissingFileError(
         f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix")
-  bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file, vocab_file)
+  given_vocab = vocab_file
+  bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file, None)
   if init_checkpoint and (not bert_config_file or not vocab_file):
     saved = artifacts.read_qa_config(checkpoint_folder(init_checkpoint))
     if not bert_config_file and tf.io.gfile.exists(saved.get("bert_config_file") or ""):
@@ -184,7 +186,21 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
       vocab_file = saved["vocab_file"]
   if init_checkpoint and not bert_config_file:
     checkpoint_kind(init_checkpoint)  # a folder of no checkpoint: say that, not "pass a config"
-  return bert_config_file, vocab_file
+  # (A given vocab that does not exist is each command's own one-line error.)
+  if (given_vocab and vocab_file and tf.io.gfile.exists(given_vocab) and
+      not _same_vocab(given_vocab, vocab_file)):
+    raise errors.UsageError(
+        f"--vocab_file={given_vocab} is not the vocab of --init_checkpoint={init_checkpoint} "
+        f"({vocab_file}, other tokens): its token ids mean other words to the encoder; drop "
+        f"--vocab_file to use the checkpoint's")
+  return bert_config_file, given_vocab or vocab_file
+
+
+def _same_vocab(one, other):
+  """Whether two vocab files hold the same tokens in the same order (the same ids)."""
+  if one == other or wordpiece.file_sha256(one) == wordpiece.file_sha256(other):
+    return True
+  return wordpiece.read_vocab(one) == wordpiece.read_vocab(other)
 
 
 _DATA_SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")

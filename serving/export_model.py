@@ -342,15 +342,6 @@ def model_settings(config, start, model_dir):
   if not config_file or not vocab_file:
     raise errors.UsageError(
         "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
-  # A given --vocab_file must be the checkpoint's own: its token ids index the trained embeddings.
-  own_vocab = (checkpoints.resolve_model_files(start.init_checkpoint, config_file, None)[1]
-               if config.vocab_file else None)
-  if own_vocab and own_vocab != vocab_file and (wordpiece.file_sha256(own_vocab)
-                                                != wordpiece.file_sha256(vocab_file)):
-    raise errors.UsageError(
-        f"--vocab_file={vocab_file} is not the vocab of --init_checkpoint="
-        f"{start.init_checkpoint} ({own_vocab}, another SHA-256): its token ids mean other words "
-        f"to the encoder; drop --vocab_file to serve with the checkpoint's")
   saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
   return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file, {
       **DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case,

@@ -188,6 +188,21 @@ def test_an_init_checkpoint_that_does_not_exist_is_named_as_such(tmp_path, tf1_p
     checkpoints.resolve_model_files(folder, None, folder)
   assert str(error.value) == (f"--vocab_file={folder} is a folder, not a vocab file; pass "
                               f"--vocab_file={os.path.join(folder, 'vocab.txt')}")
+  # A vocab with other tokens than the checkpoint's (train.py, export.py, convert_checkpoint):
+  # refused; the same tokens in another file (here: other line endings) are taken.
+  own = os.path.join(folder, "vocab.txt")
+  with open(own, encoding="utf-8") as f:
+    tokens = f.read().splitlines()
+  shuffled, same = tmp_path / "shuffled.txt", tmp_path / "same.txt"
+  shuffled.write_text("\n".join(tokens[:5] + [tokens[6], tokens[5]] + tokens[7:]) + "\n")
+  same.write_text("\r\n".join(tokens) + "\r\n")
+  with pytest.raises(errors.UsageError) as error:
+    checkpoints.resolve_model_files(folder, None, str(shuffled))
+  assert str(error.value) == (
+      f"--vocab_file={shuffled} is not the vocab of --init_checkpoint={folder} ({own}, other "
+      f"tokens): its token ids mean other words to the encoder; drop --vocab_file to use the "
+      f"checkpoint's")
+  assert checkpoints.resolve_model_files(folder, None, str(same))[1] == str(same)
 
 
 def test_tf1_squad_checkpoint_restores_the_span_head(tf1_squad):

@@ -425,8 +425,8 @@ def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkey
                                 None)
   assert str(raised.value) == (
       f"--vocab_file={shuffled} is not the vocab of --init_checkpoint={tmp_path / 'init'} "
-      f"({tmp_path / 'init' / 'vocab.txt'}, another SHA-256): its token ids mean other words to "
-      f"the encoder; drop --vocab_file to serve with the checkpoint's")
+      f"({tmp_path / 'init' / 'vocab.txt'}, other tokens): its token ids mean other words to "
+      f"the encoder; drop --vocab_file to use the checkpoint's")
   same = tmp_path / "copied_vocab.txt"
   shutil.copy(tmp_path / "init" / "vocab.txt", same)
   config = dataclasses.replace(config, vocab_file=str(same))
