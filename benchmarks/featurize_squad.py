@@ -40,6 +40,8 @@ import time
 
 import psutil
 
+from squad_qa.flags import command_line
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUAD_DIR = os.environ.get("SQUAD_DIR", os.path.join(REPO, "..", "shared", "data", "squad"))
 
@@ -201,4 +203,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  command_line.run_argparse(main)

@@ -46,6 +46,8 @@ import subprocess
 import sys
 import time
 
+from squad_qa.flags import command_line
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE = "benchmarks.memory"
 MIB = 2**20
@@ -599,4 +601,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  command_line.run_argparse(main)

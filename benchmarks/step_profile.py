@@ -32,6 +32,8 @@ import re
 import tempfile
 import time
 
+from squad_qa.flags import command_line
+
 # XLA's kernels (model/xla_elementwise.py) show in the profile by their HLO names, without an op
 # scope: fusions ("negate_add_fusion.clone") and unfused instructions ("reduce-window.clone",
 # "convert.3.clone", "copy.3"). Not the "call" events around some of them: counted once.
@@ -342,4 +344,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  command_line.run_argparse(main)

@@ -47,6 +47,8 @@ import time
 
 from benchmarks import memory
 from benchmarks import peer
+from squad_qa import errors
+from squad_qa.flags import command_line
 
 MODULE = "benchmarks.train_throughput"
 # (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
@@ -344,6 +346,9 @@ def main():
   counts, proc = memory.run_child_json(
       MODULE, [f"--records_dir={os.path.abspath(args.records_dir)}", "--lengths"])
   if proc.returncode or counts is None:
+    last_line = (proc.stderr.strip().splitlines() or [""])[-1]
+    if proc.returncode == 1 and last_line.startswith(f"{MODULE}: "):  # the child's one line
+      raise errors.UserError(last_line.removeprefix(f"{MODULE}: "))
     sys.exit(f"reading the real lengths of {args.records_dir} failed:\n{proc.stderr[-3000:]}")
   lengths = np.repeat(np.arange(len(counts["counts"])), counts["counts"])
   epoch = epoch_padded_lengths(lengths, args.batch, dict(counts["buckets"], seq=counts["seq"]),
@@ -360,4 +365,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  command_line.run_argparse(main)

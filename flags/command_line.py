@@ -210,7 +210,7 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
     try:
       return main(argv)
     except errors.UserError as e:
-      sys.exit(f"{program_name()}: {e}")
+      exit_for_user_error(e)
     except KeyboardInterrupt as e:
       stop(isinstance(e, Terminated))
     except Exception:  # pylint: disable=broad-except
@@ -230,6 +230,22 @@ def run(main, after_interrupt="nothing half-written is left; the same command st
     sys.exit(BROKEN_PIPE_EXIT_STATUS)
   finally:
     signal.signal(signal.SIGTERM, previous)
+
+
+def exit_for_user_error(error):
+  """Ends the process with `<command>: <error>` on stderr and exit status 1 (`error`: a
+  `UserError`)."""
+  sys.exit(f"{program_name()}: {error}")
+
+
+def run_argparse(main):
+  """Calls `main()`, a command that parses its own arguments (argparse: the clone's benchmarks and
+  tools); a `UserError` out of it ends the command as under `run`: `<command>: <message>` on
+  stderr, exit status 1, no traceback. Returns what `main` returns."""
+  try:
+    return main()
+  except errors.UserError as e:
+    exit_for_user_error(e)
 
 
 @contextlib.contextmanager

@@ -29,6 +29,8 @@ import time
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
+from squad_qa.flags import command_line
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SQUAD_DIR = os.environ.get("SQUAD_DIR", os.path.join(REPO, "..", "shared", "data", "squad"))
 
@@ -290,4 +292,4 @@ def main():
 
 
 if __name__ == "__main__":
-  main()
+  command_line.run_argparse(main)

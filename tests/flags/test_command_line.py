@@ -16,6 +16,7 @@ import time
 import pytest
 from absl import flags
 
+from squad_qa import errors
 from squad_qa.flags import command_line
 from tests import testutil
 
@@ -143,7 +144,8 @@ def main_blocks():
 def test_every_absl_entry_point_starts_through_command_line_run():
   """A file that parses absl flags (its own or the project's) starts through
   `command_line.run(main)`, directly or through its `cli()` (the console script's target); the
-  others (argparse, TensorFlow's saved_model_cli) never call absl's app.run."""
+  others (argparse, through `command_line.run_argparse`; TensorFlow's saved_model_cli) never call
+  absl's app.run."""
   blocks = main_blocks()
   absl_modules = ("absl.flags", "squad_qa.flags.command_line")
 
@@ -153,7 +155,10 @@ def test_every_absl_entry_point_starts_through_command_line_run():
         isinstance(node, ast.ImportFrom) and any(f"{node.module}.{a.name}" in absl_modules
                                                  for a in node.names) for node in tree.body)
 
-  absl_entry_points = [path for path in blocks if parses_absl_flags(path)]
+  absl_entry_points = [
+      path for path in blocks
+      if parses_absl_flags(path) and "command_line.run_argparse(" not in blocks[path]
+  ]
   assert absl_entry_points
   for path in absl_entry_points:
     block = blocks[path]
@@ -165,6 +170,42 @@ def test_every_absl_entry_point_starts_through_command_line_run():
     assert "command_line.run(main" in block, path
   for path, block in blocks.items():
     assert "app.run" not in block, path
+
+
+# argparse entry points run by another interpreter (the peer's or the reference's virtualenv,
+# without this package), and TensorFlow's saved_model_cli behind its wrapper.
+NOT_THROUGH_RUN_ARGPARSE = ("benchmarks/peer.py", "tools/make_hf_reference.py",
+                            "tools/saved_model_cli.py")
+
+
+def test_every_argparse_benchmark_and_tool_starts_through_run_argparse():
+  """The clone's argparse benchmarks and tools end a UserError as the commands do (one line)."""
+  blocks = main_blocks()
+  argparse_entry_points = [
+      path for path, block in blocks.items() if path.startswith(("benchmarks/", "tools/")) and
+      "command_line.run(main" not in block and path not in NOT_THROUGH_RUN_ARGPARSE
+  ]
+  assert "benchmarks/step_profile.py" in argparse_entry_points
+  for path in argparse_entry_points:
+    assert "command_line.run_argparse(main)" in blocks[path], path
+
+
+def test_run_argparse_ends_a_user_error_in_one_line_and_passes_the_rest(monkeypatch):
+  monkeypatch.setattr(sys, "argv", ["step_profile.py"])
+
+  def missing():
+    raise errors.MissingFileError("/nope/meta.json: not found")
+
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run_argparse(missing)
+  assert stopped.value.code == "step_profile.py: /nope/meta.json: not found"  # status 1
+  assert command_line.run_argparse(lambda: 3) == 3
+
+  def failing():
+    raise RuntimeError("a bug")
+
+  with pytest.raises(RuntimeError, match="^a bug$"):  # other errors keep their traceback
+    command_line.run_argparse(failing)
 
 
 @pytest.mark.slow
