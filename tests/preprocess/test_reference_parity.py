@@ -9,8 +9,11 @@ if they ever do. The full files are compared by `python -m tools.compare_with_re
 (docs/featurization.md has the numbers).
 """
 
+import argparse
+
 import pytest
 
+from squad_qa import errors
 from squad_qa.preprocess import wordpiece
 from tests import testutil
 from tools import compare_with_reference
@@ -56,3 +59,22 @@ def test_features_identical_to_the_reference(tmp_path, vocab, split, lengths):
   assert result.unique_ids_identical
   if max_seq_length == 128:
     assert result.features_reference > 2 * result.questions_reference  # the windows do slide
+
+
+def test_lengths_are_slash_joined_triples_separated_by_commas():
+  assert compare_with_reference.parse_lengths("384/128/64,128/32/32") == [(384, 128, 64),
+                                                                          (128, 32, 32)]
+  for malformed in ("128", "384/128/64,256", "384,128,64", "384/128/x"):
+    with pytest.raises(
+        errors.UsageError, match=r"is not max_seq_length/doc_stride/max_query_length; .* e\.g\. "
+        r"--lengths=384/128/64,256/128/64$"):
+      compare_with_reference.parse_lengths(malformed)
+
+
+def test_a_missing_file_or_a_length_that_leaves_no_window_is_refused_before_any_run():
+  args = argparse.Namespace(vocab_file=testutil.vocab_file())
+  jobs = [(str(testutil.DEV_FILE), "eval"), ("/nope.json", "train")]
+  with pytest.raises(errors.MissingFileError, match="^--train_file=/nope.json: no such file$"):
+    compare_with_reference.check_inputs(jobs, [(384, 128, 64)], args)
+  with pytest.raises(errors.UsageError, match=r"max_seq_length=50\)$"):
+    compare_with_reference.check_inputs(jobs[:1], [(384, 128, 64), (50, 128, 64)], args)
