@@ -5,15 +5,16 @@ r"""Training examples/s on real SQuAD train windows: ours bucketed and padded vs
         [--steps=20] [--grouped_steps=47] [--xla] [--mixed_precision_dtype=float32|bfloat16] \
         [--peer_modes=full,dynamic,grouped] [--peer_precisions=float32,bfloat16]
 
-`--records_dir`: make_records.py output at 384/128/64 with the MiniLM vocab (the packaged
-all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
+`--records_dir`: make_records.py output (384/128/64 in the docs' runs) with the MiniLM vocab (the
+packaged all-MiniLM-L6-v2). Each run measures, back to back, each in a fresh process: ours with
 `--length_buckets` (default boundaries), ours with 64-token buckets (the default under XLA), ours
-with `--nolength_buckets` (every window padded to 384), optionally ours bucketed under XLA, then
-the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM weights: full padding,
-dynamic padding, `group_by_length`), all at batch 16 in float32, or with bfloat16 compute
-(`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs it; the peer's
-forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, `peer.py run`, at each of
-`--peer_precisions`, which default to ours, so that ours meets the peer's faster precision).
+with `--nolength_buckets` (every window padded to the records' max_seq_length), optionally ours
+bucketed under XLA, then the peer's `bench_train_real.py` (transformers + PyTorch CPU, same MiniLM
+weights: full padding, dynamic padding, `group_by_length`), all at batch 16 in float32, or with
+bfloat16 compute (`--mixed_precision_dtype=bfloat16`: ours under mixed_bfloat16 as train.py runs
+it; the peer's forward pass under `torch.autocast` as HF's Trainer runs `bf16=True`, `peer.py run`,
+at each of `--peer_precisions`, which default to ours, so that ours meets the peer's faster
+precision).
 Ours runs `question_answering.make_train_step` on the task's model
 (`QuestionAnsweringTask.build_model`, as train.py builds it) and `records.train_dataset` batches
 (the MiniLM weights loaded as train.py loads them); the first `--warmup` steps, a step that
@@ -51,11 +52,12 @@ from squad_qa import errors
 from squad_qa.flags import command_line
 
 MODULE = "benchmarks.train_throughput"
-# (row name, child --buckets, XLA, length-grouped): "auto" is --length_buckets' default without
-# XLA, "xla" its default under --xla (records.XLA_LENGTH_BUCKET_STEP).
-OURS = (("ours, length buckets", "auto", False, True),
-        ("ours, 64-token buckets (the --xla default)", "xla", False, True), ("ours, padded to 384",
-                                                                             "none", False, False))
+# (row name, "{seq}" in it standing for the records' max_seq_length; child --buckets; XLA;
+# length-grouped): "auto" is --length_buckets' default without XLA, "xla" its default under --xla
+# (records.XLA_LENGTH_BUCKET_STEP).
+OURS = (("ours, length buckets", "auto", False,
+         True), ("ours, 64-token buckets (the --xla default)", "xla", False, True),
+        ("ours, padded to {seq}", "none", False, False))
 OURS_XLA = ("ours, length buckets, XLA", "xla", True, True)
 PEER_NAMES = {
     "full": "HF full padding",
@@ -63,6 +65,11 @@ PEER_NAMES = {
     "grouped": "HF group_by_length"
 }
 PEER_MEGA_BATCHES = 50  # transformers' LengthGroupedSampler: mega-batches of 50 batches
+
+
+def ours_configurations(seq, xla):
+  """OURS, and OURS_XLA with `xla`, named for records of max_seq_length `seq`."""
+  return [(name.format(seq=seq), *rest) for name, *rest in OURS + ((OURS_XLA,) if xla else ())]
 
 
 def child_buckets(records, seq, buckets):
@@ -237,10 +244,11 @@ def run_peer(args, precision, modes, steps):
       return json.load(f)
 
 
-def one_run(args):
-  """[(name, batching, examples/s, timed mean padded length, load before)] of one run."""
+def one_run(args, seq):
+  """[(name, batching, examples/s, timed mean padded length, load before)] of one run on records
+  of max_seq_length `seq`."""
   rows = []
-  for name, buckets, xla, grouped in OURS + ((OURS_XLA,) if args.xla else ()):
+  for name, buckets, xla, grouped in ours_configurations(seq, args.xla):
     before = load()
     result = run_ours(args, buckets, xla, args.grouped_steps if grouped else args.steps)
     rows.append((name, buckets, result["examples_per_s"], result["mean_padded_len"], before))
@@ -359,7 +367,7 @@ def main():
   runs = []
   for index in range(1, args.runs + 1):
     print(f"run {index} (load {load()}, {time.strftime('%H:%M:%S')})", flush=True)
-    runs.append(one_run(args))
+    runs.append(one_run(args, counts["seq"]))
   for index, rows in enumerate(runs, 1):
     print_table(index, rows, epoch, args.batch, args.mixed_precision_dtype)
 

@@ -23,3 +23,14 @@ def test_at_length_cuts_or_pads_the_tokens_and_keeps_the_answers_inside():
   np.testing.assert_array_equal(padded["input_mask"].numpy(),
                                 [[1, 1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0, 0, 0]])
   assert padded["start_positions"].numpy().tolist() == [4, 1]
+
+
+def test_the_padded_row_is_named_for_the_records_length():
+  names = [name for name, *_ in train_throughput.ours_configurations(128, xla=False)]
+  assert names == [
+      "ours, length buckets", "ours, 64-token buckets (the --xla default)", "ours, padded to 128"
+  ]
+  with_xla = train_throughput.ours_configurations(384, xla=True)
+  assert [row[0] for row in with_xla][2:] == ["ours, padded to 384", "ours, length buckets, XLA"]
+  assert [row[1:] for row in with_xla] == [("auto", False, True), ("xla", False, True),
+                                           ("none", False, False), ("xla", True, True)]
