@@ -28,34 +28,45 @@ On the Python path the kind is not looked for: the difference is the reference's
 its batches).
 """
 
+import dataclasses
 import json
+import os
 import time
+from typing import Optional
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
-from absl import flags  # pylint: disable=g-import-not-at-top
-from absl import logging
+from absl import logging  # pylint: disable=g-import-not-at-top
 
+from squad_qa import errors
 from squad_qa.flags import command_line
 from squad_qa.flags import settings
 from squad_qa.postprocess import squad_scoring
 from squad_qa.preprocess import squad_reader
-from squad_qa.serving import export_config
+from squad_qa.serving import ask_config
 from squad_qa.serving import saved_model_qa
 
-settings.define_flags(export_config.ExportConfig)
-settings.define_flags(squad_reader.SquadFiles)
-flags.DEFINE_string(
-    "predictions_file", None,
-    "The reference predictions (train.py's predictions.json, or an earlier run's "
-    "--output_file); without it the export is only scored.")
-flags.DEFINE_integer("batch_size", 32, "Questions per call.")
-flags.DEFINE_string("output_file", None, "Also write the export's predictions here (JSON).")
-flags.DEFINE_integer("show", 10, "Disagreements to print.")
-flags.DEFINE_bool(
-    "use_serve_features", False,
-    "Answer through Python tokenization, the features model and Python decoding "
-    "even when the export has serve_text.")
-FLAGS = flags.FLAGS
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AgreementConfig(settings.Settings):
+  """The benchmark's flags, each a field (the only flags it defines)."""
+  export_dir: str = settings.variant(ask_config.AskConfig, "export_dir")
+  predict_file: Optional[str] = settings.variant(squad_reader.SquadFiles, "predict_file")
+  predictions_file: Optional[str] = settings.setting(
+      None, "The reference predictions (train.py's predictions.json, or an earlier run's "
+      "--output_file); without it the export is only scored.")
+  batch_size: int = settings.setting(32, "Questions per call.", check=settings.at_least(1))
+  output_file: Optional[str] = settings.setting(None,
+                                                "Also write the export's predictions here (JSON).")
+  show: int = settings.setting(10, "Disagreements to print.",
+                               check=settings.at_least(0, "0 (none) or more"))
+  use_serve_features: bool = settings.variant(
+      ask_config.AskConfig, "use_serve_features",
+      help="Answer through Python tokenization, the features model and Python decoding even when "
+      "the export has serve_text.")
+
+  def check(self):
+    if self.predictions_file and not os.path.isfile(self.predictions_file):
+      raise errors.MissingFileError(f"--predictions_file={self.predictions_file}: no such file")
 
 
 def _scores(dataset, predictions, version_2):
@@ -70,44 +81,45 @@ def _scores(dataset, predictions, version_2):
 
 def main(argv):
   del argv
-  predict_file = FLAGS.predict_file or squad_reader.default_squad_file(
+  config = command_line.config_from_flags(AgreementConfig)
+  predict_file = config.predict_file or squad_reader.default_squad_file(
       squad_reader.PREDICT_FILE_NAMES)
   dataset = squad_reader.load_json(predict_file)
   questions = [(qa["id"], qa["question"], paragraph["context"]) for article in dataset
                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
   reference = None
-  if FLAGS.predictions_file:
-    with open(FLAGS.predictions_file, encoding="utf-8") as f:
+  if config.predictions_file:
+    with open(config.predictions_file, encoding="utf-8") as f:
       reference = json.load(f)
-  qa = saved_model_qa.SavedModelQA(FLAGS.export_dir)
+  qa = saved_model_qa.SavedModelQA(config.export_dir)
   version_2 = bool(
       qa.config.get("version_2_with_negative") or squad_scoring.unanswerable_questions(dataset))
-  use_serve_text = qa.has_serve_text and not FLAGS.use_serve_features
+  use_serve_text = qa.has_serve_text and not config.use_serve_features
   path = "serve_text" if use_serve_text else "Python path"
   answer_batch = qa.answers if use_serve_text else qa.answers_with_serve_features
 
   examples = [q for q in questions if reference is None or q[0] in reference]
   served = {}
   started = time.time()
-  for i in range(0, len(examples), FLAGS.batch_size):
-    batch = examples[i:i + FLAGS.batch_size]
+  for i in range(0, len(examples), config.batch_size):
+    batch = examples[i:i + config.batch_size]
     got = answer_batch([question for _, question, _ in batch], [context for _, _, context in batch])
     for (qid, _, _), answer in zip(batch, got):
       served[qid] = answer
-    if (i // FLAGS.batch_size) % 50 == 0:
+    if (i // config.batch_size) % 50 == 0:
       logging.info("%d/%d questions, %.1f questions/s", i + len(batch), len(examples),
                    (i + len(batch)) / (time.time() - started))
   elapsed = time.time() - started
   predictions = {k: a.text for k, a in served.items()}
-  if FLAGS.output_file:
-    with open(FLAGS.output_file, "w", encoding="utf-8") as f:
+  if config.output_file:
+    with open(config.output_file, "w", encoding="utf-8") as f:
       json.dump(predictions, f, indent=2, ensure_ascii=False)
 
   if len(examples) < len(questions):
     dataset = squad_scoring.restrict_to_questions(dataset, set(predictions))
   print(f"questions: {len(examples)} (of {len(questions)} in {predict_file}); the export "
         f"computes in {qa.serving_precision}, answered through {path}")
-  name = f"{FLAGS.export_dir} ({qa.serving_precision}, {path}):"
+  name = f"{config.export_dir} ({qa.serving_precision}, {path}):"
   if reference is not None:
     disagreements = [q for q in examples if predictions[q[0]] != reference[q[0]]]
     kinds = {"float noise": 0, "other": 0} if use_serve_text else {}
@@ -119,24 +131,25 @@ def main(argv):
         kinds[kind] += 1
         detail = f" [{kind}]; Python path alone {alone.text!r} ({alone.score:.6f})"
       else:
-        if shown >= FLAGS.show:
+        if shown >= config.show:
           break
         detail = ""
-      if shown < FLAGS.show:
-        print(f"  {qid}: {path} {got.text!r} ({got.score:.6f}) vs {FLAGS.predictions_file} "
+      if shown < config.show:
+        print(f"  {qid}: {path} {got.text!r} ({got.score:.6f}) vs {config.predictions_file} "
               f"{reference[qid]!r}{detail}")
     same = len(examples) - len(disagreements)
     print(f"identical answers: {same} ({100.0 * same / max(len(examples), 1):.2f}%); "
           f"different: {len(disagreements)}{' ' + str(kinds) if kinds else ''}")
     reference = {qid: reference[qid] for qid, _, _ in examples}
-    width = max(len(name), len(FLAGS.predictions_file) + 1) + 1
-    print(f"{FLAGS.predictions_file + ':':{width}s}{_scores(dataset, reference, version_2)}")
+    width = max(len(name), len(config.predictions_file) + 1) + 1
+    print(f"{config.predictions_file + ':':{width}s}{_scores(dataset, reference, version_2)}")
     print(f"{name:{width}s}{_scores(dataset, predictions, version_2)}")
   else:
     print(f"{name} {_scores(dataset, predictions, version_2)}")
   print(f"{path}: {elapsed:.1f} s, {len(examples) / elapsed:.1f} questions/s at batch "
-        f"{FLAGS.batch_size} (wall time, whatever else runs on the machine)")
+        f"{config.batch_size} (wall time, whatever else runs on the machine)")
 
 
 if __name__ == "__main__":
+  settings.define_flags(AgreementConfig)
   command_line.run(main)
