@@ -173,9 +173,8 @@ def test_every_absl_entry_point_starts_through_command_line_run():
 
 
 # argparse entry points run by another interpreter (the peer's or the reference's virtualenv,
-# without this package), and TensorFlow's saved_model_cli behind its wrapper.
-NOT_THROUGH_RUN_ARGPARSE = ("benchmarks/peer.py", "tools/make_hf_reference.py",
-                            "tools/saved_model_cli.py")
+# without this package).
+NOT_THROUGH_RUN_ARGPARSE = ("benchmarks/peer.py", "tools/make_hf_reference.py")
 
 
 def test_every_argparse_benchmark_and_tool_starts_through_run_argparse():
