@@ -88,7 +88,7 @@ def run(tmp_path, split, path, **kwargs):
 FATAL = [
     ("not_json", "{this is not json", "not valid JSON (line 1 column 2"),
     ("truncated", json.dumps(squad(GOOD))[:-7], "not valid JSON"),
-    ("empty_file", "", "not valid JSON (line 1 column 1"),
+    ("empty_file", "", "the file is empty; re-download or re-export it"),
     ("not_utf8", "{\"data\": [\"caf\xe9\"]}".encode("latin-1"), "not UTF-8 text"),
     ("no_data", {
         "version": "1.1",
