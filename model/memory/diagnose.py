@@ -26,18 +26,12 @@ def diagnosis(config, max_seq_length, batch_size, dtype, device, accumulation_st
   """
   est = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
                           accumulation_steps, replicas=replicas, predicts=predicts)
-  fixed = est.weights + est.gradients + est.optimizer_slots
   size = memory_device.format_bytes
   shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
-  process = f", the process {size(est.process)}" if est.process else ""
-  if est.prediction_copy:
-    process += f", the float32 prediction copy {size(est.prediction_copy)}"
   lines = [
       f"{headline}: estimated peak {size(est.total)} for batch {batch_size} x seq "
       f"{max_seq_length} ({dtype}){shared}; device: {device.description}",
-      f"  weights + gradients + AdamW slots {size(fixed)}, activations "
-      f"{size(est.activations)}, allocator overhead x{est.overhead:g}{process} "
-      f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
+      _breakdown(est, "activations"), "fixes:"
   ]
   effective = batch_size * accumulation_steps
   if est.total <= device.usable_bytes:  # the planner said it fits: its estimate was too low
@@ -97,15 +91,9 @@ def auto_diagnosis(config, max_seq_length, effective, dtype, device, margin, rep
   what = ("not even one feature fits" if one.total > budget else
           f"no split of --effective_batch_size={effective * replicas} fits")
   headline = f"--train_batch_size=auto: {what} in {within}: {compared}"
-  fixed = one.weights + one.gradients + one.optimizer_slots
-  process = f", the process {size(one.process)}" if one.process else ""
-  if one.prediction_copy:
-    process += f", the float32 prediction copy {size(one.prediction_copy)}"
   lines = [
       f"{headline}; device: {device.description}",
-      f"  weights + gradients + AdamW slots {size(fixed)}, activations per feature "
-      f"{size(one.activations)}, allocator overhead x{one.overhead:g}{process} "
-      f"(`{commands.command('squad-qa-memory')}` prints the breakdown)", "fixes:"
+      _breakdown(one, "activations per feature"), "fixes:"
   ]
   return "\n".join(lines + [
       f"  - {fix}" for fix in auto_fixes(config, max_seq_length, effective, dtype, device, margin,
@@ -172,6 +160,19 @@ def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replica
   if dtype == "float32" and device.kind == "gpu":
     fixes_.append("--gpu (mixed_float16) halves most activations")
   return fixes_
+
+
+def _breakdown(est, activations):
+  """A diagnosis' second line: what the `estimate.Estimate` `est` counts (`activations` names its
+  activations' figure)."""
+  size = memory_device.format_bytes
+  fixed = est.weights + est.gradients + est.optimizer_slots
+  process = f", the process {size(est.process)}" if est.process else ""
+  if est.prediction_copy:
+    process += f", the float32 prediction copy {size(est.prediction_copy)}"
+  return (f"  weights + gradients + AdamW slots {size(fixed)}, {activations} "
+          f"{size(est.activations)}, allocator overhead x{est.overhead:g}{process} "
+          f"(`{commands.command('squad-qa-memory')}` prints the breakdown)")
 
 
 def _split(effective, micro):

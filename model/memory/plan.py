@@ -380,8 +380,7 @@ def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_s
   shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
   return (
       f"one feature{shared} needs {size(est.total)} of the {size(device.usable_bytes)} usable; "
-      f"weights, "
-      f"gradients and AdamW slots alone take {size(fixed)}" +
+      f"weights, gradients and AdamW slots alone take {size(fixed)}" +
       (f", the gradient accumulators {size(est.accumulators)}" if est.accumulators else "") +
       (f", the process itself {size(est.process)}" if est.process else "") +
       (f", the float32 prediction copy {size(est.prediction_copy)}" if est.prediction_copy else ""))
