@@ -77,6 +77,8 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
     FileNotFoundError: no config, or nothing usable at `init_checkpoint`.
     checkpoints.CheckpointError: the checkpoint does not fit the config.
     errors.MissingFileError: no file at `vocab_file`.
+    errors.UsageError: a `vocab_file` with more tokens than the config's vocab_size, or other tokens
+      than the checkpoint's own vocab (`checkpoints.resolve_model_files`).
     errors.NotWritableError: `output`'s folder cannot be made.
   """
   # TensorFlow loads here, not at the top: --help and flag errors answer before it.
@@ -84,6 +86,7 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   from squad_qa.model import bert_config as bert_config_lib  # pylint: disable=g-import-not-at-top
   from squad_qa.model import checkpoints  # pylint: disable=g-import-not-at-top
   from squad_qa.model import span_model  # pylint: disable=g-import-not-at-top
+  from squad_qa.preprocess import wordpiece  # pylint: disable=g-import-not-at-top
   if tf.io.gfile.exists(output):
     raise errors.OutputExistsError(f"--output={output} exists; remove it or choose another folder")
   config_file, vocab_file = checkpoints.resolve_model_files(init_checkpoint, bert_config_file,
@@ -94,6 +97,12 @@ def convert(init_checkpoint, output, bert_config_file=None, vocab_file=None):
   if vocab_file and not tf.io.gfile.exists(vocab_file):
     raise errors.MissingFileError(f"--vocab_file={vocab_file}: no such file")
   config = bert_config_lib.BertConfig.from_json_file(config_file)
+  tokens = len(wordpiece.read_vocab(vocab_file)) if vocab_file else 0
+  if tokens > config.vocab_size:
+    raise errors.UsageError(
+        f"--vocab_file={vocab_file} has {tokens} tokens, but the "
+        f"encoder's vocab_size is {config.vocab_size} ({config_file}): ids from "
+        f"{config.vocab_size} on have no embedding; pass the checkpoint's own vocab")
   model, encoder = span_model.build_span_model(config)
   report = checkpoints.initialize_from(model, init_checkpoint)
   objects = {"encoder": encoder}

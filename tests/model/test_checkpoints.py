@@ -443,6 +443,30 @@ def test_real_minilm_hf_folder_matches_numpy_bert_and_transformers():
   assert report.new == HEAD
 
 
+def test_convert_refuses_a_vocab_larger_than_the_encoder_s(tf1_pretrained, tmp_path):
+  """A checkpoint with no vocab beside it and a --vocab_file of more tokens than vocab_size: one
+  line, nothing written (ids past the table would have no embedding)."""
+  folder, _ = tf1_pretrained
+  bare = tmp_path / "bare"
+  bare.mkdir()
+  for name in os.listdir(folder):
+    if name != "vocab.txt":
+      shutil.copy(os.path.join(folder, name), bare / name)
+  big = tmp_path / "big_vocab.txt"
+  with open(os.path.join(folder, "vocab.txt"), encoding="utf-8") as f:
+    tokens = f.read().splitlines()
+  big.write_text("\n".join(tokens + [f"extra{i}" for i in range(CONFIG["vocab_size"])]) + "\n")
+  from squad_qa.model import convert_checkpoint  # pylint: disable=g-import-not-at-top
+  output = tmp_path / "converted"
+  with pytest.raises(errors.UsageError) as raised:
+    convert_checkpoint.convert(str(bare / "bert_model.ckpt"), str(output), vocab_file=str(big))
+  assert str(raised.value) == (
+      f"--vocab_file={big} has {len(tokens) + CONFIG['vocab_size']} tokens, but the encoder's "
+      f"vocab_size is {CONFIG['vocab_size']} ({bare / 'bert_config.json'}): ids from "
+      f"{CONFIG['vocab_size']} on have no embedding; pass the checkpoint's own vocab")
+  assert not output.exists()
+
+
 @pytest.mark.slow
 def test_convert_checkpoint_once_then_start_from_the_output(tf1_squad, tmp_path):
   folder, params = tf1_squad
