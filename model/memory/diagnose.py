@@ -132,8 +132,7 @@ def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replica
                     f"accumulation, {counted(alone * replicas, 'feature')} per optimizer step "
                     f"{checked}")
   if not alone:
-    fixes_.append(f"not even batch 1 fits at max_seq_length {max_seq_length} in all "
-                  f"{size(device.usable_bytes)}")
+    fixes_.append(_nothing_fits(config, max_seq_length, dtype, device, replicas, predicts))
   seq = max_seq_length - 64
   while seq >= 64 and not largest(budget, max(2, effective) if effective > 1 else 1, seq, 1):
     seq -= 64
@@ -149,17 +148,39 @@ def auto_fixes(config, max_seq_length, effective, dtype, device, margin, replica
     leaves = (f"leaves out the float32 copy that predicts after training ({size(copy)}); then "
               f"predict with --do_train=false")
     if split or planned >= effective:
-      fixes_.append(f"--do_predict=false: --train_batch_size=auto then plans the "
+      fixes_.append(f"{_no_predict()}: --train_batch_size=auto then plans the "
                     f"{effective * replicas} features per step; it {leaves}")
     elif planned:
-      fixes_.append(f"--do_predict=false --effective_batch_size={planned * replicas}: "
+      fixes_.append(f"{_no_predict()} --effective_batch_size={planned * replicas}: "
                     f"--train_batch_size=auto runs it in one pass; it {leaves}")
     elif explicit:
-      fixes_.append(f"--do_predict=false --train_batch_size={explicit * replicas}: fits {checked}; "
+      fixes_.append(f"{_no_predict()} --train_batch_size={explicit * replicas}: fits {checked}; "
                     f"it {leaves}")
   if dtype == "float32" and device.kind == "gpu":
     fixes_.append("--gpu (mixed_float16) halves most activations")
   return fixes_
+
+
+def _nothing_fits(config, max_seq_length, dtype, device, replicas, predicts):
+  """The line for a device where not even one feature fits: what one feature needs here and at 64
+  tokens (its fixed part, weights, slots and the process, does not shrink with the length)."""
+  size = memory_device.format_bytes
+
+  def one(seq):
+    return estimate.estimate(config, seq, 1, dtype, device.kind, "adamw", replicas=replicas,
+                             predicts=predicts).total
+
+  shorter = f" ({size(one(64))} at 64)" if max_seq_length > 64 else ""
+  return (f"not even batch 1 fits in all {size(device.usable_bytes)}: one feature needs "
+          f"{size(one(max_seq_length))} at max_seq_length {max_seq_length}{shorter}, most of it "
+          f"weights, AdamW slots" + (" and the process" if device.kind == "cpu" else "") +
+          "; train where that much memory is free")
+
+
+def _no_predict():
+  """The flag that leaves out the prediction after training, named with its command (a fix that
+  squad-qa-memory prints too, which has no such flag)."""
+  return f"{commands.command('squad-qa-train')} --do_predict=false"
 
 
 def _breakdown(est, activations):
@@ -193,8 +214,8 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
   """The fixes for a batch that does not fit `device`, one line each (no bullet): a smaller batch
   with accumulation keeping the effective batch, the largest batch without accumulation, a shorter
   max_seq_length (in steps of 64 tokens), `--do_predict=false` when the float32 prediction copy
-  is what does not fit, `--gpu`, `--train_batch_size=auto` (unless not even one feature fits,
-  where it finds nothing either). The arguments are
+  is what does not fit, `--gpu`, `--train_batch_size=auto` where it plans the same effective
+  batch. The arguments are
   `diagnosis`' (`batch_size` one replica's); the flags named are train.py's, global over the
   `replicas`.
   """
@@ -214,7 +235,7 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
     lines.append(f"--train_batch_size={alone * replicas}: the largest batch that fits without "
                  f"accumulation")
   if not fit and not alone:
-    lines.append(f"not even batch 1 fits at max_seq_length {max_seq_length}")
+    lines.append(_nothing_fits(config, max_seq_length, dtype, device, replicas, predicts))
   seq = max_seq_length - 64
   while seq >= 64 and largest(seq, accumulation_steps, limit=batch_size) < batch_size:
     seq -= 64
@@ -224,7 +245,7 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
   copy = estimate.estimate(config, max_seq_length, batch_size, dtype, device.kind, "adamw",
                            accumulation_steps, replicas=replicas, predicts=predicts)
   if copy.prediction_copy and copy.total - copy.prediction_copy <= device.usable_bytes:
-    lines.append(f"--do_predict=false leaves out the float32 copy that predicts after training "
+    lines.append(f"{_no_predict()} leaves out the float32 copy that predicts after training "
                  f"({memory_device.format_bytes(copy.prediction_copy)}); then predict with "
                  f"--do_train=false, which builds the model in float32 alone")
   if dtype == "float32":
@@ -234,7 +255,14 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
         lines.append(f"--gpu (mixed_float16) fits batch {mixed * replicas}")
     else:
       lines.append("on a GPU, --gpu (mixed_float16) halves most activations")
-  if fit or alone:  # else "auto" finds no batch either
-    lines.append("--train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
-                 "accumulation steps itself")
+  # "auto" plans within a margin of the memory: offered only where it plans this effective batch.
+  from squad_qa.model.memory import plan  # pylint: disable=g-import-not-at-top  (plan imports this)
+  try:
+    auto = plan.plan_batches(config, max_seq_length, dtype, device, "auto", 1, effective, replicas,
+                             predicts)
+    lines.append(f"--train_batch_size=auto --effective_batch_size={effective * replicas}: runs "
+                 f"{auto.micro_batch_size * replicas} features per pass x "
+                 f"{auto.accumulation_steps} accumulation steps")
+  except plan.MemoryPlanError:
+    pass
   return lines

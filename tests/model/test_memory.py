@@ -519,8 +519,10 @@ def test_the_cpu_count_holds_the_float32_copy_that_predicts_after_mixed_training
       "the process 1.45 GiB, the float32 prediction copy 7.8 MiB "
       f"(`{commands.command('squad-qa-memory')}` prints the breakdown)",
       "fixes:",
-      "  - not even batch 1 fits at max_seq_length 64",
-      "  - --do_predict=false leaves out the float32 copy that predicts after training (7.8 MiB); "
+      "  - not even batch 1 fits in all 1.50 GiB: one feature needs 1.50 GiB at max_seq_length "
+      "64, most of it weights, AdamW slots and the process; train where that much memory is free",
+      f"  - {commands.command('squad-qa-train')} --do_predict=false leaves out the float32 copy "
+      "that predicts after training (7.8 MiB); "
       "then predict with --do_train=false, which builds the model in float32 alone",
       "  - or --nomemory_check to try anyway",
   ]
@@ -533,7 +535,8 @@ def test_the_cpu_count_holds_the_float32_copy_that_predicts_after_mixed_training
     memory_plan.plan_batches(config, 64, "mixed_bfloat16", ram, "auto", effective_batch_size=4,
                              predicts=True)
   assert str(refused.value).splitlines()[-1] == (
-      "  - --do_predict=false: --train_batch_size=auto then plans the 4 features per step; it "
+      f"  - {commands.command('squad-qa-train')} --do_predict=false: --train_batch_size=auto then "
+      "plans the 4 features per step; it "
       "leaves out the float32 copy that predicts after training (7.8 MiB); then predict with "
       "--do_train=false")
   plan = memory_plan.plan_batches(config, 64, "mixed_bfloat16", ram, "auto", effective_batch_size=4)
@@ -578,8 +581,6 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
       "fixes:",
       "  - --train_batch_size=14: the largest batch that fits without accumulation",
       "  - on a GPU, --gpu (mixed_float16) halves most activations",
-      "  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
-      "accumulation steps itself",
       "  - or --nomemory_check to try anyway",
   ]
   # "auto" at 256 per step in 2.16 GiB: one replica runs 256 at once; two replicas (the second
@@ -687,8 +688,8 @@ def test_the_planner_counts_the_accumulators_in_the_largest_batch_and_names_the_
       "--train_batch_size=6 --gradient_accumulation_steps=6: the same 36 features per optimizer "
       "step (the largest batch that fits with accumulation is 8)",
       f"--max_seq_length=320 ({records}) fits batch 9",
-      "--train_batch_size=auto [--effective_batch_size=N] picks the batch and the accumulation "
-      "steps itself",
+      "--train_batch_size=auto --effective_batch_size=36: runs 6 features per pass x 6 "
+      "accumulation steps",
   ]
   assert [(e["model"], e["max_batch_size"], e["fits"], e.get("fixes")) for e in report["estimates"]
          ] == [("BERT-Base", 34, True, None), ("BERT-Large", 8, False, fixes)]
@@ -703,8 +704,8 @@ def test_the_planner_counts_the_accumulators_in_the_largest_batch_and_names_the_
       "optimizer step (the largest batch that fits with accumulation is 34)",
       "  - --train_batch_size=36: the largest batch that fits without accumulation",
       f"  - --max_seq_length=256 ({records}) fits batch 48",
-      "  - --train_batch_size=auto [--effective_batch_size=N] picks the batch and the "
-      "accumulation steps itself",
+      "  - --train_batch_size=auto --effective_batch_size=48: runs 24 features per pass x 2 "
+      "accumulation steps",
   ]
   assert "BERT-Base: largest batch that fits at seq 384: 36" in text
   # The table with accumulation: each row's largest batch counts the same steps.
