@@ -289,7 +289,7 @@ def _make_records(config):
   vocab = wordpiece.read_vocab(config.vocab_file)
   wordpiece.check_casing(vocab, config.vocab_file, config.do_lower_case)
   inputs = _resolve_inputs(config)
-  vocab_sha256 = wordpiece.file_sha256(config.vocab_file)
+  vocab_sha256 = wordpiece.vocab_sha256(vocab)
   output_dir = config.output_dir
   _refuse_a_file_in_the_way(output_dir)
   started = time.time()

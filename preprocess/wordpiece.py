@@ -96,6 +96,27 @@ def file_sha256(path):
   return digest.hexdigest()
 
 
+def vocab_sha256(vocab):
+  """Hex SHA-256 of a vocab's tokens (`read_vocab`'s list), each written with a "\n" after it.
+
+  The tokens alone decide the ids, so a copy with CRLF line endings, spaces around tokens or
+  blank lines at the end has the same digest; a vocab.txt written one token per "\n"-ended line
+  (as BERT's are) has its file's SHA-256.
+  """
+  return hashlib.sha256("".join(token + "\n" for token in vocab).encode("utf-8")).hexdigest()
+
+
+def has_vocab_sha256(vocab_file, recorded_sha256):
+  """Whether the vocab at `vocab_file` is the one a records' meta.json or a model's qa_config.json
+  records as `recorded_sha256`: `vocab_sha256` of its tokens, or its file's SHA-256 (what such
+  files held before their digest was of the tokens).
+
+  Raises:
+    errors.UsageError: as `read_vocab`.
+  """
+  return recorded_sha256 in (vocab_sha256(read_vocab(vocab_file)), file_sha256(vocab_file))
+
+
 @functools.lru_cache(maxsize=4)
 def wordpiece_model(vocab):
   """tensorflow-text's FastWordpiece model (bytes) for a tuple of tokens, with run_squad.py's

@@ -250,8 +250,8 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
 
   Raises:
     errors.MissingFileError: no file at `vocab_file` (a model folder moved from where it trained).
-    errors.UsageError: a vocab other than training's (SHA-256), or more tokens than the encoder's
-      embedding rows.
+    errors.UsageError: a vocab other than training's (`wordpiece.has_vocab_sha256`), or more
+      tokens than the encoder's embedding rows.
   """
   if not tf.io.gfile.exists(vocab_file):
     named = ("--vocab_file" if export_vocab_given else
@@ -259,9 +259,11 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
     raise errors.MissingFileError(
         f"{vocab_file}: not found ({named} names it); pass --vocab_file=<the vocab.txt training "
         f"read>, e.g. the one beside the starting checkpoint")
-  sha256 = wordpiece.file_sha256(vocab_file)
-  size = len(wordpiece.read_vocab(vocab_file))
+  vocab = wordpiece.read_vocab(vocab_file)
+  sha256, size = wordpiece.vocab_sha256(vocab), len(vocab)
   trained_sha256 = recorded.get("vocab_sha256")
+  if trained_sha256 and wordpiece.has_vocab_sha256(vocab_file, trained_sha256):
+    sha256 = trained_sha256
   if export_vocab_given and trained_sha256 and sha256 != trained_sha256:
     raise errors.UsageError(
         f"--vocab_file={vocab_file} (SHA-256 {sha256[:12]}…, {size} tokens) is not the vocab the "

@@ -47,7 +47,7 @@ def bert_config_and_meta(config):
   if not config_file:
     raise errors.UsageError("--bert_config_file is required (or an --init_checkpoint with a config "
                             "beside it)")
-  if vocab_file and wordpiece.file_sha256(vocab_file) != meta["vocab_sha256"]:
+  if vocab_file and not wordpiece.has_vocab_sha256(vocab_file, meta["vocab_sha256"]):
     raise errors.UsageError(
         f"--vocab_file={vocab_file} is not the vocab the records were made "
         f"with ({meta['flags']['vocab_file']}); rerun {commands.command('squad-qa-records')} "

@@ -119,6 +119,50 @@ def test_records_of_another_vocab_than_the_model_dir_are_refused(tmp_path):
   assert sorted(os.listdir(model_dir)) == before
 
 
+def test_a_vocab_in_crlf_lines_is_the_vocab_of_its_tokens(tmp_path):
+  """The tokens decide the ids: a copy of the vocab with CRLF line endings makes the same records
+  (by digest), is taken for them by training and served by export; a vocab with two ids swapped
+  is refused by both."""
+  lf = testutil.vocab_file()
+  tokens = wordpiece.read_vocab(lf)
+  crlf = tmp_path / "vocab_crlf.txt"
+  crlf.write_bytes("".join(t + "\r\n" for t in tokens).encode("utf-8"))
+  swapped = tmp_path / "swapped_vocab.txt"
+  tokens[1000], tokens[1001] = tokens[1001], tokens[1000]
+  swapped.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+  lf_sha256 = wordpiece.file_sha256(lf)
+  assert wordpiece.file_sha256(str(crlf)) != lf_sha256
+  assert wordpiece.vocab_sha256(wordpiece.read_vocab(str(crlf))) == lf_sha256
+  assert wordpiece.has_vocab_sha256(str(crlf), lf_sha256)
+  assert wordpiece.has_vocab_sha256(str(crlf), wordpiece.file_sha256(str(crlf)))
+  assert not wordpiece.has_vocab_sha256(str(swapped), lf_sha256)
+
+  records_dir = make_records(tmp_path, str(crlf))
+  assert records.read_meta(records_dir)["vocab_sha256"] == lf_sha256
+  short = dict(testutil.TINY_BERT_CONFIG, max_position_embeddings=32)
+  config_file = tmp_path / "bert_config_32.json"
+  config_file.write_text(json.dumps(short))
+  for vocab_file, message in [
+      (lf, "records have max_seq_length 64 but the encoder has 32 positions"),
+      (str(swapped), f"--vocab_file={swapped} is not the vocab the records were made with "
+       f"({crlf}); rerun squad-qa-records with it"),
+  ]:
+    config = train_config.TrainConfig(records_dir=records_dir, model_dir=str(tmp_path / "model"),
+                                      bert_config_file=str(config_file), vocab_file=vocab_file)
+    with pytest.raises(errors.UsageError) as error:
+      train_and_evaluate.train_and_evaluate(config)
+    assert str(error.value) == message  # the first past the vocab check, or the vocab's own
+
+  bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
+  recorded = {"vocab_file": lf, "vocab_sha256": lf_sha256}
+  assert export_model.check_vocab(str(crlf), bert_config, recorded, export_vocab_given=True) == {
+      "vocab_sha256": lf_sha256,
+      "vocab_size": 30522
+  }
+  with pytest.raises(errors.UsageError, match="is not the vocab the model was trained with"):
+    export_model.check_vocab(str(swapped), bert_config, recorded, export_vocab_given=True)
+
+
 def test_export_refuses_a_vocab_other_than_trainings(tmp_path):
   bert_config = bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG)
   recorded = {
