@@ -167,8 +167,9 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   Raises:
     errors.MissingFileError: `init_checkpoint` names no file, folder or checkpoint prefix, or,
       when no config is found for it, holds no checkpoint (said before a missing config is).
-    errors.UsageError: a folder as `vocab_file`, or a `vocab_file` with other tokens than the
-      checkpoint's own vocab (its token ids would mean other words to the encoder).
+    errors.UsageError: a file of an HF folder or an export as `init_checkpoint`, a folder as
+      `vocab_file`, or a `vocab_file` with other tokens than the checkpoint's own vocab (its token
+      ids would mean other words to the encoder).
   """
   if vocab_file:
     wordpiece.refuse_a_folder(vocab_file)
@@ -176,6 +177,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
     raise errors.MissingFileError(
         f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix")
+  if init_checkpoint:
+    _refuse_a_near_miss(init_checkpoint)  # before its folder's config sizes the run
   given_vocab = vocab_file
   bert_config_file, vocab_file = files_beside(init_checkpoint, bert_config_file, None)
   if init_checkpoint and (not bert_config_file or not vocab_file):

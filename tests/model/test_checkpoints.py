@@ -381,11 +381,14 @@ def test_a_checkpoint_file_or_an_export_as_init_checkpoint_names_what_to_pass(tm
   (folder / "config.json").write_text(json.dumps(CONFIG))
   (folder / "model.safetensors").write_bytes(b"")
   for name in ("model.safetensors", "config.json"):
-    with pytest.raises(errors.UsageError) as raised:
-      checkpoints.checkpoint_kind(str(folder / name))
-    assert str(
-        raised.value) == (f"--init_checkpoint={folder / name} is a file of a Hugging Face "
-                          f"checkpoint; pass the folder holding it: --init_checkpoint={folder}")
+    path = str(folder / name)
+    with pytest.raises(errors.UsageError) as by_loader:
+      checkpoints.checkpoint_kind(path)
+    with pytest.raises(errors.UsageError) as by_resolver:  # before train.py sizes the run from
+      checkpoints.resolve_model_files(path, None, None)  # the config beside the path
+    assert str(by_loader.value) == str(by_resolver.value) == (
+        f"--init_checkpoint={path} is a file of a Hugging Face checkpoint; pass the folder "
+        f"holding it: --init_checkpoint={folder}")
   export = tmp_path / "export"
   (export / "assets.extra").mkdir(parents=True)
   (export / "assets.extra" / "qa_config.json").write_text("{}")
