@@ -16,7 +16,7 @@ What runs, each as the user runs it (the commands as subprocesses of this interp
                  (tf.config.experimental.get_memory_info("GPU:0")["peak"]); the figure is
                  measured / the planner's count (model/memory/estimate.py), which must stay within
                  the headroom --train_batch_size=auto keeps
-                 (1 / model.memory.plan.AUTO_BATCH_MARGIN).
+                 (1 / model.memory.estimate.AUTO_BATCH_MARGIN).
   batch auto     train.py --gpu --train_batch_size=auto: the plan it chose must then train.
   serve <dtype>  export.py --serving_precision=float32|float16|bfloat16 of the xla-on run, then
                  serve_text (serving.saved_model_qa.SavedModelQA) on one dev question: the median
@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from squad_qa.base import artifacts
 from squad_qa.flags import command_line
-from squad_qa.model.memory import plan as memory_plan
+from squad_qa.model.memory import estimate
 from squad_qa.preprocess import squad_reader
 from tests import testutil
 
@@ -164,7 +164,7 @@ def check_memory(table, model, seq, batch, device, precision):
     return
   ratio = result["peak"] / result["count"]
   table.add(name, f"peak {result['peak'] / 2**20:.0f} MiB, planner {result['count'] / 2**20:.0f}"
-            " MiB", f"measured/planned {ratio:.2f}", ratio <= 1 / memory_plan.AUTO_BATCH_MARGIN)
+            " MiB", f"measured/planned {ratio:.2f}", ratio <= 1 / estimate.AUTO_BATCH_MARGIN)
 
 
 def check_auto_batch(table, base_args, model_dir, steps):

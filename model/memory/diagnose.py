@@ -256,13 +256,9 @@ def fixes(config, max_seq_length, batch_size, dtype, device, accumulation_steps=
     else:
       lines.append("on a GPU, --gpu (mixed_float16) halves most activations")
   # "auto" plans within a margin of the memory: offered only where it plans this effective batch.
-  from squad_qa.model.memory import plan  # pylint: disable=g-import-not-at-top  (plan imports this)
-  try:
-    auto = plan.plan_batches(config, max_seq_length, dtype, device, "auto", 1, effective, replicas,
-                             predicts)
+  auto = estimate.auto_split(config, max_seq_length, effective, device.usable_bytes, dtype,
+                             device.kind, replicas, predicts)
+  if auto:
     lines.append(f"--train_batch_size=auto --effective_batch_size={effective * replicas}: runs "
-                 f"{auto.micro_batch_size * replicas} features per pass x "
-                 f"{auto.accumulation_steps} accumulation steps")
-  except plan.MemoryPlanError:
-    pass
+                 f"{auto[0] * replicas} features per pass x {auto[1]} accumulation steps")
   return lines

@@ -299,6 +299,7 @@ def estimate(config, max_seq_length, batch_size, dtype="float32", device="gpu", 
 
 # The largest batch `max_batch_size` tries: a batch this large fits only in an absurd memory size.
 BATCH_SEARCH_LIMIT = 1 << 20
+AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 
 
 def max_batch_size(config, max_seq_length, usable_bytes, *args, limit=BATCH_SEARCH_LIMIT, **kwargs):
@@ -319,3 +320,21 @@ def max_batch_size(config, max_seq_length, usable_bytes, *args, limit=BATCH_SEAR
     middle = (low + high) // 2
     low, high = (middle, high) if fits(middle) else (low, middle)
   return low
+
+
+def auto_split(config, max_seq_length, effective_batch_size, usable_bytes, dtype, device,
+               replicas=1, predicts=False):
+  """--train_batch_size=auto's split of `effective_batch_size` features per optimizer step:
+  (micro_batch_size, accumulation_steps) for the fewest equal passes whose micro-batch (with its
+  float32 accumulators from 2 passes on) fits in `AUTO_BATCH_MARGIN` of `usable_bytes`, or None
+  when not even passes of 1 fit. The other arguments are `estimate`'s (AdamW).
+  """
+  budget = int(usable_bytes * AUTO_BATCH_MARGIN)
+  for steps in range(1, effective_batch_size + 1):
+    if effective_batch_size % steps:
+      continue
+    micro = effective_batch_size // steps
+    if micro <= max_batch_size(config, max_seq_length, budget, dtype, device, "adamw", steps,
+                               replicas=replicas, predicts=predicts, limit=micro):
+      return micro, steps
+  return None

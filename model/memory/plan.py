@@ -18,7 +18,6 @@ from squad_qa.model.memory import estimate
 from squad_qa.model.memory import heads
 from squad_qa.preprocess import features
 
-AUTO_BATCH_MARGIN = 0.9  # --train_batch_size=auto plans with 90 % of the usable memory
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
 DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
 OUTPUT_FORMATS = ("text", "json")  # python -m model.memory --format
@@ -63,11 +62,10 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
     return gradient_accumulation_steps
   steps, remainder = divmod(effective_batch_size, train_batch_size)
   if (remainder or not steps) and gradient_accumulation_steps == 1:
-    multiples = sorted({max(1, steps) * train_batch_size, (steps + 1) * train_batch_size})
     raise MemoryPlanError(
         f"--effective_batch_size={effective_batch_size} is not a multiple of --train_batch_size="
         f"{train_batch_size} (a step accumulates whole batches): pass "
-        f"{' or '.join(map(str, multiples))}, or --train_batch_size=auto")
+        f"{nearest_multiples(effective_batch_size, train_batch_size)}, or --train_batch_size=auto")
   if remainder or not steps or (gradient_accumulation_steps != 1 and
                                 steps != gradient_accumulation_steps):
     raise MemoryPlanError(
@@ -77,11 +75,11 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
   return steps
 
 
-def nearest_multiples(batch, num_replicas):
-  """The multiples of `num_replicas` (at least one) nearest below and above `batch`, as
-  "30 or 33" for a refusal's fix."""
-  lower = max(num_replicas, batch - batch % num_replicas)
-  return f"{lower} or {lower + num_replicas}"
+def nearest_multiples(batch, divisor):
+  """The multiples of `divisor` nearest below and above `batch`, as "30 or 33" for a refusal's
+  fix; "4" (`divisor` alone) for a `batch` below it, which has no multiple below."""
+  lower = batch - batch % divisor
+  return f"{lower} or {lower + divisor}" if lower else str(divisor)
 
 
 def per_replica_batches(train_batch_size, effective_batch_size, replicas):
@@ -117,7 +115,8 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
   """Resolves one replica's batch flags into a `BatchPlan` (its estimate for the micro-batch).
 
   `train_batch_size` is features per pass, or "auto": the largest batch that fits in
-  `AUTO_BATCH_MARGIN` of `device`'s usable memory, split to give `effective_batch_size` exactly.
+  `estimate.AUTO_BATCH_MARGIN` of `device`'s usable memory, split to give `effective_batch_size`
+  exactly (`estimate.auto_split`).
   With an int, `effective_batch_size` must be a multiple of it and sets the accumulation steps.
   `replicas` train on `device` (`estimate.estimate`: on the CPU they share its RAM); `predicts`:
   train.py predicts after training (`estimate.estimate`: the float32 copy).
@@ -138,17 +137,13 @@ def plan_batches(config, max_seq_length, dtype, device, train_batch_size,
   if steps is not None:
     return plan(train_batch_size, steps)
   wanted = effective_batch_size or DEFAULT_EFFECTIVE_BATCH_SIZE
-  budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
-  for steps in range(1, wanted + 1):  # the fewest passes whose equal micro-batches fit
-    if wanted % steps:
-      continue
-    micro = wanted // steps
-    if micro <= estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw",
-                                        steps, replicas=replicas, predicts=predicts, limit=micro):
-      return plan(micro, steps)
+  split = estimate.auto_split(config, max_seq_length, wanted, device.usable_bytes, dtype,
+                              device.kind, replicas, predicts)
+  if split:
+    return plan(*split)
   raise MemoryPlanError(
-      diagnose.auto_diagnosis(config, max_seq_length, wanted, dtype, device, AUTO_BATCH_MARGIN,
-                              replicas, predicts))
+      diagnose.auto_diagnosis(config, max_seq_length, wanted, dtype, device,
+                              estimate.AUTO_BATCH_MARGIN, replicas, predicts))
 
 
 def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1, predicts=False):
@@ -159,7 +154,7 @@ def auto_split_hint(config, max_seq_length, dtype, device, batches, replicas=1, 
   for one of `replicas` (with `predicts`).
   """
   wanted = batches.effective_batch_size
-  budget = int(device.usable_bytes * AUTO_BATCH_MARGIN)
+  budget = int(device.usable_bytes * estimate.AUTO_BATCH_MARGIN)
   # Passes of `fit` fit with accumulation (its float32 sums included).
   fit = estimate.max_batch_size(config, max_seq_length, budget, dtype, device.kind, "adamw", 2,
                                 replicas=replicas, predicts=predicts, limit=wanted)

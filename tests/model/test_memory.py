@@ -287,13 +287,13 @@ def test_plan_batches():
   # auto on a device where only a few features fit: the fewest equal passes that fit.
   base = estimate.presets()["BERT-Base"]
   gpu = memory_device.device_from_flag(12)
-  fit = estimate.max_batch_size(base, 384, int(gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN),
+  fit = estimate.max_batch_size(base, 384, int(gpu.usable_bytes * estimate.AUTO_BATCH_MARGIN),
                                 accumulation_steps=2)
   assert fit == 12
   plan = memory_plan.plan_batches(base, 384, "float32", gpu, "auto", effective_batch_size=64)
   # 64 = 8 passes of 8: 12 fits, but 64 is not 6 or 7 equal passes.
   assert (plan.micro_batch_size, plan.accumulation_steps, plan.effective_batch_size) == (8, 8, 64)
-  assert plan.estimate.total <= gpu.usable_bytes * memory_plan.AUTO_BATCH_MARGIN
+  assert plan.estimate.total <= gpu.usable_bytes * estimate.AUTO_BATCH_MARGIN
   assert plan.estimate.accumulators > 0
   with pytest.raises(memory_plan.MemoryPlanError) as raised:
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
@@ -592,7 +592,7 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
   ]
   assert [(p.micro_batch_size, p.accumulation_steps, p.estimate.replicas) for p in splits
          ] == [(256, 1, 1), (16, 8, 2)]
-  assert all(p.estimate.total <= roomy.usable_bytes * memory_plan.AUTO_BATCH_MARGIN for p in splits)
+  assert all(p.estimate.total <= roomy.usable_bytes * estimate.AUTO_BATCH_MARGIN for p in splits)
   gpu = memory_device.Device("gpu", 50_578_445, "test GPU")  # one replica of 8 exactly
   assert run_plan.plan_memory(batch_flags(16), config, 64, "float32", gpu,
                               2).estimate.total == (50_578_445)
@@ -1135,7 +1135,7 @@ def test_auto_batch_with_accumulation_trains(tiny_records):
   # A CPU budget where 32 features fit (with accumulators) but 64 do not: 128 = 4 passes of 32.
   budget = estimate.estimate(config, 64, 32, "float32", "cpu", accumulation_steps=2).total
   assert estimate.estimate(config, 64, 64, "float32", "cpu", accumulation_steps=2).total > budget
-  gb = budget / memory_plan.AUTO_BATCH_MARGIN / GIB * 1.001
+  gb = budget / estimate.AUTO_BATCH_MARGIN / GIB * 1.001
   _, output = train_cli(tiny_records, model_dir, "--train_batch_size=auto",
                         "--effective_batch_size=128", f"--device_memory_gb={gb}")
   with open(os.path.join(model_dir, "train_results.json")) as f:
@@ -1283,6 +1283,15 @@ def test_the_planner_prints_the_batches_train_py_would_run():
         "effective_batch_size": 30
     }, "--effective_batch_size=30 is not a multiple of --train_batch_size=8 (a step accumulates "
      "whole batches): pass 24 or 32, or --train_batch_size=auto"),
+    ({
+        "train_batch_size": 8,
+        "effective_batch_size": 6
+    }, "--effective_batch_size=6 is not a multiple of --train_batch_size=8 (a step accumulates "
+     "whole batches): pass 8, or --train_batch_size=auto"),
+    ({
+        "train_batch_size": 1,
+        "num_cpu_devices": 2
+    }, "--train_batch_size=1 is the global batch and must be a multiple of the 2 replicas; use 2"),
     ({
         "train_batch_size": "auto",
         "gradient_accumulation_steps": 2
