@@ -33,6 +33,7 @@ import tempfile
 import time
 
 from squad_qa.flags import command_line
+from squad_qa.flags import settings
 
 # XLA's kernels (model/xla_elementwise.py) show in the profile by their HLO names, without an op
 # scope: fusions ("negate_add_fusion.clone") and unfused instructions ("reduce-window.clone",
@@ -340,7 +341,10 @@ def main():
       help="layer norm and GELU as train.py runs them (xla), with TensorFlow's "
       "ops (tensorflow), or both side by side (both: no profile)")
   parser.add_argument("--rounds", type=int, default=4, help="--elementwise=both: timed rounds")
-  run(parser.parse_args())
+  args = parser.parse_args()
+  for name, bound in (("batch", 1), ("steps", 1), ("skip", 0), ("rounds", 1)):
+    settings.at_least(bound)(name, getattr(args, name))
+  run(args)
 
 
 if __name__ == "__main__":

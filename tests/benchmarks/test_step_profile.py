@@ -1,9 +1,12 @@
 """benchmarks/step_profile.py: the profile reader, the op categories, busy time and FLOPs."""
 
+import sys
+
 import pytest
 import tensorflow as tf
 
 from benchmarks import step_profile
+from squad_qa.flags import command_line
 from squad_qa.model import bert_config as bert_config_lib
 from tests import testutil
 
@@ -114,3 +117,17 @@ def test_the_matmul_floor_times_both_kinds_for_each_layer():
   floor = step_profile.matmul_floor_s(config, 2, [8, 16], tf.float32, repeats=1)
   assert set(floor) == {"dense", "attention"}
   assert all(0 < seconds < 5 for seconds in floor.values())
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--steps=0", "--steps=0: must be at least 1"),
+    ("--batch=-1", "--batch=-1: must be at least 1"),
+    ("--skip=-2", "--skip=-2: must be at least 0"),
+    ("--rounds=0", "--rounds=0: must be at least 1"),
+])
+def test_counts_below_their_bound_end_in_one_line_before_any_work(monkeypatch, flag, message):
+  monkeypatch.setattr(sys, "argv", ["step_profile.py", "--records_dir=/nope", flag])
+  monkeypatch.setattr(step_profile, "run", lambda args: pytest.fail("ran with " + flag))
+  with pytest.raises(SystemExit) as stopped:
+    command_line.run_argparse(step_profile.main)
+  assert stopped.value.code == f"step_profile.py: {message}"
