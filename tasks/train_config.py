@@ -54,7 +54,7 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
   """
   records_dir: str = settings.setting("records", "Output of preprocess/make_records.py.")
   do_train: bool = settings.setting(True, "Fine-tune on the train shards.")
-  do_predict: bool = settings.setting(True, "Predict the eval shards and score them.")
+  do_predict: bool = settings.variant(plan.PlannerConfig, "do_predict")
   train_batch_size: Union[int, str] = settings.variant(plan.PlannerConfig, "train_batch_size",
                                                        default=32)
   effective_batch_size: Optional[int] = settings.variant(plan.PlannerConfig, "effective_batch_size")

@@ -178,8 +178,8 @@ def _nothing_fits(config, max_seq_length, dtype, device, replicas, predicts):
 
 
 def _no_predict():
-  """The flag that leaves out the prediction after training, named with its command (a fix that
-  squad-qa-memory prints too, which has no such flag)."""
+  """The flag that leaves out the prediction after training, named with the command that trains
+  (squad-qa-memory, which prints it too, counts without the copy with the same flag)."""
   return f"{commands.command('squad-qa-train')} --do_predict=false"
 
 

@@ -21,9 +21,6 @@ from squad_qa.preprocess import features
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
 DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
 OUTPUT_FORMATS = ("text", "json")  # python -m model.memory --format
-# python -m model.memory counts train.py's default --do_predict: the prediction after training (its
-# float32 copy under a mixed policy on the CPU, `estimate.estimate`'s `predicts`).
-PREDICTS = True
 
 
 class MemoryPlanError(errors.UserError, ValueError):
@@ -258,6 +255,8 @@ class PlannerConfig(settings.Settings):
       (`device.detect_device`).
     format: one of `OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
+    do_predict: train.py predicts after training (`estimate.estimate`'s `predicts`: its float32
+      copy under a mixed policy on the CPU).
     num_cpu_devices: logical CPU devices train.py runs one replica on each of under
       --distribution_strategy=mirrored (at least 1): their tensors and runtimes share the RAM,
       and the batch flags are global over them (`per_replica_batches`).
@@ -313,6 +312,10 @@ class PlannerConfig(settings.Settings):
       "Whose training step to count: tfm (this tool's train.py) or google_research_tf1 "
       "(google-research/bert's TF1 run_squad.py, to compare with its published OOM table).",
       choices=estimate.PROGRAMS)
+  do_predict: bool = settings.setting(
+      True, "Predict the eval shards after training and score them. After training under a mixed "
+      "precision on the CPU a float32 copy of the model predicts, and the memory planner counts "
+      "it.")
   num_cpu_devices: int = settings.setting(
       1, "Without GPUs: split the CPU into this many logical devices; "
       "--distribution_strategy=mirrored then runs one replica on each (for tests and trying a "
@@ -363,13 +366,14 @@ class PlannerConfig(settings.Settings):
     return precision.POLICIES[dtype], why
 
 
-def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_steps=1, replicas=1):
-  """Why no batch fits: one feature's peak (on each of `replicas`) with `accumulation_steps` (their
-  float32 sums from 2 on, as the largest batch it explains counts them) against `device`'s usable
-  memory, in a few words."""
+def _fewest_bytes(config, max_seq_length, dtype, device, program, accumulation_steps=1, replicas=1,
+                  predicts=True):
+  """Why no batch fits: one feature's peak (on each of `replicas`, with the prediction copy when
+  `predicts`) with `accumulation_steps` (their float32 sums from 2 on, as the largest batch it
+  explains counts them) against `device`'s usable memory, in a few words."""
   est = estimate.estimate(config, max_seq_length, 1, dtype, device.kind,
                           accumulation_steps=accumulation_steps, program=program, replicas=replicas,
-                          predicts=PREDICTS)
+                          predicts=predicts)
   size = memory_device.format_bytes
   fixed = est.weights + est.gradients + est.optimizer_slots
   shared = f" on each of {est.replicas} replicas" if est.replicas > 1 else ""
@@ -396,11 +400,12 @@ def _train_plan(config, bert, seq, dtype, device):
                                                replicas)
   try:
     batches = plan_batches(bert, seq, dtype, device, per_replica,
-                           config.gradient_accumulation_steps, effective, replicas, PREDICTS)
+                           config.gradient_accumulation_steps, effective, replicas,
+                           config.do_predict)
   except MemoryPlanError as e:  # "auto" found no batch; the flags themselves were checked (`check`)
     return None, str(e)
   if config.train_batch_size == "auto" or batches.accumulation_steps > 1 or replicas > 1:
-    hint = (auto_split_hint(bert, seq, dtype, device, batches, replicas, PREDICTS)
+    hint = (auto_split_hint(bert, seq, dtype, device, batches, replicas, config.do_predict)
             if config.train_batch_size == "auto" else "")
     fits = batches.estimate.total <= device.usable_bytes
     train = commands.command("squad-qa-train")
@@ -488,8 +493,8 @@ def report(config):
       # when the plan's micro-batch is at most it.
       steps = batches.accumulation_steps if batches else 1
       limit = estimate.max_batch_size(bert, seq, device.usable_bytes, dtype, device.kind,
-                                      accumulation_steps=steps, program=program, predicts=PREDICTS,
-                                      replicas=replicas)
+                                      accumulation_steps=steps, program=program,
+                                      predicts=config.do_predict, replicas=replicas)
       entry = {"model": name, "max_seq_length": seq, "max_batch_size": limit * replicas}
       if config.train_batch_size is not None:
         entry["train_plan"] = None
@@ -505,15 +510,15 @@ def report(config):
           text.append(format_estimate(est, device.usable_bytes, f"{name}: "))
         if line:
           text.append(f"{name}: {line}")
+      why = ("" if limit else ": " +
+             _fewest_bytes(bert, seq, dtype, device, program, steps, replicas, config.do_predict))
       text.append(f"{name}: largest batch that fits at seq {seq}" +
                   (f" with {steps} accumulation steps" if steps > 1 else "") +
                   f": {format_batch(limit * replicas)}" +
-                  (f" ({limit} per replica)" if replicas > 1 and limit else "") +
-                  (f": {_fewest_bytes(bert, seq, dtype, device, program, steps, replicas)}"
-                   if not limit else ""))
+                  (f" ({limit} per replica)" if replicas > 1 and limit else "") + why)
       if batches and not entry["fits"] and this_tool:  # train.py's pre-flight fixes
         entry["fixes"] = diagnose.fixes(bert, seq, batches.micro_batch_size, dtype, device,
-                                        batches.accumulation_steps, replicas, PREDICTS)
+                                        batches.accumulation_steps, replicas, config.do_predict)
         text.append(f"{name}: fixes:")
         text += [f"  - {fix}" for fix in entry["fixes"]]
       output["estimates"].append(entry)
@@ -526,7 +531,7 @@ def report(config):
                                     config.effective_batch_size)
              if config.train_batch_size is not None else 1)
     rows = table_rows(configs, device.usable_bytes, dtype, device.kind, program=program,
-                      accumulation_steps=steps or 1, predicts=PREDICTS, replicas=replicas)
+                      accumulation_steps=steps or 1, predicts=config.do_predict, replicas=replicas)
     output["table"] = [{"model": n, "max_seq_length": s, "max_batch_size": b} for n, s, b in rows]
     extra_column = None
     if config.train_batch_size is not None:

@@ -603,6 +603,34 @@ def test_the_preflight_check_counts_cpu_replicas_sharing_the_ram():
       gpu) == (f"{memory_device.format_bytes(gpu_estimate.total)} of test GPU per replica")
 
 
+def test_the_planner_counts_the_prediction_copy_as_train_py_does_with_do_predict(tmp_path):
+  """squad-qa-memory --do_predict (train.py's setting, declared once) counts the float32 copy that
+  predicts after mixed-precision training on the CPU, or leaves it out, as train.py's pre-flight
+  check does for the same flag."""
+  from squad_qa.tasks import train_config  # pylint: disable=g-import-not-at-top
+  config_file = testutil.write_tiny_config(tmp_path / "tiny.json")
+  ram = memory_device.Device("cpu", 4 * GIB, "CPU with 4 GiB")
+  totals = {}
+  for do_predict in (True, False):
+    report = json.loads(
+        memory_plan.report(
+            memory_plan.PlannerConfig(bert_config_file=config_file, max_seq_length=64,
+                                      train_batch_size=8, device_memory_gb=4,
+                                      mixed_precision_dtype="bfloat16", do_predict=do_predict,
+                                      format="json")))
+    checked = run_plan.plan_memory(batch_flags(8, do_predict=do_predict), tiny_config(), 64,
+                                   "mixed_bfloat16", ram, 1)
+    (entry,) = report["estimates"]
+    assert entry["estimate"] == checked.estimate.to_dict()
+    totals[do_predict] = (entry["estimate"]["prediction_copy"], entry["estimate"]["total"])
+  assert totals[True][0] == 8_230_664 and totals[False][0] == 0  # 4 B x 2,057,666 parameters
+  assert totals[True][1] - totals[False][1] == 8_230_664
+  trained, planned = (config.__dataclass_fields__["do_predict"]
+                      for config in (train_config.TrainConfig, memory_plan.PlannerConfig))
+  assert settings.spec_of(trained) == settings.spec_of(planned)
+  assert trained.default is planned.default is True
+
+
 def test_the_planner_counts_cpu_replicas_as_train_py_does(tmp_path):
   """squad-qa-memory --num_cpu_devices (the setting train.py declares through it) counts the
   mirrored CPU replicas as train.py's pre-flight check does: global batch flags split among them,
