@@ -108,8 +108,8 @@ def vocab_sha256(vocab):
 
 def has_vocab_sha256(vocab_file, recorded_sha256):
   """Whether the vocab at `vocab_file` is the one a records' meta.json or a model's qa_config.json
-  records as `recorded_sha256`: `vocab_sha256` of its tokens, or its file's SHA-256 (what such
-  files held before their digest was of the tokens).
+  records as `recorded_sha256`: `vocab_sha256` of its tokens, or its file's SHA-256 (a digest of
+  the bytes, which such files may hold).
 
   Raises:
     errors.UsageError: as `read_vocab`.

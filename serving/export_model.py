@@ -263,7 +263,7 @@ def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
   sha256, size = wordpiece.vocab_sha256(vocab), len(vocab)
   trained_sha256 = recorded.get("vocab_sha256")
   if trained_sha256 and wordpiece.has_vocab_sha256(vocab_file, trained_sha256):
-    sha256 = trained_sha256
+    sha256 = trained_sha256  # the same tokens: the export records training's digest
   if export_vocab_given and trained_sha256 and sha256 != trained_sha256:
     raise errors.UsageError(
         f"--vocab_file={vocab_file} (SHA-256 {sha256[:12]}…, {size} tokens) is not the vocab the "
