@@ -22,7 +22,7 @@ def _length_buckets(name, value):
 TRAINING_ONLY = ("train_batch_size", "effective_batch_size", "gradient_accumulation_steps",
                  "length_buckets", "learning_rate", "num_train_epochs", "max_steps",
                  "warmup_proportion", "save_checkpoints_steps", "steps_per_loop",
-                 "float32_weight_gradients")
+                 "float32_weight_gradients", "xla", "seed", "memory_check", "device_memory_gb")
 # Settings of scoring alone (the final prediction and --eval_every_steps' scorings).
 PREDICTION_ONLY = ("predict_file", "predict_batch_size", "max_eval_examples")
 
@@ -156,6 +156,12 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       if refused:
         raise errors.UsageError(f"{self.typed(refused[0])} applies to training; --do_train=false "
                                 f"only predicts: drop one of the two")
+    if self.do_train:  # as typed: the replicas split them later (run_plan.plan_memory)
+      try:
+        plan.accumulation_steps_for(self.train_batch_size, self.gradient_accumulation_steps,
+                                    self.effective_batch_size)
+      except plan.MemoryPlanError as e:
+        raise errors.UsageError(str(e)) from None
     if not self.do_predict and not self.eval_every_steps:  # nothing scores: refuse these too
       for name in PREDICTION_ONLY:
         if self.given(name):

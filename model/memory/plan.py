@@ -61,8 +61,9 @@ def accumulation_steps_for(train_batch_size, gradient_accumulation_steps=1,
   if (remainder or not steps) and gradient_accumulation_steps == 1:
     raise MemoryPlanError(
         f"--effective_batch_size={effective_batch_size} is not a multiple of --train_batch_size="
-        f"{train_batch_size} (a step accumulates whole batches): pass "
-        f"{nearest_multiples(effective_batch_size, train_batch_size)}, or --train_batch_size=auto")
+        f"{train_batch_size} (a step accumulates whole batches): use --effective_batch_size="
+        f"{nearest_multiples(effective_batch_size, train_batch_size)}, a --train_batch_size that "
+        f"divides {effective_batch_size}, or --train_batch_size=auto")
   if remainder or not steps or (gradient_accumulation_steps != 1 and
                                 steps != gradient_accumulation_steps):
     raise MemoryPlanError(

@@ -299,9 +299,10 @@ def test_plan_batches():
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=20)
   assert str(
       raised.value) == ("--effective_batch_size=20 is not a multiple of --train_batch_size=8 "
-                        "(a step accumulates whole batches): pass 16 or 24, or "
-                        "--train_batch_size=auto")
-  with pytest.raises(memory_plan.MemoryPlanError, match="pass 8, or"):  # below one batch
+                        "(a step accumulates whole batches): use --effective_batch_size=16 or "
+                        "24, a --train_batch_size that divides 20, or --train_batch_size=auto")
+  with pytest.raises(memory_plan.MemoryPlanError,
+                     match="use --effective_batch_size=8, a"):  # below a batch
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=5)
   with pytest.raises(memory_plan.MemoryPlanError, match="is not --train_batch_size=8 x"):
     memory_plan.plan_batches(config, 128, "float32", roomy, 8, effective_batch_size=32,
@@ -1310,12 +1311,14 @@ def test_the_planner_prints_the_batches_train_py_would_run():
         "train_batch_size": 8,
         "effective_batch_size": 30
     }, "--effective_batch_size=30 is not a multiple of --train_batch_size=8 (a step accumulates "
-     "whole batches): pass 24 or 32, or --train_batch_size=auto"),
+     "whole batches): use --effective_batch_size=24 or 32, a --train_batch_size that divides 30, "
+     "or --train_batch_size=auto"),
     ({
         "train_batch_size": 8,
         "effective_batch_size": 6
     }, "--effective_batch_size=6 is not a multiple of --train_batch_size=8 (a step accumulates "
-     "whole batches): pass 8, or --train_batch_size=auto"),
+     "whole batches): use --effective_batch_size=8, a --train_batch_size that divides 6, or "
+     "--train_batch_size=auto"),
     ({
         "train_batch_size": 1,
         "num_cpu_devices": 2

@@ -80,6 +80,44 @@ from tests import testutil
     }, "--nolength_buckets applies to training; --do_train=false only predicts: drop one of the "
      "two"),
     ({
+        "do_train": False,
+        "xla": True,
+        "typed_flags": ("do_train", "xla")
+    }, "--xla applies to training; --do_train=false only predicts: drop one of the two"),
+    ({
+        "do_train": False,
+        "seed": 5,
+        "typed_flags": ("do_train", "seed")
+    }, "--seed=5 applies to training; --do_train=false only predicts: drop one of the two"),
+    ({
+        "do_train": False,
+        "memory_check": False,
+        "typed_flags": ("do_train", "memory_check")
+    }, "--nomemory_check applies to training; --do_train=false only predicts: drop one of "
+     "the two"),
+    ({
+        "do_train": False,
+        "device_memory_gb": 1.0,
+        "typed_flags": ("do_train", "device_memory_gb")
+    }, "--device_memory_gb=1.0 applies to training; --do_train=false only predicts: drop one of "
+     "the two"),
+    ({
+        "train_batch_size": 4,
+        "gradient_accumulation_steps": 2,
+        "effective_batch_size": 16,
+        "distribution_strategy": "mirrored",
+        "num_cpu_devices": 2
+    }, "--effective_batch_size=16 is not --train_batch_size=4 x --gradient_accumulation_steps=2; "
+     "give two of the three, or --train_batch_size=auto"),
+    ({
+        "train_batch_size": 4,
+        "effective_batch_size": 10,
+        "distribution_strategy": "mirrored",
+        "num_cpu_devices": 2
+    }, "--effective_batch_size=10 is not a multiple of --train_batch_size=4 (a step accumulates "
+     "whole batches): use --effective_batch_size=8 or 12, a --train_batch_size that divides 10, "
+     "or --train_batch_size=auto"),
+    ({
         "do_predict": False,
         "max_eval_examples": 5
     }, "--max_eval_examples=5 applies to scoring; --do_predict=false without --eval_every_steps "
