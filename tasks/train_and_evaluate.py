@@ -249,13 +249,38 @@ def summary_line(seconds, stats, results, model_dir):
 
 
 def decoding_settings(config, meta):
-  """`config`'s `span_decoding.DecodingSettings`, SQuAD 2.0 also when the records (`meta`) are."""
-  return span_decoding.DecodingSettings(
-      **{
-          **settings.values(config, span_decoding.DecodingSettings),
-          "version_2_with_negative": bool(config.version_2_with_negative or
-                                          meta["flags"].get("version_2_with_negative", False)),
-      })
+  """`config`'s `span_decoding.DecodingSettings`, SQuAD 2.0 also when the records (`meta`) are.
+  Scoring a trained --model_dir alone (--do_train=false), a setting not typed is the one its
+  qa_config.json records: what export.py serves."""
+  values = settings.values(config, span_decoding.DecodingSettings)
+  if not config.do_train:
+    recorded = artifacts.read_qa_config(config.model_dir)
+    values.update({
+        name: recorded[name] for name in values
+        if name in recorded and name != "version_2_with_negative" and not config.given(name)
+    })
+  values["version_2_with_negative"] = bool(config.version_2_with_negative or
+                                           meta["flags"].get("version_2_with_negative", False))
+  return span_decoding.DecodingSettings(**values)
+
+
+def record_decoding(model_dir, decoding):
+  """After scoring a trained `model_dir` alone: its qa_config.json records the settings of
+  `decoding` (a `span_decoding.DecodingSettings`) the dev set was scored with, which export.py
+  then serves; logs what changed. Nothing without a qa_config.json."""
+  recorded = artifacts.read_qa_config(model_dir)
+  changed = {
+      name: value
+      for name, value in settings.values(decoding, span_decoding.DecodingSettings).items()
+      if name in recorded and recorded[name] != value
+  }
+  if not changed:
+    return
+  artifacts.write_json(os.path.join(model_dir, artifacts.QA_CONFIG_FILE), {**recorded, **changed})
+  logging.info(
+      "%s: %s, as this scoring (what %s serves from now on)", artifacts.QA_CONFIG_FILE,
+      ", ".join(f"{name}={value} (was {recorded[name]})" for name, value in changed.items()),
+      commands.command("squad-qa-export"))
 
 
 def _qa_config_writer(config, config_file, bert_config, meta, decoding, start):
@@ -380,6 +405,8 @@ def _train_and_score(config, strategy, inputs, started, budget_clock):
   scorer = scorer or dev_scorer()
   with strategy.scope():
     results = evaluation.score_and_write(scorer, model, config.model_dir)
+  if not config.do_train:
+    record_decoding(config.model_dir, decoding)
   if curve:
     curve.add_final_score(results)
   print(score_line(results, predict_file, decoding.version_2_with_negative))

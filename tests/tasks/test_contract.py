@@ -10,10 +10,12 @@ import pytest
 from squad_qa import errors
 from squad_qa.base import artifacts
 from squad_qa.model import bert_config as bert_config_lib
+from squad_qa.model import span_model
 from squad_qa.preprocess import make_records_job
 from squad_qa.preprocess import records
 from squad_qa.preprocess import wordpiece
 from squad_qa.serving import export_model
+from squad_qa.serving import module as serving_module
 from squad_qa.serving import saved_model_qa
 from squad_qa.tasks import train_and_evaluate
 from squad_qa.tasks import train_config
@@ -273,3 +275,35 @@ def test_casing_that_contradicts_the_vocab_is_refused_before_any_work(tmp_path):
                                          output_dir=str(tmp_path / "records"), num_workers=1))
     assert str(error.value) == message
     assert not os.path.exists(tmp_path / "records")
+
+
+def test_scoring_a_trained_model_again_records_the_settings_it_scored_with(tmp_path):
+  """--do_train=false scores with the decoding settings qa_config.json records unless a flag
+  names another; a typed one is then recorded there, so export.py serves what the dev set was
+  last scored with."""
+  records_dir = testutil.make_train_records(tmp_path, 8, dev_questions=6)
+  model, _ = span_model.build_span_model(
+      bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
+  trained = dict(
+      max_seq_length=64, doc_stride=32, max_query_length=16, do_lower_case=True,
+      **dict(serving_module.DECODING_DEFAULTS, n_best_size=5, max_answer_length=7,
+             version_2_with_negative=False))
+  model_dir = testutil.write_model_dir(tmp_path / "model", model, trained)
+
+  def rescore(**typed):
+    """(the settings eval_results.json says the scoring used, qa_config.json's after it)."""
+    config = train_config.TrainConfig(records_dir=records_dir, model_dir=model_dir, do_train=False,
+                                      typed_flags=("records_dir", "model_dir", "do_train", *typed),
+                                      **typed)
+    train_and_evaluate.train_and_evaluate(config)
+    used = artifacts.read_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE))
+    recorded = artifacts.read_qa_config(model_dir)
+    return ((used["n_best_size"], used["max_answer_length"]), (recorded["n_best_size"],
+                                                               recorded["max_answer_length"]))
+
+  assert rescore() == ((5, 7), (5, 7))  # training's, not the flags' defaults (20, 30)
+  assert rescore(max_answer_length=2) == ((5, 2), (5, 2))
+  assert rescore() == ((5, 2), (5, 2))
+  served = export_model.decoding_config(export_model.ExportConfig(model_dir=model_dir),
+                                        artifacts.read_qa_config(model_dir))
+  assert (served["n_best_size"], served["max_answer_length"]) == (5, 2)
