@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -180,7 +181,7 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     sys.exit(f"{program}: --{e.flagname} is a flag of {' and '.join(owners)}, not of this command "
              f"(--helpfull lists its flags)")
   except flags.Error as e:
-    sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
+    sys.exit(f"{program}: {_flag_error_line(e)} (--helpfull lists the flags)")
   except SystemExit:
     if any(token.split("=")[0] in _HELP_FLAGS for token in argv[1:]):
       sys.exit(0)  # absl exits 1 after printing the help a user asked for
@@ -189,6 +190,21 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     stray = stray_argument(argv, flag_values) or (leftover[0], None)
     sys.exit(f"{program}: {stray_argument_message(*stray, flag_values)}")
   return argv[:1]
+
+
+# absl's boolean parser raises ValueError with two arguments, which print as a tuple.
+_NOT_A_BOOLEAN = re.compile(r"^flag --(\w+)=(.*): \('Non-boolean argument to boolean flag', .*\)$")
+
+
+def _flag_error_line(error):
+  """absl's line for a flag value it cannot parse, a boolean's in words ("expected true or
+  false") instead of absl's tuple."""
+  line = str(error).splitlines()[0]
+  match = _NOT_A_BOOLEAN.match(line)
+  if match:
+    name, value = match.groups()
+    return f"--{name}={value}: expected true or false (or --{name}, --no{name})"
+  return line
 
 
 def run(main, after_interrupt="nothing half-written is left; the same command starts again",

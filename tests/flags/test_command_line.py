@@ -100,6 +100,9 @@ def test_absl_errors_are_one_line(flag_values):
   assert refusal(["train.py", "--max_steps=five"], flag_values) == (
       "train.py: flag --max_steps=five: invalid literal for int() with base 10: 'five' "
       "(--helpfull lists the flags)")
+  assert refusal(["train.py", "--do_train=maybe"], flag_values) == (
+      "train.py: --do_train=maybe: expected true or false (or --do_train, --nodo_train) "
+      "(--helpfull lists the flags)")
 
 
 def test_config_from_flags_reads_the_fields_and_lists_the_typed_flags(flag_values):
