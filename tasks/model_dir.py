@@ -229,6 +229,23 @@ def check_global_batch(checkpoint_path, global_batch_size):
         f"start a new --model_dir")
 
 
+def check_seed(model_dir, checkpoint_path, seed):
+  """Refuses to resume `checkpoint_path` with another --seed than the run's train_config.json
+  records: the train data's shuffled order is the seed's, and a resume skips the batches already
+  trained in that order. A --model_dir without the file passes.
+
+  Raises:
+    ScheduleMismatchError: one line naming both seeds and the fixes.
+  """
+  saved = artifacts.read_json(os.path.join(model_dir, artifacts.TRAIN_CONFIG_FILE)).get("seed")
+  if saved is not None and saved != seed:
+    raise ScheduleMismatchError(
+        f"{checkpoint_path} was trained with --seed={saved} (the --model_dir's "
+        f"{artifacts.TRAIN_CONFIG_FILE}), this run asks for --seed={seed}: the rest of the run "
+        f"would follow another shuffled order and train some examples twice, others never; "
+        f"resume with --seed={saved}, or start a new --model_dir")
+
+
 def check_loss_scale(checkpoint_path, loss_scaled):
   """Refuses to resume under float16 (loss-scaled) from a checkpoint without loss-scale state
   (float32 or bfloat16); the other way round restores all the run uses.

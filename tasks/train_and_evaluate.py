@@ -61,7 +61,13 @@ def train(config, strategy, bert_config, meta, start, write_qa_config, scorer=No
   Returns:
     (the model, trained or restored; the run's figures as a dict for train_results.json; the
     `tasks.learning_curve.LearningCurve` or None, whose last point the final score completes).
+
+  Raises:
+    model_dir.ScheduleMismatchError: resuming with another --seed (`model_dir.check_seed`), or
+      schedule (`model_dir.check_resumable`).
   """
+  if start.resume:
+    model_dir_lib.check_seed(config.model_dir, start.resume, config.seed)
   policy = precision.POLICIES[config.precision]
   plan = run_plan.plan_run(config, bert_config, meta, strategy, policy)
   plan = dataclasses.replace(plan, num_train_steps=_planned_steps(config, plan, start))

@@ -88,6 +88,21 @@ def test_resuming_with_another_schedule_length_refuses(tmp_path):
       f"resume with --max_steps=10 (and the same batch and epochs), or start a new --model_dir")
 
 
+def test_resuming_with_another_seed_refuses(tmp_path):
+  """The train data's shuffled order is the seed's: a resume with another would train some
+  examples twice and others never."""
+  (tmp_path / "train_config.json").write_text(json.dumps({"seed": 42, "max_steps": 10}))
+  path = str(tmp_path / "ckpt-4")
+  model_dir_lib.check_seed(str(tmp_path), path, 42)
+  with pytest.raises(model_dir_lib.ScheduleMismatchError) as error:
+    model_dir_lib.check_seed(str(tmp_path), path, 7)
+  assert str(error.value) == (
+      f"{path} was trained with --seed=42 (the --model_dir's train_config.json), this run asks "
+      f"for --seed=7: the rest of the run would follow another shuffled order and train some "
+      f"examples twice, others never; resume with --seed=42, or start a new --model_dir")
+  model_dir_lib.check_seed(str(tmp_path / "elsewhere"), path, 7)  # no train_config.json: passes
+
+
 def test_checkpoints_hold_the_dropout_state(tmp_path):
   """make_checkpoint saves one generator state per dropout layer (tiny BERT: the embeddings' and
   4 per layer); a checkpoint of the earlier layout has none, and resuming it says so."""
