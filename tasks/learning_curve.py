@@ -33,6 +33,8 @@ CSV_FIELDS = ("step", "examples", "train_seconds", "exact_match", "f1", "loss")
 MANY_QUESTIONS = 1000
 
 INT_FIELDS = ("step", "examples")  # read back as floats (`read_rows`), written as ints
+# The settings that choose the questions a point scores (a resume that changes them is warned of).
+SCORED_WITH = ("predict_file", "max_eval_examples")
 
 
 def _csv_row(row):
@@ -94,6 +96,8 @@ class LearningCurve:
     self._offset = 0.0  # training seconds of earlier runs (the file's last row)
     self.final_step = final_step
     self._final = None  # step of the final point, once training reached it (its row unscored)
+    self._model_dir = model_dir
+    self._scored_with = {name: getattr(config, name) for name in SCORED_WITH}
     # Entered around a scoring: the trainer's, which lets a SIGTERM stop it (`trainer`).
     self.work_context = contextlib.nullcontext
     if score and scorer.max_eval_examples is None and len(scorer.ids) > MANY_QUESTIONS:
@@ -111,6 +115,8 @@ class LearningCurve:
     if self.score and len(rows) < len(found):  # points past the checkpoint resumed: trained again
       _write_rows(self.path, rows)
     self._offset = rows[-1]["train_seconds"] if rows else 0.0
+    if self.score and rows:
+      self._warn_if_scored_otherwise(int(rows[-1]["step"]))
     here = [r for r in rows if r["step"] == start_step]
     is_point = self.score and start_step and (start_step == self.final_step or
                                               not start_step % self.every_steps)
@@ -128,6 +134,18 @@ class LearningCurve:
         # from the restored weights.
         self._add_score(start_step, self._score(), " (scored on resuming)")
     self._started = self._clock()
+
+  def _warn_if_scored_otherwise(self, last_step):
+    """Warns when the points up to `last_step` (written by the run resumed) scored other questions
+    than this run will: its train_config.json's SCORED_WITH settings against this run's."""
+    earlier = artifacts.read_json(os.path.join(self._model_dir, artifacts.TRAIN_CONFIG_FILE))
+    changed = [n for n in SCORED_WITH if n in earlier and earlier[n] != self._scored_with[n]]
+    if changed:
+      logging.warning(
+          "%s: the points up to step %d scored with %s, the next ones with %s: the curve "
+          "compares scores of other questions", artifacts.LEARNING_CURVE_FILE, last_step,
+          ", ".join(f"--{n}={earlier[n]}" for n in changed),
+          ", ".join(f"--{n}={self._scored_with[n]}" for n in changed))
 
   @property
   def scoring_seconds(self):

@@ -147,6 +147,21 @@ def test_a_resume_continues_the_time_axis_from_the_last_row(tmp_path):
   assert [(r["step"], r["train_seconds"]) for r in rows] == [(10, 20.0), (20, 40.0), (30, 70.0)]
 
 
+def test_a_resume_that_scores_other_questions_is_warned_of(tmp_path, caplog):
+  """Points scored on other questions than the run resumed scored (its train_config.json's
+  --max_eval_examples or --predict_file) are not comparable: said once, when the curve begins."""
+  run(tmp_path, FakeClock(), 0, 20)
+  (tmp_path / "train_config.json").write_text(json.dumps({"max_eval_examples": None}))
+  run(tmp_path, FakeClock(), 20, 10)  # the same questions: nothing said
+  assert "the curve compares" not in caplog.text
+  (tmp_path / "train_config.json").write_text(json.dumps({"max_eval_examples": 100}))
+  run(tmp_path, FakeClock(), 30, 10)
+  assert caplog.text.count("the curve compares") == 1
+  assert ("learning_curve.csv: the points up to step 30 scored with --max_eval_examples=100, the "
+          "next ones with --max_eval_examples=None: the curve compares scores of other questions"
+          in caplog.text)
+
+
 def test_other_workers_only_end_their_loops_on_the_same_steps(tmp_path):
   step = tf.Variable(0, dtype=tf.int64)
   scorer = FakeScorer(FakeClock())
