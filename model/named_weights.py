@@ -92,17 +92,20 @@ SCHEDULE_WARMUP_KEY = "schedule_warmup_proportion"  # its --warmup_proportion
 TRAIN_BUDGET_KEY = "schedule_train_budget_seconds"  # the --train_budget that planned it (0: none)
 GLOBAL_BATCH_KEY = "schedule_global_batch_size"  # features per step it counts (0: not recorded)
 DROPOUT_STATE_KEY = "dropout_rng"  # the dropout layers' generator states
-# First parts of checkpoint names that hold a run's training state, not the model's weights.
-_TRAINING_STATE = ("optimizer", "save_counter", "global_step", SCHEDULE_STEPS_KEY,
-                   SCHEDULE_LEARNING_RATE_KEY, SCHEDULE_WARMUP_KEY, TRAIN_BUDGET_KEY,
-                   GLOBAL_BATCH_KEY, DROPOUT_STATE_KEY)
+# First parts of checkpoint names that hold a run's training state, not the model's weights
+# ("checkpointed_runs": tf.distribute's PreemptionCheckpointHandler's count of saves).
+_TRAINING_STATE = ("optimizer", "save_counter", "global_step", "checkpointed_runs",
+                   SCHEDULE_STEPS_KEY, SCHEDULE_LEARNING_RATE_KEY, SCHEDULE_WARMUP_KEY,
+                   TRAIN_BUDGET_KEY, GLOBAL_BATCH_KEY, DROPOUT_STATE_KEY)
 
 
 def is_training_state(name):
   """Whether checkpoint name `name` is training state (optimizer slots and steps, step counters,
-  dropout generators, the schedule), which a new run starts afresh."""
+  dropout generators, the schedule), which a new run starts afresh. Slots are TF1's `adam_m`/
+  `adam_v` beside their variable, or a TF2 object checkpoint's `<variable>/.OPTIMIZER_SLOT/...`."""
   parts = name.split("/")
-  return parts[-1] in ("adam_m", "adam_v") or parts[0] in _TRAINING_STATE
+  return (parts[-1] in ("adam_m", "adam_v") or ".OPTIMIZER_SLOT" in parts or
+          parts[0] in _TRAINING_STATE)
 
 
 def summarize(names):

@@ -568,6 +568,13 @@ def test_export_from_a_tfm_encoder_checkpoint_warns_that_the_head_is_untrained(
         # A fine-tuned run's optimizer is not resumed by a new --model_dir.
         (["optimizer/iterations", "save_counter"], True,
          "; its training state (optimizer, step counts, dropout) is left: this run starts its own"),
+        # A --model_dir of this tool: its Adam slots sit under each variable's path.
+        ([
+            "model/layer_with_weights-0/layer_with_weights-0/embeddings/.OPTIMIZER_SLOT/optimizer/m",
+            "model/layer_with_weights-0/layer_with_weights-0/embeddings/.OPTIMIZER_SLOT/optimizer/v",
+            "checkpointed_runs", "save_counter"
+        ], True,
+         "; its training state (optimizer, step counts, dropout) is left: this run starts its own"),
     ])
 def test_the_load_report_says_only_what_matters(unused, head_restored, said):
   report = named_weights.LoadReport(kind="HF folder", path="m/model.safetensors",
