@@ -192,11 +192,15 @@ class SaveAndStopOnSigterm:
   our exit line).
 
   On `one_worker` (no cluster to agree on a step with) it saves at the first check after the
-  signal; TF's handler, which every worker of a cluster goes through, saves one loop later."""
+  signal; TF's handler, which every worker of a cluster goes through, saves one loop later.
+  With `summary_dir` (the chief's orbit summary folder) it first writes the stopped loop's output
+  there, which orbit would write only after its train actions."""
 
-  def __init__(self, cluster_resolver, manager, global_step, one_worker=True):
+  def __init__(self, cluster_resolver, manager, global_step, one_worker=True, summary_dir=None):
     self._manager, self._global_step = manager, global_step
     self.one_worker = one_worker
+    self._summary_dir = summary_dir
+    self._output = None  # the last loop's train output (`__call__`)
     self._command_handler = signal.getsignal(signal.SIGTERM)
     self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
         cluster_resolver, manager,
@@ -245,7 +249,8 @@ class SaveAndStopOnSigterm:
     if self.received:
       raise command_line.Terminated()
 
-  def __call__(self, _):
+  def __call__(self, output):
+    self._output = output
     if self.received and self.one_worker:  # TF's handler would train one more loop first
       self._save_and_exit()
     self._handler.save_checkpoint_if_preempted(checkpoint_number=self._global_step,
@@ -257,6 +262,11 @@ class SaveAndStopOnSigterm:
     self._exit()
 
   def _exit(self):
+    if self._summary_dir and self._output:
+      summaries = orbit.utils.SummaryManager(self._summary_dir, tf.summary.scalar,
+                                             global_step=self._global_step)
+      summaries.write_summaries(tf.nest.map_structure(orbit.utils.get_value, self._output))
+      summaries.flush()
     progress.end_bar_line()
     print(
         f"{command_line.program_name()}: stopped by SIGTERM at step "
@@ -265,14 +275,15 @@ class SaveAndStopOnSigterm:
     sys.exit(command_line.PREEMPTED_EXIT_STATUS)
 
 
-def _train_actions(manager, trainer, plan, watchers, start_step):
+def _train_actions(manager, trainer, plan, watchers, start_step, summary_dir=None):
   """orbit's train actions, a function global step -> steps of the next loop, ending where an
   action is due (the controller's checkpoint_interval counts from the first loop), and one that
   moves the actions' last step (a new plan).
 
   In order: a checkpoint on SIGTERM (saved before anything else runs), the `watchers` (so a
   loop's progress shows before its checkpoint's line, and a terminal's bar completes before the
-  last one), checkpoints at multiples of `plan.save_checkpoints_steps` and at the end.
+  last one), checkpoints at multiples of `plan.save_checkpoints_steps` and at the end. A SIGTERM's
+  stop writes its loop's summaries to `summary_dir` (the chief's; None: none).
   """
   global_step = trainer.optimizer.iterations
   every = plan.save_checkpoints_steps
@@ -280,7 +291,7 @@ def _train_actions(manager, trainer, plan, watchers, start_step):
       SaveAndStopOnSigterm(
           getattr(trainer.strategy, "cluster_resolver", None) or
           tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, global_step,
-          one_worker=not distribution.is_multi_worker(trainer.strategy))
+          one_worker=not distribution.is_multi_worker(trainer.strategy), summary_dir=summary_dir)
   ]
   for watcher in watchers:
     actions.append(watcher)
@@ -405,17 +416,18 @@ def train(trainer, checkpoint, dataset_fn, plan, start=None, before_first_save=N
     _check_restored(restored, latest)
     manager = model_dir_lib.ModelDirCheckpointManager(checkpoint, write_dir, before_first_save,
                                                       max_to_keep=3)
+    summary_dir = os.path.join(write_dir, "train") if is_chief else None
     actions, loop_steps, set_num_train_steps = _train_actions(manager, trainer, plan, watchers,
-                                                              start_step)
+                                                              start_step, summary_dir)
     sigterm = actions[0]
     started = time.time()
     with _out_of_memory_as_error(
         trainer, manager), train_progress.orbit_lines_to_debug(), (sigterm.handling()):
-      controller = orbit.Controller(
-          strategy=strategy, trainer=trainer, global_step=trainer.optimizer.iterations,
-          steps_per_loop=loop_steps, checkpoint_manager=manager, train_actions=actions,
-          summary_dir=os.path.join(write_dir, "train") if is_chief else None,
-          summary_interval=plan.steps_per_loop if is_chief else None)
+      controller = orbit.Controller(strategy=strategy, trainer=trainer,
+                                    global_step=trainer.optimizer.iterations,
+                                    steps_per_loop=loop_steps, checkpoint_manager=manager,
+                                    train_actions=actions, summary_dir=summary_dir,
+                                    summary_interval=plan.steps_per_loop if is_chief else None)
       trainer.train_dataset = distribution.distribute_inputs(
           strategy, lambda context: dataset_fn(context, start_step))
       step = start_step

@@ -347,6 +347,35 @@ def test_a_sigterm_after_the_last_check_stops_the_command_once_training_ends(tmp
   assert signal.getsignal(signal.SIGTERM) is command_handler
 
 
+def test_a_sigterm_stop_writes_its_loop_summaries_first(tmp_path):
+  """orbit writes a loop's summaries after its train actions, so the action that saves and exits
+  on a SIGTERM writes them itself: TensorBoard's train curve reaches the saved step."""
+  import os  # pylint: disable=g-import-not-at-top
+  from squad_qa.flags import command_line  # pylint: disable=g-import-not-at-top
+  from squad_qa.tasks import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  step = tf.Variable(14, dtype=tf.int64)
+  manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), str(tmp_path), 1)
+  summary_dir = str(tmp_path / "train")
+  sigterm = trainer_lib.SaveAndStopOnSigterm(
+      tf.distribute.cluster_resolver.TFConfigClusterResolver(), manager, step,
+      summary_dir=summary_dir)
+  with sigterm.handling():
+    sigterm({"loss": tf.constant(2.5), "learning_rate": 1e-4})  # no signal yet: nothing written
+    assert not os.path.exists(summary_dir)
+    sigterm.received = True  # as the handler notes a SIGTERM
+    with pytest.raises(SystemExit) as exited:
+      sigterm({"loss": tf.constant(1.25), "learning_rate": 2e-4})
+    sigterm.received = False
+  assert exited.value.code == command_line.PREEMPTED_EXIT_STATUS
+  assert manager.latest_checkpoint == os.path.join(str(tmp_path), "ckpt-14")
+  scalars = {}
+  for path in tf.io.gfile.glob(os.path.join(summary_dir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        scalars[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+  assert scalars == {("loss", 14): 1.25, ("learning_rate", 14): pytest.approx(2e-4)}
+
+
 def test_a_sigterm_during_a_scoring_between_loops_saves_this_step_and_stops(tmp_path, capsys):
   """A learning-curve scoring (`interruptible` work) is stopped by a SIGTERM at once: the
   checkpoint of the current step is saved and the command exits as after a SIGTERM between loops
