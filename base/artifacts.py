@@ -115,6 +115,12 @@ def read_qa_config(folder):
       f"into a new --model_dir")
 
 
+def read_train_config(folder):
+  """`folder`/train_config.json (the settings of the run that wrote its checkpoints) as a dict ({}
+  when absent; errors as `read_json`'s)."""
+  return read_json(os.path.join(folder, TRAIN_CONFIG_FILE))
+
+
 def read_export_config(export_dir):
   """An export's assets.extra/qa_config.json (featurization and decoding settings).
 

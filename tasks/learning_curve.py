@@ -138,7 +138,7 @@ class LearningCurve:
   def _warn_if_scored_otherwise(self, last_step):
     """Warns when the points up to `last_step` (written by the run resumed) scored other questions
     than this run will: its train_config.json's SCORED_WITH settings against this run's."""
-    earlier = artifacts.read_json(os.path.join(self._model_dir, artifacts.TRAIN_CONFIG_FILE))
+    earlier = artifacts.read_train_config(self._model_dir)
     changed = [n for n in SCORED_WITH if n in earlier and earlier[n] != self._scored_with[n]]
     if changed:
       logging.warning(

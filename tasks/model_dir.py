@@ -237,7 +237,7 @@ def check_seed(model_dir, checkpoint_path, seed):
   Raises:
     ScheduleMismatchError: one line naming both seeds and the fixes.
   """
-  saved = artifacts.read_json(os.path.join(model_dir, artifacts.TRAIN_CONFIG_FILE)).get("seed")
+  saved = artifacts.read_train_config(model_dir).get("seed")
   if saved is not None and saved != seed:
     raise ScheduleMismatchError(
         f"{checkpoint_path} was trained with --seed={saved} (the --model_dir's "

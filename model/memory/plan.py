@@ -314,9 +314,9 @@ class PlannerConfig(settings.Settings):
       "(google-research/bert's TF1 run_squad.py, to compare with its published OOM table).",
       choices=estimate.PROGRAMS)
   do_predict: bool = settings.setting(
-      True, "Predict the eval shards after training and score them. After training under a mixed "
-      "precision on the CPU a float32 copy of the model predicts, and the memory planner counts "
-      "it.")
+      True, "Predict the eval shards and score them (after training, when it trains). After "
+      "training under a mixed precision on the CPU a float32 copy of the model predicts, and the "
+      "memory planner counts it.")
   num_cpu_devices: int = settings.setting(
       1, "Without GPUs: split the CPU into this many logical devices; "
       "--distribution_strategy=mirrored then runs one replica on each (for tests and trying a "
