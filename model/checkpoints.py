@@ -191,19 +191,12 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
     checkpoint_kind(init_checkpoint)  # a folder of no checkpoint: say that, not "pass a config"
   # (A given vocab that does not exist is each command's own one-line error.)
   if (given_vocab and vocab_file and tf.io.gfile.exists(given_vocab) and
-      not _same_vocab(given_vocab, vocab_file)):
+      not wordpiece.same_vocab(given_vocab, vocab_file)):
     raise errors.UsageError(
         f"--vocab_file={given_vocab} is not the vocab of --init_checkpoint={init_checkpoint} "
         f"({vocab_file}, other tokens): its token ids mean other words to the encoder; drop "
         f"--vocab_file to use the checkpoint's")
   return bert_config_file, given_vocab or vocab_file
-
-
-def _same_vocab(one, other):
-  """Whether two vocab files hold the same tokens in the same order (the same ids)."""
-  if one == other or wordpiece.file_sha256(one) == wordpiece.file_sha256(other):
-    return True
-  return wordpiece.read_vocab(one) == wordpiece.read_vocab(other)
 
 
 _DATA_SHARD = re.compile(r"\.data-(\d+)-of-(\d+)$")

@@ -117,6 +117,18 @@ def has_vocab_sha256(vocab_file, recorded_sha256):
   return recorded_sha256 in (vocab_sha256(read_vocab(vocab_file)), file_sha256(vocab_file))
 
 
+def same_vocab(one, other):
+  """Whether the vocab files `one` and `other` hold the same tokens in the same order (the same
+  ids), whatever their line endings.
+
+  Raises:
+    errors.UsageError: as `read_vocab`, for files whose bytes differ.
+  """
+  if one == other or file_sha256(one) == file_sha256(other):
+    return True
+  return read_vocab(one) == read_vocab(other)
+
+
 @functools.lru_cache(maxsize=4)
 def wordpiece_model(vocab):
   """tensorflow-text's FastWordpiece model (bytes) for a tuple of tokens, with run_squad.py's
