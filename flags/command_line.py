@@ -13,6 +13,7 @@ import re
 import signal
 import sys
 import threading
+from typing import Tuple
 
 from absl import app
 from absl import flags
@@ -112,31 +113,111 @@ def stray_argument_message(argument, previous, flag_values=flags.FLAGS):
 
 
 RUN_SQUAD, RUN_QA = "google-research/bert's run_squad.py", "Hugging Face's run_qa.py"
-# Flags of run_squad.py and run_qa.py (its TrainingArguments) typed from habit: {name: (whose,
-# this package's equivalents, the first one the command has)}.
+RUN_QA_NO_TRAINER = "Hugging Face's run_qa_no_trainer.py"
+
+
+@dataclasses.dataclass(frozen=True)
+class Habit:
+  """Another tool's flag typed from habit.
+
+  Attributes:
+    whose: the tool it is a flag of.
+    equivalents: this package's flags that do what it does ("--name" or "--name=value", a note
+      after a space); a command names the first it has, else the command that has one.
+    boolean: whether it is a boolean (its false value, --noname or --name=false, asks for the
+      negated equivalent).
+    when_false: for a boolean whose equivalent takes a value: what its false value asks for here
+      (the user drops it).
+    no_equivalent: why there is none here, and what to do instead.
+  """
+  whose: str
+  equivalents: Tuple[str, ...] = ()
+  boolean: bool = False
+  when_false: str = ""
+  no_equivalent: str = ""
+
+
+# Flags of run_squad.py and run_qa.py (its TrainingArguments) typed from habit.
 HABIT_FLAGS = {
-    "output_dir": (f"{RUN_SQUAD} and {RUN_QA}", ("--export_dir", "--model_dir")),
-    "do_eval": (RUN_QA, ("--do_predict",)),
-    "use_tpu": (RUN_SQUAD, ("--distribution_strategy=tpu",)),
-    "model_name_or_path": (RUN_QA, ("--init_checkpoint",)),
-    "per_device_train_batch_size": (RUN_QA, ("--train_batch_size",)),
-    "per_device_eval_batch_size": (RUN_QA, ("--predict_batch_size",)),
-    "fp16": (RUN_QA, ("--mixed_precision_dtype=float16",)),
-    "bf16": (RUN_QA, ("--mixed_precision_dtype=bfloat16",)),
+    "output_dir": Habit(f"{RUN_SQUAD} and {RUN_QA}", ("--export_dir", "--model_dir")),
+    "do_eval": Habit(RUN_QA, ("--do_predict",), boolean=True),
+    "use_tpu": Habit(RUN_SQUAD, ("--distribution_strategy=tpu",), boolean=True,
+                     when_false="no TPU is the default"),
+    "tpu_name": Habit(RUN_SQUAD, ("--tpu",)),
+    "num_tpu_cores": Habit(
+        RUN_SQUAD, no_equivalent="--distribution_strategy=tpu trains on every core of --tpu"),
+    "iterations_per_loop": Habit(RUN_SQUAD, ("--steps_per_loop",)),
+    "verbose_logging": Habit(RUN_SQUAD, ("--verbosity=1",), boolean=True,
+                             when_false="it is the default"),
+    "model_name_or_path": Habit(RUN_QA, ("--init_checkpoint",)),
+    "per_device_train_batch_size": Habit(RUN_QA, ("--train_batch_size",)),
+    "per_device_eval_batch_size": Habit(RUN_QA, ("--predict_batch_size",)),
+    "fp16": Habit(RUN_QA, ("--mixed_precision_dtype=float16",), boolean=True,
+                  when_false="the precision is --mixed_precision_dtype=auto unless named"),
+    "bf16": Habit(RUN_QA, ("--mixed_precision_dtype=bfloat16",), boolean=True,
+                  when_false="the precision is --mixed_precision_dtype=auto unless named"),
+    "validation_file": Habit(RUN_QA, ("--predict_file",)),
+    "save_steps": Habit(RUN_QA, ("--save_checkpoints_steps",)),
+    "eval_steps": Habit(RUN_QA, ("--eval_every_steps",)),
+    "pad_to_max_length": Habit(RUN_QA, ("--nolength_buckets",), boolean=True,
+                               when_false="batches pad to their longest window by default"),
+    "preprocessing_num_workers": Habit(RUN_QA, ("--num_workers",)),
+    "warmup_ratio": Habit(RUN_QA, ("--warmup_proportion",)),
+    "warmup_steps": Habit(RUN_QA, ("--warmup_proportion (a share of the training steps)",)),
+    "num_warmup_steps": Habit(RUN_QA_NO_TRAINER,
+                              ("--warmup_proportion (a share of the training steps)",)),
+    "max_eval_samples": Habit(RUN_QA, ("--max_eval_examples",)),
+    "max_train_samples": Habit(
+        RUN_QA, no_equivalent="train fewer --max_steps, or make records of fewer questions"),
+    "eval_accumulation_steps": Habit(
+        RUN_QA, no_equivalent="prediction moves each batch's logits off the device; none is "
+        "needed"),
+    "overwrite_output_dir": Habit(
+        RUN_QA, boolean=True,
+        no_equivalent="a --model_dir holding checkpoints is resumed; give a new "
+        "--model_dir to start over"),
+    "save_total_limit": Habit(RUN_QA, no_equivalent="--model_dir keeps the last 3 checkpoints"),
 }
 
+_FALSE_WORDS = ("false", "f", "0", "no")
 
-def equivalent_flag(name, flag_values=flags.FLAGS):
-  """(whose flag `name` is, this command's equivalent) for another tool's flag typed here, e.g.
-  (run_squad.py..., "--model_dir") for train.py's --output_dir; None when there is none. A
-  negated boolean (--nodo_eval) gets the negated equivalent; a negated one whose equivalent is a
-  value (--nouse_tpu) gets none (it asks for the default)."""
+
+def _equivalent_name(ours):
+  """The flag name of an equivalent ("--nolength_buckets" -> "nolength_buckets")."""
+  return ours[2:].split(" ", 1)[0].partition("=")[0]
+
+
+def _has_flag(name, flag_values):
+  return name in flag_values or (name.startswith("no") and name[2:] in flag_values)
+
+
+def habit_line(name, typed=None, next_argument=None, flag_values=flags.FLAGS):
+  """One line for another tool's flag `name` typed here (`typed`: the argument as given, e.g.
+  "--use_tpu=False"; `next_argument`: the one after it, a boolean's value when "False" or "0"):
+  this command's equivalent, or the command that has one, or why there is none; None when `name`
+  is not in HABIT_FLAGS. A false boolean (--nodo_eval, --use_tpu=false) gets the negated
+  equivalent, or, where the equivalent is a value, `Habit.when_false`."""
+  typed = typed or f"--{name}"
   negated = name not in HABIT_FLAGS and name.startswith("no")
-  whose, equivalents = HABIT_FLAGS.get(name[2:] if negated else name, (None, ()))
-  for ours in equivalents:
-    flag, has_value, _ = ours[2:].partition("=")
-    if flag in flag_values and not (negated and has_value):
-      return whose, f"--no{flag}" if negated else ours
+  habit = HABIT_FLAGS.get(name[2:] if negated else name)
+  if habit is None:
+    return None
+  if habit.boolean and "=" not in typed and (next_argument or "").lower() in _BOOLEAN_WORDS:
+    typed = f"{typed} {next_argument}"  # absl would take it as a positional argument
+  false = habit.boolean and (negated or re.split("[= ]", typed + " ")[1].lower() in _FALSE_WORDS)
+  head = f"{typed if false else '--' + name} is a flag of {habit.whose}"
+  if false and habit.when_false:
+    return f"{head}; drop it here: {habit.when_false}"
+  for ours in habit.equivalents:
+    flag = _equivalent_name(ours)
+    if _has_flag(flag, flag_values) and not (false and "=" in ours):
+      return f"{head}; here it is {'--no' + flag if false else ours}"
+  for ours in habit.equivalents:
+    owners = commands_taking(_equivalent_name(ours))
+    if owners:
+      return f"{head}; the equivalent is {' and '.join(owners)} {ours}, not a flag of this command"
+  if habit.no_equivalent:
+    return f"{head}; there is none here: {habit.no_equivalent}"
   return None
 
 
@@ -172,9 +253,10 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   try:
     leftover = flag_values(argv)[1:]
   except flags.UnrecognizedFlagError as e:
-    habit = equivalent_flag(e.flagname, flag_values)
+    after = argv[argv.index(e.flagvalue) + 1:] if e.flagvalue in argv else []
+    habit = habit_line(e.flagname, e.flagvalue, after[0] if after else None, flag_values)
     if habit:
-      sys.exit(f"{program}: --{e.flagname} is a flag of {habit[0]}; here it is {habit[1]}")
+      sys.exit(f"{program}: {habit}")
     owners = commands_taking(e.flagname)
     if not owners:
       sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")

@@ -6,6 +6,7 @@ flags/command_line.py an entry point would drop the positional and run with the 
 
 import ast
 import dataclasses
+import importlib
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ from absl import flags
 
 from squad_qa import errors
 from squad_qa.flags import command_line
+from squad_qa.flags import settings
 from tests import testutil
 
 
@@ -302,6 +304,66 @@ def test_a_flag_error_answers_before_tensorflow_loads(command, argv, line):
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert proc.stderr.strip().splitlines()[-1] == line
   assert proc.stdout.split() == ["False"]  # tensorflow not in sys.modules
+
+
+def command_flag_values(config_path):
+  """A private FlagValues holding the flags of the settings class at `config_path`
+  ("tasks.train_config.TrainConfig") and absl's --verbosity."""
+  module, _, name = config_path.rpartition(".")
+  values = flags.FlagValues()
+  settings.define_flags(getattr(importlib.import_module(f"squad_qa.{module}"), name),
+                        flag_values=values)
+  flags.DEFINE_integer("verbosity", 0, "", flag_values=values)
+  return values
+
+
+TRAIN, RECORDS = "tasks.train_config.TrainConfig", "preprocess.records_config.RecordsConfig"
+RUN_SQUAD, RUN_QA = "google-research/bert's run_squad.py", "Hugging Face's run_qa.py"
+
+
+@pytest.mark.parametrize("config, argv, line", [
+    (TRAIN, ["--validation_file=dev.json"
+            ], f"--validation_file is a flag of {RUN_QA}; here it is --predict_file"),
+    (TRAIN, ["--save_steps", "0"
+            ], f"--save_steps is a flag of {RUN_QA}; here it is --save_checkpoints_steps"),
+    (TRAIN, ["--eval_steps=50"
+            ], f"--eval_steps is a flag of {RUN_QA}; here it is --eval_every_steps"),
+    (TRAIN, ["--pad_to_max_length"
+            ], f"--pad_to_max_length is a flag of {RUN_QA}; here it is --nolength_buckets"),
+    (TRAIN, ["--pad_to_max_length=false"], f"--pad_to_max_length=false is a flag of {RUN_QA}; "
+     "drop it here: batches pad to their longest window by default"),
+    (RECORDS, ["--pad_to_max_length"], f"--pad_to_max_length is a flag of {RUN_QA}; the "
+     "equivalent is squad-qa-train --nolength_buckets, not a flag of this command"),
+    (TRAIN, ["--use_tpu=False"
+            ], f"--use_tpu=False is a flag of {RUN_SQUAD}; drop it here: no TPU is the default"),
+    (TRAIN, ["--use_tpu", "False"
+            ], f"--use_tpu False is a flag of {RUN_SQUAD}; drop it here: no TPU is the default"),
+    (TRAIN, ["--use_tpu=true"
+            ], f"--use_tpu is a flag of {RUN_SQUAD}; here it is --distribution_strategy=tpu"),
+    (TRAIN, ["--tpu_name=v3-8"], f"--tpu_name is a flag of {RUN_SQUAD}; here it is --tpu"),
+    (RECORDS, ["--iterations_per_loop=1000"], f"--iterations_per_loop is a flag of {RUN_SQUAD}; "
+     "the equivalent is squad-qa-train --steps_per_loop, not a flag of this command"),
+    (TRAIN, ["--verbose_logging"
+            ], f"--verbose_logging is a flag of {RUN_SQUAD}; here it is --verbosity=1"),
+    (RECORDS, ["--preprocessing_num_workers=4"
+              ], f"--preprocessing_num_workers is a flag of {RUN_QA}; here it is --num_workers"),
+    (TRAIN, ["--max_eval_samples=100"
+            ], f"--max_eval_samples is a flag of {RUN_QA}; here it is --max_eval_examples"),
+    (TRAIN, ["--warmup_steps=100"], f"--warmup_steps is a flag of {RUN_QA}; here it is "
+     "--warmup_proportion (a share of the training steps)"),
+    (TRAIN, ["--overwrite_output_dir"], f"--overwrite_output_dir is a flag of {RUN_QA}; there is "
+     "none here: a --model_dir holding checkpoints is resumed; give a new --model_dir to start over"
+    ),
+    (TRAIN, ["--max_train_samples=100"], f"--max_train_samples is a flag of {RUN_QA}; there is "
+     "none here: train fewer --max_steps, or make records of fewer questions"),
+    (TRAIN, ["--keep_going"
+            ], "Unknown command line flag 'keep_going' (--helpfull lists the flags)"),
+])
+def test_another_tool_s_flag_names_its_equivalent(config, argv, line):
+  """run_squad.py's and run_qa.py's flags typed from habit: this command's equivalent (a false
+  boolean: drop it), another command's, or why there is none; never absl's nearest spelling
+  (--validation_file is not --train_file, --save_steps not --max_steps)."""
+  assert refusal(["train.py"] + argv, command_flag_values(config)) == f"train.py: {line}"
 
 
 def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
