@@ -6,6 +6,7 @@ name it was converted from, PyTorch [out, in] weights transposed to TF kernels, 
 (`model.tf1_checkpoint`) maps both with one table and one set of checks.
 """
 
+import json
 import os
 import re
 
@@ -65,13 +66,27 @@ def google_name(hf_name):
   return None
 
 
+def _auto_class(folder):
+  """The transformers Auto class that keeps every weight of the folder's model: a fine-tuned
+  `*ForQuestionAnswering` (config.json's `architectures`) keeps its span head only through
+  AutoModelForQuestionAnswering; AutoModel loads the encoder alone."""
+  try:
+    with open(os.path.join(folder, CONFIG_FILE), encoding="utf-8") as f:
+      architectures = json.load(f).get("architectures") or []
+  except (OSError, ValueError, AttributeError):
+    architectures = []
+  if any(str(a).endswith("ForQuestionAnswering") for a in architectures):
+    return "AutoModelForQuestionAnswering"
+  return "AutoModel"
+
+
 def _weights_path(folder):
   path = os.path.join(folder, WEIGHTS_FILE)
   if not os.path.exists(path):
     if os.path.exists(os.path.join(folder, PYTORCH_FILE)):
       raise errors.MissingFileError(
           f"{folder}: has {PYTORCH_FILE} but no {WEIGHTS_FILE}; convert it once with "
-          f"transformers (`AutoModel.from_pretrained(dir).save_pretrained(dir, "
+          f"transformers (`{_auto_class(folder)}.from_pretrained(dir).save_pretrained(dir, "
           f"safe_serialization=True)`), torch is not a dependency here")
     raise errors.MissingFileError(f"{path}: not found")
   return path

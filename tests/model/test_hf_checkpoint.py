@@ -6,7 +6,6 @@ transformers' BertModel on the packaged all-MiniLM-L6-v2 (its `versions` array n
 
 import json
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -93,10 +92,18 @@ def test_shape_mismatch_is_an_error_naming_the_variable(tmp_path):
     hf_checkpoint.load_hf_weights(model, testutil.minilm_dir())
 
 
-def test_pytorch_bin_alone_says_how_to_convert(tmp_path):
-  shutil.copy(os.path.join(testutil.minilm_dir(), "config.json"), tmp_path / "config.json")
+@pytest.mark.parametrize("architectures, auto_class",
+                         [(["BertModel"], "AutoModel"),
+                          (["BertForQuestionAnswering"], "AutoModelForQuestionAnswering")])
+def test_pytorch_bin_alone_says_how_to_convert_keeping_its_heads(tmp_path, architectures,
+                                                                 auto_class):
+  """The conversion named keeps a fine-tuned span head (AutoModel would drop qa_outputs)."""
+  config = json.load(open(os.path.join(testutil.minilm_dir(), "config.json")))
+  (tmp_path / "config.json").write_text(json.dumps(dict(config, architectures=architectures)))
   (tmp_path / "pytorch_model.bin").write_bytes(b"not really")
   model, _ = span_model.build_span_model(
       bert_config_lib.BertConfig.from_dict(testutil.TINY_BERT_CONFIG))
-  with pytest.raises(FileNotFoundError, match="safe_serialization=True"):
+  with pytest.raises(FileNotFoundError) as raised:
     hf_checkpoint.load_hf_weights(model, str(tmp_path))
+  assert f"(`{auto_class}.from_pretrained(dir).save_pretrained(dir, safe_serialization=True)`)" in (
+      str(raised.value))
