@@ -19,6 +19,7 @@ TRAIN_CONFIG_FILE = "train_config.json"  # the TrainConfig of the run that wrote
 # TensorFlow's checkpoint state file: names the latest checkpoint (`model_checkpoint_path: "..."`).
 CHECKPOINT_STATE_FILE = "checkpoint"
 PREDICTIONS_FILE = "predictions.json"
+NBEST_PREDICTIONS_FILE = "nbest_predictions.json"  # run_squad.py's n-best answers
 EVAL_RESULTS_FILE = "eval_results.json"
 NULL_ODDS_FILE = "null_odds.json"
 EXPORT_EXTRA_DIR = "assets.extra"  # SavedModel's folder for files the loader does not read

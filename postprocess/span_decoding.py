@@ -117,11 +117,13 @@ def answer_as_served(answer, version_2_with_negative=False, null_score_diff_thre
 
 @dataclasses.dataclass
 class Predictions:
-  """Per question id: `texts` (predictions.json), `best_non_null` (best span's text) and, for
-  SQuAD 2.0, `null_odds` (null_odds.json; +inf without windows)."""
+  """Per question id: `texts` (predictions.json), `best_non_null` (best span's text), for
+  SQuAD 2.0 `null_odds` (null_odds.json; +inf without windows), and when asked for, `nbest`
+  (nbest_predictions.json: `nbest_answers` lists)."""
   texts: Dict[str, str]
   best_non_null: Dict[str, str]
   null_odds: Optional[Dict[str, float]] = None
+  nbest: Optional[Dict[str, list]] = None
 
 
 def final_predictions(question_ids, answers, version_2_with_negative=False,
@@ -172,6 +174,74 @@ def decode_answer(windows, context, n_best_size=SpanLimits.n_best_size,
       best = Answer(context[start_char:end_char], start_char, end_char, score)
   best.null_score = null_score
   return best
+
+
+def _softmax(scores):
+  """run_squad.py's `_compute_softmax`: exp(score - max), normalized (float64)."""
+  exps = np.exp(np.asarray(scores, np.float64) - max(scores))
+  return exps / exps.sum()
+
+
+def nbest_answers(windows, context, n_best_size=SpanLimits.n_best_size,
+                  max_answer_length=SpanLimits.max_answer_length, version_2_with_negative=False):
+  """One question's n-best list, as google-research/bert run_squad.py's `write_predictions` makes
+  it for nbest_predictions.json.
+
+  Every window's valid pairs of its `n_best_size` best starts and ends (the candidates of
+  `decode_answer`, in its loop order) and, for SQuAD 2.0, the null answer of the window with the
+  lowest null score, sorted by start + end logit (a stable sort: ties keep loop order); each text
+  kept once, up to `n_best_size` entries; SQuAD 2.0 adds the null answer "" when it is not among
+  them. So the first non-empty text is `decode_answer`'s. Without a candidate (no window, or no
+  valid pair in SQuAD 1.1) the list is one "" with logits 0.0, where run_squad.py writes "empty":
+  predictions.json holds "" for such questions.
+
+  Args:
+    windows: the question's WindowLogits, window order.
+    context: its context (str).
+
+  Returns:
+    A list of dicts {"text": str, "probability": float (softmax of the listed start + end
+    logits), "start_logit": float, "end_logit": float}, best first.
+  """
+  candidates = []  # (score, text, start_logit, end_logit), loop order
+  null = None
+  for w in windows:
+    window_null = float(w.start_logits[0]) + float(w.end_logits[0])
+    if null is None or window_null < null[0]:
+      null = (window_null, "", float(w.start_logits[0]), float(w.end_logits[0]))
+    starts = best_indexes(w.start_logits, n_best_size)
+    ends = best_indexes(w.end_logits, n_best_size)
+    length = ends[None, :] - starts[:, None] + 1
+    valid = (((w.token_start_char[starts] >= 0) & (w.token_is_max_context[starts] != 0))[:, None] &
+             (w.token_start_char[ends] >= 0)[None, :] & (length >= 1) &
+             (length <= max_answer_length))
+    for i, j in zip(*np.nonzero(valid)):
+      start_logit, end_logit = float(w.start_logits[starts[i]]), float(w.end_logits[ends[j]])
+      if np.isnan(start_logit + end_logit):
+        continue
+      text = context[int(w.token_start_char[starts[i]]):int(w.token_end_char[ends[j]])]
+      candidates.append((start_logit + end_logit, text, start_logit, end_logit))
+  if version_2_with_negative and null is not None:
+    candidates.append(null)
+  candidates.sort(key=lambda c: c[0], reverse=True)
+  nbest, seen = [], set()
+  for score, text, start_logit, end_logit in candidates:
+    if len(nbest) >= n_best_size:
+      break
+    if text not in seen:
+      seen.add(text)
+      nbest.append((score, text, start_logit, end_logit))
+  if version_2_with_negative and null is not None and "" not in seen:
+    nbest.append(null)
+  if not nbest:
+    nbest.append((0.0, "", 0.0, 0.0))
+  probabilities = _softmax([entry[0] for entry in nbest])
+  return [{
+      "text": text,
+      "probability": float(p),
+      "start_logit": start_logit,
+      "end_logit": end_logit
+  } for (_, text, start_logit, end_logit), p in zip(nbest, probabilities)]
 
 
 def decode_all(windows_by_example, contexts_by_example, n_best_size=SpanLimits.n_best_size,

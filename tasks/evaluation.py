@@ -106,16 +106,17 @@ class DevScorer:
     self.predict_batch_size, self.max_eval_examples = predict_batch_size, max_eval_examples
     self.decoding = decoding
 
-  def score(self, model):
+  def score(self, model, nbest=False):
     """Predicts and scores `model`.
 
     Returns:
       (results, final): the official scorer's figures (v1.1: exact_match, f1; v2.0: exact, f1,
       HasAns_*, NoAns_*, best_*) plus n_best_size, max_answer_length and predict_seconds; and
-      the `span_decoding.final_predictions` (texts by question id, null_odds).
+      the `span_decoding.final_predictions` (texts by question id, null_odds; with `nbest`, the
+      n-best lists).
     """
     started = time.time()
-    results, final = self.score_windows(self.predict(model))
+    results, final = self.score_windows(self.predict(model), nbest)
     results["predict_seconds"] = time.time() - started
     return results, final
 
@@ -128,16 +129,23 @@ class DevScorer:
     """`predict(model, self.dataset())`: {example index: [WindowLogits, ...]}."""
     return predict(model, self.dataset(), self.total_windows)
 
-  def score_windows(self, windows):
+  def score_windows(self, windows, nbest=False):
     """Decodes and scores the windows of `predict`; returns (results, final) as `score`, without
     predict_seconds."""
     squad, decoding = self.squad, self.decoding
-    answers = span_decoding.decode_all(
-        windows, {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows},
-        decoding.n_best_size, decoding.max_answer_length)
+    contexts = {i: squad.contexts[squad.examples[i].paragraph_index] for i in windows}
+    answers = span_decoding.decode_all(windows, contexts, decoding.n_best_size,
+                                       decoding.max_answer_length)
     final = span_decoding.final_predictions(self.ids, {
         squad.examples[i].qas_id: answer for i, answer in answers.items()
     }, decoding.version_2_with_negative, decoding.null_score_diff_threshold)
+    if nbest:
+      lists = {
+          squad.examples[i].qas_id: span_decoding.nbest_answers(
+              w, contexts[i], decoding.n_best_size, decoding.max_answer_length,
+              decoding.version_2_with_negative) for i, w in windows.items()
+      }
+      final.nbest = {qid: lists.get(qid) or span_decoding.nbest_answers([], "") for qid in self.ids}
     if decoding.version_2_with_negative:
       results = squad_scoring.score_v2(self.dataset_json, final.texts, final.null_odds,
                                        final.best_non_null)
@@ -175,17 +183,18 @@ def all_null_hint(results, threshold):
 
 
 def score_and_write(scorer, model, model_dir):
-  """`scorer.score(model)`, written to `model_dir` as predictions.json, eval_results.json (and
-  null_odds.json for SQuAD 2.0: each question's null score minus best span score; an earlier
-  SQuAD 2.0 scoring's null_odds.json is removed by a SQuAD 1.1 one, so the files are of one run);
-  returns the results."""
-  results, final = scorer.score(model)
+  """`scorer.score(model)`, written to `model_dir` as predictions.json, nbest_predictions.json
+  (run_squad.py's n-best lists), eval_results.json (and null_odds.json for SQuAD 2.0: each
+  question's null score minus best span score; an earlier SQuAD 2.0 scoring's null_odds.json is
+  removed by a SQuAD 1.1 one, so the files are of one run); returns the results."""
+  results, final = scorer.score(model, nbest=True)
   null_odds_file = os.path.join(model_dir, artifacts.NULL_ODDS_FILE)
   if scorer.decoding.version_2_with_negative:
     artifacts.write_json(null_odds_file, final.null_odds)
   elif os.path.exists(null_odds_file):
     os.remove(null_odds_file)
   artifacts.write_json(os.path.join(model_dir, artifacts.PREDICTIONS_FILE), final.texts)
+  artifacts.write_json(os.path.join(model_dir, artifacts.NBEST_PREDICTIONS_FILE), final.nbest)
   artifacts.write_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE), results)
   if scorer.decoding.version_2_with_negative and results.get("HasAns_total") and not any(
       final.texts.values()):

@@ -237,7 +237,9 @@ def summary_line(seconds, stats, results, model_dir):
                  f"{results['total']:,} questions")
   outputs = ["checkpoints", artifacts.QA_CONFIG_FILE]
   if results:
-    outputs += [artifacts.PREDICTIONS_FILE, artifacts.EVAL_RESULTS_FILE]
+    outputs += [
+        artifacts.PREDICTIONS_FILE, artifacts.NBEST_PREDICTIONS_FILE, artifacts.EVAL_RESULTS_FILE
+    ]
   if stats and stats.get("learning_curve"):
     outputs.append(artifacts.LEARNING_CURVE_FILE)
   # Only what is there: predicting from --init_checkpoint writes no checkpoint, a finished run

@@ -112,6 +112,10 @@ def test_predictions_and_official_scores(run):
   assert sorted(predictions) == sorted(e.qas_id for e in squad.examples)
   for example in squad.examples:  # answers are exact substrings of their own context
     assert predictions[example.qas_id] in squad.contexts[example.paragraph_index]
+  with open(os.path.join(run["model"], "nbest_predictions.json")) as f:
+    nbest = json.load(f)
+  assert {q: entries[0]["text"] for q, entries in nbest.items()} == predictions
+  assert all(1 <= len(entries) <= 20 for entries in nbest.values())
   rescored = squad_scoring.score_v1(squad_reader.load_json(run["dev"]), predictions)
   assert results["num_questions"] == NUM_DEV
   assert results["exact_match"] == pytest.approx(rescored["exact_match"])

@@ -18,7 +18,7 @@ import pytest
 from tests import testutil
 
 from squad_qa.postprocess.span_decoding import (Answer, WindowLogits, best_indexes, decode_all,
-                                                decode_answer)
+                                                decode_answer, nbest_answers)
 from squad_qa.postprocess.squad_scoring import restrict_to_questions, score_v1
 
 # ------------------------------------------------------------------------------------------------
@@ -239,6 +239,85 @@ def test_decoding_all_pairs_at_once_keeps_the_loops_answer_ties_and_nan():
       assert got == expected, (trial, n_best_size, max_answer_length)
       checked += expected.score > float("-inf")
   assert checked > 400  # of 900 cases: most have a span to find
+
+
+def _entries(nbest):
+  return [(e["text"], e["start_logit"], e["end_logit"]) for e in nbest]
+
+
+def test_nbest_lists_the_valid_pairs_by_score_with_softmax_probabilities():
+  # Starts Zoë 3.5, opened 1.0; ends Zoë 2.25, opened 0.5. Valid pairs: Zoë-Zoë 5.75, Zoë-opened
+  # 4.0, opened-opened 1.5 (opened-Zoë ends before it starts; [CLS] is no context token).
+  window = window1({4: 3.5, 5: 1.0}, {4: 2.25, 5: 0.5})
+  nbest = nbest_answers([window], CONTEXT, n_best_size=3)
+  assert _entries(nbest) == [("Zoë", 3.5, 2.25), ("Zoë opened", 3.5, 0.5), ("opened", 1.0, 0.5)]
+  # exp(0), exp(-1.75), exp(-4.25) over their sum 1.188038...
+  assert [e["probability"] for e in nbest] == pytest.approx([0.841724, 0.146270, 0.012006],
+                                                            abs=1e-6)
+  assert _entries(nbest_answers([window], CONTEXT, n_best_size=2)) == _entries(nbest)[:2]
+
+
+def test_nbest_for_squad_2_lists_the_lowest_null_score_after_equal_spans():
+  # [CLS] 2 + 2 = 4 in window 1 and 3 + 3 = 6 in window 2: the lower null (window 1's) is listed,
+  # after the span of equal score (Zoë-opened, 3.5 + 0.5), as run_squad.py's stable sort puts it.
+  windows = [
+      window1({
+          0: 2.0,
+          4: 3.5,
+          5: 1.0
+      }, {
+          0: 2.0,
+          4: 2.25,
+          5: 0.5
+      }), window2({0: 3.0}, {0: 3.0})
+  ]
+  nbest = nbest_answers(windows, CONTEXT, n_best_size=3, version_2_with_negative=True)
+  assert _entries(nbest) == [("Zoë", 3.5, 2.25), ("Zoë opened", 3.5, 0.5), ("", 2.0, 2.0)]
+  # Cut to 1, the null answer is added after it (run_squad.py's "include the empty option").
+  assert _entries(nbest_answers(windows, CONTEXT, n_best_size=1,
+                                version_2_with_negative=True)) == [("Zoë", 3.5, 2.25),
+                                                                   ("", 2.0, 2.0)]
+  assert _entries(nbest_answers(windows, CONTEXT, n_best_size=3)) == [("Zoë", 3.5, 2.25),
+                                                                      ("Zoë opened", 3.5, 0.5),
+                                                                      ("opened", 1.0, 0.5)]
+
+
+def test_nbest_keeps_each_text_once_and_lists_empty_without_a_candidate():
+  # "1999" is a candidate of window 1 (4 + 4) and of window 2 (3 + 3): listed once, at 8; then
+  # window 1's start at Café (-10, the first of the ties) to 1999.
+  windows = [window1({7: 4.0}, {7: 4.0}, max_context=[1] * 10), window2({4: 3.0}, {4: 3.0})]
+  assert _entries(nbest_answers(windows, CONTEXT,
+                                n_best_size=5))[:2] == [("1999", 4.0, 4.0),
+                                                        ("Café Zoë opened in 1999", -10.0, 4.0)]
+  assert [e["text"] for e in nbest_answers(windows, CONTEXT)].count("1999") == 1
+  empty = [{"text": "", "probability": 1.0, "start_logit": 0.0, "end_logit": 0.0}]
+  assert nbest_answers([], CONTEXT) == empty
+  assert nbest_answers([window1({1: 5.0}, {2: 5.0}, max_context=[0] * 10)], CONTEXT) == empty
+
+
+def test_nbest_s_first_text_is_the_decoded_answer():
+  rng = np.random.default_rng(11)
+  context = "".join(chr(ord("a") + i % 26) for i in range(400))
+  for trial in range(200):
+    windows = []
+    for _ in range(rng.integers(1, 4)):
+      n = int(rng.integers(5, 40))
+      start_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+      end_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+      offsets = np.sort(rng.choice(399, n, replace=False)).astype(np.int32)
+      offsets[rng.random(n) < 0.2] = -1
+      windows.append(
+          WindowLogits(start_logits, end_logits, offsets, offsets + 1, (rng.random(n)
+                                                                        < 0.7).astype(np.int32)))
+    for n_best_size, max_answer_length in ((20, 30), (3, 2)):
+      answer = decode_answer(windows, context, n_best_size, max_answer_length)
+      nbest = nbest_answers(windows, context, n_best_size, max_answer_length)
+      assert nbest[0]["text"] == answer.text, trial
+      if answer.text:
+        assert nbest[0]["start_logit"] + nbest[0]["end_logit"] == answer.score
+      assert len(nbest) <= n_best_size and len({e["text"] for e in nbest}) == len(nbest)
+      v2 = nbest_answers(windows, context, n_best_size, max_answer_length, True)
+      assert not answer.text or next(e["text"] for e in v2 if e["text"]) == answer.text
 
 
 def test_no_valid_span_gives_empty_answer():

@@ -306,6 +306,28 @@ def test_evaluate_v2_end_to_end_with_a_fixed_logit_model(tmp_path, v2_file, capl
   # P1: null 4 - best span 0 = 4 > 0 -> ""; P2: 4 - 10 = -6 -> "Glass beads".
   assert predictions == {"v1": "", "v2": "", "v3": "", "v4": "Glass beads", "v5": "Glass beads"}
   assert null_odds == {"v1": 4.0, "v2": 4.0, "v3": 4.0, "v4": -6.0, "v5": -6.0}
+  # nbest_predictions.json as run_squad.py writes it: P1's null answer (2 + 2) beats its spans
+  # (0 + 0); P2's "Glass beads" (5 + 5) leads, the null answer still listed.
+  nbest = json.loads((model_dir / "nbest_predictions.json").read_text())
+  assert list(nbest) == list(predictions)
+  assert nbest["v1"][0] == {
+      "text": "",
+      "probability": nbest["v1"][0]["probability"],
+      "start_logit": 2.0,
+      "end_logit": 2.0
+  }
+  assert nbest["v4"][0] == {
+      "text": "Glass beads",
+      "probability": nbest["v4"][0]["probability"],
+      "start_logit": 5.0,
+      "end_logit": 5.0
+  }
+  assert nbest["v4"][0]["probability"] > 0.9  # e^10 against the rest's e^5 and less
+  for entries in nbest.values():
+    scores = [e["start_logit"] + e["end_logit"] for e in entries]
+    assert scores == sorted(scores, reverse=True) and 1 < len(entries) <= 21
+    assert len({e["text"] for e in entries}) == len(entries) and "" in {e["text"] for e in entries}
+    assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
   assert results["exact"] == pytest.approx(40.0)  # v3 and v4 right
   assert results["HasAns_exact"] == pytest.approx(100 / 3) and results["NoAns_exact"] == 50.0
   assert json.loads((model_dir / "eval_results.json").read_text())["exact"] == results["exact"]
@@ -402,6 +424,13 @@ def test_every_question_is_predicted_and_scored(tmp_path, version_2):
   predictions = json.loads((model_dir / "predictions.json").read_text())
   assert list(predictions) == ["v1", "v2", "v3", "e1", "e2", "e3", "v4", "v5"]
   assert [predictions[q] for q in ("e1", "e2", "e3")] == ["", "", ""]
+  nbest = json.loads((model_dir / "nbest_predictions.json").read_text())
+  assert [nbest[q] for q in ("e1", "e2", "e3")] == [[{
+      "text": "",
+      "probability": 1.0,
+      "start_logit": 0.0,
+      "end_logit": 0.0
+  }]] * 3
   if version_2:
     assert predictions["v4"] == "Glass beads" and predictions["v1"] == ""
     assert results["total"] == 8 and results["HasAns_total"] == 4 and results["NoAns_total"] == 4

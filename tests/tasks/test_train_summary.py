@@ -34,11 +34,12 @@ def test_the_summary_names_time_steps_rate_scores_and_outputs(tmp_path):
   }
   results = {"exact_match": 51.7, "f1": 61.1825, "num_questions": 1000}
   model = _model_dir(tmp_path / "model", "checkpoint", "qa_config.json", "predictions.json",
-                     "eval_results.json")
+                     "nbest_predictions.json", "eval_results.json")
   assert train_and_evaluate.summary_line(512.4, stats, results, model) == (
       f"done in 8 min 32 s; trained steps 0..320 in 6 min 40 s (12.8 examples/s, loss 1.2346 "
       f"over steps 301..320); EM 51.70 / F1 61.18 on 1,000 questions; in {model}: checkpoints, "
-      f"qa_config.json, predictions.json, eval_results.json, TensorBoard logs "
+      f"qa_config.json, predictions.json, nbest_predictions.json, eval_results.json, TensorBoard "
+      f"logs "
       f"(tensorboard --logdir={model})")
   with_curve = dict(stats, train_seconds=200.0, scoring_seconds=75.0)
   assert train_and_evaluate.summary_line(400.0, with_curve, None, model).startswith(
@@ -47,7 +48,7 @@ def test_the_summary_names_time_steps_rate_scores_and_outputs(tmp_path):
   v2 = {"exact": 50.0, "f1": 52.5, "total": 11873}
   assert train_and_evaluate.summary_line(3.0, None, v2, model) == (
       f"done in 3 s; exact 50.00 / F1 52.50 on 11,873 questions; in {model}: checkpoints, "
-      f"qa_config.json, predictions.json, eval_results.json")
+      f"qa_config.json, predictions.json, nbest_predictions.json, eval_results.json")
   nothing_left = {"steps": 0, "start_step": 320, "end_step": 320, "learning_curve": True}
   assert train_and_evaluate.summary_line(
       2.0, nothing_left, None,
