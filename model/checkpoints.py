@@ -30,6 +30,9 @@ BERT_CONFIG_FILE = bert_config_lib.GOOGLE_CONFIG_FILE
 
 CheckpointError = named_weights.CheckpointError
 LoadReport = named_weights.LoadReport
+# Warned of when an encoder checkpoint without a SQuAD head (LoadReport.head_restored False) is
+# predicted or exported from: its head is random.
+UNTRAINED_HEAD = "the span head is untrained: answers will be meaningless until fine-tuned"
 
 _SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
 

@@ -406,7 +406,7 @@ def _export(config):
     report = checkpoints.initialize_from(model, start.init_checkpoint)
     logging.info("exporting %s", report)
     if not report.head_restored:
-      logging.warning("the span head is untrained: answers will be meaningless until fine-tuned")
+      logging.warning("%s", checkpoints.UNTRAINED_HEAD)
   served = dict(serving_config(config, qa_config),
                 **check_vocab(vocab_file, bert_config, recorded, config.given("vocab_file")),
                 serving_precision=config.serving_precision)

@@ -159,7 +159,10 @@ def restore_for_prediction(config, bert_config, start):
     tf.train.Checkpoint(model=model).read(start.resume).expect_partial()
     logging.info("%s", start.describe("predicting with"))
   elif start.init_checkpoint:
-    logging.info("predicting with %s", checkpoints.initialize_from(model, start.init_checkpoint))
+    report = checkpoints.initialize_from(model, start.init_checkpoint)
+    logging.info("predicting with %s", report)
+    if not report.head_restored:
+      logging.warning("%s", checkpoints.UNTRAINED_HEAD)
   else:
     raise errors.UsageError(f"--do_train=false needs a checkpoint in --model_dir="
                             f"{config.model_dir} or an --init_checkpoint")

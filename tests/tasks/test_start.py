@@ -29,6 +29,7 @@ from squad_qa.serving import export_model
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
 from squad_qa.tasks import run_plan
+from squad_qa.tasks import train_and_evaluate
 from squad_qa.tasks import trainer as trainer_lib
 from tests import testutil
 
@@ -352,6 +353,25 @@ def test_xla_out_of_memory_is_reported_by_its_allocation(tiny_init, tmp_path):
     run_trainer(config, model_dir, 2, model_dir_lib.decide_start(model_dir, init),
                 {"max_seq_length": SEQ}, replica_step=failing_step)
   assert not tf.train.latest_checkpoint(model_dir)
+
+
+@pytest.mark.parametrize("with_head", [False, True])
+def test_predicting_from_an_encoder_checkpoint_warns_of_its_random_head(
+    tmp_path, caplog, with_head):
+  """--do_train=false --init_checkpoint=<an encoder without a SQuAD head> scores a random span
+  head: warned of, as export warns; a checkpoint with the head is not."""
+  config = tiny_config()
+  if with_head:
+    model = make_task(config, 1).build_model()
+    tf.train.Checkpoint(model=model).save(str(tmp_path / "init" / "ckpt"))
+  else:
+    encoder = span_model.build_encoder(config)
+    tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "init" / "bert_model.ckpt"))
+  start = model_dir_lib.decide_start(str(tmp_path / "model_out"), str(tmp_path / "init"))
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    train_and_evaluate.restore_for_prediction(None, config, start)
+  warned = [r for r in caplog.records if r.levelno == std_logging.WARNING]
+  assert [r.getMessage() for r in warned] == ([] if with_head else [checkpoints.UNTRAINED_HEAD])
 
 
 def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
