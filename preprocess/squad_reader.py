@@ -5,7 +5,9 @@ context words do not contain its answer text is skipped.
 `load_dataset` normalizes what is unambiguous, counted in meta.json `notes`: integer ids become
 strings (`id_number_as_string`), decimal-string offsets integers (`answer_start_string_as_int`),
 and an answer equal to the context only under NFC takes the context's characters
-(`answer_text_in_context_form`). Other mistyped fields are refused with one line.
+(`answer_text_in_context_form`). Other mistyped fields are refused with one line. Hugging Face
+`datasets` rows (run_qa.py's `{"data": [rows]}`, a JSON list of them, or JSON Lines) are grouped
+into SQuAD's articles and paragraphs (`hugging_face_rows_grouped`).
 """
 
 import collections
@@ -164,8 +166,63 @@ def _answer_matches_words(answer_text, answer_start, context):
   return any(c and actual_text.find(c) != -1 for c in cleaned)
 
 
+def _is_row(item):
+  """Whether `item` looks like a Hugging Face `datasets` SQuAD row (a question with its context,
+  no 'paragraphs')."""
+  return isinstance(item, dict) and "context" in item and "question" in item and ("paragraphs"
+                                                                                  not in item)
+
+
+def _json_lines_rows(text):
+  """The rows of JSON Lines `text` when every line is a Hugging Face SQuAD row, else None."""
+  try:
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+  except json.JSONDecodeError:
+    return None
+  return rows if rows and all(_is_row(row) for row in rows) else None
+
+
+def _from_rows(path, rows):
+  """SQuAD's nesting of Hugging Face `datasets` rows (`id`, `title`, `context`, `question`,
+  `answers: {text: [...], answer_start: [...]}`, as run_qa.py reads them): consecutive rows of
+  one title make an article, of one context a paragraph; a row without answers is
+  `"is_impossible": true` (SQuAD 2.0's rows have no such field).
+
+  Raises:
+    SquadInputError: a row that is not such a row, or whose answer lists differ in length.
+  """
+  data = []
+  for i, row in enumerate(rows):
+    answers = row.get("answers") if isinstance(row, dict) else None
+    answers = {"text": [], "answer_start": []} if answers is None else answers
+    if not _is_row(row) or not isinstance(answers, dict) or not isinstance(
+        answers.get("text"), list) or len(answers["text"]) != len(answers.get("answer_start", ())):
+      raise SquadInputError(
+          f"{path}: row {i} is not a Hugging Face SQuAD row like the first ('id', 'context', "
+          f"'question', 'answers': {{'text': [...], 'answer_start': [...]}} of equal lengths)")
+    title = row.get("title", "")
+    if not data or data[-1]["title"] != title:
+      data.append({"title": title, "paragraphs": []})
+    paragraphs = data[-1]["paragraphs"]
+    if not paragraphs or paragraphs[-1]["context"] != row["context"]:
+      paragraphs.append({"context": row["context"], "qas": []})
+    qa = {
+        "id": row.get("id"),
+        "question": row["question"],
+        "answers": [{
+            "text": t,
+            "answer_start": a
+        } for t, a in zip(answers["text"], answers["answer_start"])]
+    }
+    if not qa["answers"]:
+      qa["is_impossible"] = True
+    paragraphs[-1]["qas"].append(qa)
+  return {"data": data}
+
+
 def _load(path):
-  """The parsed JSON of a SQuAD file (dict with a `data` list); errors as in `load_json`."""
+  """(the parsed JSON of a SQuAD file, a dict with a `data` list; the number of Hugging Face rows
+  it was grouped from, 0 for SQuAD's own layout); errors as in `load_json`."""
   try:
     with open(path, "r", encoding="utf-8-sig") as f:
       dataset = json.load(f)
@@ -179,12 +236,18 @@ def _load(path):
   except json.JSONDecodeError as e:
     if not e.doc.strip():
       raise SquadInputError(f"{path}: the file is empty; re-download or re-export it") from None
-    raise SquadInputError(
-        artifacts.not_valid_json(
-            path, e, "the file may be truncated, re-download or re-export it")) from None
+    rows = _json_lines_rows(e.doc) if e.msg == "Extra data" else None
+    if rows is None:
+      raise SquadInputError(
+          artifacts.not_valid_json(
+              path, e, "the file may be truncated, re-download or re-export it")) from None
+    return _from_rows(path, rows), len(rows)  # JSON Lines (`datasets`' to_json)
+  rows = dataset.get("data") if isinstance(dataset, dict) else dataset
+  if isinstance(rows, list) and rows and _is_row(rows[0]):  # run_qa.py's {"data": [rows]}
+    return _from_rows(path, rows), len(rows)
   if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
     raise SquadInputError(f"{path}: top level has no 'data' list; is this a SQuAD file?")
-  return dataset
+  return dataset, 0
 
 
 _DECIMAL = re.compile(r"[0-9]+")
@@ -241,8 +304,11 @@ def load_dataset(path):
   Raises:
     SquadInputError: the file is missing, not UTF-8, not (complete) JSON, or has no `data` list.
   """
-  data = _load(path)["data"]
-  return data, _normalize(data)
+  dataset, rows = _load(path)
+  normalized = _normalize(dataset["data"])
+  if rows:
+    normalized["hugging_face_rows_grouped"] = rows
+  return dataset["data"], normalized
 
 
 def load_json(path):

@@ -843,6 +843,79 @@ def test_published_squad_files_are_normalized_and_counted(tmp_path):
   assert data[0]["paragraphs"][0]["qas"][0]["answers"][0]["text"] == "cafe\u0301"
 
 
+def hugging_face_rows(dataset):
+  """A SQuAD dataset as Hugging Face `datasets` rows (what run_qa.py reads): one per question."""
+  return [{
+      "id": qa["id"],
+      "title": article["title"],
+      "context": paragraph["context"],
+      "question": qa["question"],
+      "answers": {
+          "text": [a["text"] for a in qa["answers"]],
+          "answer_start": [a["answer_start"] for a in qa["answers"]]
+      }
+  } for article in dataset["data"] for paragraph in article["paragraphs"]
+          for qa in paragraph["qas"]]
+
+
+@pytest.mark.parametrize("layout", ["run_qa", "list", "json_lines"])
+def test_hugging_face_rows_make_the_records_of_their_squad_file(tmp_path, layout):
+  """Real SQuAD 2.0 dev questions over 3 articles (answerable and not) as Hugging Face rows:
+  run_qa.py's {"data": [rows]}, a JSON list, or JSON Lines (`datasets`' to_json) make the same
+  records as the SQuAD file, noted in meta.json; the scorer reads the same questions."""
+  squad_file = testutil.write_squad_articles(testutil.SQUAD_DIR / "dev-v2.0.json",
+                                             tmp_path / "squad.json", [0, 1, 2])
+  dataset = json.loads(open(squad_file, encoding="utf-8").read())
+  dataset["data"] = [dict(a, paragraphs=a["paragraphs"][:3]) for a in dataset["data"]]
+  squad_file = write(tmp_path, "squad3.json", dataset)
+  rows = hugging_face_rows(dataset)
+  if layout == "json_lines":
+    rows_file = write(tmp_path, "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+  else:
+    rows_file = write(tmp_path, "rows.json", {"data": rows} if layout == "run_qa" else rows)
+  expected = make_records({"eval": squad_file}, str(tmp_path / "from_squad"), shards=1, v2=True)
+  got = make_records({"eval": rows_file}, str(tmp_path / "from_rows"), shards=1, v2=True)
+  unanswerable = sum(1 for r in rows if not r["answers"]["text"])
+  assert 0 < unanswerable < len(rows) and len(rows) > 20
+  assert got["splits"]["eval"]["notes"] == dict(expected["splits"]["eval"]["notes"],
+                                                hugging_face_rows_grouped=len(rows))
+  for name in ("num_examples", "num_features"):
+    assert got["splits"]["eval"][name] == expected["splits"]["eval"][name]
+  for a, b in zip(records.shard_paths(str(tmp_path / "from_squad"), expected, "eval"),
+                  records.shard_paths(str(tmp_path / "from_rows"), got, "eval")):
+    assert open(a, "rb").read() == open(b, "rb").read()
+
+  def questions(path):
+    return [(qa["id"], qa["question"], qa["answers"]) for article in squad_reader.load_json(path)
+            for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+
+  assert questions(rows_file) == questions(squad_file)
+
+
+def test_a_row_unlike_the_first_is_named(tmp_path):
+  rows = [{
+      "id": "a",
+      "context": "Paris is big.",
+      "question": "What?",
+      "answers": {
+          "text": ["Paris"],
+          "answer_start": [0]
+      }
+  }, {
+      "id": "b",
+      "context": "Paris is big.",
+      "question": "Who?",
+      "answers": {
+          "text": ["Paris"],
+          "answer_start": []
+      }
+  }]
+  path = write(tmp_path, "rows.json", {"data": rows})
+  with pytest.raises(squad_reader.SquadInputError, match=r"rows.json: row 1 is not a Hugging Face "
+                     r"SQuAD row like the first"):
+    squad_reader.read_squad(path, is_training=True)
+
+
 def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from squad_qa.tasks import evaluation  # pylint: disable=g-import-not-at-top
