@@ -35,6 +35,8 @@ LoadReport = named_weights.LoadReport
 UNTRAINED_HEAD = "the span head is untrained: answers will be meaningless until fine-tuned"
 
 _SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
+# A Hugging Face Hub model id ("bert-base-uncased", "google-bert/bert-base-uncased").
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def checkpoint_prefix(path):
@@ -86,6 +88,11 @@ def checkpoint_kind(path):
   prefix = checkpoint_prefix(path)
   if not prefix:
     _refuse_a_near_miss(path)
+    inside = _checkpoints_inside(path)
+    if inside:
+      raise errors.MissingFileError(
+          f"--init_checkpoint={path}: not a checkpoint, but {' and '.join(inside)} in it "
+          f"{'is one' if len(inside) == 1 else 'are'}: pass that folder")
     raise errors.MissingFileError(
         f"--init_checkpoint={path}: not found or not a checkpoint; expected an HF BERT folder "
         f"(config.json + model.safetensors), a google-research/bert TF1 checkpoint (a folder or "
@@ -98,6 +105,18 @@ def checkpoint_kind(path):
   raise CheckpointError(
       f"--init_checkpoint={prefix}: a TF1 checkpoint without bert/embeddings/word_embeddings "
       f"(it has e.g. {', '.join(sorted(names)[:3])}); not a google-research/bert checkpoint")
+
+
+def _checkpoints_inside(folder):
+  """The subfolders of `folder` (one level) that hold a checkpoint of a kind `checkpoint_kind`
+  reads (an installed model package keeps its weights in one)."""
+  if not tf.io.gfile.isdir(folder):
+    return []
+  return [
+      os.path.join(folder, name) for name in sorted(tf.io.gfile.listdir(folder))
+      if hf_checkpoint.is_hf_folder(os.path.join(folder, name)) or
+      tf.io.gfile.glob(os.path.join(folder, name, "*.index"))
+  ]
 
 
 def checkpoint_folder(init_checkpoint):
@@ -178,8 +197,11 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
     wordpiece.refuse_a_folder(vocab_file)
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
+    hub_id = "" if not _HUB_ID.fullmatch(init_checkpoint) else (
+        " (a Hugging Face Hub id is not downloaded: pass the model's folder, with config.json, "
+        "model.safetensors and vocab.txt)")
     raise errors.MissingFileError(
-        f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix")
+        f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix{hub_id}")
   if init_checkpoint:
     _refuse_a_near_miss(init_checkpoint)  # before its folder's config sizes the run
   given_vocab = vocab_file

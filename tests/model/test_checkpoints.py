@@ -402,6 +402,30 @@ def test_a_checkpoint_file_or_an_export_as_init_checkpoint_names_what_to_pass(tm
     checkpoints.checkpoint_kind(str(tmp_path / "model.safetensors"))
 
 
+def test_a_hub_id_or_a_package_folder_says_what_to_pass(tmp_path, monkeypatch):
+  """Hub ids are not downloaded: said; a folder whose subfolder holds the checkpoint (an installed
+  model package) names that subfolder."""
+  monkeypatch.chdir(tmp_path)
+  for hub_id in ("bert-base-uncased", "google-bert/bert-base-uncased"):
+    with pytest.raises(FileNotFoundError) as raised:
+      checkpoints.resolve_model_files(hub_id, None, None)
+    assert str(raised.value) == (
+        f"--init_checkpoint={hub_id}: no such file, folder or checkpoint prefix (a Hugging Face "
+        f"Hub id is not downloaded: pass the model's folder, with config.json, model.safetensors "
+        f"and vocab.txt)")
+  with pytest.raises(FileNotFoundError) as raised:
+    checkpoints.resolve_model_files(str(tmp_path / "no" / "such"), None, None)
+  assert str(raised.value).endswith("no such file, folder or checkpoint prefix")
+  package = tmp_path / "gt_model_package"
+  shutil.copytree(testutil.minilm_dir(), package / "model")
+  (package / "__init__.py").write_text("")
+  with pytest.raises(FileNotFoundError) as raised:
+    checkpoints.resolve_model_files(str(package), None, None)
+  assert str(raised.value) == (f"--init_checkpoint={package}: not a checkpoint, but "
+                               f"{package / 'model'} in it is one: pass that folder")
+  assert checkpoints.checkpoint_kind(str(package / "model")) == checkpoints.HF_FOLDER
+
+
 def test_hf_folder_with_qa_head_matches_numpy_bert(tmp_path):
   params = numpy_bert.random_bert_params(CONFIG, seed=4, squad_head=True)
   folder = tmp_path / "hf_bert_squad"
