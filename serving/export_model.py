@@ -228,13 +228,14 @@ def check_version_2(config, recorded, source):
 
 
 def setting_sources(config, served, recorded):
-  """One log line: every setting of `served` with its source (--flag, training or default)."""
+  """One log line: every setting of `served` with its source (--flag, the model's qa_config.json,
+  which training and any later scoring of the model write, or default)."""
 
   def source(name):
     if name in ExportConfig.__dataclass_fields__ and config.given(name):
       return f"--{name}"
     if name in recorded:
-      return "training"
+      return artifacts.QA_CONFIG_FILE
     return "default"
 
   return "serving " + ", ".join(

@@ -266,10 +266,17 @@ def decoding_settings(config, meta):
   values = settings.values(config, span_decoding.DecodingSettings)
   if not config.do_train:
     recorded = artifacts.read_qa_config(config.model_dir)
-    values.update({
+    taken = {
         name: recorded[name] for name in values
         if name in recorded and name != "version_2_with_negative" and not config.given(name)
-    })
+    }
+    unlike_flags = {name: value for name, value in taken.items() if value != values[name]}
+    if unlike_flags:
+      logging.info("scoring with %s's %s, as %s serves (a flag names another)",
+                   artifacts.QA_CONFIG_FILE,
+                   ", ".join(f"{name}={value}" for name, value in unlike_flags.items()),
+                   commands.command("squad-qa-export"))
+    values.update(taken)
   values["version_2_with_negative"] = bool(config.version_2_with_negative or
                                            meta["flags"].get("version_2_with_negative", False))
   return span_decoding.DecodingSettings(**values)

@@ -41,9 +41,9 @@ def test_the_scored_settings_are_served_and_mismatches_overwrite_nothing(tmp_pat
 
   # export.py serves what was scored, and says where each setting came from.
   _, log = testutil.run_cli("export.py", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
-  assert ("serving max_seq_length=96 (training), doc_stride=48 (training), max_query_length=24 "
-          "(training), do_lower_case=True (training), n_best_size=5 (training), "
-          "max_answer_length=2 (training)") in log
+  assert ("serving max_seq_length=96 (qa_config.json), doc_stride=48 (qa_config.json), "
+          "max_query_length=24 (qa_config.json), do_lower_case=True (qa_config.json), "
+          "n_best_size=5 (qa_config.json), max_answer_length=2 (qa_config.json)") in log
   served = json.loads((export_dir / "assets.extra" / "qa_config.json").read_text())
   assert (served["n_best_size"], served["max_answer_length"]) == (5, 2)
   assert served["vocab_sha256"] == qa_config["vocab_sha256"]

@@ -3,12 +3,14 @@ trained and scored with travel with it, and every mismatch is refused in one lin
 """
 
 import json
+import logging as std_logging
 import os
 
 import pytest
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.base import commands
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import span_model
 from squad_qa.preprocess import make_records_job
@@ -236,10 +238,11 @@ def test_export_serves_the_settings_training_scored_with_unless_told():
   served = export_model.serving_config(config, recorded)
   assert (served["n_best_size"], served["max_answer_length"]) == (5, 2)
   assert export_model.setting_sources(config, served, recorded) == (
-      "serving max_seq_length=384 (training), doc_stride=128 (training), max_query_length=64 "
-      "(training), do_lower_case=True (training), n_best_size=5 (training), max_answer_length=2 "
-      "(training), version_2_with_negative=False (training), null_score_diff_threshold=0.0 "
-      "(training), window_batch_size=32 (default)")
+      "serving max_seq_length=384 (qa_config.json), doc_stride=128 (qa_config.json), "
+      "max_query_length=64 (qa_config.json), do_lower_case=True (qa_config.json), n_best_size=5 "
+      "(qa_config.json), max_answer_length=2 (qa_config.json), version_2_with_negative=False "
+      "(qa_config.json), null_score_diff_threshold=0.0 (qa_config.json), window_batch_size=32 "
+      "(default)")
   told = export_model.ExportConfig(n_best_size=7, typed_flags=("n_best_size",))
   served = export_model.serving_config(told, recorded)
   assert (served["n_best_size"], served["max_answer_length"]) == (7, 2)
@@ -277,7 +280,7 @@ def test_casing_that_contradicts_the_vocab_is_refused_before_any_work(tmp_path):
     assert not os.path.exists(tmp_path / "records")
 
 
-def test_scoring_a_trained_model_again_records_the_settings_it_scored_with(tmp_path):
+def test_scoring_a_trained_model_again_records_the_settings_it_scored_with(tmp_path, caplog):
   """--do_train=false scores with the decoding settings qa_config.json records unless a flag
   names another; a typed one is then recorded there, so export.py serves what the dev set was
   last scored with."""
@@ -301,8 +304,16 @@ def test_scoring_a_trained_model_again_records_the_settings_it_scored_with(tmp_p
     return ((used["n_best_size"], used["max_answer_length"]), (recorded["n_best_size"],
                                                                recorded["max_answer_length"]))
 
-  assert rescore() == ((5, 7), (5, 7))  # training's, not the flags' defaults (20, 30)
-  assert rescore(max_answer_length=2) == ((5, 2), (5, 2))
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    assert rescore() == ((5, 7), (5, 7))  # training's, not the flags' defaults (20, 30)
+    # Said, since --help gives the flags' defaults.
+    export = commands.command("squad-qa-export")
+    assert (f"scoring with qa_config.json's n_best_size=5, max_answer_length=7, as {export} "
+            f"serves (a flag names another)") in caplog.messages
+    caplog.clear()
+    assert rescore(max_answer_length=2) == ((5, 2), (5, 2))
+    assert (f"scoring with qa_config.json's n_best_size=5, as {export} serves (a flag names "
+            f"another)") in caplog.messages
   assert rescore() == ((5, 2), (5, 2))
   served = export_model.decoding_config(export_model.ExportConfig(model_dir=model_dir),
                                         artifacts.read_qa_config(model_dir))
