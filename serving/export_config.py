@@ -38,6 +38,8 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       `vocab_file` also replaces a --model_dir's recorded vocab.
     do_lower_case: the casing of an `init_checkpoint` that records none.
     doc_stride: serve_text's window step in tokens; not given: the trained one.
+    max_seq_length, max_query_length: the windows of an `init_checkpoint` without a qa_config.json
+      (None: make_records.py's defaults); refused for a model that records its own.
     n_best_size, max_answer_length, window_batch_size: decoding settings baked into serve_text.
     version_2_with_negative: SQuAD 2.0 null answers; None: as the run's qa_config.json says
       (refused when it says the run trained on SQuAD 1.1 records; False serves a SQuAD 2.0 run
@@ -65,6 +67,17 @@ class ExportConfig(model_files.ModelFiles, features.Tokenization, span_decoding.
       f"{features.Featurization.max_seq_length} is about the step of HF's "
       "question-answering pipeline; on the dev questions with contexts of 1,500+ characters it "
       "scored F1 59.3 against 58.6 at 128.")
+  max_seq_length: Optional[int] = settings.variant(
+      features.Featurization, "max_seq_length", default=None,
+      help="Tokens per serving window, for an --init_checkpoint this tool did not train (a "
+      "run_squad.py or Hugging Face model; default "
+      f"{features.Featurization.max_seq_length}); a model trained here serves its records' length.",
+      check=settings.at_least(1))
+  max_query_length: Optional[int] = settings.variant(
+      features.Featurization, "max_query_length", default=None,
+      help="Question tokens kept, for an --init_checkpoint this tool did not train (default "
+      f"{features.Featurization.max_query_length}); a model trained here serves its records'.",
+      check=settings.at_least(1))
   version_2_with_negative: Optional[bool] = settings.variant(
       squad_reader.SquadVersion, "version_2_with_negative", default=None,
       help="SQuAD 2.0: serve_text (and ask.py) answer \"no answer\" when the null score beats "

@@ -328,6 +328,8 @@ def model_settings(config, start, model_dir):
           f"--bert_config_file={config.bert_config_file}: the model in {model_dir} is exported "
           f"with the encoder it trained ({artifacts.QA_CONFIG_FILE} records its config); drop the "
           f"flag")
+    window_lengths(config, qa_config, f"--model_dir={model_dir}",
+                   bert_config_lib.BertConfig(**qa_config["bert_config"]))
     if config.given("do_lower_case") and config.do_lower_case != qa_config["do_lower_case"]:
       raise errors.UsageError(
           f"--do_lower_case={str(config.do_lower_case).lower()}: the model in {model_dir} was "
@@ -346,10 +348,48 @@ def model_settings(config, start, model_dir):
     raise errors.UsageError(
         "--bert_config_file and --vocab_file are needed for this --init_checkpoint")
   saved = artifacts.read_qa_config(checkpoints.checkpoint_folder(start.init_checkpoint))
-  return (bert_config_lib.BertConfig.from_json_file(config_file), vocab_file, {
+  bert_config = bert_config_lib.BertConfig.from_json_file(config_file)
+  return (bert_config, vocab_file, {
       **DEFAULT_FEATURIZATION, "do_lower_case": config.do_lower_case,
+      **window_lengths(config, saved, f"--init_checkpoint={start.init_checkpoint}", bert_config),
       **saved
   }, saved)
+
+
+def window_lengths(config, recorded, source, bert_config):
+  """{max_seq_length, max_query_length} given as flags (tokens) for a model that records none.
+
+  Raises:
+    errors.UsageError: one given for a model whose qa_config.json records its own (`source`
+      names it), or lengths that leave a window no context token or exceed the encoder's
+      max_position_embeddings.
+  """
+  given = {
+      name: getattr(config, name) for name in ("max_seq_length", "max_query_length")
+      if config.given(name)
+  }
+  for name, value in given.items():
+    if name in recorded:
+      raise errors.UsageError(
+          f"--{name}={value}: the model of {source} was trained on windows of {name}="
+          f"{recorded[name]} ({artifacts.QA_CONFIG_FILE}) and is served so; drop the flag")
+  lengths = {
+      **{
+          k: DEFAULT_FEATURIZATION[k] for k in ("max_seq_length", "max_query_length")
+      },
+      **given
+  }
+  if given and lengths["max_seq_length"] <= lengths["max_query_length"] + 3:
+    raise errors.UsageError(
+        f"max_seq_length={lengths['max_seq_length']} with max_query_length="
+        f"{lengths['max_query_length']} leaves a window no context token; max_seq_length must "
+        f"exceed max_query_length + 3")
+  if given and lengths["max_seq_length"] > bert_config.max_position_embeddings:
+    raise errors.UsageError(
+        f"--max_seq_length={lengths['max_seq_length']}: the encoder has "
+        f"{bert_config.max_position_embeddings} positions (max_position_embeddings); use at most "
+        f"that")
+  return given
 
 
 def export_model(config):

@@ -22,9 +22,11 @@ from absl.testing import flagsaver
 
 from squad_qa import errors
 from squad_qa.base import artifacts
+from squad_qa.flags import settings
 from squad_qa.model import bert_config as bert_config_lib
 from squad_qa.model import checkpoints
 from squad_qa.model import span_model
+from squad_qa.postprocess import span_decoding
 from squad_qa.serving import export_model
 from squad_qa.tasks import model_dir as model_dir_lib
 from squad_qa.tasks import question_answering
@@ -372,6 +374,49 @@ def test_predicting_from_an_encoder_checkpoint_warns_of_its_random_head(
     train_and_evaluate.restore_for_prediction(None, config, start)
   warned = [r for r in caplog.records if r.levelno == std_logging.WARNING]
   assert [r.getMessage() for r in warned] == ([] if with_head else [checkpoints.UNTRAINED_HEAD])
+
+
+def test_export_sets_the_windows_of_a_checkpoint_trained_elsewhere_only(tmp_path):
+  """--max_seq_length / --max_query_length serve an outside --init_checkpoint (a run_squad.py
+  model trained at other lengths) at the lengths given; a model that records its own (a
+  --model_dir of this tool) is refused the flag in one line, as are lengths beyond the encoder's
+  positions or leaving no context token."""
+  config = tiny_config()
+  encoder = span_model.build_encoder(config)
+  tf.train.Checkpoint(encoder=encoder).save(str(tmp_path / "init" / "bert_model.ckpt"))
+  testutil.write_tiny_config(tmp_path / "init" / "bert_config.json")
+  shutil.copy(testutil.vocab_file(), tmp_path / "init" / "vocab.txt")
+  init = str(tmp_path / "init")
+  start = model_dir_lib.decide_start(None, init)
+
+  def lengths(**typed):
+    export = export_model.ExportConfig(init_checkpoint=init, typed_flags=tuple(typed), **typed)
+    qa_config = export_model.model_settings(export, start, None)[2]
+    return qa_config["max_seq_length"], qa_config["max_query_length"], qa_config["doc_stride"]
+
+  assert lengths() == (384, 64, 128)
+  assert lengths(max_seq_length=48, max_query_length=12) == (48, 12, 128)
+  with pytest.raises(errors.UsageError) as raised:
+    lengths(max_seq_length=config.max_position_embeddings + 1)
+  assert str(raised.value) == (
+      f"--max_seq_length={config.max_position_embeddings + 1}: the encoder has "
+      f"{config.max_position_embeddings} positions (max_position_embeddings); use at most that")
+  with pytest.raises(
+      errors.UsageError, match="max_seq_length=40 with max_query_length=64 leaves "
+      "a window no context token"):
+    lengths(max_seq_length=40)
+  trained = make_task(config, 1).build_model()
+  model_dir = testutil.write_model_dir(
+      tmp_path / "model_out", trained,
+      dict(max_seq_length=64, doc_stride=32, max_query_length=16, do_lower_case=True,
+           **settings.defaults(span_decoding.DecodingSettings)))
+  export = export_model.ExportConfig(model_dir=model_dir, max_seq_length=128,
+                                     typed_flags=("model_dir", "max_seq_length"))
+  with pytest.raises(errors.UsageError) as raised:
+    export_model.model_settings(export, model_dir_lib.decide_start(model_dir, None), model_dir)
+  assert str(raised.value) == (
+      f"--max_seq_length=128: the model of --model_dir={model_dir} was trained on windows of "
+      f"max_seq_length=64 (qa_config.json) and is served so; drop the flag")
 
 
 def test_export_init_checkpoint_wins_over_the_default_model_dir(tmp_path, monkeypatch, caplog):
