@@ -40,9 +40,10 @@ class Featurization(Tokenization):
   max_seq_length: int = settings.setting(
       384, "Tokens per feature: [CLS] question [SEP] context-window [SEP], padded.")
   doc_stride: int = settings.setting(
-      128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm); "
-      "a window holds max_seq_length - 3 - its question's tokens of context, and a stride above "
-      "that steps by the window instead (windows then do not overlap; make_records.py logs it).")
+      128, "Step, in tokens, between the starts of consecutive context windows (as in bert/tfm; "
+      "Hugging Face's run_qa.py --doc_stride is the windows' overlap instead); a window holds "
+      "max_seq_length - 3 - its question's tokens of context, and a stride above that steps by "
+      "the window instead (windows then do not overlap; make_records.py logs it).")
   max_query_length: int = settings.setting(64,
                                            "Question tokens kept; longer questions are truncated.")
 

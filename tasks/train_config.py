@@ -72,8 +72,9 @@ class TrainConfig(model_files.ModelFiles, features.Tokenization, squad_reader.Sq
       flag_class=settings.OptionalValueFlag, check=_length_buckets)
   predict_batch_size: int = settings.setting(64, "Features per prediction step.", lower_bound=1)
   learning_rate: float = settings.setting(5e-5, "Peak learning rate of AdamW.", above=0)
-  num_train_epochs: float = settings.setting(2.0, "Passes over the train features (above 0).",
-                                             above=0)
+  num_train_epochs: float = settings.setting(
+      2.0, "Passes over the train features (above 0); 2 is google-research/bert's SQuAD 1.1 "
+      "recipe (run_squad.py's and run_qa.py's flags default to 3).", above=0)
   max_steps: Optional[int] = settings.setting(
       None, "Training steps; a budget that overrides --num_train_epochs.", lower_bound=1)
   train_budget: Optional[int] = settings.setting(
