@@ -179,8 +179,6 @@ HABIT_FLAGS = {
     "save_total_limit": Habit(RUN_QA, no_equivalent="--model_dir keeps the last 3 checkpoints"),
 }
 
-_FALSE_WORDS = ("false", "f", "0", "no")
-
 
 def _equivalent_name(ours):
   """The flag name of an equivalent ("--nolength_buckets" -> "nolength_buckets")."""
@@ -204,7 +202,8 @@ def habit_line(name, typed=None, next_argument=None, flag_values=flags.FLAGS):
     return None
   if habit.boolean and "=" not in typed and (next_argument or "").lower() in _BOOLEAN_WORDS:
     typed = f"{typed} {next_argument}"  # absl would take it as a positional argument
-  false = habit.boolean and (negated or re.split("[= ]", typed + " ")[1].lower() in _FALSE_WORDS)
+  value = re.split("[= ]", typed + " ")[1].lower()
+  false = habit.boolean and (negated or _BOOLEAN_WORDS.get(value) is False)
   head = f"{typed if false else '--' + name} is a flag of {habit.whose}"
   if false and habit.when_false:
     return f"{head}; drop it here: {habit.when_false}"
@@ -213,9 +212,11 @@ def habit_line(name, typed=None, next_argument=None, flag_values=flags.FLAGS):
     if _has_flag(flag, flag_values) and not (false and "=" in ours):
       return f"{head}; here it is {'--no' + flag if false else ours}"
   for ours in habit.equivalents:
-    owners = commands_taking(_equivalent_name(ours))
+    flag = _equivalent_name(ours)
+    owners = commands_taking(flag)
     if owners:
-      return f"{head}; the equivalent is {' and '.join(owners)} {ours}, not a flag of this command"
+      return (f"{head}; the equivalent is {' and '.join(owners)} "
+              f"{'--no' + flag if false else ours}, not a flag of this command")
   if habit.no_equivalent:
     return f"{head}; there is none here: {habit.no_equivalent}"
   return None

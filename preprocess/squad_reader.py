@@ -212,7 +212,7 @@ def _from_rows(path, rows):
         "answers": [{
             "text": t,
             "answer_start": a
-        } for t, a in zip(answers["text"], answers["answer_start"])]
+        } for t, a in zip(answers["text"], answers.get("answer_start", []))]
     }
     if not qa["answers"]:
       qa["is_impossible"] = True

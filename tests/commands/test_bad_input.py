@@ -914,6 +914,17 @@ def test_a_row_unlike_the_first_is_named(tmp_path):
   with pytest.raises(squad_reader.SquadInputError, match=r"rows.json: row 1 is not a Hugging Face "
                      r"SQuAD row like the first"):
     squad_reader.read_squad(path, is_training=True)
+  # Rows without answers (no "answers", or empty lists) are SQuAD 2.0's unanswerable questions.
+  rows[1] = {"id": "b", "context": "Paris is big.", "question": "Who?", "answers": {"text": []}}
+  rows.append({"id": "c", "context": "Rome is old.", "question": "Where?"})
+  path = write(tmp_path, "rows.json", rows)
+  read = squad_reader.read_squad(path, is_training=True, version_2_with_negative=True)
+  assert [(e.qas_id, e.is_impossible, e.answer_text) for e in read.examples] == [("a", False,
+                                                                                  "Paris"),
+                                                                                 ("b", True, ""),
+                                                                                 ("c", True, "")]
+  assert read.contexts == ["Paris is big.", "Rome is old."]
+  assert read.notes == {"hugging_face_rows_grouped": 3, "unanswerable": 2}
 
 
 def test_numeric_ids_are_strings_in_predictions_and_scores(tmp_path):
