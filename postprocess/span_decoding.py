@@ -145,6 +145,21 @@ def best_indexes(logits, n_best_size):
   return np.argsort(-np.asarray(logits), kind="stable")[:n_best_size]
 
 
+def candidate_pairs(window, n_best_size, max_answer_length):
+  """run_squad.py's candidates in one WindowLogits: (starts, ends, valid), the `n_best_size` best
+  start and end positions (int [k], best first) and bool [k, k], True where the pair (start
+  rank, end rank) is an answer: both in the context, the start a max-context token, the end not
+  before it and at most `max_answer_length` tokens on."""
+  starts = best_indexes(window.start_logits, n_best_size)
+  ends = best_indexes(window.end_logits, n_best_size)
+  length = ends[None, :] - starts[:, None] + 1
+  valid = (((window.token_start_char[starts] >= 0) &
+            (window.token_is_max_context[starts] != 0))[:, None] &
+           (window.token_start_char[ends] >= 0)[None, :] & (length >= 1) &
+           (length <= max_answer_length))
+  return starts, ends, valid
+
+
 def decode_answer(windows, context, n_best_size=SpanLimits.n_best_size,
                   max_answer_length=SpanLimits.max_answer_length):
   """The best Answer of one question over its WindowLogits (window order) into `context`.
@@ -157,12 +172,7 @@ def decode_answer(windows, context, n_best_size=SpanLimits.n_best_size,
   null_score = float("inf")
   for w in windows:
     null_score = min(null_score, float(w.start_logits[0]) + float(w.end_logits[0]))
-    starts = best_indexes(w.start_logits, n_best_size)
-    ends = best_indexes(w.end_logits, n_best_size)
-    length = ends[None, :] - starts[:, None] + 1
-    valid = (((w.token_start_char[starts] >= 0) & (w.token_is_max_context[starts] != 0))[:, None] &
-             (w.token_start_char[ends] >= 0)[None, :] & (length >= 1) &
-             (length <= max_answer_length))
+    starts, ends, valid = candidate_pairs(w, n_best_size, max_answer_length)
     scores = (w.start_logits[starts].astype(np.float64)[:, None] +
               w.end_logits[ends].astype(np.float64)[None, :])
     scores[~valid | np.isnan(scores)] = -np.inf  # a NaN pair never wins, as under ">"
@@ -209,12 +219,7 @@ def nbest_answers(windows, context, n_best_size=SpanLimits.n_best_size,
     window_null = float(w.start_logits[0]) + float(w.end_logits[0])
     if null is None or window_null < null[0]:
       null = (window_null, "", float(w.start_logits[0]), float(w.end_logits[0]))
-    starts = best_indexes(w.start_logits, n_best_size)
-    ends = best_indexes(w.end_logits, n_best_size)
-    length = ends[None, :] - starts[:, None] + 1
-    valid = (((w.token_start_char[starts] >= 0) & (w.token_is_max_context[starts] != 0))[:, None] &
-             (w.token_start_char[ends] >= 0)[None, :] & (length >= 1) &
-             (length <= max_answer_length))
+    starts, ends, valid = candidate_pairs(w, n_best_size, max_answer_length)
     for i, j in zip(*np.nonzero(valid)):
       start_logit, end_logit = float(w.start_logits[starts[i]]), float(w.end_logits[ends[j]])
       if np.isnan(start_logit + end_logit):

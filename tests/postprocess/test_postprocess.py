@@ -215,24 +215,31 @@ def _loop_decode(windows, context, n_best_size, max_answer_length):
   return best
 
 
+def _random_windows(rng, with_nan):
+  """1 to 3 random WindowLogits of 5 to 59 positions over a 400-character context: few distinct
+  logits (ties within and across windows are common), a fifth of the positions outside the
+  context, 70 % max-context; with `with_nan` one start logit NaN per window."""
+  windows = []
+  for _ in range(rng.integers(1, 4)):
+    n = int(rng.integers(5, 60))
+    start_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+    end_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
+    if with_nan:
+      start_logits[rng.integers(0, n)] = np.nan
+    offsets = np.sort(rng.choice(399, n, replace=False)).astype(np.int32)
+    offsets[rng.random(n) < 0.2] = -1
+    windows.append(
+        WindowLogits(start_logits, end_logits, offsets, offsets + 1, (rng.random(n)
+                                                                      < 0.7).astype(np.int32)))
+  return windows
+
+
 def test_decoding_all_pairs_at_once_keeps_the_loops_answer_ties_and_nan():
   rng = np.random.default_rng(7)
   context = "x" * 400
   checked = 0
   for trial in range(300):
-    windows = []
-    for _ in range(rng.integers(1, 4)):
-      n = int(rng.integers(5, 60))
-      # Few distinct logits, so that ties within and across windows are common.
-      start_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
-      end_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
-      if trial % 10 == 0:
-        start_logits[rng.integers(0, n)] = np.nan
-      offsets = np.sort(rng.choice(399, n, replace=False)).astype(np.int32)
-      offsets[rng.random(n) < 0.2] = -1
-      windows.append(
-          WindowLogits(start_logits, end_logits, offsets, offsets + 1, (rng.random(n)
-                                                                        < 0.7).astype(np.int32)))
+    windows = _random_windows(rng, with_nan=trial % 10 == 0)
     for n_best_size, max_answer_length in ((20, 30), (3, 2), (1, 1)):
       expected = _loop_decode(windows, context, n_best_size, max_answer_length)
       got = decode_answer(windows, context, n_best_size, max_answer_length)
@@ -299,16 +306,7 @@ def test_nbest_s_first_text_is_the_decoded_answer():
   rng = np.random.default_rng(11)
   context = "".join(chr(ord("a") + i % 26) for i in range(400))
   for trial in range(200):
-    windows = []
-    for _ in range(rng.integers(1, 4)):
-      n = int(rng.integers(5, 40))
-      start_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
-      end_logits = rng.integers(-3, 3, n).astype(np.float32) / 2
-      offsets = np.sort(rng.choice(399, n, replace=False)).astype(np.int32)
-      offsets[rng.random(n) < 0.2] = -1
-      windows.append(
-          WindowLogits(start_logits, end_logits, offsets, offsets + 1, (rng.random(n)
-                                                                        < 0.7).astype(np.int32)))
+    windows = _random_windows(rng, with_nan=trial % 10 == 0)
     for n_best_size, max_answer_length in ((20, 30), (3, 2)):
       answer = decode_answer(windows, context, n_best_size, max_answer_length)
       nbest = nbest_answers(windows, context, n_best_size, max_answer_length)
