@@ -49,9 +49,10 @@ PRODUCT_LINES = {
          "training steps 0..2, 8 features per step", "training: 1 of 2 steps (50 %), epoch ",
          "training: 2 of 2 steps (100 %), epoch ", "trained steps 0..2: loss ",
          "SQuAD v1.1 on 8 questions of ", "exact_match = ", "done in ", " on 8 questions; in "),
-    "export": ("exporting ", "serving max_seq_length=64 (qa_config.json)", "exported SavedModel to ",
-               "signatures serving_default, serve_features, serve_examples, serve_text; ",
-               "done in ", "ask it: python ask.py --export_dir="),
+    "export":
+        ("exporting ", "serving max_seq_length=64 (qa_config.json)", "exported SavedModel to ",
+         "signatures serving_default, serve_features, serve_examples, serve_text; ", "done in ",
+         "ask it: python ask.py --export_dir="),
     "ask": ("Q: Who won the game?", "A: ", "answered 1 question in "),
 }
 
