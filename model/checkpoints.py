@@ -35,7 +35,8 @@ LoadReport = named_weights.LoadReport
 UNTRAINED_HEAD = "the span head is untrained: answers will be meaningless until fine-tuned"
 
 _SUFFIX = re.compile(r"\.(index|meta|data-\d+-of-\d+)$")
-# A Hugging Face Hub model id ("bert-base-uncased", "google-bert/bert-base-uncased").
+# Shaped like a Hugging Face Hub model id ("bert-base-uncased", "google-bert/bert-base-uncased"),
+# as a bare local name is too.
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
@@ -198,8 +199,8 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file):
   if init_checkpoint and not (tf.io.gfile.exists(init_checkpoint) or
                               tf.io.gfile.glob(_SUFFIX.sub("", init_checkpoint) + ".*")):
     hub_id = "" if not _HUB_ID.fullmatch(init_checkpoint) else (
-        " (a Hugging Face Hub id is not downloaded: pass the model's folder, with config.json, "
-        "model.safetensors and vocab.txt)")
+        " (if that is a Hugging Face Hub id: ids are not downloaded; pass the model's folder, "
+        "with config.json, model.safetensors and vocab.txt)")
     raise errors.MissingFileError(
         f"--init_checkpoint={init_checkpoint}: no such file, folder or checkpoint prefix{hub_id}")
   if init_checkpoint:

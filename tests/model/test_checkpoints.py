@@ -406,13 +406,14 @@ def test_a_hub_id_or_a_package_folder_says_what_to_pass(tmp_path, monkeypatch):
   """Hub ids are not downloaded: said; a folder whose subfolder holds the checkpoint (an installed
   model package) names that subfolder."""
   monkeypatch.chdir(tmp_path)
-  for hub_id in ("bert-base-uncased", "google-bert/bert-base-uncased"):
+  # A bare name may also be a local folder not there (Google's release not unpacked): "if".
+  for hub_id in ("bert-base-uncased", "google-bert/bert-base-uncased", "uncased_L-12_H-768_A-12"):
     with pytest.raises(FileNotFoundError) as raised:
       checkpoints.resolve_model_files(hub_id, None, None)
     assert str(raised.value) == (
-        f"--init_checkpoint={hub_id}: no such file, folder or checkpoint prefix (a Hugging Face "
-        f"Hub id is not downloaded: pass the model's folder, with config.json, model.safetensors "
-        f"and vocab.txt)")
+        f"--init_checkpoint={hub_id}: no such file, folder or checkpoint prefix (if that is a "
+        f"Hugging Face Hub id: ids are not downloaded; pass the model's folder, with config.json, "
+        f"model.safetensors and vocab.txt)")
   with pytest.raises(FileNotFoundError) as raised:
     checkpoints.resolve_model_files(str(tmp_path / "no" / "such"), None, None)
   assert str(raised.value).endswith("no such file, folder or checkpoint prefix")
