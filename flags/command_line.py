@@ -215,11 +215,16 @@ def habit_line(name, typed=None, next_argument=None, flag_values=flags.FLAGS):
     flag = _equivalent_name(ours)
     owners = commands_taking(flag)
     if owners:
-      return (f"{head}; the equivalent is {' and '.join(owners)} "
+      return (f"{head}; the equivalent is {_in_words(owners)} "
               f"{'--no' + flag if false else ours}, not a flag of this command")
   if habit.no_equivalent:
     return f"{head}; there is none here: {habit.no_equivalent}"
   return None
+
+
+def _in_words(names):
+  """["a", "b", "c"] -> "a, b and c"."""
+  return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
 def commands_taking(name):
@@ -254,15 +259,12 @@ def parse_flags(argv, flag_values=flags.FLAGS):
   try:
     leftover = flag_values(argv)[1:]
   except flags.UnrecognizedFlagError as e:
-    after = argv[argv.index(e.flagvalue) + 1:] if e.flagvalue in argv else []
-    habit = habit_line(e.flagname, e.flagvalue, after[0] if after else None, flag_values)
-    if habit:
-      sys.exit(f"{program}: {habit}")
-    owners = commands_taking(e.flagname)
-    if not owners:
-      sys.exit(f"{program}: {str(e).splitlines()[0]} (--helpfull lists the flags)")
-    sys.exit(f"{program}: --{e.flagname} is a flag of {' and '.join(owners)}, not of this command "
-             f"(--helpfull lists its flags)")
+    unknown = unknown_flags(argv, flag_values)
+    if e.flagname not in [name for name, _, _ in unknown]:  # e.g. a flag inside a --flagfile
+      after = argv[argv.index(e.flagvalue) + 1:] if e.flagvalue in argv else []
+      unknown = [(e.flagname, e.flagvalue, after[0] if after else None)]
+    # Every unknown flag at once: a command copied from another tool has several.
+    sys.exit("\n".join(f"{program}: {unknown_flag_line(*flag, flag_values)}" for flag in unknown))
   except flags.Error as e:
     sys.exit(f"{program}: {_flag_error_line(e)} (--helpfull lists the flags)")
   except SystemExit:
@@ -273,6 +275,44 @@ def parse_flags(argv, flag_values=flags.FLAGS):
     stray = stray_argument(argv, flag_values) or (leftover[0], None)
     sys.exit(f"{program}: {stray_argument_message(*stray, flag_values)}")
   return argv[:1]
+
+
+def unknown_flags(argv, flag_values=flags.FLAGS):
+  """[(name, the argument as typed, the argument after it or None)] for each flag in `argv[1:]`
+  that `flag_values` lacks, in order (absl reports only the first). An unknown "--name value"
+  (run_qa.py's spelling) takes a next argument that is not a flag as its value."""
+  unknown, i = [], 1
+  while i < len(argv) and argv[i] != "--":
+    token, following = argv[i], argv[i + 1] if i + 1 < len(argv) else None
+    flag, has_value = _flag_token(token, flag_values)
+    takes_next = False
+    if token.startswith("-") and token != "-":
+      name = token.lstrip("-").split("=", 1)[0]
+      if flag is None and name not in ("flagfile", "undefok"):  # absl's own
+        unknown.append((name, token, following))
+        takes_next = not has_value and following is not None and not following.startswith("-")
+      elif flag is not None:
+        takes_next = not flag.boolean and not has_value and following is not None
+    i += 2 if takes_next else 1
+  return unknown
+
+
+def unknown_flag_line(name, typed, next_argument, flag_values=flags.FLAGS):
+  """The line for flag `name` (typed as `typed`, `next_argument` after it) that this command
+  lacks: another tool's equivalent (`habit_line`), the commands of this package that take it, or
+  absl's nearest spellings."""
+  habit = habit_line(name, typed, next_argument, flag_values)
+  if habit:
+    return habit
+  owners = commands_taking(name)
+  if owners:
+    return (f"--{name} is a flag of {_in_words(owners)}, not of this command "
+            f"(--helpfull lists its flags)")
+  try:
+    flag_values(["", f"--{name}"])  # raises with absl's suggestions, parsing nothing else
+  except flags.UnrecognizedFlagError as e:
+    return f"{str(e).splitlines()[0]} (--helpfull lists the flags)"
+  return f"--{name} is not a flag of this command (--helpfull lists the flags)"
 
 
 # absl's boolean parser raises ValueError with two arguments, which print as a tuple.

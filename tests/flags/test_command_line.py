@@ -366,6 +366,35 @@ def test_another_tool_s_flag_names_its_equivalent(config, argv, line):
   assert refusal(["train.py"] + argv, command_flag_values(config)) == f"train.py: {line}"
 
 
+def test_every_unknown_flag_is_answered_at_once():
+  """A command copied from run_squad.py or run_qa.py has several flags this one lacks: each gets
+  its line, in the order typed, not one per attempt (absl stops at the first); "--name value"
+  takes its value along, and the flags this command has are not listed."""
+  argv = [
+      "--output_dir=out", "--max_steps=10", "--per_device_train_batch_size", "12", "--use_tpu",
+      "False", "--keep_going", "--max_seq_length=384", "--model_dir", "m", "--do_train"
+  ]
+  assert refusal(["train.py"] + argv, command_flag_values(TRAIN)).splitlines() == [
+      f"train.py: --output_dir is a flag of {RUN_SQUAD} and {RUN_QA}; here it is --model_dir",
+      f"train.py: --per_device_train_batch_size is a flag of {RUN_QA}; here it is "
+      "--train_batch_size",
+      f"train.py: --use_tpu False is a flag of {RUN_SQUAD}; drop it here: no TPU is the default",
+      "train.py: Unknown command line flag 'keep_going' (--helpfull lists the flags)",
+      "train.py: --max_seq_length is a flag of squad-qa-records, squad-qa-export and "
+      "squad-qa-memory, not of this command (--helpfull lists its flags)",
+  ]
+
+
+def test_an_unknown_flag_in_a_flagfile_is_answered_alone(tmp_path):
+  """A flag absl reads from a --flagfile is not on the command line: its line comes alone."""
+  flagfile = tmp_path / "flags.txt"
+  flagfile.write_text("--max_steps=10\n--save_steps=50\n")
+  line = refusal(["train.py", f"--flagfile={flagfile}", "--model_dir=m"],
+                 command_flag_values(TRAIN))
+  assert line == f"train.py: --save_steps is a flag of {RUN_QA}; here it is " \
+      "--save_checkpoints_steps"
+
+
 def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
   """`python ask.py --help` shows ask.py's own flags; export.py's are not ask.py's (given there they
   would change nothing) and are refused as unknown."""
