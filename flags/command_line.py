@@ -177,6 +177,34 @@ HABIT_FLAGS = {
         no_equivalent="a --model_dir holding checkpoints is resumed; give a new "
         "--model_dir to start over"),
     "save_total_limit": Habit(RUN_QA, no_equivalent="--model_dir keeps the last 3 checkpoints"),
+    "dataset_name": Habit(
+        RUN_QA, no_equivalent="nothing is downloaded: make the records from SQuAD JSON files "
+        "(--train_file, --predict_file)"),
+    "test_file": Habit(RUN_QA, ("--predict_file",)),
+    "logging_steps": Habit(RUN_QA, ("--log_steps",)),
+    "eval_strategy": Habit(RUN_QA, ("--eval_every_steps",)),
+    "evaluation_strategy": Habit(RUN_QA, ("--eval_every_steps",)),
+    "save_strategy": Habit(RUN_QA, ("--save_checkpoints_steps",)),
+    "logging_dir": Habit(
+        RUN_QA, no_equivalent="TensorBoard's summaries go to --model_dir (train/ and eval/)"),
+    "report_to": Habit(
+        RUN_QA, no_equivalent="TensorBoard's summaries go to --model_dir (train/ and eval/)"),
+    "group_by_length": Habit(RUN_QA, ("--length_buckets (the default)",), boolean=True),
+    "no_cuda": Habit(RUN_QA, boolean=True, when_false="it is the default",
+                     no_equivalent="the CPU is the default (--gpu trains on a GPU)"),
+    "use_cpu": Habit(RUN_QA, boolean=True, when_false="it is the default",
+                     no_equivalent="the CPU is the default (--gpu trains on a GPU)"),
+    "local_rank": Habit(RUN_QA, ("--distribution_strategy=multi_worker_mirrored (hosts from "
+                                 "TF_CONFIG)",)),
+    "lr_scheduler_type": Habit(
+        RUN_QA, no_equivalent="the learning rate warms up over --warmup_proportion, then decays "
+        "linearly to 0, as google-research/bert's does"),
+    "weight_decay": Habit(RUN_QA, no_equivalent="AdamW's decay is google-research/bert's, fixed"),
+    "adam_epsilon": Habit(RUN_QA, no_equivalent="AdamW's epsilon is google-research/bert's, fixed"),
+    "max_grad_norm": Habit(
+        RUN_QA, no_equivalent="gradients are clipped to google-research/bert's global norm, fixed"),
+    "dataloader_num_workers": Habit(
+        RUN_QA, no_equivalent="tf.data reads and batches the records in parallel on its own"),
 }
 
 

@@ -356,6 +356,19 @@ RUN_SQUAD, RUN_QA = "google-research/bert's run_squad.py", "Hugging Face's run_q
     ),
     (TRAIN, ["--max_train_samples=100"], f"--max_train_samples is a flag of {RUN_QA}; there is "
      "none here: train fewer --max_steps, or make records of fewer questions"),
+    (TRAIN, ["--dataset_name", "squad"], f"--dataset_name is a flag of {RUN_QA}; there is none "
+     "here: nothing is downloaded: make the records from SQuAD JSON files (--train_file, "
+     "--predict_file)"),
+    (TRAIN, ["--max_grad_norm=1.0"], f"--max_grad_norm is a flag of {RUN_QA}; there is none "
+     "here: gradients are clipped to google-research/bert's global norm, fixed"),
+    (TRAIN, ["--group_by_length"],
+     f"--group_by_length is a flag of {RUN_QA}; here it is --length_buckets (the default)"),
+    (TRAIN, ["--no_cuda"], f"--no_cuda is a flag of {RUN_QA}; there is none here: the CPU is the "
+     "default (--gpu trains on a GPU)"),
+    (TRAIN, ["--use_cpu=false"], f"--use_cpu=false is a flag of {RUN_QA}; drop it here: it is the "
+     "default"),
+    (RECORDS, ["--logging_steps", "50"], f"--logging_steps is a flag of {RUN_QA}; the equivalent "
+     "is squad-qa-train --log_steps, not a flag of this command"),
     (TRAIN, ["--keep_going"
             ], "Unknown command line flag 'keep_going' (--helpfull lists the flags)"),
 ])
@@ -364,6 +377,19 @@ def test_another_tool_s_flag_names_its_equivalent(config, argv, line):
   boolean: drop it), another command's, or why there is none; never absl's nearest spelling
   (--validation_file is not --train_file, --save_steps not --max_steps)."""
   assert refusal(["train.py"] + argv, command_flag_values(config)) == f"train.py: {line}"
+
+
+def test_every_habit_names_flags_that_exist_and_none_of_ours():
+  """Each equivalent in the habit table is a flag of some command of the package, and the only
+  habit that is one is --output_dir (squad-qa-records'; train and export answer it as the other
+  tools' output folder): any other would hide which of our commands takes it."""
+  ours_too = [name for name in command_line.HABIT_FLAGS if command_line.commands_taking(name)]
+  assert ours_too == ["output_dir"]
+  for name, habit in command_line.HABIT_FLAGS.items():
+    assert habit.equivalents or habit.no_equivalent, name
+    for ours in habit.equivalents:
+      flag = command_line._equivalent_name(ours)
+      assert flag == "verbosity" or command_line.commands_taking(flag), (name, ours)  # absl's
 
 
 def test_every_unknown_flag_is_answered_at_once():
