@@ -59,7 +59,9 @@ class BertTextTokenizer(tf.Module):
     if self._do_lower_case:
       piece = tf.strings.regex_replace(
           tf_text.normalize_utf8(tf.strings.lower(piece, encoding="utf-8"), "NFD"), r"\p{Mn}", "")
-    piece = tf.where(tf.strings.regex_full_match(flat, _CJK), " " + flat + " ", piece)
+    # Spaces around the normalized CJK character: NFD maps the compatibility ideographs
+    # (U+F900-FAFF, U+2F800-2FA1F) to unified ones, as BasicTokenizer's per-word NFD does.
+    piece = tf.where(tf.strings.regex_full_match(flat, _CJK), " " + piece + " ", piece)
     piece = tf.where(tf.strings.regex_full_match(flat, _SPACE), " ", piece)
     deleted = tf.strings.regex_full_match(flat, _DELETED)
     piece = tf.where(deleted, "", piece)

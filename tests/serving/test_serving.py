@@ -238,7 +238,9 @@ def test_char_spans_are_cut_from_utf8():
 TRICKY_TEXTS = [
     "Die Straße ist ﬁne.", "a\x00b c\ufffdd e\u200bf", "Zu\u0308rich cafe\u0301 na\u00efve",
     "x\u00a0y z\u202fw \u2028v\x0bu\x0ct \x85s", "東京タワーは1958年に完成", "🚢 ⛴ 🕛…“ok”—fine",
-    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 "
+    "İstanbul", "word" * 120 + " ok", "é" * 150 + " ok", "", " \t\n\u3000 ",
+    # CJK compatibility ideographs, which NFD maps to unified ones (U+F963 -> U+5317)
+    "\uf963京 (\uf9c4) \ufa0a\U0002f929x"
 ]  # yapf: disable (wide characters)
 
 
