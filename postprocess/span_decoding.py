@@ -9,6 +9,7 @@ are never candidates. SQuAD 2.0: the null score is the min over windows of the [
 
 import dataclasses
 import math
+import numbers
 from typing import Dict, Optional
 
 import numpy as np
@@ -19,20 +20,22 @@ from squad_qa.preprocess import squad_reader
 
 
 def check_decoding_settings(n_best_size=None, max_answer_length=None,
-                            null_score_diff_threshold=None):
+                            null_score_diff_threshold=None, flag_prefix="--"):
   """Refuses decoding settings that cannot give an answer (n_best_size and max_answer_length,
   in tokens, below 1; a non-finite null_score_diff_threshold, in logits); None skips a setting.
 
   Raises:
-    errors.UsageError: naming the flag and its value.
+    errors.UsageError: naming the setting (after `flag_prefix`: "" for a Python argument) and
+      its value.
   """
   for name, value in (("n_best_size", n_best_size), ("max_answer_length", max_answer_length)):
-    if value is not None and (not isinstance(value, int) or value < 1):
-      raise errors.UsageError(f"--{name}={value}: must be at least 1 (below that no span can be "
-                              f"an answer, and every prediction would be empty)")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or
+                              value < 1):
+      raise errors.UsageError(f"{flag_prefix}{name}={value}: must be at least 1 (below that no "
+                              f"span can be an answer, and every prediction would be empty)")
   if null_score_diff_threshold is not None and not math.isfinite(null_score_diff_threshold):
-    raise errors.UsageError(f"--null_score_diff_threshold={null_score_diff_threshold}: must be a "
-                            f"finite number of logits")
+    raise errors.UsageError(f"{flag_prefix}null_score_diff_threshold={null_score_diff_threshold}: "
+                            f"must be a finite number of logits")
 
 
 def unused_threshold(threshold, why):

@@ -60,12 +60,33 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
       raise errors.UsageError("give --question and --context (or --context_file)")
     if self.context is not None and self.context_file:
       raise errors.UsageError("give --context or --context_file, not both (one passage per run)")
+    for i, text in enumerate((self.context,) + self.question):
+      _check_utf8(("--context", "--question")[i > 0], text)
     if self.context is not None and not self.context.strip():
       raise errors.UsageError(f"--context={self.context!r} is empty: there is no passage to "
                               f"answer from; give its text")
     for question in self.question:  # before TensorFlow loads (tokens are checked once it has)
       if not question.strip():
         raise empty_question(question)
+
+
+def _check_utf8(flag, text):
+  """Raises errors.UsageError when `text` (a command-line argument, or None) was not UTF-8: Python
+  keeps such bytes as lone surrogates (surrogateescape), which the model cannot read."""
+  if text is None:
+    return
+  try:
+    text.encode("utf-8")
+  except UnicodeEncodeError:
+    raw = os.fsencode(text)
+    try:
+      raw.decode("utf-8")
+      reason = "a lone surrogate"
+    except UnicodeDecodeError as e:
+      reason = f"byte {e.start}: {e.reason}"
+    instead = ", or the passage in a UTF-8 --context_file" if flag == "--context" else ""
+    raise errors.UsageError(
+        f"{flag}: not UTF-8 text ({reason}); pass it as UTF-8{instead}") from None
 
 
 def empty_question(question):

@@ -143,10 +143,19 @@ class SavedModelFeatures:
     return outputs["start_logits"].numpy(), outputs["end_logits"].numpy()
 
 
+def usable_cpus():
+  """The CPUs this process may run on (its affinity mask: `taskset`, a container's cpuset), not
+  the machine's count."""
+  if hasattr(os, "sched_getaffinity"):
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count() or 1
+
+
 class LiteRTFeatures:
   """An int8 export's LiteRT model at `model_path` as a features model.
 
-  Runs on `num_threads` CPU threads (None: os.cpu_count()); calls from several Python threads are
+  Runs on `num_threads` CPU threads (None: the CPUs this process may run on, `usable_cpus`, as
+  TensorFlow counts them for its own threads); calls from several Python threads are
   safe and run one at a time (one interpreter). Each window of a call runs alone on the
   single-window signature of the next length at or above the call's (padded with [PAD] ids under a
   0 mask), or, if it fills the unpadded signature's length with no padding, on that one; a longer
@@ -169,7 +178,7 @@ class LiteRTFeatures:
     reexport = f"re-export with `{commands.command('squad-qa-export')} --serving_precision=int8`"
     if not os.path.exists(model_path):
       raise errors.MissingFileError(f"{model_path}: not found; {reexport}")
-    self.num_threads = num_threads or os.cpu_count() or 1
+    self.num_threads = num_threads or usable_cpus()
     try:
       with native_log.native_stderr_held_back():
         self._interpreter = interpreter_module.Interpreter(model_path=model_path,

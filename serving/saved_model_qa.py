@@ -155,26 +155,37 @@ def _text_lists(questions, contexts):
 class SavedModelQA:
   """Question answering with an export of export.py: a SavedModel, or an int8 LiteRT export.
 
-  `features_model` is serve_features or, for int8 (no serve_text), the LiteRT model.
+  `features_model` is serve_features or, for int8 (no serve_text), the LiteRT model, which runs on
+  `num_threads` threads (None: the CPUs this process may use); a SavedModel runs on TensorFlow's
+  threads (`tf.config.threading`, set before TensorFlow first runs an op).
 
   Raises:
     errors.MissingFileError: no assets.extra/qa_config.json, or no SavedModel (int8: LiteRT model).
     errors.UsageError: an int8 export without ai-edge-litert installed.
     DamagedExportError: a file of the SavedModel is missing or damaged.
+    errors.UsageError: `num_threads` for a SavedModel export, or below 1.
   """
 
-  def __init__(self, export_dir):
+  def __init__(self, export_dir, num_threads=None):
     is_saved_model = tf.saved_model.contains_saved_model(export_dir)
     if not is_saved_model and not os.path.exists(
         os.path.join(export_dir, artifacts.EXPORT_EXTRA_DIR, artifacts.QA_CONFIG_FILE)):
       raise errors.MissingFileError(_no_export(export_dir))
     self.config = artifacts.read_export_config(export_dir)
     self.serving_precision = self.config.get("serving_precision", "float32")
+    if num_threads is not None and (self.serving_precision != features_model.INT8 or
+                                    num_threads < 1):
+      raise errors.UsageError(f"num_threads={num_threads}: " + (
+          "must be at least 1" if num_threads < 1 else
+          f"{export_dir} is a {self.serving_precision} SavedModel, which runs on TensorFlow's "
+          f"threads: set tf.config.threading.set_intra_op_parallelism_threads before TensorFlow "
+          f"runs its first op"))
     if self.serving_precision == features_model.INT8:
       self._loaded = None
       self.features_model = features_model.LiteRTFeatures(
-          os.path.join(export_dir, features_model.INT8_MODEL_FILE))
-      self._vocab_path = os.path.join(export_dir, features_model.VOCAB_ASSET)
+          os.path.join(export_dir, features_model.INT8_MODEL_FILE), num_threads)
+      # Absolute: the tokenizer is built on first use, maybe after the process changed directory.
+      self._vocab_path = os.path.abspath(os.path.join(export_dir, features_model.VOCAB_ASSET))
       if not os.path.isfile(self._vocab_path):
         raise damaged_export(export_dir, f"{self._vocab_path} is missing")
       self.has_serve_text = False
@@ -183,7 +194,7 @@ class SavedModelQA:
         raise errors.MissingFileError(_no_export(export_dir))
       self._loaded = load_saved_model(export_dir)
       self.features_model = features_model.SavedModelFeatures(self._loaded)
-      self._vocab_path = self._loaded.vocab_file.asset_path.numpy().decode()
+      self._vocab_path = os.path.abspath(self._loaded.vocab_file.asset_path.numpy().decode())
       self.has_serve_text = "serve_text" in self._loaded.signatures
     warn_if_slow_precision(self.serving_precision)
     self._tokenizer = None
@@ -309,12 +320,20 @@ class SavedModelQA:
       n_best_size, max_answer_length, null_score_diff_threshold: as
         `answers_with_serve_features`.
     """
+    span_decoding.check_decoding_settings(n_best_size, max_answer_length, null_score_diff_threshold,
+                                          flag_prefix="")
+    version_2 = self.config.get("version_2_with_negative", False)
+    if null_score_diff_threshold is not None and not version_2:
+      raise errors.UsageError(
+          f"null_score_diff_threshold={null_score_diff_threshold}: the export answers as SQuAD 1.1 "
+          f"(version_2_with_negative=false), so no null answer is weighed; leave it None")
     if null_score_diff_threshold is None:
       null_score_diff_threshold = self.config.get("null_score_diff_threshold", 0.0)
-    n_best_size = n_best_size or self.config.get("n_best_size",
-                                                 span_decoding.SpanLimits.n_best_size)
-    max_answer_length = max_answer_length or self.config.get(
-        "max_answer_length", span_decoding.SpanLimits.max_answer_length)
+    if n_best_size is None:
+      n_best_size = self.config.get("n_best_size", span_decoding.SpanLimits.n_best_size)
+    if max_answer_length is None:
+      max_answer_length = self.config.get("max_answer_length",
+                                          span_decoding.SpanLimits.max_answer_length)
     result, row = [], 0
     for context, fs in zip(contexts, per_question):
       windows = [
@@ -326,9 +345,7 @@ class SavedModelQA:
       row += len(fs)
       answer = span_decoding.decode_answer(windows, context, n_best_size, max_answer_length)
       # A SQuAD 2.0 export's null rule, as serve_text applies it.
-      result.append(
-          span_decoding.answer_as_served(answer, self.config.get("version_2_with_negative", False),
-                                         null_score_diff_threshold))
+      result.append(span_decoding.answer_as_served(answer, version_2, null_score_diff_threshold))
     return result
 
   def window_logits(self, features):

@@ -266,6 +266,70 @@ def test_int8_answers_from_several_threads_equal_one_thread_s(exports):
   assert threaded == alone * 3
 
 
+def test_saved_model_qa_reads_its_vocab_after_the_process_changed_directory(exports, monkeypatch):
+  """The Python tokenizer is built on first use, maybe after a server's chdir (gunicorn --chdir,
+  a daemon's chdir("/")): the export folder given relative still answers."""
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  for precision in ("int8", "float32"):
+    export_dir = exports[precision + "_dir"]
+    monkeypatch.chdir(os.path.dirname(export_dir))
+    qa = saved_model_qa.SavedModelQA(os.path.basename(export_dir))
+    monkeypatch.chdir("/")
+    assert qa.answer_with_serve_features(
+        questions[0],
+        contexts[0]) == (exports[precision].answer_with_serve_features(questions[0],
+                                                                       contexts[0])), precision
+
+
+def test_int8_threads_default_to_the_usable_cpus_and_are_a_setting(exports):
+  """LiteRT's threads: the CPUs this process may run on (taskset, a cpuset), or num_threads; a
+  SavedModel's are TensorFlow's, which the class cannot set: refused, not ignored."""
+  assert exports["int8"].features_model.num_threads == len(os.sched_getaffinity(0))
+  qa = saved_model_qa.SavedModelQA(exports["int8_dir"], num_threads=1)
+  assert qa.features_model.num_threads == 1
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  assert qa.answer(questions[0], contexts[0]) == exports["int8"].answer(questions[0], contexts[0])
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.SavedModelQA(exports["float32_dir"], num_threads=1)
+  assert str(error.value) == (
+      f"num_threads=1: {exports['float32_dir']} is a float32 SavedModel, which runs on "
+      f"TensorFlow's threads: set tf.config.threading.set_intra_op_parallelism_threads before "
+      f"TensorFlow runs its first op")
+  with pytest.raises(errors.UsageError, match=r"^num_threads=0: must be at least 1$"):
+    saved_model_qa.SavedModelQA(exports["int8_dir"], num_threads=0)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({
+        "n_best_size": 0
+    }, "n_best_size=0: must be at least 1 (below that no span can be an answer, "
+     "and every prediction would be empty)"),
+    ({
+        "max_answer_length": -1
+    }, "max_answer_length=-1: must be at least 1 (below that no span can "
+     "be an answer, and every prediction would be empty)"),
+    ({
+        "n_best_size": True
+    }, "n_best_size=True: must be at least 1 (below that no span can be an "
+     "answer, and every prediction would be empty)"),
+    ({
+        "null_score_diff_threshold": float("nan")
+    }, "null_score_diff_threshold=nan: must be a finite number of logits"),
+    ({
+        "null_score_diff_threshold": 1.0
+    }, "null_score_diff_threshold=1.0: the export answers as "
+     "SQuAD 1.1 (version_2_with_negative=false), so no null answer is weighed; leave it None"),
+])
+def test_python_decoding_settings_are_checked_as_the_flags_are(exports, settings, message):
+  """What squad-qa-ask refuses, SavedModelQA refuses too, by the argument's name: 0 was the
+  export's value, -1 "all but one", NaN a null rule that never fires."""
+  questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
+  for precision in ("int8", "float32"):
+    with pytest.raises(errors.UsageError) as error:
+      exports[precision].answer_with_serve_features(questions[0], contexts[0], **settings)
+    assert str(error.value) == message
+
+
 @pytest.mark.slow  # exports the model twice
 def test_the_int8_export_holds_vocab_config_and_litert_model_only(exports):
   export_dir = exports["int8_dir"]

@@ -280,6 +280,20 @@ def test_ask_without_an_export_or_a_context_file_is_one_line(tmp_path):
                                 f"passage to answer from; write the passage into it")
 
 
+def test_ask_names_an_argument_that_is_not_utf8_before_tensorflow_loads():
+  """A byte that is not UTF-8 on the command line reaches Python as a lone surrogate
+  (surrogateescape): the flag and byte are named, as --context_file's are."""
+  context, question = os.fsdecode(b"Painted \xff in 1932."), os.fsdecode(b"Wh\xe9n?")
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.AskConfig(question="When?", context=context)
+  assert str(error.value) == ("--context: not UTF-8 text (byte 8: invalid start byte); pass it as "
+                              "UTF-8, or the passage in a UTF-8 --context_file")
+  with pytest.raises(errors.UsageError) as error:
+    saved_model_qa.AskConfig(question=("Who?", question), context="Painted in 1932.")
+  assert str(error.value) == ("--question: not UTF-8 text (byte 2: invalid continuation byte); "
+                              "pass it as UTF-8")
+
+
 def test_a_folder_as_context_file_is_named_a_folder(tmp_path):
   with pytest.raises(errors.UsageError) as error:
     ask_config.read_context_file(str(tmp_path))
