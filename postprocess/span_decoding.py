@@ -109,13 +109,11 @@ def null_answer(answer, null_score_diff_threshold=0.0):
 
 
 def answer_as_served(answer, version_2_with_negative=False, null_score_diff_threshold=0.0):
-  """The answer as serve_text reports it: for SQuAD 2.0 a null answer scores the null score
-  (-inf without windows)."""
+  """The answer as serve_text reports it: for SQuAD 2.0 a null answer is "" at 0..0 and keeps the
+  best span's score and the null score, so that its `null_score_diff` says by how much it won."""
   if not version_2_with_negative or null_answer(answer, null_score_diff_threshold):
     return answer
-  if answer.null_score == float("inf"):  # no window: nothing to score, not even the null answer
-    return Answer("", 0, 0, float("-inf"), answer.null_score)
-  return Answer("", 0, 0, answer.null_score, answer.null_score)
+  return Answer("", 0, 0, answer.score, answer.null_score)
 
 
 @dataclasses.dataclass

@@ -19,8 +19,8 @@ class Spans(NamedTuple):
   Attributes:
     start, end: int64 [B] offsets in the windows' token-offset units, end exclusive; NO_SPAN when
       there is no span (no window, no kept pair, or the null answer won).
-    score: float64 [B] start_logit + end_logit; the null score when the null answer won; -inf
-      without a kept pair.
+    score: float64 [B] the best span's start_logit + end_logit, also when the null answer won
+      (null_score - score is its margin, the reference's null_odds); -inf without a kept pair.
     null_score: float64 [B] SQuAD 2.0's null score, the min over the question's windows of
       start_logits[0] + end_logits[0] (computed for SQuAD 1.1 too); +inf without a window.
   """
@@ -96,7 +96,6 @@ def best_spans(start_logits, end_logits, windows, batch_size, n_best_size, max_a
     use_null = has_window & (null_score - score > null_score_diff_threshold)
     start = tf.where(use_null, no_span, start)
     end = tf.where(use_null, no_span, end)
-    score = tf.where(use_null, null_score, score)
   return Spans(start, end, score, null_score)
 
 

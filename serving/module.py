@@ -3,8 +3,8 @@
 Signatures, batched along the first axis:
   serve_text (= serving_default): tf.string [B] `question`, `context` -> `answer` tf.string [B],
       `start_char`, `end_char` int32 [B] (code points, end exclusive), `score` float32 [B]
-      (start + end logit; -inf without a span, e.g. a question or context without a token; the
-      null score when SQuAD 2.0's null answer won),
+      (the best span's start + end logit, also when SQuAD 2.0's null answer won: null_score -
+      score is its margin; -inf without a span, e.g. a question or context without a token),
       `null_score` float32 [B] (SQuAD 2.0's: min over windows of start + end logit at [CLS];
       +inf without a window).
   serve_features: int32 [B, seq] `input_word_ids`, `input_mask`, `input_type_ids` -> float32

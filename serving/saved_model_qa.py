@@ -390,15 +390,16 @@ AskConfig = ask_config.AskConfig
 
 def answer_line(answer, seconds):
   """ask.py's line for one answer (a span_decoding.Answer found in `seconds`): the span with its
-  character offsets and score; "no answer" when the null answer won (SQuAD 2.0, its score) or
-  the context has no span."""
+  character offsets and score; "no answer" when the null answer won (SQuAD 2.0: by how much, over
+  the best span's score) or the context has no span."""
   took = f"{1000 * seconds:.0f} ms"
   if answer.text:
     return (f"A: {answer.text!r} (characters {answer.start_char}..{answer.end_char}, "
             f"score {answer.score:.2f}, {took})")
   if answer.score == float("-inf"):
     return f"A: no answer (no span in the context, {took})"
-  return f"A: no answer (the null answer won, score {answer.score:.2f}; {took})"
+  return (f"A: no answer (the null answer won by {answer.null_score_diff:.2f} over the best span's "
+          f"score {answer.score:.2f}; {took})")
 
 
 def _warn_if_truncated(qa, question):

@@ -167,7 +167,8 @@ def test_window_logits_in_chunks_equal_one_padded_call(served, window_batch_size
 
 def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_length,
                    version_2_with_negative=False, null_score_diff_threshold=0.0):
-  """span_decoding.decode_answer, plus run_squad.py's null-answer rule for SQuAD 2.0."""
+  """span_decoding.decode_answer, plus run_squad.py's null-answer rule for SQuAD 2.0 (a null
+  answer keeps the best span's score)."""
   windows = [
       span_decoding.real_window(s, e, np.array(f.token_start_char), np.array(f.token_end_char),
                                 np.array(f.token_is_max_context), f.input_mask)
@@ -177,7 +178,7 @@ def _python_answer(features, start_logits, end_logits, n_best_size, max_answer_l
   if version_2_with_negative and windows:
     null = min(float(w.start_logits[0]) + float(w.end_logits[0]) for w in windows)
     if null - best.score > null_score_diff_threshold:
-      return span_decoding.Answer("", -1, -1, null)
+      return span_decoding.Answer("", -1, -1, best.score)
   if best.score == float("-inf"):
     return span_decoding.Answer("", -1, -1, best.score)
   return best
@@ -475,11 +476,15 @@ def test_null_answer_switch(served):
     module = serving_module.QAServingModule(served["model"], testutil.vocab_file(),
                                             dict(base, null_score_diff_threshold=threshold))
     out = module.answer(tf.constant([question, question]), tf.constant([context, ""]))
-    return [(a.decode(), float(s)) for a, s in zip(out["answer"].numpy(), out["score"].numpy())]
+    return [
+        (a.decode(), float(s), float(n))
+        for a, s, n in zip(out["answer"].numpy(), out["score"].numpy(), out["null_score"].numpy())
+    ]
 
   # A huge threshold never picks the null answer; a very negative one always does (when there is
-  # a window), and then the score is the null score start_logits[0] + end_logits[0].
-  (text, score), (empty, empty_score) = ask_with(1e9)
+  # a window), and then the score stays the best span's, the null score beside it being
+  # start_logits[0] + end_logits[0].
+  (text, span_score, _), (empty, empty_score, _) = ask_with(1e9)
   assert text == answer and (empty, empty_score) == ("", float("-inf"))
   features = served["qa"].features(question, context)
   logits = served["qa"]._loaded.signatures["serve_features"](  # pylint: disable=protected-access
@@ -489,16 +494,16 @@ def test_null_answer_switch(served):
   null = min(
       float(s[0]) + float(e[0])
       for s, e in zip(logits["start_logits"].numpy(), logits["end_logits"].numpy()))
-  (text, score), (empty, empty_score) = ask_with(-1e9)
-  assert text == "" and score == pytest.approx(null, abs=1e-4)
+  (text, score, null_score), (empty, empty_score, _) = ask_with(-1e9)
+  assert text == "" and score == span_score and null_score == pytest.approx(null, abs=1e-4)
   assert (empty, empty_score) == ("", float("-inf"))
 
 
 @pytest.mark.slow
 def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_path):
   """ask.py --use_serve_features (and a --serve_text=false export) answers a SQuAD 2.0 export's
-  questions exactly as serving_default does: "" with the null score where
-  null - best > threshold."""
+  questions exactly as serving_default does: "" where null - best > threshold, the best span's
+  score and the null score kept (their difference is the reference's null_odds entry)."""
   rows = [(q, c) for q, c, _ in TAUGHT] + [(TAUGHT[0][0], TAUGHT[1][1]),
                                            (TAUGHT[2][0], TAUGHT[3][1]), ODD_ROWS[1], ODD_ROWS[-1]]
   questions, contexts = [q for q, _ in rows], [c for _, c in rows]
@@ -523,9 +528,9 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
     assert (g.text, g.start_char, g.end_char) == (p.text, p.start_char, p.end_char)
     assert g.score == pytest.approx(p.score, abs=1e-4)
     assert g.null_score == pytest.approx(p.null_score, abs=1e-4)  # the same null_score_diff
+    assert p.null_score_diff == pytest.approx(d)
     if is_null:
       assert (p.text, p.start_char, p.end_char) == ("", 0, 0)
-      assert p.score == (float("-inf") if d == float("inf") else pytest.approx(p.null_score))
     else:
       assert p.text != ""
 
@@ -569,7 +574,8 @@ def test_ask_takes_a_null_score_diff_threshold_where_it_decodes(served, tmp_path
   null_first = ask(v2_dir, use_serve_features=True, null_score_diff_threshold=-1e9)
   span_first = ask(v2_dir, use_serve_features=True, null_score_diff_threshold=1e9)
   assert (null_first.text, span_first.text) == ("", answer)
-  assert null_first.score == pytest.approx(span_first.null_score)  # the null answer's score
+  # The null answer keeps the best span's score and the null score: their margin.
+  assert (null_first.score, null_first.null_score) == (span_first.score, span_first.null_score)
   assert ask(v2_dir, null_score_diff_threshold=0.0) == ask(v2_dir)  # serve_text's own value
   with pytest.raises(errors.UsageError) as raised:
     ask(v2_dir, null_score_diff_threshold=2.5)

@@ -302,15 +302,16 @@ def test_a_folder_as_context_file_is_named_a_folder(tmp_path):
 
 
 def test_ask_prints_a_span_with_offsets_and_no_answer_in_words():
-  """A span, the SQuAD 2.0 null answer (scored by the null score) and a context without a span."""
+  """A span, the SQuAD 2.0 null answer (its margin over the best span) and a context without a
+  span."""
   answer = span_decoding.Answer
   assert [
       saved_model_qa.answer_line(a, 0.0123)
-      for a in (answer("Paris", 88, 93, 7.4678), answer("", 0, 0, 3.25, 3.25),
+      for a in (answer("Paris", 88, 93, 7.4678), answer("", 0, 0, 1.75, 6.625),
                 answer("", 0, 0, float("-inf")))
   ] == [
       "A: 'Paris' (characters 88..93, score 7.47, 12 ms)",
-      "A: no answer (the null answer won, score 3.25; 12 ms)",
+      "A: no answer (the null answer won by 4.88 over the best span's score 1.75; 12 ms)",
       "A: no answer (no span in the context, 12 ms)",
   ]
 
