@@ -242,6 +242,23 @@ def setting_sources(config, served, recorded):
       f"{name}={served[name]} ({source(name)})" for name in served if name not in VOCAB_KEYS)
 
 
+def better_threshold(results, served):
+  """One line when a SQuAD 2.0 model's scoring (`results`: its eval_results.json, the official
+  scorer's with best_f1 and best_f1_thresh, or None) found a null_score_diff_threshold (logits)
+  scoring its dev questions more than 0.005 F1 better than the one `served` applies; else None."""
+  if not served.get("version_2_with_negative") or not results or "best_f1_thresh" not in results:
+    return None
+  if results.get("null_score_diff_threshold") != served["null_score_diff_threshold"]:
+    return None  # scored under another threshold: its F1 is not the served one's
+  if results["best_f1"] <= results["f1"] + 0.005:
+    return None
+  return (f"{artifacts.EVAL_RESULTS_FILE}: on its {results['total']} dev questions, "
+          f"null_score_diff_threshold={results['best_f1_thresh']:.3f} scored F1 "
+          f"{results['best_f1']:.2f} against {results['f1']:.2f} at the served "
+          f"{served['null_score_diff_threshold']:g}; --null_score_diff_threshold="
+          f"{results['best_f1_thresh']:.3f} serves at it")
+
+
 def check_vocab(vocab_file, bert_config, recorded, export_vocab_given):
   """Refuses a vocab the exported encoder cannot serve; returns {"vocab_sha256", "vocab_size"}.
 
@@ -452,6 +469,14 @@ def _export(config):
                 **check_vocab(vocab_file, bert_config, recorded, config.given("vocab_file")),
                 serving_precision=config.serving_precision)
   logging.info("%s", setting_sources(config, served, recorded))
+  if model_dir and not config.given("null_score_diff_threshold"):
+    try:  # a hint: a damaged scoring file does not stop the export
+      results = artifacts.read_json(os.path.join(model_dir, artifacts.EVAL_RESULTS_FILE))
+    except errors.UsageError:
+      results = None
+    hint = better_threshold(results, served)
+    if hint:
+      logging.info("%s", hint)
   if config.serving_precision == features_model.INT8:
     write_int8_export(model, vocab_file, served, config.export_dir)
   else:

@@ -111,3 +111,34 @@ def test_the_command_refuses_in_one_line(tmp_path):
   assert output.strip().splitlines()[-1] == (
       f"export.py: {refusal(model_dir, 'python preprocess/make_records.py')}")
   assert not os.path.exists(tmp_path / "export")
+
+
+SCORED = {
+    "f1": 55.0,
+    "best_f1": 61.25,
+    "best_f1_thresh": 4.8223,
+    "total": 100,
+    "null_score_diff_threshold": 0.0
+}
+SERVED = {"version_2_with_negative": True, "null_score_diff_threshold": 0.0}
+
+
+@pytest.mark.parametrize(
+    "results, served, line",
+    [
+        (SCORED, SERVED, "eval_results.json: on its 100 dev questions, "
+         "null_score_diff_threshold=4.822 scored F1 61.25 against 55.00 at the served 0; "
+         "--null_score_diff_threshold=4.822 serves at it"),
+        (dict(SCORED, best_f1=55.004), SERVED, None),  # no better than the served threshold
+        (dict(SCORED, null_score_diff_threshold=1.5), SERVED, None),  # scored under another one
+        (SCORED, dict(SERVED, version_2_with_negative=False), None),  # answers as SQuAD 1.1
+        ({
+            "f1": 80.0,
+            "exact": 70.0
+        }, SERVED, None),  # SQuAD 1.1 scoring: no best_f1
+        (None, SERVED, None),
+    ])
+def test_export_names_the_threshold_its_scoring_found_better(results, served, line):
+  """A SQuAD 2.0 model scored by train.py: the official scorer's best_f1_thresh, when it beat the
+  threshold the export serves on the same questions, is named with the flag that serves it."""
+  assert export_model.better_threshold(results, served) == line
