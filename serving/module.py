@@ -61,6 +61,13 @@ def validate_config(qa_config):
                             f"{qa_config['window_batch_size']})")
 
 
+def encoder_type_ids(model):
+  """The encoder's token type ids (rows of tfm BertEncoder's type embedding); None for a stand-in
+  without variables."""
+  rows = [int(v.shape[0]) for v in getattr(model, "variables", ()) if "type_embeddings" in v.name]
+  return rows[0] if rows else None
+
+
 def encoder_positions(model):
   """The encoder's positions in tokens (the rows of tfm BertEncoder's position embedding), beyond
   which a window has no position; None for a stand-in without variables."""
@@ -93,6 +100,19 @@ class LogitsServingModule(tf.Module):
     self._config = dict(qa_config)
     wordpiece.read_vocab(vocab_file)  # fails early, with the path, on a file that is not a vocab
     self._max_positions = encoder_positions(model)
+    self._type_ids = encoder_type_ids(model)
+
+  def _checked_values(self, signature, input_mask, input_type_ids,
+                      names=(span_model.INPUT_MASK, span_model.INPUT_TYPE_IDS)):
+    """(input_mask, input_type_ids) checked to hold 0/1 mask values and the encoder's type ids;
+    `names`: theirs in `signature`'s inputs."""
+    input_mask = signature_inputs.require_values_below(input_mask, 2, signature, names[0],
+                                                       "0 (padding) or 1 (a token)")
+    if self._type_ids is not None:
+      input_type_ids = signature_inputs.require_values_below(
+          input_type_ids, self._type_ids, signature, names[1],
+          "token type ids (0: question, 1: context)")
+    return input_mask, input_type_ids
 
   def _logits(self, input_word_ids, input_mask, input_type_ids):
     if self._constant_logits is not None:
@@ -125,15 +145,23 @@ class LogitsServingModule(tf.Module):
             signature_inputs.FEATURES_REST_BODIES) for name, tensor in inputs.items()
     }
     inputs = signature_inputs.require_same_shape(inputs, "serve_features", "[batch, seq_length]")
+    seq = tf.shape(inputs[span_model.INPUT_WORD_IDS])[1]
+    checks = [
+        tf.debugging.Assert(
+            seq > 0, ["serve_features: seq_length 0: a window holds at least its [CLS] token"])
+    ]
     if self._max_positions is not None:
-      seq = tf.shape(inputs[span_model.INPUT_WORD_IDS])[1]
-      check = tf.debugging.Assert(seq <= self._max_positions, [
-          tf.strings.format(
-              "serve_features: seq_length {} is more than the {} positions of the encoder; cut the "
-              "windows to at most {} tokens", (seq, self._max_positions, self._max_positions))
-      ])
-      with tf.control_dependencies([check]):
-        inputs = {name: tf.identity(t) for name, t in inputs.items()}
+      checks.append(
+          tf.debugging.Assert(seq <= self._max_positions, [
+              tf.strings.format(
+                  "serve_features: seq_length {} is more than the {} positions of the encoder; "
+                  "cut the windows to at most {} tokens",
+                  (seq, self._max_positions, self._max_positions))
+          ]))
+    with tf.control_dependencies(checks):
+      inputs = {name: tf.identity(t) for name, t in inputs.items()}
+    inputs[span_model.INPUT_MASK], inputs[span_model.INPUT_TYPE_IDS] = self._checked_values(
+        "serve_features", inputs[span_model.INPUT_MASK], inputs[span_model.INPUT_TYPE_IDS])
     start_logits, end_logits = self._logits(*(inputs[name] for name in (span_model.INPUT_WORD_IDS,
                                                                         span_model.INPUT_MASK,
                                                                         span_model.INPUT_TYPE_IDS)))
@@ -160,6 +188,7 @@ class FeatureServingModule(LogitsServingModule):
     spec["unique_ids"] = tf.io.FixedLenFeature([], tf.int64, default_value=-1)
     parsed = tf.io.parse_example(examples, spec)
     ids, mask, types = (tf.cast(parsed[k], tf.int32) for k in records.MODEL_INPUT_KEYS)
+    mask, types = self._checked_values("serve_examples", mask, types, records.MODEL_INPUT_KEYS[1:])
     start_logits, end_logits = self._logits(ids, mask, types)
     return {
         "unique_ids": parsed["unique_ids"],

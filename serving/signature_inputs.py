@@ -64,3 +64,23 @@ def require_same_shape(tensors, signature, expected):
   check = tf.debugging.Assert(same, [message])
   with tf.control_dependencies([check]):
     return {name: tf.identity(t) for name, t in tensors.items()}
+
+
+def require_values_below(tensor, limit, signature, name, meaning):
+  """Checks at run time that int `tensor`'s values are in [0, `limit`); returns it. An embedding
+  gathers a wrong word id with an error, but tfm's type embedding takes a one-hot of the type ids
+  (an id out of range reads zeros) and the mask only multiplies: wrong values give quiet,
+  plausible logits.
+
+  The message is "<signature>: `<name>` holds <meaning>, in [0, <limit>); got values <min>..<max>".
+
+  Raises:
+    tf.errors.InvalidArgumentError: when the graph runs, on a value out of range.
+  """
+  low, high = tf.reduce_min(tensor), tf.reduce_max(tensor)  # no values: int max, int min
+  message = tf.strings.format(
+      f"{signature}: `{name}` holds {meaning}, in [0, {limit}); got "
+      f"values {{}}..{{}}", (low, high))
+  check = tf.debugging.Assert((low >= 0) & (high < limit), [message])
+  with tf.control_dependencies([check]):
+    return tf.identity(tensor)

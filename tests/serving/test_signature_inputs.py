@@ -189,6 +189,42 @@ def test_serve_features_wrong_shapes_and_dtype_get_one_line(served):
               "input #2(zero-based) was expected to be a int32 tensor but is a int64 tensor")
 
 
+def test_serve_features_and_examples_refuse_values_the_model_would_misread(served):
+  """tfm's type embedding is a one-hot (a type id out of range reads zeros) and the mask only
+  multiplies: such inputs gave plausible logits. Now one line names the input and its range; a
+  batch of no rows still returns no logits, a row of no tokens is named."""
+  columns, _ = _features(served)
+  signature = _signature(served, "serve_features")
+  for name, value, line in [
+      ("input_type_ids", 2, "`input_type_ids` holds token type ids (0: question, 1: context), in "
+       "[0, 2); got values 0..2"),
+      ("input_type_ids", -1, "`input_type_ids` holds token type ids (0: question, 1: context), in "
+       "[0, 2); got values -1..1"),
+      ("input_mask", 2, "`input_mask` holds 0 (padding) or 1 (a token), in [0, 2); got values "
+       "0..2"),
+  ]:
+    bad = {key: np.array(rows, np.int32) for key, rows in columns.items()}
+    bad[name][0, 3] = value
+    _fails_with(signature, {
+        key: tf.constant(rows) for key, rows in bad.items()
+    }, f"serve_features: {line}")
+  empty = signature(**{name: tf.zeros([0, taught_model.SEQ], tf.int32) for name in columns})
+  assert empty["start_logits"].shape == [0, taught_model.SEQ]
+  _fails_with(signature, {name: tf.zeros([1, 0], tf.int32) for name in columns},
+              "serve_features: seq_length 0: a window holds at least its [CLS] token")
+  example = tf.train.Example(features=tf.train.Features(
+      feature={
+          key: tf.train.Feature(int64_list=tf.train.Int64List(value=value))
+          for key, value in (("input_ids", columns["input_word_ids"][0]),
+                             ("input_mask", columns["input_mask"][0]),
+                             ("segment_ids", [3] + columns["input_type_ids"][0][1:]))
+      })).SerializeToString()
+  _fails_with(
+      _signature(served, "serve_examples"), {"examples": tf.constant([example])},
+      "serve_examples: `segment_ids` holds token type ids (0: question, 1: context), in [0, 2); "
+      "got values 0..3")
+
+
 def test_serve_examples_rest_bodies_and_wrong_shapes(served):
   columns, examples = _features(served)
   signature = _signature(served, "serve_examples")
