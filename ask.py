@@ -34,7 +34,7 @@ def main(argv):
     print(f"Q: {question}")
     print(saved_model_qa.answer_line(answer, seconds))
   print(f"answered {len(answers)} question{'s' if len(answers) > 1 else ''} in "
-        f"{sum(seconds for _, _, seconds in answers):.2f} s (the export loaded in "
+        f"{sum(seconds for _, _, seconds in answers):.2f} s (the export loaded and warmed up in "
         f"{load_seconds:.2f} s)")
 
 

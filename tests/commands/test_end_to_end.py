@@ -276,7 +276,7 @@ def test_ask_answers_each_question_and_the_commands_write_only_into_their_folder
     assert eval(text) == context[int(start):int(end)]  # pylint: disable=eval-used
     assert re.search(r", score -?\d+\.\d\d, \d+ ms\)$", line), line
   assert re.search(
-      r"^answered 2 questions in \d+\.\d\d s \(the export loaded in "
+      r"^answered 2 questions in \d+\.\d\d s \(the export loaded and warmed up in "
       r"\d+\.\d\d s\)$", output, re.M), output
   assert sorted(os.listdir(run["tmp"])) == [
       "bert_config.json", "dev.json", "export", "home", "model", "records", "tmpdir", "train.json",

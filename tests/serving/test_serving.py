@@ -535,6 +535,32 @@ def test_serve_features_path_applies_the_null_rule_as_serve_text(served, tmp_pat
       assert p.text != ""
 
 
+@pytest.mark.parametrize("use_serve_features", [False, True])
+def test_ask_warms_up_the_path_it_answers_through_before_timing(served, monkeypatch,
+                                                                use_serve_features):
+  """The first call of a loaded export sets up its graph (seconds): ask pays it in the load,
+  through the path its questions take, so that each question's time is its own."""
+  calls = []
+
+  def recorded(name):
+    method = getattr(saved_model_qa.SavedModelQA, name)
+
+    def call(self, question, *args):
+      calls.append((name, question))
+      return method(self, question, *args)
+
+    return call
+
+  for name in ("answer", "answer_with_serve_features"):
+    monkeypatch.setattr(saved_model_qa.SavedModelQA, name, recorded(name))
+  question, context, _ = TAUGHT[0]
+  asked = saved_model_qa.AskConfig(export_dir=served["export_dir"], question=question,
+                                   context=context, use_serve_features=use_serve_features)
+  saved_model_qa.answer_questions(asked)
+  path = "answer_with_serve_features" if use_serve_features else "answer"
+  assert calls == [(path, "?"), (path, question)]
+
+
 def test_ask_decodes_with_the_export_s_span_limits_unless_typed(served, tmp_path):
   """ask.py's Python path (--use_serve_features, or an export without serve_text) decodes with
   the export's n_best_size and max_answer_length, as serve_text does, unless the flags are given:
