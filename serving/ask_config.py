@@ -78,9 +78,10 @@ def _check_utf8(flag, text):
   try:
     text.encode("utf-8")
   except UnicodeEncodeError:
-    raw = os.fsencode(text)
     try:
-      raw.decode("utf-8")
+      os.fsencode(text).decode("utf-8")  # surrogateescape's bytes back, then where they fail
+      reason = "a lone surrogate"
+    except UnicodeEncodeError:  # a surrogate surrogateescape does not make
       reason = "a lone surrogate"
     except UnicodeDecodeError as e:
       reason = f"byte {e.start}: {e.reason}"

@@ -161,9 +161,9 @@ class SavedModelQA:
 
   Raises:
     errors.MissingFileError: no assets.extra/qa_config.json, or no SavedModel (int8: LiteRT model).
-    errors.UsageError: an int8 export without ai-edge-litert installed.
+    errors.UsageError: an int8 export without ai-edge-litert installed; `num_threads` for a
+      SavedModel export, or below 1.
     DamagedExportError: a file of the SavedModel is missing or damaged.
-    errors.UsageError: `num_threads` for a SavedModel export, or below 1.
   """
 
   def __init__(self, export_dir, num_threads=None):
@@ -447,8 +447,6 @@ def answer_questions(config, context=None):
   context = ask_config.passage(config) if context is None else context
   started = time.perf_counter()
   qa = SavedModelQA(config.export_dir)
-  qa.warm_up(serve_features=config.use_serve_features)
-  load_seconds = time.perf_counter() - started
   threshold = config.null_score_diff_threshold
   if threshold is not None and not qa.config.get("version_2_with_negative"):
     raise span_decoding.unused_threshold(
@@ -472,6 +470,8 @@ def answer_questions(config, context=None):
   for question in config.question:  # one line for a question without a token, not "no answer"
     if not qa.has_tokens(question):
       raise ask_config.empty_question(question)
+  qa.warm_up(serve_features=config.use_serve_features)
+  load_seconds = time.perf_counter() - started
   answers = []
   for question in config.question:
     _warn_if_truncated(qa, question)

@@ -328,6 +328,10 @@ def test_ask_names_an_argument_that_is_not_utf8_before_tensorflow_loads():
     saved_model_qa.AskConfig(question=("Who?", question), context="Painted in 1932.")
   assert str(error.value) == ("--question: not UTF-8 text (byte 2: invalid continuation byte); "
                               "pass it as UTF-8")
+  with pytest.raises(errors.UsageError) as error:  # from Python: a surrogate argv never holds
+    saved_model_qa.AskConfig(question="When?", context="Painted \ud800 in 1932.")
+  assert str(error.value) == ("--context: not UTF-8 text (a lone surrogate); pass it as UTF-8, or "
+                              "the passage in a UTF-8 --context_file")
 
 
 def test_a_folder_as_context_file_is_named_a_folder(tmp_path):
