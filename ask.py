@@ -8,8 +8,11 @@ tokenization, windowing and span decoding run inside the graph. With --use_serve
 automatically for SavedModels exported without serve_text) it tokenizes and windows the question and
 passage in Python exactly as preprocessing does (vocab and settings come from the SavedModel), calls
 `serve_features` and decodes the best span over all windows. Prints each answer with its character
-offsets, score (start + end logit) and time, or "no answer" with why (a SQuAD 2.0 null answer).
+offsets, score (start + end logit) and time, or "no answer" with why (a SQuAD 2.0 null answer);
+--format=json prints a JSON object a question instead.
 """
+
+import json
 
 from squad_qa.base import cpu_runtime  # noqa: F401  (must precede tensorflow)
 from squad_qa.base import console  # noqa: F401  (must precede tensorflow)
@@ -30,6 +33,10 @@ def main(argv):
   # --context_file do not wait for TensorFlow.
   from squad_qa.serving import saved_model_qa  # pylint: disable=g-import-not-at-top
   answers, load_seconds = saved_model_qa.answer_questions(config, context)
+  if config.format == "json":
+    for question, answer, seconds in answers:
+      print(json.dumps(saved_model_qa.answer_record(question, answer, seconds), ensure_ascii=False))
+    return
   for question, answer, seconds in answers:
     print(f"Q: {question}")
     print(saved_model_qa.answer_line(answer, seconds))

@@ -25,6 +25,7 @@ flags.disclaim_key_flags()
 _METADATA_KEY = "squad_qa.flags.settings"
 # A config field of this name receives the names of the config's flags that were typed.
 TYPED_FLAGS_FIELD = "typed_flags"
+OUTPUT_FORMATS = ("text", "json")  # the --format of commands that print results
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
       value than the export's is refused on the serve_text path, and a threshold for an export
       that answers as SQuAD 1.1.
     use_serve_features: answer through serve_features even when the export has serve_text.
+    format: "text" (lines for a person) or "json" (a JSON object a question, for a script).
     typed_flags: names of the fields whose flags were typed, or None (built in Python).
 
   Raises:
@@ -49,6 +50,10 @@ class AskConfig(span_decoding.SpanLimits, settings.GivenFields):
   use_serve_features: bool = settings.setting(
       False, "Tokenize and window in Python and call the serve_features signature instead of the "
       "raw-text serving_default (automatic for SavedModels without serve_text).")
+  format: str = settings.setting(
+      "text", "Output format: text, or json (one JSON object per question, a line each: question, "
+      "answer, start_char, end_char, score, null_score (null where infinite) and seconds).",
+      choices=settings.OUTPUT_FORMATS)
   typed_flags: Optional[tuple] = None
 
   def check(self):

@@ -5,6 +5,7 @@
 preprocessing and postprocess/span_decoding.py make them.
 """
 
+import math
 import os
 import re
 import time
@@ -413,6 +414,22 @@ def answer_line(answer, seconds):
     return f"A: no answer (no span in the context, {took})"
   return (f"A: no answer (the null answer won by {answer.null_score_diff:.2f} over the best span's "
           f"score {answer.score:.2f}; {took})")
+
+
+def answer_record(question, answer, seconds):
+  """ask.py --format=json's object for one answer: question, answer, start_char, end_char (code
+  points, end exclusive), score and null_score (logits; None where infinite: strict JSON has no
+  infinity) and seconds."""
+  finite = lambda x: x if math.isfinite(x) else None
+  return {
+      "question": question,
+      "answer": answer.text,
+      "start_char": answer.start_char,
+      "end_char": answer.end_char,
+      "score": finite(answer.score),
+      "null_score": finite(answer.null_score),
+      "seconds": round(seconds, 4)
+  }
 
 
 def _warn_if_truncated(qa, question):

@@ -20,7 +20,6 @@ from squad_qa.preprocess import features
 
 TABLE_SEQ_LENGTHS = (64, 128, 256, 320, 384, 512)  # google-research/bert's out-of-memory table
 DEFAULT_EFFECTIVE_BATCH_SIZE = 32  # --train_batch_size=auto without --effective_batch_size
-OUTPUT_FORMATS = ("text", "json")  # python -m model.memory --format
 
 
 class MemoryPlanError(errors.UserError, ValueError):
@@ -254,7 +253,7 @@ class PlannerConfig(settings.Settings):
     device_memory_gb: the training device's memory in GiB (not negative): a GPU's capacity with
       `gpu` or when TensorFlow sees a GPU, else the host's RAM; None (or 0): detected
       (`device.detect_device`).
-    format: one of `OUTPUT_FORMATS`.
+    format: one of `settings.OUTPUT_FORMATS`.
     program: whose training step to count, a key of `estimate.PROGRAMS`.
     do_predict: train.py predicts after training (`estimate.estimate`'s `predicts`: its float32
       copy under a mixed policy on the CPU).
@@ -307,7 +306,7 @@ class PlannerConfig(settings.Settings):
       "Default: the visible GPU's, else the host's available RAM.",
       check=settings.at_least(0, "0 or more (0 or omitted: the "
                               "visible GPU's, else the RAM)"))
-  format: str = settings.setting("text", "Output format.", choices=OUTPUT_FORMATS)
+  format: str = settings.setting("text", "Output format.", choices=settings.OUTPUT_FORMATS)
   program: str = settings.setting(
       estimate.THIS_TOOL.name,
       "Whose training step to count: tfm (this tool's train.py) or google_research_tf1 "

@@ -428,7 +428,7 @@ def test_help_lists_the_command_s_flags_and_ask_takes_no_export_flags():
                         capture_output=True, text=True, timeout=300)
   listed = set(re.findall(r"^  --(?:\[no\])?(\w+):", proc.stdout, re.MULTILINE))
   assert listed == {
-      "context", "context_file", "export_dir", "max_answer_length", "n_best_size",
+      "context", "context_file", "export_dir", "format", "max_answer_length", "n_best_size",
       "null_score_diff_threshold", "question", "use_serve_features"
   }, proc.stdout
   proc = subprocess.run(

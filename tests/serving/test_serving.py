@@ -561,6 +561,38 @@ def test_ask_warms_up_the_path_it_answers_through_before_timing(served, monkeypa
   assert calls == [(path, "?"), (path, question)]
 
 
+@pytest.mark.slow
+def test_ask_json_prints_one_object_a_question_and_nothing_else_on_stdout(served):
+  """--format=json, for scripts: stdout holds one JSON object per question, in order, answering
+  as SavedModelQA does; the rest (logs, warnings) goes to stderr."""
+  questions, context = [q for q, _, _ in TAUGHT[:2]], TAUGHT[0][1]
+  proc = subprocess.run([
+      sys.executable, "ask.py", f"--export_dir={served['export_dir']}",
+      *(f"--question={q}" for q in questions), f"--context={context}", "--format=json"
+  ], cwd=testutil.REPO, capture_output=True, text=True, timeout=300, check=True)
+  records = [json.loads(line) for line in proc.stdout.splitlines()]
+  assert [r.pop("question") for r in records] == questions
+  assert all(r.pop("seconds") >= 0 for r in records)
+  for record, question in zip(records, questions):
+    answer = served["qa"].answer(question, context)
+    assert record == {
+        "answer": answer.text,
+        "start_char": answer.start_char,
+        "end_char": answer.end_char,
+        "score": pytest.approx(answer.score),
+        "null_score": pytest.approx(answer.null_score)
+    }
+
+
+def test_ask_json_writes_infinite_scores_as_null():
+  """Strict JSON (JavaScript's JSON.parse, Go's encoding/json) has no Infinity: a row without a
+  span or a window gets null."""
+  answer = span_decoding.Answer("", 0, 0, float("-inf"))
+  assert json.dumps(saved_model_qa.answer_record("q", answer, 0.01234567)) == (
+      '{"question": "q", "answer": "", "start_char": 0, "end_char": 0, "score": null, '
+      '"null_score": null, "seconds": 0.0123}')
+
+
 def test_ask_decodes_with_the_export_s_span_limits_unless_typed(served, tmp_path):
   """ask.py's Python path (--use_serve_features, or an export without serve_text) decodes with
   the export's n_best_size and max_answer_length, as serve_text does, unless the flags are given:
