@@ -323,6 +323,25 @@ def run(args):
         f"{attention_flops / floor['attention'] / 1e9:.1f} GFLOP/s): utilization at most "
         f"{flops / floor_s / 1e9 / rate:.0%} with nothing but matmuls; the step spends "
         f"{step_s / floor_s:.2f}x that floor")
+  for line in disturbed(step_s, profiled_s, (flops - attention_flops) / floor["dense"] / 1e9, rate):
+    print(line)
+
+
+def disturbed(step_s, profiled_s, dense_gflops, rate):
+  """Lines saying the host was disturbed during the measurement, from two signs that cannot hold
+  on a quiet one: the step without the profiler slower than under it (the profiler only adds), or
+  the step's dense matmuls faster than the MATMUL_SIDE^3 rate (`rate`, GFLOP/s; measured last,
+  best of 5), each by more than 10 %. [] when neither."""
+  lines = []
+  if step_s > 1.1 * profiled_s:
+    lines.append(f"warning: the step took {step_s * 1e3:.0f} ms without the profiler and "
+                 f"{profiled_s * 1e3:.0f} ms under it: the host was disturbed; run again")
+  if dense_gflops > 1.1 * rate:
+    lines.append(
+        f"warning: the step's dense matmuls ran at {dense_gflops:.1f} GFLOP/s, faster than "
+        f"the {rate:.1f} GFLOP/s measured for {MATMUL_SIDE}^3: the host was disturbed "
+        f"then, and the utilization above is wrong; run again")
+  return lines
 
 
 def main():

@@ -131,3 +131,15 @@ def test_counts_below_their_bound_end_in_one_line_before_any_work(monkeypatch, f
   with pytest.raises(SystemExit) as stopped:
     command_line.run_argparse(step_profile.main)
   assert stopped.value.code == f"step_profile.py: {message}"
+
+
+@pytest.mark.parametrize(
+    "step_s, profiled_s, dense, rate, warned",
+    [
+        (0.944, 0.953, 382.5, 397.1, []),  # a quiet run
+        (1.081, 0.946, 302.8, 396.3, ["without the profiler"]),  # the step slowed after profiling
+        (0.929, 0.991, 347.7, 203.5, ["faster than"]),  # the 2048^3 rate slowed: utilization 113 %
+    ])
+def test_a_disturbed_host_is_named_not_read_as_utilization(step_s, profiled_s, dense, rate, warned):
+  lines = step_profile.disturbed(step_s, profiled_s, dense, rate)
+  assert len(lines) == len(warned) and all(w in l for w, l in zip(warned, lines)), lines
