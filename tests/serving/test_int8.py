@@ -275,10 +275,9 @@ def test_saved_model_qa_reads_its_vocab_after_the_process_changed_directory(expo
     monkeypatch.chdir(os.path.dirname(export_dir))
     qa = saved_model_qa.SavedModelQA(os.path.basename(export_dir))
     monkeypatch.chdir("/")
-    assert qa.answer_with_serve_features(
-        questions[0],
-        contexts[0]) == (exports[precision].answer_with_serve_features(questions[0],
-                                                                       contexts[0])), precision
+    got = qa.answer_with_serve_features(questions[0], contexts[0])
+    assert got == exports[precision].answer_with_serve_features(questions[0],
+                                                                contexts[0]), precision
 
 
 def test_int8_threads_default_to_the_usable_cpus_and_are_a_setting(exports):
@@ -299,34 +298,26 @@ def test_int8_threads_default_to_the_usable_cpus_and_are_a_setting(exports):
     saved_model_qa.SavedModelQA(exports["int8_dir"], num_threads=0)
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({
-        "n_best_size": 0
-    }, "n_best_size=0: must be at least 1 (below that no span can be an answer, "
-     "and every prediction would be empty)"),
-    ({
-        "max_answer_length": -1
-    }, "max_answer_length=-1: must be at least 1 (below that no span can "
-     "be an answer, and every prediction would be empty)"),
-    ({
-        "n_best_size": True
-    }, "n_best_size=True: must be at least 1 (below that no span can be an "
-     "answer, and every prediction would be empty)"),
-    ({
-        "null_score_diff_threshold": float("nan")
-    }, "null_score_diff_threshold=nan: must be a finite number of logits"),
-    ({
-        "null_score_diff_threshold": 1.0
-    }, "null_score_diff_threshold=1.0: the export answers as "
-     "SQuAD 1.1 (version_2_with_negative=false), so no null answer is weighed; leave it None"),
+NO_SPAN = ("must be at least 1 (below that no span can be an answer, and every prediction would "
+           "be empty)")
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("n_best_size", 0, f"n_best_size=0: {NO_SPAN}"),
+    ("max_answer_length", -1, f"max_answer_length=-1: {NO_SPAN}"),
+    ("n_best_size", True, f"n_best_size=True: {NO_SPAN}"),
+    ("null_score_diff_threshold", float("nan"),
+     "null_score_diff_threshold=nan: must be a finite number of logits"),
+    ("null_score_diff_threshold", 1.0, "null_score_diff_threshold=1.0: the export answers as SQuAD "
+     "1.1 (version_2_with_negative=false), so no null answer is weighed; leave it None"),
 ])
-def test_python_decoding_settings_are_checked_as_the_flags_are(exports, settings, message):
+def test_python_decoding_settings_are_checked_as_the_flags_are(exports, name, value, message):
   """What squad-qa-ask refuses, SavedModelQA refuses too, by the argument's name: 0 was the
   export's value, -1 "all but one", NaN a null rule that never fires."""
   questions, contexts = reduced._dev_questions()  # pylint: disable=protected-access
   for precision in ("int8", "float32"):
     with pytest.raises(errors.UsageError) as error:
-      exports[precision].answer_with_serve_features(questions[0], contexts[0], **settings)
+      exports[precision].answer_with_serve_features(questions[0], contexts[0], **{name: value})
     assert str(error.value) == message
 
 
