@@ -437,7 +437,8 @@ def litert_matmul_ms(a_shape, b_shape, has_weights, repeats, tmp):
   path = os.path.join(tmp, f"matmul_{'x'.join(map(str, a_shape + b_shape))}.tflite")
   with open(path, "wb") as f:
     f.write(features_model.int8_flatbuffer([function.get_concrete_function()], holder))
-  interpreter = interpreter_module.Interpreter(model_path=path, num_threads=os.cpu_count() or 1)
+  interpreter = interpreter_module.Interpreter(model_path=path,
+                                               num_threads=features_model.usable_cpus())
   interpreter.allocate_tensors()
   for detail in interpreter.get_input_details():  # the operands' shapes differ: match by shape
     interpreter.set_tensor(detail["index"],

@@ -154,13 +154,13 @@ def usable_cpus():
 class LiteRTFeatures:
   """An int8 export's LiteRT model at `model_path` as a features model.
 
-  Runs on `num_threads` CPU threads (None: the CPUs this process may run on, `usable_cpus`, as
-  TensorFlow counts them for its own threads); calls from several Python threads are
-  safe and run one at a time (one interpreter). Each window of a call runs alone on the
-  single-window signature of the next length at or above the call's (padded with [PAD] ids under a
-  0 mask), or, if it fills the unpadded signature's length with no padding, on that one; a longer
-  call, and every call of a model without those signatures, runs on the signature of any shape,
-  which resizes its inputs when the [batch, seq] changes.
+  Runs on `num_threads` CPU threads (None: `usable_cpus`, the CPUs this process may run on);
+  calls from several Python threads are safe and run one at a time (one interpreter). Each
+  window of a call runs alone on the single-window signature of the next length at or above the
+  call's (padded with [PAD] ids under a 0 mask), or, if it fills the unpadded signature's length
+  with no padding, on that one; a longer call, and every call of a model without those
+  signatures, runs on the signature of any shape, which resizes its inputs when the [batch, seq]
+  changes.
 
   Attributes:
     window_lengths: the single-window signatures' lengths in tokens, ascending ([] if none).
