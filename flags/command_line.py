@@ -75,23 +75,38 @@ def _flag_token(token, flag_values):
   return None, has_value
 
 
-def stray_argument(argv, flag_values=flags.FLAGS):
-  """(the first argument of `argv[1:]` that is neither a flag nor its value, the token before it
-  or None), or None; after "--" every argument is positional, as in absl."""
-  previous = None
+def _read_arguments(argv, flag_values):
+  """Yields (token, its flag or None, the argument it takes as its value or None) for `argv[1:]` as
+  absl reads them: a known non-boolean "--name value" takes the next argument, an unknown one (as
+  run_qa.py spells values) a next argument that is not a flag. Ends with "--" and the argument
+  after it (every argument after "--" is positional, as in absl)."""
   i = 1
   while i < len(argv):
-    token = argv[i]
+    token, following = argv[i], argv[i + 1] if i + 1 < len(argv) else None
     if token == "--":
-      return (argv[i + 1], token) if i + 1 < len(argv) else None
+      yield token, None, following
+      return
     flag, has_value = _flag_token(token, flag_values)
-    if token.startswith("-") and token != "-":
-      # A non-boolean "--name value" takes the next argument as its value, as absl does.
-      takes_next = flag is not None and not flag.boolean and not has_value and i + 1 < len(argv)
-      previous = argv[i + 1] if takes_next else token
-      i += 2 if takes_next else 1
-      continue
-    return token, previous
+    value = None
+    if token.startswith("-") and token != "-" and not has_value and following is not None:
+      if flag is not None and not flag.boolean:
+        value = following
+      elif flag is None and not following.startswith("-"):
+        value = following
+    yield token, flag, value
+    i += 1 if value is None else 2
+
+
+def stray_argument(argv, flag_values=flags.FLAGS):
+  """(the first argument of `argv[1:]` that is neither a flag nor its value, the token before it
+  or None), or None."""
+  previous = None
+  for token, _, value in _read_arguments(argv, flag_values):
+    if token == "--":
+      return (value, token) if value is not None else None
+    if not token.startswith("-") or token == "-":
+      return token, previous
+    previous = token if value is None else value
   return None
 
 
@@ -306,22 +321,14 @@ def parse_flags(argv, flag_values=flags.FLAGS):
 
 
 def unknown_flags(argv, flag_values=flags.FLAGS):
-  """[(name, the argument as typed, the argument after it or None)] for each flag in `argv[1:]`
-  that `flag_values` lacks, in order (absl reports only the first). An unknown "--name value"
-  (run_qa.py's spelling) takes a next argument that is not a flag as its value."""
-  unknown, i = [], 1
-  while i < len(argv) and argv[i] != "--":
-    token, following = argv[i], argv[i + 1] if i + 1 < len(argv) else None
-    flag, has_value = _flag_token(token, flag_values)
-    takes_next = False
-    if token.startswith("-") and token != "-":
-      name = token.lstrip("-").split("=", 1)[0]
-      if flag is None and name not in ("flagfile", "undefok"):  # absl's own
-        unknown.append((name, token, following))
-        takes_next = not has_value and following is not None and not following.startswith("-")
-      elif flag is not None:
-        takes_next = not flag.boolean and not has_value and following is not None
-    i += 2 if takes_next else 1
+  """[(name, the argument as typed, the value it takes or None)] for each flag in `argv[1:]` that
+  `flag_values` lacks, in order (absl reports only the first)."""
+  unknown = []
+  for token, flag, value in _read_arguments(argv, flag_values):
+    name = token.lstrip("-").split("=", 1)[0]
+    if (token.startswith("-") and token not in ("-", "--") and flag is None and
+        name not in ("flagfile", "undefok")):  # absl's own
+      unknown.append((name, token, value))
   return unknown
 
 
