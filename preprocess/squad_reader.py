@@ -173,13 +173,36 @@ def _is_row(item):
                                                                                   not in item)
 
 
-def _json_lines_rows(text):
-  """The rows of JSON Lines `text` when every line is a Hugging Face SQuAD row, else None."""
-  try:
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-  except json.JSONDecodeError:
-    return None
-  return rows if rows and all(_is_row(row) for row in rows) else None
+_ROW_KEYS = "'id', 'context', 'question', 'answers'"
+
+
+def _json_lines_rows(path, text):
+  """The Hugging Face SQuAD rows of JSON Lines `text`, or None when its first line is not JSON.
+
+  Raises:
+    SquadInputError: naming the line that is not JSON or not such a row (a file of one JSON value
+      a line whose first line is not a row: SQuAD documents or articles a line).
+  """
+  rows = []
+  for number, line in enumerate(text.splitlines(), 1):
+    if not line.strip():
+      continue
+    try:
+      row = json.loads(line)
+    except json.JSONDecodeError as e:
+      if not rows:
+        return None
+      raise SquadInputError(
+          f"{path}: line {number} of these JSON Lines is not valid JSON (column {e.colno}: "
+          f"{e.msg}); the file may be truncated, re-download or re-export it") from None
+    if not _is_row(row):
+      what = (f"line {number} is not a Hugging Face SQuAD row like line 1 ({_ROW_KEYS})"
+              if rows else f"line {number} is not a Hugging Face SQuAD row ({_ROW_KEYS})")
+      raise SquadInputError(
+          f"{path}: one JSON value a line (JSON Lines), but {what}; give one SQuAD JSON document "
+          f"({{\"data\": [articles]}}) or JSON Lines of such rows")
+    rows.append(row)
+  return rows
 
 
 def _from_rows(path, rows):
@@ -236,7 +259,7 @@ def _load(path):
   except json.JSONDecodeError as e:
     if not e.doc.strip():
       raise SquadInputError(f"{path}: the file is empty; re-download or re-export it") from None
-    rows = _json_lines_rows(e.doc) if e.msg == "Extra data" else None
+    rows = _json_lines_rows(path, e.doc) if e.msg == "Extra data" else None
     if rows is None:
       raise SquadInputError(
           artifacts.not_valid_json(
@@ -280,6 +303,13 @@ def _normalize(data):
         if type(qa.get("id")) is int:  # not bool, not float
           qa["id"] = str(qa["id"])
           normalized["id_number_as_string"] += 1
+        if qa.get("is_impossible") is True and qa.get("answers"):
+          # run_squad.py trains [CLS] for them; the official v2.0 scorer would read the answers and
+          # score the question as answerable: both read it as unanswerable, as SQuAD 2.0's own
+          # files write it (answers [], the span in plausible_answers).
+          qa.setdefault("plausible_answers", qa["answers"])
+          qa["answers"] = []
+          normalized["unanswerable_answers_ignored"] += 1
         answers = qa.get("answers")
         for answer in answers if isinstance(answers, list) else []:
           if not isinstance(answer, dict):
@@ -366,6 +396,14 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
         qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
         seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
         place = f"{seen_ids[qas_id]} ({qas_id})"
+        if not is_training:
+          _check_gold_answers(f"{where} question {q} ({qas_id})", qa, notes)
+        elif (version_2_with_negative and "is_impossible" not in qa and
+              qa.get("answers", []) == []):
+          # SQuAD 2.0 data written without the flag (as Hugging Face rows are): no answers means
+          # unanswerable, as the official scorer reads it.
+          is_impossible = True
+          notes["no_answers_trained_as_unanswerable"] += 1
         if empty_context:
           skip("empty_context", place)
           continue
@@ -376,8 +414,6 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
         if is_impossible:
           example.is_impossible = True
           notes["unanswerable"] += 1
-          if qa.get("answers"):  # run_squad.py ignores them: the target is [CLS], the gold ""
-            notes["unanswerable_answers_ignored"] += 1
         elif not is_training and version_2_with_negative and not qa.get("answers"):
           # The official v2.0 scorer reads the answers, not the flag: gold "".
           notes["answerable_without_answers_scored_as_unanswerable"] += 1
@@ -436,6 +472,24 @@ def _question(where, q, qa, seen_ids):
   return qas_id, question, is_impossible
 
 
+def _check_gold_answers(where, qa, notes):
+  """Raises SquadInputError unless question `qa` of an eval file has its `answers` (if any) as the
+  scorers read them, a list of objects with a string 'text'; counts a question whose every answer
+  text is blank (`blank_answers_scored_as_empty`: only "" matches them)."""
+  answers = qa.get("answers", [])
+  if not isinstance(answers, list):
+    raise SquadInputError(
+        f"{where}: 'answers' must be a list of {{\"text\": string, \"answer_start\": integer}} "
+        f"objects (the scorer compares the prediction with each 'text'), got {answers!r:.200}")
+  for i, answer in enumerate(answers):
+    if not isinstance(answer, dict) or not isinstance(answer.get("text"), str):
+      raise SquadInputError(
+          f"{where}: answer {i} must be an object with a string 'text' (the scorer compares the "
+          f"prediction with each answer's), got {answer!r:.200}")
+  if answers and not any(answer["text"].strip() for answer in answers):
+    notes["blank_answers_scored_as_empty"] += 1
+
+
 def _training_answer(where, qa, context, notes):
   """(text, start) of a training question's first answer, or the reason (str) it is skipped for;
   raises SquadInputError on a malformed answer."""
@@ -458,4 +512,8 @@ def _training_answer(where, qa, context, notes):
     return "answer_start_out_of_range"
   if not _answer_matches_words(answer_text, answer_start, context):
     return "answer_text_mismatch"
+  if context[answer_start:answer_start + len(answer_text)] != answer_text:
+    # Kept, as run_squad.py keeps it: its words hold the text, so the span is the text's tokens
+    # inside them. Many such offsets point into the wrong unit (UTF-8 bytes, UTF-16 code units).
+    notes["answer_start_not_at_text"] += 1
   return answer_text, answer_start

@@ -433,6 +433,149 @@ def test_a_scored_question_without_answers_is_named_unless_squad_2(tmp_path):
   assert meta["splits"]["eval"]["num_examples"] == 2
 
 
+@pytest.mark.parametrize("answers, message", [
+    ([{
+        "text": "1904",
+        "answer_start": 49
+    }, {
+        "text": 1904,
+        "answer_start": 49
+    }], "answer 1 must be an object with a string 'text' (the scorer compares the prediction with "
+     "each answer's), got {'text': 1904, 'answer_start': 49}"),
+    (["1904"], "answer 0 must be an object with a string 'text' (the scorer compares the "
+     "prediction with each answer's), got '1904'"),
+    ({
+        "text": "1904",
+        "answer_start": 49
+    }, "'answers' must be a list of {\"text\": string, \"answer_start\": integer} objects (the "
+     "scorer compares the prediction with each 'text'), got {'text': '1904', 'answer_start': 49}"),
+])
+def test_eval_answers_the_scorer_cannot_read_are_named(tmp_path, answers, message):
+  """The scorers read every gold answer's 'text': a number, a bare string or one object instead of
+  a list stops the records with one line (train.py would fail in the scorer after training)."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [
+          qa("ok", "Which year?", [("1904", 49)]), {
+              "id": "odd",
+              "question": "When?",
+              "answers": answers
+          }
+      ]
+  })
+  path = write(tmp_path, "eval.json", data)
+  for v2 in (False, True):
+    with pytest.raises(squad_reader.SquadInputError) as error:
+      run(tmp_path, "eval", path, v2=v2)
+    assert str(error.value) == f"{path}: article 0 paragraph 0 question 1 (odd): {message}"
+    assert not os.path.exists(tmp_path / "records")
+
+
+def test_blank_eval_answers_are_kept_and_noted(tmp_path):
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [qa("ok", "Which year?", [("1904", 49)]),
+              qa("blank", "When?", [(" ", 3), ("", 0)])]
+  })
+  meta = run(tmp_path, "eval", write(tmp_path, "eval.json", data))
+  assert meta["splits"]["eval"]["num_examples"] == 2
+  assert meta["splits"]["eval"]["notes"] == {"blank_answers_scored_as_empty": 1}
+
+
+def test_squad_2_training_questions_without_answers_or_flag_are_unanswerable(tmp_path):
+  """SQuAD 2.0 data written without "is_impossible" (as rows converted from Hugging Face are): under
+  --version_2_with_negative a training question without answers trains as unanswerable, as the
+  scorer reads it; "is_impossible": false without answers contradicts itself and is skipped."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [
+          qa("ok", "Which year?", [("1904", 49)]),
+          qa("none", "Who painted the door?", []),
+          dict(qa("false", "Who painted the roof?", []), is_impossible=False),
+      ]
+  })
+  path = write(tmp_path, "train.json", data)
+  read = squad_reader.read_squad(path, is_training=True, version_2_with_negative=True)
+  assert [(e.qas_id, e.is_impossible) for e in read.examples] == [("ok", False), ("none", True)]
+  assert read.notes == {"no_answers_trained_as_unanswerable": 1, "unanswerable": 1}
+  assert read.skipped == {"no_answer": 1}
+  v1 = squad_reader.read_squad(path, is_training=True)
+  assert [e.qas_id for e in v1.examples] == ["ok"] and v1.skipped == {"no_answer": 2}
+
+
+def test_unanswerable_questions_with_answers_are_scored_as_unanswerable(tmp_path):
+  """"is_impossible": true with answers: the records train [CLS]; the scorer, which reads the
+  answers, gets none (they become plausible_answers, as SQuAD 2.0's files write them)."""
+  data = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [
+          qa("ok", "Which year?", [("1904", 49)]),
+          dict(qa("marked", "Who painted the door?", [("The lighthouse keeper", 0)]),
+               is_impossible=True),
+      ]
+  })
+  path = write(tmp_path, "eval.json", data)
+  (article,) = squad_reader.load_json(path)
+  marked = article["paragraphs"][0]["qas"][1]
+  assert marked["answers"] == [] and marked["plausible_answers"] == [{
+      "text": "The lighthouse keeper",
+      "answer_start": 0
+  }]
+  scores = squad_scoring.score_v2([article], {
+      "ok": "1904",
+      "marked": ""
+  }, {
+      "ok": -1.0,
+      "marked": 1.0
+  })
+  assert (scores["HasAns_total"], scores["NoAns_total"], scores["exact"]) == (1, 1, 100.0)
+  meta = run(tmp_path, "eval", path, v2=True)
+  assert meta["splits"]["eval"]["notes"] == {"unanswerable": 1, "unanswerable_answers_ignored": 1}
+
+
+def test_an_answer_start_a_character_off_is_kept_and_noted(tmp_path):
+  """run_squad.py keeps an answer whose words hold its text though `answer_start` is off (here by
+  one, inside "tower"): the span is still the text's tokens; the offset is counted, since such
+  offsets often come in the wrong unit (UTF-8 bytes, UTF-16 units)."""
+  data = squad({"context": GOOD_CONTEXT, "qas": [qa("off", "What was painted?", [("tower", 35)])]})
+  out = tmp_path / "records"
+  meta = run(tmp_path, "train", write(tmp_path, "train.json", data))
+  assert meta["splits"]["train"]["notes"] == {"answer_start_not_at_text": 1}
+  ids, start, end = _window_of_answer(meta, out, SEQ)
+  vocab = open(testutil.vocab_file(), encoding="utf-8").read().splitlines()
+  assert [vocab[i] for i in ids[start:end + 1]] == ["tower"]
+
+
+def test_json_lines_errors_name_their_line(tmp_path):
+  row = {
+      "id": "a",
+      "context": GOOD_CONTEXT,
+      "question": "Which year?",
+      "answers": {
+          "text": ["1904"],
+          "answer_start": [49]
+      }
+  }
+  lines = [json.dumps(dict(row, id=f"r{i}")) for i in range(4)]
+  truncated = write(tmp_path, "cut.jsonl", "\n".join(lines[:3] + [lines[3][:40]]) + "\n")
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    squad_reader.read_squad(truncated, is_training=True)
+  assert str(error.value) == (
+      f"{truncated}: line 4 of these JSON Lines is not valid JSON (column 25: Unterminated "
+      f"string starting at); the file may be truncated, re-download or re-export it")
+  documents = write(tmp_path, "docs.jsonl", "\n".join([json.dumps(squad(GOOD))] * 2) + "\n")
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    squad_reader.read_squad(documents, is_training=True)
+  assert str(error.value) == (
+      f"{documents}: one JSON value a line (JSON Lines), but line 1 is not a Hugging Face SQuAD "
+      f"row ('id', 'context', 'question', 'answers'); give one SQuAD JSON document "
+      f"({{\"data\": [articles]}}) or JSON Lines of such rows")
+  mixed = write(tmp_path, "mixed.jsonl", "\n".join(lines[:2] + [json.dumps(squad(GOOD))]))
+  with pytest.raises(squad_reader.SquadInputError, match=r"but line 3 is not a Hugging Face SQuAD "
+                     r"row like line 1 "):
+    squad_reader.read_squad(mixed, is_training=True)
+
+
 def _window_of_answer(meta, out, seq):
   """(input ids, start, end) of the first train window labelled with an answer."""
   arrays = records.read_records(records.shard_paths(str(out), meta, "train"), "train", seq)
