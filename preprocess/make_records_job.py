@@ -188,9 +188,13 @@ def _read_splits(inputs, config):
                                     scored=split == records.EVAL_SPLIT)
     unanswerable = squad.skipped.get("unanswerable_needs_version_2", 0)
     if unanswerable:
+      # Hugging Face rows have no is_impossible field: theirs are the rows without answers.
+      what = (f"{counted(unanswerable, 'row')} {'has' if unanswerable == 1 else 'have'} no answers"
+              if squad.notes.get("hugging_face_rows_grouped") else
+              f"{counted(unanswerable, 'question')} {'is' if unanswerable == 1 else 'are'} marked "
+              f"\"is_impossible\": true")
       raise squad_reader.SquadInputError(
-          f"{path}: {counted(unanswerable, 'question')} {'is' if unanswerable == 1 else 'are'} "
-          f"marked \"is_impossible\": true (SQuAD 2.0; the first: "
+          f"{path}: {what} (SQuAD 2.0's unanswerable questions; the first: "
           f"{squad.first_skipped['unanswerable_needs_version_2']}), which SQuAD 1.1 records cannot "
           f"hold; pass --version_2_with_negative")
     if not squad.examples:

@@ -108,7 +108,8 @@ class SquadFile:
   examples: List[SquadExample]
   skipped: Dict[str, int]
   notes: Dict[str, int] = dataclasses.field(default_factory=dict)
-  # reason -> where its first skipped question is ("article a paragraph p question q (id)").
+  # reason -> where its first skipped question is ("article a paragraph p question q (id)", or
+  # "row r (id)" in Hugging Face rows).
   first_skipped: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -382,6 +383,10 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     skipped[reason] += 1
     first_skipped.setdefault(reason, place)
 
+  # Questions of Hugging Face rows are named by their row (the grouping keeps the rows' order).
+  rows = notes.get("hugging_face_rows_grouped", 0)
+  row = 0
+
   for a, article in enumerate(data):
     for p, paragraph in enumerate(_paragraphs(path, a, article)):
       where = f"{path}: article {a} paragraph {p}"
@@ -393,11 +398,13 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
       if not qas:
         skipped["paragraph_without_questions"] += 1
       for q, qa in enumerate(qas):
-        qas_id, question, is_impossible = _question(where, q, qa, seen_ids)
-        seen_ids[qas_id] = f"article {a} paragraph {p} question {q}"
-        place = f"{seen_ids[qas_id]} ({qas_id})"
+        at = f"row {row}" if rows else f"article {a} paragraph {p} question {q}"
+        row += 1
+        qas_id, question, is_impossible = _question(f"{path}: {at}", qa, seen_ids)
+        seen_ids[qas_id] = at
+        place = f"{at} ({qas_id})"
         if not is_training:
-          _check_gold_answers(f"{where} question {q} ({qas_id})", qa, notes)
+          _check_gold_answers(f"{path}: {place}", qa, notes)
         elif (version_2_with_negative and "is_impossible" not in qa and
               qa.get("answers", []) == []):
           # SQuAD 2.0 data written without the flag (as Hugging Face rows are): no answers means
@@ -419,11 +426,11 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
           notes["answerable_without_answers_scored_as_unanswerable"] += 1
         elif scored and not is_training and not qa.get("answers"):
           raise SquadInputError(
-              f"{where} question {q} ({qas_id}): no answers, and SQuAD 1.1 scores every question "
+              f"{path}: {place}: no answers, and SQuAD 1.1 scores every question "
               f"against its answers; add them or remove the question (unanswerable questions: "
               f"\"is_impossible\": true, and --version_2_with_negative)")
         elif is_training:
-          answer = _training_answer(f"{where} question {q} ({qas_id})", qa, context, notes)
+          answer = _training_answer(f"{path}: {place}", qa, context, notes)
           if isinstance(answer, str):
             skip(answer, place)
             continue
@@ -455,19 +462,20 @@ def _context_and_questions(where, paragraph):
   return context, qas
 
 
-def _question(where, q, qa, seen_ids):
-  """(id, question text, is_impossible) of question `q`; raises SquadInputError on a missing or
-  duplicate id, a missing question or a non-boolean is_impossible."""
+def _question(where, qa, seen_ids):
+  """(id, question text, is_impossible) of question `qa` (at `where`: the file and the place);
+  raises SquadInputError on a missing or duplicate id, a missing question or a non-boolean
+  is_impossible."""
   qas_id, question = qa.get("id"), qa.get("question")
   if not isinstance(qas_id, str) or not isinstance(question, str):
-    raise SquadInputError(f"{where} question {q}: needs string 'id' and 'question' (an "
+    raise SquadInputError(f"{where}: needs string 'id' and 'question' (an "
                           f"integer id is read as its decimal string)")
   if qas_id in seen_ids:
-    raise SquadInputError(f"{where} question {q}: duplicate id {qas_id!r} (first at "
+    raise SquadInputError(f"{where}: duplicate id {qas_id!r} (first at "
                           f"{seen_ids[qas_id]}); question ids must be unique")
   is_impossible = qa.get("is_impossible", False)
   if not isinstance(is_impossible, bool):
-    raise SquadInputError(f"{where} question {q} ({qas_id}): 'is_impossible' must be true or "
+    raise SquadInputError(f"{where} ({qas_id}): 'is_impossible' must be true or "
                           f"false (JSON booleans), got {is_impossible!r:.50}")
   return qas_id, question, is_impossible
 

@@ -405,10 +405,18 @@ def test_squad_2_file_without_version_2_is_refused_before_writing(tmp_path):
     with pytest.raises(squad_reader.SquadInputError) as error:
       run(tmp_path, split, path)
     assert str(error.value) == (
-        f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0; the first: article 0 "
-        f"paragraph 0 question 1 (impossible)), which SQuAD 1.1 records cannot hold; pass "
-        f"--version_2_with_negative")
+        f"{path}: 2 questions are marked \"is_impossible\": true (SQuAD 2.0's unanswerable "
+        f"questions; the first: article 0 paragraph 0 question 1 (impossible)), which SQuAD 1.1 "
+        f"records cannot hold; pass --version_2_with_negative")
     assert not os.path.exists(tmp_path / "records")
+  # Hugging Face rows have no is_impossible: theirs are the rows without answers, named by row.
+  rows = write(tmp_path, "rows.jsonl",
+               "".join(json.dumps(row) + "\n" for row in hugging_face_rows(data)))
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, "train", rows)
+  assert str(error.value) == (
+      f"{rows}: 2 rows have no answers (SQuAD 2.0's unanswerable questions; the first: row 1 "
+      f"(impossible)), which SQuAD 1.1 records cannot hold; pass --version_2_with_negative")
 
 
 def test_a_scored_question_without_answers_is_named_unless_squad_2(tmp_path):
@@ -544,6 +552,22 @@ def test_an_answer_start_a_character_off_is_kept_and_noted(tmp_path):
   ids, start, end = _window_of_answer(meta, out, SEQ)
   vocab = open(testutil.vocab_file(), encoding="utf-8").read().splitlines()
   assert [vocab[i] for i in ids[start:end + 1]] == ["tower"]
+
+
+def test_questions_of_hugging_face_rows_are_named_by_their_row(tmp_path):
+  rows = hugging_face_rows(squad(GOOD, dict(GOOD, qas=[qa("second", "When?", [("1904", 49)])])))
+  rows.append(dict(rows[0], question=None))
+  path = write(tmp_path, "rows.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    squad_reader.read_squad(path, is_training=True)
+  assert str(error.value) == (f"{path}: row 2: needs string 'id' and 'question' (an integer id is "
+                              f"read as its decimal string)")
+  rows[2] = dict(rows[0], question="Again?")
+  path = write(tmp_path, "rows.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    squad_reader.read_squad(path, is_training=True)
+  assert str(error.value) == f"{path}: row 2: duplicate id 'good' (first at row 0); question ids " \
+                             f"must be unique"
 
 
 def test_json_lines_errors_name_their_line(tmp_path):
