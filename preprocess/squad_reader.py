@@ -5,9 +5,11 @@ context words do not contain its answer text is skipped.
 `load_dataset` normalizes what is unambiguous, counted in meta.json `notes`: integer ids become
 strings (`id_number_as_string`), decimal-string offsets integers (`answer_start_string_as_int`),
 and an answer equal to the context only under NFC takes the context's characters
-(`answer_text_in_context_form`). Other mistyped fields are refused with one line. Hugging Face
-`datasets` rows (run_qa.py's `{"data": [rows]}`, a JSON list of them, or JSON Lines) are grouped
-into SQuAD's articles and paragraphs (`hugging_face_rows_grouped`).
+(`answer_text_in_context_form`); the answers of an `"is_impossible": true` question become its
+`plausible_answers`, as SQuAD 2.0's files write them (`unanswerable_answers_ignored`). Other
+mistyped fields are refused with one line. Hugging Face `datasets` rows (run_qa.py's
+`{"data": [rows]}`, a JSON list of them, or JSON Lines) are grouped into SQuAD's articles and
+paragraphs (`hugging_face_rows_grouped`).
 """
 
 import collections
@@ -358,8 +360,9 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
     path: the JSON file.
     is_training: keep the first answer, and skip questions whose answer does not line up.
     max_examples: stop after this many questions (None: all).
-    version_2_with_negative: keep `"is_impossible": true` questions as unanswerable (else they
-      are skipped, as unanswerable_needs_version_2).
+    version_2_with_negative: keep `"is_impossible": true` questions, and training questions with
+      neither answers nor that field, as unanswerable (else they are skipped, as
+      unanswerable_needs_version_2 and no_answer).
     scored: the questions will be scored (an eval file): under SQuAD 1.1, whose scorer compares
       a prediction with the gold answers, a question without answers is an error.
 
@@ -405,15 +408,15 @@ def read_squad(path, is_training, max_examples=None, version_2_with_negative=Fal
         place = f"{at} ({qas_id})"
         if not is_training:
           _check_gold_answers(f"{path}: {place}", qa, notes)
-        elif (version_2_with_negative and "is_impossible" not in qa and
-              qa.get("answers", []) == []):
+        if empty_context:
+          skip("empty_context", place)
+          continue
+        if (is_training and version_2_with_negative and "is_impossible" not in qa and
+            qa.get("answers", []) == []):
           # SQuAD 2.0 data written without the flag (as Hugging Face rows are): no answers means
           # unanswerable, as the official scorer reads it.
           is_impossible = True
           notes["no_answers_trained_as_unanswerable"] += 1
-        if empty_context:
-          skip("empty_context", place)
-          continue
         example = SquadExample(qas_id, question, paragraph_index)
         if is_impossible and not version_2_with_negative:
           skip("unanswerable_needs_version_2", place)
