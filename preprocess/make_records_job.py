@@ -199,8 +199,27 @@ def _read_splits(inputs, config):
           f"hold; pass --version_2_with_negative")
     if not squad.examples:
       _refuse_unusable(split, squad, squad.skipped)
+    _warn_of_the_version(path, squad, config.version_2_with_negative)
     splits.append((split, squad))
   return splits
+
+
+def _warn_of_the_version(path, squad, version_2_with_negative):
+  """Logs a warning when `squad` (a read SQuAD file) looks like the other SQuAD version: training
+  questions without answers skipped under SQuAD 1.1, or no unanswerable question under 2.0."""
+  no_answer = squad.skipped.get("no_answer", 0)
+  if no_answer and not version_2_with_negative:
+    logging.warning(
+        "%s: %s without answers skipped (the first: %s); if they are SQuAD 2.0's unanswerable "
+        "questions, --version_2_with_negative trains them as such", path,
+        counted(no_answer, "question"), squad.first_skipped["no_answer"])
+  unanswerable = (squad.notes.get("unanswerable", 0) +
+                  squad.notes.get("answerable_without_answers_scored_as_unanswerable", 0))
+  if version_2_with_negative and not unanswerable:
+    logging.warning(
+        "%s: --version_2_with_negative, but none of its %s is unanswerable (\"is_impossible\": "
+        "true, or no answers): the model would learn and be scored on no null answer; SQuAD 1.1 "
+        "data needs no flag", path, counted(len(squad.examples), "question"))
 
 
 def _refuse_unusable(split, squad, skipped):

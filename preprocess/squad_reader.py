@@ -506,7 +506,9 @@ def _training_answer(where, qa, context, notes):
   raises SquadInputError on a malformed answer."""
   answers = qa.get("answers", [])
   if not isinstance(answers, list):
-    raise SquadInputError(f"{where}: 'answers' must be a list")
+    raise SquadInputError(
+        f"{where}: 'answers' must be a list of {{\"text\": string, \"answer_start\": integer}} "
+        f"objects ([] for none), got {answers!r:.200}")
   if not answers:
     return "no_answer"
   if len(answers) > 1:

@@ -511,6 +511,39 @@ def test_squad_2_training_questions_without_answers_or_flag_are_unanswerable(tmp
   assert [e.qas_id for e in v1.examples] == ["ok"] and v1.skipped == {"no_answer": 2}
 
 
+def test_a_file_that_looks_like_the_other_squad_version_is_named(tmp_path, caplog):
+  """Training questions without answers (nor is_impossible) under SQuAD 1.1 are skipped, but SQuAD
+  2.0 data written that way would lose its unanswerable half: the warning names the flag. Under
+  --version_2_with_negative, a file without an unanswerable question is named too."""
+  unanswered = squad({
+      "context": GOOD_CONTEXT,
+      "qas": [qa("ok", "Which year?", [("1904", 49)]),
+              qa("none", "Who painted the door?", [])]
+  })
+  path = write(tmp_path, "train.json", unanswered)
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    run(tmp_path, "train", path)
+    run(tmp_path, "train", write(tmp_path, "v1.json", squad(GOOD)), v2=True)
+  messages = [r.getMessage() for r in caplog.records if r.levelno == std_logging.WARNING]
+  assert (f"{path}: 1 question without answers skipped (the first: article 0 paragraph 0 "
+          f"question 1 (none)); if they are SQuAD 2.0's unanswerable questions, "
+          f"--version_2_with_negative trains them as such") in messages
+  assert (f"{tmp_path / 'v1.json'}: --version_2_with_negative, but none of its 1 question is "
+          f"unanswerable (\"is_impossible\": true, or no answers): the model would learn and be "
+          f"scored on no null answer; SQuAD 1.1 data needs no flag") in messages
+  caplog.clear()
+  with caplog.at_level(std_logging.INFO, logger="absl"):
+    run(tmp_path, "train", path, v2=True)
+  assert not [r for r in caplog.records if "--version_2_with_negative" in r.getMessage()]
+  broken = write(tmp_path, "null.json",
+                 squad(dict(GOOD, qas=[dict(qa("null", "Who?", []), answers=None)])))
+  with pytest.raises(squad_reader.SquadInputError) as error:
+    run(tmp_path, "train", broken)
+  assert str(error.value) == (
+      f"{broken}: article 0 paragraph 0 question 0 (null): 'answers' must be a list of "
+      f"{{\"text\": string, \"answer_start\": integer}} objects ([] for none), got None")
+
+
 def test_unanswerable_questions_with_answers_are_scored_as_unanswerable(tmp_path):
   """"is_impossible": true with answers: the records train [CLS]; the scorer, which reads the
   answers, gets none (they become plausible_answers, as SQuAD 2.0's files write them)."""
