@@ -483,15 +483,22 @@ def _question(where, qa, seen_ids):
   return qas_id, question, is_impossible
 
 
-def _check_gold_answers(where, qa, notes):
-  """Raises SquadInputError unless question `qa` of an eval file has its `answers` (if any) as the
-  scorers read them, a list of objects with a string 'text'; counts a question whose every answer
-  text is blank (`blank_answers_scored_as_empty`: only "" matches them)."""
+def _answers(where, qa, why):
+  """The `answers` list of question `qa` ([] without one); raises SquadInputError naming `where`
+  and `why` a list is needed when it is not a list."""
   answers = qa.get("answers", [])
   if not isinstance(answers, list):
     raise SquadInputError(
         f"{where}: 'answers' must be a list of {{\"text\": string, \"answer_start\": integer}} "
-        f"objects (the scorer compares the prediction with each 'text'), got {answers!r:.200}")
+        f"objects ({why}), got {answers!r:.200}")
+  return answers
+
+
+def _check_gold_answers(where, qa, notes):
+  """Raises SquadInputError unless question `qa` of an eval file has its `answers` (if any) as the
+  scorers read them, a list of objects with a string 'text'; counts a question whose every answer
+  text is blank (`blank_answers_scored_as_empty`: only "" matches them)."""
+  answers = _answers(where, qa, "the scorer compares the prediction with each 'text'")
   for i, answer in enumerate(answers):
     if not isinstance(answer, dict) or not isinstance(answer.get("text"), str):
       raise SquadInputError(
@@ -504,11 +511,7 @@ def _check_gold_answers(where, qa, notes):
 def _training_answer(where, qa, context, notes):
   """(text, start) of a training question's first answer, or the reason (str) it is skipped for;
   raises SquadInputError on a malformed answer."""
-  answers = qa.get("answers", [])
-  if not isinstance(answers, list):
-    raise SquadInputError(
-        f"{where}: 'answers' must be a list of {{\"text\": string, \"answer_start\": integer}} "
-        f"objects ([] for none), got {answers!r:.200}")
+  answers = _answers(where, qa, "[] for none")
   if not answers:
     return "no_answer"
   if len(answers) > 1:

@@ -55,6 +55,11 @@ def write(tmp_path, name, content):
   return str(path)
 
 
+def write_json_lines(tmp_path, name, rows):
+  """`rows` (dicts) as JSON Lines, one a line (`datasets`' to_json)."""
+  return write(tmp_path, name, "".join(json.dumps(row) + "\n" for row in rows))
+
+
 def squad(*paragraphs, title="Hand-made"):
   return {"version": "1.1", "data": [{"title": title, "paragraphs": list(paragraphs)}]}
 
@@ -410,8 +415,7 @@ def test_squad_2_file_without_version_2_is_refused_before_writing(tmp_path):
         f"records cannot hold; pass --version_2_with_negative")
     assert not os.path.exists(tmp_path / "records")
   # Hugging Face rows have no is_impossible: theirs are the rows without answers, named by row.
-  rows = write(tmp_path, "rows.jsonl",
-               "".join(json.dumps(row) + "\n" for row in hugging_face_rows(data)))
+  rows = write_json_lines(tmp_path, "rows.jsonl", hugging_face_rows(data))
   with pytest.raises(squad_reader.SquadInputError) as error:
     run(tmp_path, "train", rows)
   assert str(error.value) == (
@@ -590,13 +594,13 @@ def test_an_answer_start_a_character_off_is_kept_and_noted(tmp_path):
 def test_questions_of_hugging_face_rows_are_named_by_their_row(tmp_path):
   rows = hugging_face_rows(squad(GOOD, dict(GOOD, qas=[qa("second", "When?", [("1904", 49)])])))
   rows.append(dict(rows[0], question=None))
-  path = write(tmp_path, "rows.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+  path = write_json_lines(tmp_path, "rows.jsonl", rows)
   with pytest.raises(squad_reader.SquadInputError) as error:
     squad_reader.read_squad(path, is_training=True)
   assert str(error.value) == (f"{path}: row 2: needs string 'id' and 'question' (an integer id is "
                               f"read as its decimal string)")
   rows[2] = dict(rows[0], question="Again?")
-  path = write(tmp_path, "rows.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+  path = write_json_lines(tmp_path, "rows.jsonl", rows)
   with pytest.raises(squad_reader.SquadInputError) as error:
     squad_reader.read_squad(path, is_training=True)
   assert str(error.value) == f"{path}: row 2: duplicate id 'good' (first at row 0); question ids " \
@@ -1070,7 +1074,7 @@ def test_hugging_face_rows_make_the_records_of_their_squad_file(tmp_path, layout
   squad_file = write(tmp_path, "squad3.json", dataset)
   rows = hugging_face_rows(dataset)
   if layout == "json_lines":
-    rows_file = write(tmp_path, "rows.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    rows_file = write_json_lines(tmp_path, "rows.jsonl", rows)
   else:
     rows_file = write(tmp_path, "rows.json", {"data": rows} if layout == "run_qa" else rows)
   expected = make_records({"eval": squad_file}, str(tmp_path / "from_squad"), shards=1, v2=True)
